@@ -1,0 +1,3 @@
+module github.com/gputide/gputide
+
+go 1.26.8
