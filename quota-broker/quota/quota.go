@@ -1,0 +1,207 @@
+// Package quota holds the GPU quota tree: its nodes, the global settings, the
+// HCL loader and the structural checks of law L1 (DESIGN §3).
+//
+// A tree is plain data. The planning core (package plan) reads it; the HCL
+// loader and the snapshot decoder build it; Validate checks it.
+package quota
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// DefaultDebtGrace is the default for Settings.DebtGrace (DESIGN L9: 10 minutes).
+const DefaultDebtGrace = 10 * time.Minute
+
+// Node is one node of the quota tree.
+type Node struct {
+	// Name is unique in the tree, e.g. "Quota1.1".
+	Name string
+	// GPUs is the node's nominal quota in GPUs: what it is guaranteed.
+	GPUs int
+	// ChildPreemption lets jobs bound to this node preempt the non-idle
+	// allocations of its descendants (DESIGN L5 step 2).
+	ChildPreemption bool
+	// PriorityPreemption lets jobs bound to this node preempt this node's own
+	// non-idle allocations of lower job priority (DESIGN L5 step 3).
+	PriorityPreemption bool
+	// Namespaces are the Nomad namespaces (workspaces) bound to this node.
+	Namespaces []string
+	// ChangedAt is the time of the last change of GPUs, used for the debt
+	// grace period (DESIGN L9). The zero time means "no recorded change": the
+	// node's debt has no grace left.
+	ChangedAt time.Time
+	// Children are the node's child quotas.
+	Children []*Node
+	// Pos is where the node was declared ("quota.hcl:3" or a JSON path), used
+	// to prefix validation errors. Optional.
+	Pos string
+}
+
+// Settings are the tree-wide settings of the broker.
+type Settings struct {
+	// MinRuntime protects allocations younger than it from preemption unless
+	// no node has a victim set without them (DESIGN L5). Default 0.
+	MinRuntime time.Duration
+	// DebtGrace is how long debt created by a quota change is protected from
+	// preemption (DESIGN L9). Default DefaultDebtGrace.
+	DebtGrace time.Duration
+}
+
+// DefaultSettings returns the settings used when none are given.
+func DefaultSettings() Settings {
+	return Settings{DebtGrace: DefaultDebtGrace}
+}
+
+// Walk calls fn for n and each of its descendants, parents first, children
+// in declaration order.
+func (n *Node) Walk(fn func(node *Node)) {
+	if n == nil {
+		return
+	}
+	fn(n)
+	for _, c := range n.Children {
+		c.Walk(fn)
+	}
+}
+
+// Find returns the node called name in the subtree of n, or nil.
+func (n *Node) Find(name string) *Node {
+	var found *Node
+	n.Walk(func(x *Node) {
+		if found == nil && x.Name == name {
+			found = x
+		}
+	})
+	return found
+}
+
+// Clone returns a deep copy of the subtree rooted at n.
+func (n *Node) Clone() *Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Namespaces = append([]string(nil), n.Namespaces...)
+	c.Children = make([]*Node, len(n.Children))
+	for i, ch := range n.Children {
+		c.Children[i] = ch.Clone()
+	}
+	if len(n.Children) == 0 {
+		c.Children = nil
+	}
+	return &c
+}
+
+// ValidationError is a violation of law L1. It names the node and carries
+// the numbers in its message.
+type ValidationError struct {
+	Pos     string // where the node was declared, may be empty
+	Node    string // the node's name
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Pos != "" {
+		return fmt.Sprintf("%s: quota %q: %s", e.Pos, e.Node, e.Message)
+	}
+	return fmt.Sprintf("quota %q: %s", e.Node, e.Message)
+}
+
+// Validate checks law L1 on the tree rooted at root: names are non-empty and
+// unique, nominal GPUs are not negative, the children's nominal GPUs sum to
+// at most their parent's, and a namespace is bound to at most one node. The
+// first violation found (parents before children) is returned as a
+// *ValidationError.
+//
+// L1's other half, "root nominal <= healthy GPUs in the cluster", is a
+// warning, not an error: see CapacityWarning.
+func Validate(root *Node) error {
+	if root == nil {
+		return &ValidationError{Message: "the quota tree has no root"}
+	}
+	names := map[string]*Node{}
+	namespaces := map[string]string{}
+	var check func(n *Node) error
+	check = func(n *Node) error {
+		if strings.TrimSpace(n.Name) == "" {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "a quota node needs a name"}
+		}
+		if prev, dup := names[n.Name]; dup {
+			msg := "name used twice"
+			if prev.Pos != "" {
+				msg += " (first at " + prev.Pos + ")"
+			}
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: msg}
+		}
+		names[n.Name] = n
+		if n.GPUs < 0 {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus = %d is negative", n.GPUs)}
+		}
+		for _, ns := range n.Namespaces {
+			if strings.TrimSpace(ns) == "" {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "empty namespace name"}
+			}
+			if owner, dup := namespaces[ns]; dup {
+				return &ValidationError{Pos: n.Pos, Node: n.Name,
+					Message: fmt.Sprintf("namespace %q is already bound to quota %q", ns, owner)}
+			}
+			namespaces[ns] = n.Name
+		}
+		sum := 0
+		parts := make([]string, 0, len(n.Children))
+		for _, c := range n.Children {
+			if c == nil {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "nil child"}
+			}
+			sum += c.GPUs
+			parts = append(parts, fmt.Sprintf("%s %d", c.Name, c.GPUs))
+		}
+		if sum > n.GPUs {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
+				"children's nominal GPUs sum to %d (%s), more than its nominal %d",
+				sum, strings.Join(parts, " + "), n.GPUs)}
+		}
+		for _, c := range n.Children {
+			if err := check(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return check(root)
+}
+
+// CapacityWarning returns a warning text when the root's nominal exceeds the
+// healthy GPUs in the cluster (L1: warn, never fail), or "" when it fits.
+func CapacityWarning(root *Node, healthyGPUs int) string {
+	if root == nil || root.GPUs <= healthyGPUs {
+		return ""
+	}
+	return fmt.Sprintf("quota %q: nominal %d GPUs exceeds the %d healthy GPUs in the cluster", root.Name, root.GPUs, healthyGPUs)
+}
+
+// Namespaces returns the namespace -> node name binding of the tree, sorted
+// by namespace when listed with SortedNamespaces.
+func Namespaces(root *Node) map[string]string {
+	m := map[string]string{}
+	root.Walk(func(n *Node) {
+		for _, ns := range n.Namespaces {
+			m[ns] = n.Name
+		}
+	})
+	return m
+}
+
+// SortedNamespaces returns the tree's bound namespaces in lexical order.
+func SortedNamespaces(root *Node) []string {
+	m := Namespaces(root)
+	out := make([]string, 0, len(m))
+	for ns := range m {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
