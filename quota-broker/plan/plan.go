@@ -4,15 +4,197 @@
 //
 // The package does no I/O, reads no clock and uses no randomness: the same
 // snapshot always gives the same plan.
+//
+// How a plan is made:
+//  1. newPlanner indexes the snapshot and derives the ledger from the live
+//     allocations (L2), with over-quota debt (L9).
+//  2. Pending groups are gathered into jobs and ordered (L3).
+//  3. Non-idle jobs are decided first, in that order: flex requests past
+//     max_wait expire (L11); a job that is not entitled waits (L3); an
+//     entitled job's allocations are placed one at a time, on free GPUs by
+//     bin-packing or else on GPUs freed by the best victim set (L5, L6). A
+//     flex request is admitted whole or not at all (L11).
+//  4. Idle jobs are then placed on the GPUs still free, never causing a
+//     preemption (L3, L4). Deciding them after the non-idle work keeps an
+//     idle job admitted in this plan, which may not be a victim in it, from
+//     blocking an entitled job (L3: idle allocations never block an
+//     entitled job).
+//  5. Usage is reported after the plan's stops and admits (L4).
 package plan
 
-import "github.com/gputide/gputide/quota-broker/quota"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+)
 
 // Compute plans the snapshot. It returns an error only when the quota tree
 // breaks law L1; the snapshot itself is not changed.
 func Compute(s *Snapshot) (*Plan, error) {
+	if s == nil {
+		return nil, fmt.Errorf("no snapshot")
+	}
 	if err := quota.Validate(s.Quota); err != nil {
 		return nil, err
 	}
-	return &Plan{}, nil
+	p := newPlanner(s)
+	jobs := p.pendingJobs()
+	cache := map[string][]int{}
+	for _, idlePass := range []bool{false, true} {
+		for _, j := range jobs {
+			if j.idle == idlePass {
+				p.decide(j, cache)
+			}
+		}
+	}
+	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings}, nil
+}
+
+// decide makes the plan's actions for one pending job.
+func (p *planner) decide(j *job, cache map[string][]int) {
+	if j.q == nil {
+		p.warnings = append(p.warnings, fmt.Sprintf("job %s/%s: namespace %q is not bound to any quota; not governed",
+			j.namespace, j.name, j.namespace))
+		return
+	}
+	for _, g := range j.groups {
+		if g.Type == JobSystem || g.Type == JobSysbatch {
+			p.warnings = append(p.warnings, fmt.Sprintf("job %s/%s: %s jobs are not governed", j.namespace, j.name, g.Type))
+			return
+		}
+	}
+	if j.flex != nil {
+		wait := j.flex.MaxWait
+		if wait <= 0 || wait > MaxFlexWait {
+			wait = MaxFlexWait
+		}
+		if waited := p.now.Sub(j.submitted); waited > wait {
+			for _, g := range j.groups {
+				p.emit(Action{Action: ActionExpire, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+					Count: g.Count, GPUs: g.GPUs, Rule: RuleFlex,
+					Reason: fmt.Sprintf("flex request waited %s, more than max_wait %s", waited, wait)})
+			}
+			return
+		}
+	}
+	if !j.idle {
+		if reason := p.entitlement(j.q, j.asked); reason != "" {
+			p.waitAll(j, RuleAdmission, reason)
+			return
+		}
+	}
+	if j.flex != nil {
+		saved := p.st.clone()
+		placed, failed, reason := p.placeJob(j, cache)
+		if failed > 0 {
+			p.st = saved
+			p.waitAll(j, RuleFlex, fmt.Sprintf("flex request admitted only whole: %d of %d allocations fit now (%s)",
+				placed, placed+failed, reason))
+			return
+		}
+		return
+	}
+	p.placeJob(j, cache)
+}
+
+// placeJob places the allocations of every group of j, one at a time, and
+// emits an admit action per group with the nodes and a wait action for the
+// rest. It returns how many allocations were placed and how many were not.
+func (p *planner) placeJob(j *job, cache map[string][]int) (placed, failed int, reason string) {
+	for _, g := range j.groups {
+		c := &claim{j: j, g: g, cid: p.claimantID(g.Key()), nodes: p.feasibleNodes(g, cache)}
+		var nodes []string
+		why := ""
+		for i := 0; i < g.Count; i++ {
+			ni, r := p.placeOne(c)
+			if ni < 0 {
+				why = r
+				break
+			}
+			nodes = append(nodes, p.nodes[ni].n.ID)
+		}
+		placed += len(nodes)
+		if len(nodes) > 0 {
+			rule := RuleAdmission
+			if j.idle {
+				rule = RuleIdle
+			}
+			p.emit(Action{Action: ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+				Count: len(nodes), GPUs: g.GPUs, Nodes: nodes, Rule: rule, Reason: p.admitReason(j)})
+		}
+		if rest := g.Count - len(nodes); rest > 0 {
+			failed += rest
+			reason = why
+			if j.flex == nil {
+				p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+					Count: rest, GPUs: g.GPUs, Rule: RuleAdmission, Reason: why})
+			}
+		}
+	}
+	return placed, failed, reason
+}
+
+// placeOne places one allocation of claim c: on free GPUs by bin-packing,
+// or, for a non-idle job, on the GPUs of the best victim set (L5, L6). It
+// returns the node index, or -1 and the reason there is no room.
+func (p *planner) placeOne(c *claim) (int, string) {
+	if len(c.nodes) == 0 {
+		return -1, fmt.Sprintf("no node can run %d GPUs%s%s", c.g.GPUs, modelText(c.g.Model), placeText(c.g))
+	}
+	if ni := p.binPack(c.nodes, c.cid, c.g); ni >= 0 {
+		p.admitOne(c, ni)
+		return ni, ""
+	}
+	if c.j.idle {
+		return -1, fmt.Sprintf("idle job: no node has %d free GPUs%s%s; idle jobs never preempt",
+			c.g.GPUs, modelText(c.g.Model), placeText(c.g))
+	}
+	set, keys := p.findVictims(c)
+	if set == nil {
+		return -1, fmt.Sprintf("no node has %d free GPUs%s%s, even with preemption",
+			c.g.GPUs, modelText(c.g.Model), placeText(c.g))
+	}
+	p.stopUnits(set, c, keys)
+	p.admitOne(c, set.node)
+	return set.node, ""
+}
+
+// admitOne takes the GPUs of one allocation of c on node ni and books them.
+func (p *planner) admitOne(c *claim, ni int) {
+	p.take(p.nodes[ni], c.cid, c.g.Model, c.g.GPUs)
+	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false)
+}
+
+func (p *planner) admitReason(j *job) string {
+	if j.idle {
+		return "idle job on free GPUs"
+	}
+	l := p.st.ledger
+	return fmt.Sprintf("%s: %d of %d GPUs in use after admission", j.q.node.Name, l.nonIdle[j.q.index], j.q.node.GPUs)
+}
+
+// waitAll makes every group of j wait with the same reason.
+func (p *planner) waitAll(j *job, rule Rule, reason string) {
+	for _, g := range j.groups {
+		p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+			Count: g.Count, GPUs: g.GPUs, Rule: rule, Reason: reason})
+	}
+}
+
+func (p *planner) emit(a Action) { p.st.actions = append(p.st.actions, a) }
+
+func modelText(model string) string {
+	if model == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of model %q", model)
+}
+
+func placeText(g *Pending) string {
+	dcs := "any datacenter"
+	if len(g.Datacenters) > 0 {
+		dcs = "datacenter " + strings.Join(g.Datacenters, ",")
+	}
+	return fmt.Sprintf(" in %s, node pool %q", dcs, poolOf(g.NodePool))
 }

@@ -1,0 +1,237 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// job is the pending work of one Nomad job: all its pending groups are
+// decided together (DESIGN L3).
+type job struct {
+	namespace string
+	name      string
+	groups    []*Pending // sorted by group name
+	q         *qnode
+	priority  int
+	idle      bool
+	flex      *Flex
+	submitted time.Time
+	// asked is the total GPUs of all pending allocations of all groups.
+	asked int
+}
+
+// maxRun is the job's flex max_run for ordering; a non-flex job counts as 0.
+func (j *job) maxRun() time.Duration {
+	if j.flex == nil {
+		return 0
+	}
+	return j.flex.MaxRun
+}
+
+// pendingJobs groups the snapshot's pending groups by job and orders the
+// jobs as DESIGN L3 says:
+//  1. higher priority first;
+//  2. among flex requests, shorter max_run first (a non-flex job counts as 0);
+//  3. earlier submission;
+//  4. namespace, then job name (group names order the groups of a job).
+func (p *planner) pendingJobs() []*job {
+	byKey := map[string]*job{}
+	for i := range p.snap.Pending {
+		g := &p.snap.Pending[i]
+		key := g.JobKey()
+		j, ok := byKey[key]
+		if !ok {
+			j = &job{namespace: g.Namespace, name: g.Job, q: p.byNS[g.Namespace], submitted: g.SubmittedAt}
+			byKey[key] = j
+		}
+		j.groups = append(j.groups, g)
+	}
+	jobs := make([]*job, 0, len(byKey))
+	for _, key := range sortedKeys(byKey) {
+		j := byKey[key]
+		sort.SliceStable(j.groups, func(a, b int) bool { return j.groups[a].Group < j.groups[b].Group })
+		first := j.groups[0]
+		j.idle = first.Idle
+		for _, g := range j.groups {
+			j.priority = max(j.priority, g.Priority)
+			if g.SubmittedAt.Before(j.submitted) {
+				j.submitted = g.SubmittedAt
+			}
+			if j.flex == nil && g.Flex != nil {
+				j.flex = g.Flex
+			}
+			j.asked += g.Count * g.GPUs
+		}
+		jobs = append(jobs, j)
+	}
+	sort.SliceStable(jobs, func(a, b int) bool {
+		x, y := jobs[a], jobs[b]
+		if x.priority != y.priority {
+			return x.priority > y.priority
+		}
+		if x.maxRun() != y.maxRun() {
+			return x.maxRun() < y.maxRun()
+		}
+		if !x.submitted.Equal(y.submitted) {
+			return x.submitted.Before(y.submitted)
+		}
+		if x.namespace != y.namespace {
+			return x.namespace < y.namespace
+		}
+		return x.name < y.name
+	})
+	return jobs
+}
+
+// entitlement checks DESIGN L3 for a non-idle job of node q asking for
+// gpus more GPUs. It returns "" when the job is entitled, or the reason it
+// is not, naming the quota and the numbers.
+//
+//   - q's non-idle usage, debt included, plus gpus stays within q's nominal;
+//     when q has child-level preemption only q's own namespaces count, as its
+//     descendants yield to it (L5 step 2);
+//   - for every ancestor a of q, a's non-idle subtree usage, debt excluded
+//     (debt never blocks the quota it was moved to), plus gpus stays within
+//     a's nominal.
+func (p *planner) entitlement(q *qnode, gpus int) string {
+	l := p.st.ledger
+	used, scope := l.nonIdle[q.index], ""
+	if q.node.ChildPreemption {
+		used, scope = l.ownNonIdle[q.index], " by its own namespaces"
+	}
+	if used+gpus > q.node.GPUs {
+		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %d more needed",
+			q.node.Name, used, q.node.GPUs, scope, gpus)
+	}
+	for _, a := range q.ancestors {
+		used := l.nonIdle[a.index] - l.debt[a.index]
+		if used+gpus > a.node.GPUs {
+			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded; %d more needed",
+				a.node.Name, q.node.Name, used, a.node.GPUs, gpus)
+		}
+	}
+	return ""
+}
+
+// feasible reports whether node c can ever run an allocation of g: its
+// datacenter and node pool match and it has enough healthy GPUs of the
+// model.
+func (p *planner) feasible(c *cnode, g *Pending) bool {
+	if len(g.Datacenters) > 0 {
+		ok := false
+		for _, dc := range g.Datacenters {
+			if dc == c.n.Datacenter || dc == "*" {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if poolOf(g.NodePool) != poolOf(c.n.NodePool) {
+		return false
+	}
+	n := 0
+	for _, gi := range c.gpus {
+		if p.gpus[gi].healthy && modelMatches(g.Model, p.gpus[gi].g.Model) {
+			n++
+		}
+	}
+	return n >= g.GPUs
+}
+
+func poolOf(pool string) string {
+	if pool == "" {
+		return "default"
+	}
+	return pool
+}
+
+func modelMatches(want, have string) bool { return want == "" || want == have }
+
+// feasibleNodes returns the indices of the nodes that can run allocations
+// of g, cached by the group's constraints.
+func (p *planner) feasibleNodes(g *Pending, cache map[string][]int) []int {
+	key := fmt.Sprintf("%q|%q|%d|%q", g.Datacenters, poolOf(g.NodePool), g.GPUs, g.Model)
+	if nodes, ok := cache[key]; ok {
+		return nodes
+	}
+	nodes := []int{}
+	for _, c := range p.nodes {
+		if p.feasible(c, g) {
+			nodes = append(nodes, c.index)
+		}
+	}
+	cache[key] = nodes
+	return nodes
+}
+
+// freeOn counts the GPUs of node c that claimant cid may take for model:
+// healthy GPUs held by nobody, plus GPUs being freed for cid (DESIGN L6,
+// L7: GPUs freed for a claimant go to that claimant only).
+func (p *planner) freeOn(c *cnode, cid int32, model string) int {
+	st := p.st
+	if st.nodeFreeing[c.index] == 0 && modelMatches(model, c.model) {
+		return st.nodeFree[c.index]
+	}
+	n := 0
+	for _, g := range c.gpus {
+		if !p.gpus[g].healthy || !modelMatches(model, p.gpus[g].g.Model) {
+			continue
+		}
+		if st.holder[g] == holderFree || (st.holder[g] >= 0 && st.freeFor[g] == cid && cid != noClaimant) {
+			n++
+		}
+	}
+	return n
+}
+
+// binPack picks the node for one allocation on free GPUs, like Nomad's
+// bin-packing: the feasible node with the fewest free GPUs that still fit,
+// then the lowest node ID (nodes are sorted by ID). It returns -1 when no
+// node fits.
+func (p *planner) binPack(nodes []int, cid int32, g *Pending) int {
+	best, bestFree := -1, 0
+	for _, ni := range nodes {
+		free := p.freeOn(p.nodes[ni], cid, g.Model)
+		if free < g.GPUs {
+			continue
+		}
+		if best == -1 || free < bestFree {
+			best, bestFree = ni, free
+			if free == g.GPUs {
+				break
+			}
+		}
+	}
+	return best
+}
+
+// take assigns gpus GPUs of node c to a new allocation of claimant cid,
+// preferring GPUs being freed for cid, then free ones, in node order.
+func (p *planner) take(c *cnode, cid int32, model string, gpus int) {
+	st := p.st
+	for pass := 0; pass < 2 && gpus > 0; pass++ {
+		for _, g := range c.gpus {
+			if gpus == 0 {
+				break
+			}
+			if !p.gpus[g].healthy || !modelMatches(model, p.gpus[g].g.Model) {
+				continue
+			}
+			switch {
+			case pass == 0 && cid != noClaimant && st.holder[g] >= 0 && st.freeFor[g] == cid:
+				st.nodeFreeing[c.index]--
+			case pass == 1 && st.holder[g] == holderFree:
+				st.nodeFree[c.index]--
+			default:
+				continue
+			}
+			st.holder[g] = holderPlanned
+			st.freeFor[g] = noClaimant
+			gpus--
+		}
+	}
+}

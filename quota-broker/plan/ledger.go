@@ -1,0 +1,309 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+)
+
+// planner holds the indexed, read-only view of a snapshot and the mutable
+// state of the plan being built.
+type planner struct {
+	snap     *Snapshot
+	now      time.Time
+	settings quota.Settings
+
+	quotas   []*qnode // pre-order
+	byNS     map[string]*qnode
+	nodes    []*cnode // sorted by ID
+	nodeByID map[string]int
+	gpus     []gpuInfo
+	gpuByID  map[string]int32
+	allocs   []*alloc
+	units    []*unit
+
+	// claimants maps a claimant key ("namespace/job/group") to its ID.
+	claimants map[string]int32
+
+	st       *state
+	warnings []string
+}
+
+// newPlanner indexes the snapshot and builds the ledger (L2: derived from
+// the live allocations only) and the debt of lowered quotas (L9).
+func newPlanner(s *Snapshot) *planner {
+	p := &planner{
+		snap:      s,
+		now:       s.Time,
+		settings:  s.Settings,
+		byNS:      map[string]*qnode{},
+		nodeByID:  map[string]int{},
+		gpuByID:   map[string]int32{},
+		claimants: map[string]int32{},
+	}
+	p.indexTree(s.Quota, nil)
+	p.indexNodes()
+	p.st = &state{
+		holder:      make([]int32, len(p.gpus)),
+		freeFor:     make([]int32, len(p.gpus)),
+		nodeFree:    make([]int, len(p.nodes)),
+		nodeFreeing: make([]int, len(p.nodes)),
+		ledger:      newLedger(len(p.quotas)),
+	}
+	for i := range p.st.holder {
+		p.st.holder[i] = holderFree
+		p.st.freeFor[i] = noClaimant
+	}
+	p.indexAllocations()
+	p.st.stopped = make([]bool, len(p.allocs))
+	p.buildUnits()
+	p.classifyDebt()
+	for _, a := range p.allocs {
+		if a.q != nil {
+			p.st.ledger.add(a.q, len(a.gpus), a.a.Idle, a.debt != nil)
+		}
+	}
+	for i, c := range p.nodes {
+		for _, g := range c.gpus {
+			if p.gpus[g].healthy && p.st.holder[g] == holderFree {
+				p.st.nodeFree[i]++
+			}
+			if p.gpus[g].healthy && p.st.freeFor[g] != noClaimant {
+				p.st.nodeFreeing[i]++
+			}
+		}
+	}
+	if w := quota.CapacityWarning(s.Quota, p.healthyGPUs()); w != "" {
+		p.warnings = append(p.warnings, "L1: "+w)
+	}
+	return p
+}
+
+func (p *planner) indexTree(n *quota.Node, parent *qnode) {
+	q := &qnode{node: n, index: len(p.quotas), parent: parent}
+	q.first = q.index
+	if parent != nil {
+		parent.children = append(parent.children, q)
+		q.ancestors = append([]*qnode{parent}, parent.ancestors...)
+	}
+	p.quotas = append(p.quotas, q)
+	for _, ns := range n.Namespaces {
+		p.byNS[ns] = q
+	}
+	for _, c := range n.Children {
+		p.indexTree(c, q)
+	}
+	q.last = len(p.quotas) - 1
+}
+
+func (p *planner) indexNodes() {
+	order := make([]int, len(p.snap.Nodes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+	for _, i := range order {
+		n := &p.snap.Nodes[i]
+		if _, dup := p.nodeByID[n.ID]; dup {
+			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
+			continue
+		}
+		c := &cnode{n: n, index: len(p.nodes)}
+		p.nodeByID[n.ID] = c.index
+		for j := range n.GPUs {
+			g := &n.GPUs[j]
+			if _, dup := p.gpuByID[g.ID]; dup {
+				p.warnings = append(p.warnings, fmt.Sprintf("GPU %q is listed twice; the second is ignored", g.ID))
+				continue
+			}
+			id := int32(len(p.gpus))
+			p.gpuByID[g.ID] = id
+			p.gpus = append(p.gpus, gpuInfo{g: g, node: c.index, healthy: g.Healthy})
+			c.gpus = append(c.gpus, id)
+			switch {
+			case j == 0:
+				c.model = g.Model
+			case c.model != g.Model:
+				c.model = ""
+			}
+		}
+		if len(n.GPUs) == 0 {
+			c.model = ""
+		}
+		p.nodes = append(p.nodes, c)
+	}
+}
+
+func (p *planner) claimantID(key string) int32 {
+	if id, ok := p.claimants[key]; ok {
+		return id
+	}
+	id := int32(len(p.claimants))
+	p.claimants[key] = id
+	return id
+}
+
+func (p *planner) indexAllocations() {
+	active := map[string]bool{}
+	for i := range p.snap.Reservations {
+		r := &p.snap.Reservations[i]
+		if r.Active(p.now) {
+			active[r.ID] = true
+		}
+	}
+	order := make([]int, len(p.snap.Allocations))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return p.snap.Allocations[order[a]].ID < p.snap.Allocations[order[b]].ID
+	})
+	for _, i := range order {
+		a := &p.snap.Allocations[i]
+		node, ok := p.nodeByID[a.Node]
+		if !ok {
+			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
+			continue
+		}
+		x := &alloc{a: a, index: len(p.allocs), q: p.byNS[a.Namespace], node: node, started: a.StartedAt,
+			reserved: a.Reservation != "" && active[a.Reservation]}
+		claimant := noClaimant
+		if a.StoppingFor != "" {
+			claimant = p.claimantID(a.StoppingFor)
+		}
+		for _, id := range a.GPUIDs {
+			g, ok := p.gpuByID[id]
+			if !ok || p.gpus[g].node != node || p.st.holder[g] != holderFree {
+				p.warnings = append(p.warnings, fmt.Sprintf("allocation %q: GPU %q is unknown, on another node or already held; ignored", a.ID, id))
+				continue
+			}
+			p.st.holder[g] = int32(x.index)
+			p.st.freeFor[g] = claimant
+			x.gpus = append(x.gpus, g)
+		}
+		p.allocs = append(p.allocs, x)
+		p.nodes[node].allocs = append(p.nodes[node].allocs, x.index)
+	}
+}
+
+// buildUnits groups allocations into units of preemption (DESIGN L5): a
+// batch job that is not elastic is one unit with all its allocations; every
+// other allocation is a unit of its own.
+func (p *planner) buildUnits() {
+	jobs := map[string]int{}
+	for _, a := range p.allocs {
+		if a.a.Type == JobBatch && !a.a.Elastic {
+			key := a.a.JobKey()
+			if u, ok := jobs[key]; ok {
+				a.unit = u
+				p.units[u].allocs = append(p.units[u].allocs, a.index)
+				continue
+			}
+			jobs[key] = len(p.units)
+		}
+		a.unit = len(p.units)
+		p.units = append(p.units, &unit{allocs: []int{a.index}})
+	}
+	for _, u := range p.units {
+		for _, ai := range u.allocs {
+			a := p.allocs[ai]
+			u.gpus += len(a.gpus)
+			if a.started.After(u.youngest) {
+				u.youngest = a.started
+			}
+		}
+	}
+}
+
+// classifyDebt marks over-quota debt (DESIGN L9). Bottom-up, for every quota
+// node, the non-idle allocations of its subtree that are not already debt of
+// a descendant fill the node's nominal in order of start time (oldest
+// first, then allocation ID), each one if it still fits; the rest are the
+// node's debt. Debt is never borrowing: it is in-quota usage above a
+// nominal that was lowered.
+func (p *planner) classifyDebt() {
+	byQuota := make([][]*alloc, len(p.quotas))
+	for _, a := range p.allocs {
+		if a.q != nil && !a.a.Idle {
+			byQuota[a.q.index] = append(byQuota[a.q.index], a)
+		}
+	}
+	for i := len(p.quotas) - 1; i >= 0; i-- { // reverse pre-order: children first
+		q := p.quotas[i]
+		var members []*alloc
+		for j := q.first; j <= q.last; j++ {
+			for _, a := range byQuota[j] {
+				if a.debt == nil {
+					members = append(members, a)
+				}
+			}
+		}
+		total := 0
+		for _, a := range members {
+			total += len(a.gpus)
+		}
+		if total <= q.node.GPUs {
+			continue
+		}
+		sort.Slice(members, func(x, y int) bool {
+			if !members[x].started.Equal(members[y].started) {
+				return members[x].started.Before(members[y].started)
+			}
+			return members[x].a.ID < members[y].a.ID
+		})
+		filled := 0
+		for _, a := range members {
+			if filled+len(a.gpus) <= q.node.GPUs {
+				filled += len(a.gpus)
+				continue
+			}
+			a.debt = q
+		}
+	}
+}
+
+// graceOver reports whether debt of quota node q may be reclaimed (L9):
+// debt_grace has passed since q's last change, or q has no recorded change.
+func (p *planner) graceOver(q *qnode) bool {
+	if q.node.ChangedAt.IsZero() {
+		return true
+	}
+	return !p.now.Before(q.node.ChangedAt.Add(p.settings.DebtGrace))
+}
+
+func (p *planner) healthyGPUs() int {
+	n := 0
+	for _, g := range p.gpus {
+		if g.healthy {
+			n++
+		}
+	}
+	return n
+}
+
+// usage reports the ledger of every quota node in pre-order (DESIGN L4).
+func (p *planner) usage() []Usage {
+	l := p.st.ledger
+	out := make([]Usage, 0, len(p.quotas))
+	for _, q := range p.quotas {
+		i := q.index
+		out = append(out, Usage{
+			Quota:    q.node.Name,
+			Nominal:  q.node.GPUs,
+			Used:     l.used[i],
+			NonIdle:  l.nonIdle[i],
+			Borrowed: max(0, l.used[i]-max(q.node.GPUs, l.nonIdle[i])),
+			Debt:     l.debt[i],
+			Lendable: max(0, q.node.GPUs-l.used[i]),
+		})
+	}
+	return out
+}
+
+// claimantName formats "namespace/job/group".
+func claimantName(ns, job, group string) string {
+	return strings.Join([]string{ns, job, group}, "/")
+}

@@ -1,0 +1,148 @@
+package plan
+
+import (
+	"sort"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+)
+
+// GPU holder values of state.holder besides allocation indices.
+const (
+	holderFree    int32 = -1 // healthy or not, held by nobody
+	holderPlanned int32 = -2 // taken by an allocation admitted in this plan
+)
+
+// noClaimant marks a GPU that is not being freed for anybody.
+const noClaimant int32 = -1
+
+// qnode is a quota node with its place in the tree and its ledger.
+type qnode struct {
+	node     *quota.Node
+	index    int
+	parent   *qnode
+	children []*qnode
+	// ancestors are the node's ancestors, nearest first.
+	ancestors []*qnode
+	// first and last bound the node's subtree in pre-order: q is in the
+	// subtree of n when n.first <= q.index && q.index <= n.last.
+	first, last int
+}
+
+// isDescendantOf reports whether q is a strict descendant of n.
+func (q *qnode) isDescendantOf(n *qnode) bool {
+	return q != n && n.first <= q.index && q.index <= n.last
+}
+
+// ledger holds the GPU figures of every quota node (DESIGN L2, L4, L9).
+// own* are the node's own namespaces; the others are subtree figures.
+type ledger struct {
+	used       []int // subtree GPUs of live allocations
+	nonIdle    []int // subtree GPUs of non-idle allocations (debt included)
+	debt       []int // subtree GPUs of debt allocations
+	ownNonIdle []int // own namespaces' non-idle GPUs (debt included)
+}
+
+func newLedger(n int) ledger {
+	return ledger{used: make([]int, n), nonIdle: make([]int, n), debt: make([]int, n), ownNonIdle: make([]int, n)}
+}
+
+func (l ledger) clone() ledger {
+	return ledger{
+		used:       append([]int(nil), l.used...),
+		nonIdle:    append([]int(nil), l.nonIdle...),
+		debt:       append([]int(nil), l.debt...),
+		ownNonIdle: append([]int(nil), l.ownNonIdle...),
+	}
+}
+
+// add books gpus (negative to remove) for an allocation of node q.
+func (l ledger) add(q *qnode, gpus int, idle, debt bool) {
+	if !idle {
+		l.ownNonIdle[q.index] += gpus
+	}
+	for n := q; n != nil; n = n.parent {
+		l.used[n.index] += gpus
+		if !idle {
+			l.nonIdle[n.index] += gpus
+		}
+		if debt {
+			l.debt[n.index] += gpus
+		}
+	}
+}
+
+// alloc is a snapshot allocation with what the planner derived for it.
+type alloc struct {
+	a       *Allocation
+	index   int
+	q       *qnode // nil: its namespace is outside the tree
+	node    int    // index into planner.nodes, -1 if unknown
+	gpus    []int32
+	unit    int    // index into planner.units
+	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
+	started time.Time
+	// reserved: it names a reservation that is active now (L10).
+	reserved bool
+}
+
+// unit is the unit of preemption (DESIGN L5): a whole batch job, or one
+// allocation of a service job or of an elastic batch job.
+type unit struct {
+	allocs []int // allocation indices, sorted
+	gpus   int   // GPUs of all its allocations
+	// youngest is the latest start among its allocations (its age).
+	youngest time.Time
+}
+
+// cnode is a client node of the cluster.
+type cnode struct {
+	n     *Node
+	index int
+	gpus  []int32 // global GPU indices, in the node's order
+	// model is the node's only GPU model, or "" when it has several.
+	model  string
+	allocs []int // allocation indices on this node, sorted
+}
+
+// state is everything a plan changes while it is built. It is copied to try
+// a flex request as a whole and restored when the request does not fit.
+type state struct {
+	holder   []int32 // per GPU: allocation index, holderFree or holderPlanned
+	freeFor  []int32 // per GPU: claimant it is being freed for, or noClaimant
+	stopped  []bool  // per allocation: stopped by this plan
+	nodeFree []int   // per node: healthy GPUs with holderFree
+	// nodeFreeing counts, per node, GPUs that are being freed for someone.
+	nodeFreeing []int
+	ledger      ledger
+	actions     []Action
+}
+
+func (s *state) clone() *state {
+	return &state{
+		holder:      append([]int32(nil), s.holder...),
+		freeFor:     append([]int32(nil), s.freeFor...),
+		stopped:     append([]bool(nil), s.stopped...),
+		nodeFree:    append([]int(nil), s.nodeFree...),
+		nodeFreeing: append([]int(nil), s.nodeFreeing...),
+		ledger:      s.ledger.clone(),
+		actions:     append([]Action(nil), s.actions...),
+	}
+}
+
+// gpuInfo is the static part of a GPU.
+type gpuInfo struct {
+	g       *GPU
+	node    int
+	healthy bool
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,313 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// step is the class of a victim candidate (DESIGN L5). Lower goes first.
+type step int
+
+const (
+	stepNone     step = 0 // not a candidate
+	stepIdleDebt step = 1 // idle allocations anywhere, then debt past its grace
+	stepChild    step = 2 // descendants of a node with child-level preemption
+	stepPriority step = 3 // the node's own lower-priority allocations
+)
+
+func (s step) rule() Rule {
+	switch s {
+	case stepIdleDebt:
+		return RuleIdleDebt
+	case stepChild:
+		return RuleChild
+	default:
+		return RulePriority
+	}
+}
+
+// victimKey orders victim candidates (DESIGN L5). Smaller keys go first:
+//  1. lower step;
+//  2. within step 1, idle allocations before debt;
+//  3. lower job priority;
+//  4. the most recently started (least work lost);
+//  5. allocation ID, for a deterministic order.
+type victimKey struct {
+	step     step
+	debt     bool
+	priority int
+	started  time.Time
+	id       string
+}
+
+// less reports whether k goes before o.
+func (k victimKey) less(o victimKey) bool {
+	if k.step != o.step {
+		return k.step < o.step
+	}
+	if k.debt != o.debt {
+		return !k.debt
+	}
+	if k.priority != o.priority {
+		return k.priority < o.priority
+	}
+	if !k.started.Equal(o.started) {
+		return k.started.After(o.started)
+	}
+	return k.id < o.id
+}
+
+// tier is the part of a key that compares victim sets across nodes (L6):
+// step, idle-or-debt and priority. Within a tier, fewer GPUs stopped and
+// then less work lost decide, which is what "most recently started" stands
+// for in the key.
+func (k victimKey) tierLess(o victimKey) bool {
+	if k.step != o.step {
+		return k.step < o.step
+	}
+	if k.debt != o.debt {
+		return !k.debt
+	}
+	return k.priority < o.priority
+}
+
+func (k victimKey) tierEqual(o victimKey) bool {
+	return k.step == o.step && k.debt == o.debt && k.priority == o.priority
+}
+
+// claim is what a claimant allocation asks for.
+type claim struct {
+	j     *job
+	g     *Pending
+	cid   int32
+	nodes []int // feasible nodes
+}
+
+// candidates classifies every allocation for claim c (DESIGN L5) and
+// returns, per unit, its key and whether the unit may be a victim. Only
+// these may be stopped:
+//   - step 1: idle allocations anywhere in the tree, then debt allocations
+//     (L9) whose grace has passed;
+//   - step 2: if the claimant's node has child-level preemption, the
+//     non-idle allocations of its descendants (debt included);
+//   - step 3: if the claimant's node has priority preemption, its own
+//     non-idle allocations of lower job priority.
+//
+// Never a victim: system and sysbatch jobs, allocations of an active
+// reservation (L10), namespaces outside the tree, allocations already being
+// stopped (by the broker, for anyone, or by this plan), and, unless
+// allowYoung, units younger than min_runtime. A batch unit is a candidate
+// only if every allocation in it is; its key is its largest key.
+func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []bool) {
+	keys = make([]victimKey, len(p.units))
+	ok = make([]bool, len(p.units))
+	q := c.j.q
+	for ui, u := range p.units {
+		if !allowYoung && p.settings.MinRuntime > 0 && p.now.Sub(u.youngest) < p.settings.MinRuntime {
+			continue
+		}
+		good := true
+		var worst victimKey
+		for n, ai := range u.allocs {
+			a := p.allocs[ai]
+			k, yes := p.classify(a, c, q)
+			if !yes {
+				good = false
+				break
+			}
+			if n == 0 || worst.less(k) {
+				worst = k
+			}
+		}
+		keys[ui], ok[ui] = worst, good
+	}
+	return keys, ok
+}
+
+// classify returns the victim key of allocation a for claimant c in node q.
+func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
+	if a.q == nil || a.reserved || a.a.StoppingFor != "" || p.st.stopped[a.index] {
+		return victimKey{}, false
+	}
+	if a.a.Type != JobService && a.a.Type != JobBatch {
+		return victimKey{}, false
+	}
+	if a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
+		return victimKey{}, false // never the claimant's own job
+	}
+	k := victimKey{priority: a.a.Priority, started: a.started, id: a.a.ID}
+	switch {
+	case a.a.Idle:
+		k.step = stepIdleDebt
+	case a.debt != nil && p.graceOver(a.debt):
+		k.step, k.debt = stepIdleDebt, true
+	case q.node.ChildPreemption && a.q.isDescendantOf(q):
+		k.step = stepChild
+	case q.node.PriorityPreemption && a.q == q && a.a.Priority < c.j.priority:
+		k.step = stepPriority
+	default:
+		return victimKey{}, false
+	}
+	return k, true
+}
+
+// victimSet is the units one node would stop for a claimant allocation.
+type victimSet struct {
+	node     int
+	units    []int
+	worst    victimKey
+	gpus     int     // GPUs stopped, all allocations of each unit
+	workLost float64 // GPU-seconds since each victim allocation started
+}
+
+// better reports whether s is a better set than o (DESIGN L6): the set
+// whose worst victim is in the lower tier, then fewer GPUs stopped, then
+// less work lost, then the lower node ID.
+func (s *victimSet) better(o *victimSet, p *planner) bool {
+	if !s.worst.tierEqual(o.worst) {
+		return s.worst.tierLess(o.worst)
+	}
+	if s.gpus != o.gpus {
+		return s.gpus < o.gpus
+	}
+	if s.workLost != o.workLost {
+		return s.workLost < o.workLost
+	}
+	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
+}
+
+// findVictims runs DESIGN L6 for one allocation of claim c: for each node
+// where it can run, take that node's candidates in key order until it fits,
+// then drop, from the last added backwards, each one not needed; choose the
+// best node. Units younger than min_runtime are allowed only when no node
+// has a set without them. It returns nil when nothing makes room, else the
+// set and the candidates' keys.
+func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
+	for _, allowYoung := range []bool{false, true} {
+		if allowYoung && p.settings.MinRuntime <= 0 {
+			break
+		}
+		keys, ok := p.candidates(c, allowYoung)
+		var best *victimSet
+		for _, ni := range c.nodes {
+			set := p.victimsOn(p.nodes[ni], c, keys, ok)
+			if set != nil && (best == nil || set.better(best, p)) {
+				best = set
+			}
+		}
+		if best != nil {
+			return best, keys
+		}
+	}
+	return nil, nil
+}
+
+// victimsOn builds node n's minimal victim set for claim c, or nil.
+func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool) *victimSet {
+	var units []int
+	for _, ai := range n.allocs {
+		if u := p.allocs[ai].unit; ok[u] && !slices.Contains(units, u) {
+			units = append(units, u)
+		}
+	}
+	if len(units) == 0 {
+		return nil
+	}
+	sort.Slice(units, func(a, b int) bool { return keys[units[a]].less(keys[units[b]]) })
+	have := p.freeOn(n, c.cid, c.g.Model)
+	var taken []int
+	for _, u := range units {
+		if have >= c.g.GPUs {
+			break
+		}
+		taken = append(taken, u)
+		have += p.gpusOn(u, n, c.g.Model)
+	}
+	if have < c.g.GPUs {
+		return nil
+	}
+	// Drop, from the last added backwards, each unit not needed.
+	for i := len(taken) - 1; i >= 0; i-- {
+		if g := p.gpusOn(taken[i], n, c.g.Model); have-g >= c.g.GPUs {
+			have -= g
+			taken = append(taken[:i], taken[i+1:]...)
+		}
+	}
+	set := &victimSet{node: n.index, units: taken}
+	for i, u := range taken {
+		if i == 0 || set.worst.less(keys[u]) {
+			set.worst = keys[u]
+		}
+		for _, ai := range p.units[u].allocs {
+			a := p.allocs[ai]
+			set.gpus += len(a.gpus)
+			set.workLost += float64(len(a.gpus)) * max(0, p.now.Sub(a.started).Seconds())
+		}
+	}
+	return set
+}
+
+// gpusOn counts the healthy GPUs of model that unit u holds on node n.
+func (p *planner) gpusOn(u int, n *cnode, model string) int {
+	count := 0
+	for _, ai := range p.units[u].allocs {
+		a := p.allocs[ai]
+		if a.node != n.index {
+			continue
+		}
+		for _, g := range a.gpus {
+			if p.gpus[g].healthy && modelMatches(model, p.gpus[g].g.Model) {
+				count++
+			}
+		}
+	}
+	return count
+}
+
+// stopUnits stops every allocation of the set's units for claim c: their
+// GPUs are freed for c only (L7) and they leave the ledger.
+func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
+	st := p.st
+	for _, u := range set.units {
+		k := keys[u]
+		for _, ai := range p.units[u].allocs {
+			a := p.allocs[ai]
+			st.stopped[ai] = true
+			for _, g := range a.gpus {
+				if p.gpus[g].healthy && st.freeFor[g] == noClaimant {
+					st.nodeFreeing[a.node]++
+				}
+				st.freeFor[g] = c.cid
+			}
+			st.ledger.add(a.q, -len(a.gpus), a.a.Idle, a.debt != nil)
+			st.actions = append(st.actions, Action{
+				Action:    ActionStop,
+				Alloc:     a.a.ID,
+				Namespace: a.a.Namespace,
+				Job:       a.a.Job,
+				Group:     a.a.Group,
+				Node:      p.nodes[a.node].n.ID,
+				GPUs:      len(a.gpus),
+				Rule:      k.step.rule(),
+				For:       c.g.Key(),
+				Reason:    p.stopReason(a, k, c),
+			})
+		}
+	}
+}
+
+func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
+	switch {
+	case k.step == stepIdleDebt && !k.debt:
+		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
+	case k.step == stepIdleDebt:
+		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
+			a.debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
+	case k.step == stepChild:
+		return fmt.Sprintf("child-level preemption for %s", c.j.q.node.Name)
+	default:
+		return fmt.Sprintf("priority preemption in %s: priority %d below %d", c.j.q.node.Name, a.a.Priority, c.j.priority)
+	}
+}
