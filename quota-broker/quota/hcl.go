@@ -1,0 +1,264 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// MaxGPUs is the largest nominal a quota node may declare. It keeps every
+// sum of nominals far from integer overflow; no cluster comes near it.
+const MaxGPUs = math.MaxInt32
+
+// ParseError is a syntax, type or structure error in a quota file, found
+// before law L1 is checked (L1 violations are *ValidationError).
+type ParseError struct {
+	Pos     string // "file:line" of the offending text
+	Node    string // name of the enclosing quota block, "" outside one
+	Message string // what is wrong, with the value where there is one
+}
+
+func (e *ParseError) Error() string {
+	s := e.Pos
+	if s == "" {
+		s = "<input>"
+	}
+	if e.Node != "" {
+		s += fmt.Sprintf(": quota %q", e.Node)
+	}
+	return s + ": " + e.Message
+}
+
+// LoadFile reads the quota tree and settings from the HCL file at path. See
+// Parse for the language and the errors; an unreadable file gives the
+// *os.PathError of os.ReadFile.
+func LoadFile(path string) (*Node, Settings, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Settings{}, err
+	}
+	return Parse(src, path)
+}
+
+// Parse reads a quota tree and the settings from HCL source; filename is
+// only used in positions. The language:
+//
+//	settings {                     # optional, at most once
+//	  min_runtime = "10m"          # Go duration, >= 0, default 0
+//	  debt_grace  = "10m"          # Go duration, >= 0, default 10m
+//	}
+//	quota "Quota1" {               # exactly one root
+//	  gpus                = 128    # required: nominal GPUs, 0..MaxGPUs
+//	  child_preemption    = true   # optional, default false (DESIGN L5 step 2)
+//	  priority_preemption = false  # optional, default false (DESIGN L5 step 3)
+//	  namespaces          = ["workspace-a"]  # optional
+//	  quota "Quota1.1" { gpus = 48 }         # children, nested to any depth
+//	}
+//
+// Every Node.Pos is "filename:line" of its block. Unknown attributes and
+// blocks are errors. Syntax and type errors are returned as a *ParseError
+// (the first one found); a tree that breaks law L1 as the *ValidationError
+// of Validate. On error the returned tree is nil.
+func Parse(src []byte, filename string) (*Node, Settings, error) {
+	settings := DefaultSettings()
+	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if err := firstError(diags, ""); err != nil {
+		return nil, Settings{}, err
+	}
+	d := decoder{src: src}
+	content, diags := file.Body.Content(topSchema)
+	if err := firstError(diags, ""); err != nil {
+		return nil, Settings{}, err
+	}
+	var root *Node
+	seenSettings := false
+	for _, b := range content.Blocks {
+		switch b.Type {
+		case "settings":
+			if seenSettings {
+				return nil, Settings{}, &ParseError{Pos: pos(b.DefRange), Message: "settings block given twice"}
+			}
+			seenSettings = true
+			if err := d.settings(b, &settings); err != nil {
+				return nil, Settings{}, err
+			}
+		case "quota":
+			n, err := d.quota(b)
+			if err != nil {
+				return nil, Settings{}, err
+			}
+			if root != nil {
+				return nil, Settings{}, &ParseError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
+					"a second root quota block; the tree has exactly one root (%q at %s)", root.Name, root.Pos)}
+			}
+			root = n
+		}
+	}
+	if root == nil {
+		return nil, Settings{}, &ParseError{Pos: filename, Message: "no quota block; the tree needs exactly one root quota block"}
+	}
+	if err := Validate(root); err != nil {
+		return nil, Settings{}, err
+	}
+	return root, settings, nil
+}
+
+var topSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "quota", LabelNames: []string{"name"}},
+		{Type: "settings"},
+	},
+}
+
+var quotaSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "gpus", Required: true},
+		{Name: "child_preemption"},
+		{Name: "priority_preemption"},
+		{Name: "namespaces"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "quota", LabelNames: []string{"name"}},
+	},
+}
+
+var settingsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "min_runtime"},
+		{Name: "debt_grace"},
+	},
+}
+
+// decoder decodes the blocks of one source text.
+type decoder struct {
+	src []byte
+}
+
+// quota turns one quota block and its nested blocks into a Node.
+func (d decoder) quota(b *hcl.Block) (*Node, error) {
+	n := &Node{Name: b.Labels[0], Pos: pos(b.DefRange)}
+	content, diags := b.Body.Content(quotaSchema)
+	if err := firstError(diags, n.Name); err != nil {
+		return nil, err
+	}
+	if a, ok := content.Attributes["gpus"]; ok {
+		if err := d.attr(a, n.Name, &n.GPUs); err != nil {
+			return nil, err
+		}
+		if n.GPUs > MaxGPUs {
+			return nil, &ParseError{Pos: pos(a.Range), Node: n.Name,
+				Message: fmt.Sprintf("gpus = %d is too large (at most %d)", n.GPUs, MaxGPUs)}
+		}
+	}
+	if a, ok := content.Attributes["child_preemption"]; ok {
+		if err := d.attr(a, n.Name, &n.ChildPreemption); err != nil {
+			return nil, err
+		}
+	}
+	if a, ok := content.Attributes["priority_preemption"]; ok {
+		if err := d.attr(a, n.Name, &n.PriorityPreemption); err != nil {
+			return nil, err
+		}
+	}
+	if a, ok := content.Attributes["namespaces"]; ok {
+		if err := d.attr(a, n.Name, &n.Namespaces); err != nil {
+			return nil, err
+		}
+	}
+	for _, cb := range content.Blocks {
+		c, err := d.quota(cb)
+		if err != nil {
+			return nil, err
+		}
+		n.Children = append(n.Children, c)
+	}
+	return n, nil
+}
+
+// settings fills s from a settings block; absent attributes keep their
+// value.
+func (d decoder) settings(b *hcl.Block, s *Settings) error {
+	content, diags := b.Body.Content(settingsSchema)
+	if err := firstError(diags, ""); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"min_runtime", &s.MinRuntime}, {"debt_grace", &s.DebtGrace}} {
+		a, ok := content.Attributes[f.name]
+		if !ok {
+			continue
+		}
+		var text string
+		if err := d.attr(a, "", &text); err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return &ParseError{Pos: pos(a.Range), Message: fmt.Sprintf(
+				"settings.%s = %q is not a duration (Go syntax such as \"90s\", \"10m\", \"1h30m\")", f.name, text)}
+		}
+		if d < 0 {
+			return &ParseError{Pos: pos(a.Range), Message: fmt.Sprintf("settings.%s = %q is negative", f.name, text)}
+		}
+		*f.dst = d
+	}
+	return nil
+}
+
+// attr evaluates a constant attribute (no variables, no functions) into
+// dst, naming the attribute and its source text in the error.
+func (d decoder) attr(a *hcl.Attribute, node string, dst any) error {
+	diags := gohcl.DecodeExpression(a.Expr, nil, dst)
+	if !diags.HasErrors() {
+		return nil
+	}
+	err := firstError(diags, node).(*ParseError)
+	err.Message = a.Name + " = " + d.text(a.Expr.Range()) + ": " + err.Message
+	return err
+}
+
+// text returns the source text of r, shortened to one line of at most 40
+// bytes.
+func (d decoder) text(r hcl.Range) string {
+	if r.Start.Byte < 0 || r.End.Byte > len(d.src) || r.Start.Byte > r.End.Byte {
+		return "?"
+	}
+	t := string(d.src[r.Start.Byte:r.End.Byte])
+	if i := strings.IndexByte(t, '\n'); i >= 0 {
+		t = t[:i] + " ..."
+	}
+	if len(t) > 40 {
+		t = t[:40] + " ..."
+	}
+	return t
+}
+
+// firstError returns the first error of diags as a *ParseError, or nil.
+func firstError(diags hcl.Diagnostics, node string) error {
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		e := &ParseError{Node: node, Message: d.Summary}
+		if d.Detail != "" {
+			e.Message += "; " + d.Detail
+		}
+		if d.Subject != nil {
+			e.Pos = pos(*d.Subject)
+		}
+		return e
+	}
+	return nil
+}
+
+func pos(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
+}

@@ -1,0 +1,339 @@
+package quota
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestLoadFileReadsTheReferenceTree(t *testing.T) {
+	root, settings, err := LoadFile(filepath.Join("..", "..", "examples", "reference", "quota.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "..", "examples", "reference", "quota.hcl")
+	want := &Node{
+		Name: "Quota1", GPUs: 128, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+		Pos: path + ":22",
+		Children: []*Node{
+			{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}, Pos: path + ":27"},
+			{Name: "Quota1.2", GPUs: 80, Namespaces: []string{"workspace-c"}, Pos: path + ":32"},
+		},
+	}
+	if !reflect.DeepEqual(root, want) {
+		t.Errorf("tree:\n got %+v\nwant %+v", dump(root), dump(want))
+	}
+	if settings != (Settings{MinRuntime: 10 * time.Minute, DebtGrace: 10 * time.Minute}) {
+		t.Errorf("settings = %+v, want min_runtime 10m, debt_grace 10m", settings)
+	}
+}
+
+func dump(n *Node) []Node {
+	var out []Node
+	n.Walk(func(x *Node) {
+		c := *x
+		c.Children = nil
+		out = append(out, c)
+	})
+	return out
+}
+
+func TestLoadFileOfAMissingFileFails(t *testing.T) {
+	_, _, err := LoadFile(filepath.Join(t.TempDir(), "absent.hcl"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want a not-exist error", err)
+	}
+}
+
+func TestParseAcceptsDeepTreesAndOptionalFlags(t *testing.T) {
+	src := `
+quota "root" {
+  gpus = 64
+  quota "a" {
+    gpus = 32
+    priority_preemption = true
+    quota "a.1" {
+      gpus = 16
+      child_preemption = true
+      quota "a.1.x" {
+        gpus = 8
+        namespaces = ["deep-1", "deep-2"]
+      }
+    }
+  }
+  quota "b" {
+    gpus = 0
+  }
+}
+`
+	root, settings, err := Parse([]byte(src), "deep.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if settings != DefaultSettings() {
+		t.Errorf("settings = %+v, want the defaults %+v", settings, DefaultSettings())
+	}
+	var got []string
+	root.Walk(func(n *Node) {
+		got = append(got, n.Name+"@"+n.Pos)
+	})
+	want := []string{"root@deep.hcl:2", "a@deep.hcl:4", "a.1@deep.hcl:7", "a.1.x@deep.hcl:10", "b@deep.hcl:16"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("nodes = %v, want %v", got, want)
+	}
+	a := root.Find("a")
+	if !a.PriorityPreemption || a.ChildPreemption || a.GPUs != 32 {
+		t.Errorf("a = %+v, want 32 GPUs, priority preemption only", *a)
+	}
+	a1 := root.Find("a.1")
+	if !a1.ChildPreemption || a1.PriorityPreemption {
+		t.Errorf("a.1 = %+v, want child preemption only", *a1)
+	}
+	if x := root.Find("a.1.x"); !reflect.DeepEqual(x.Namespaces, []string{"deep-1", "deep-2"}) {
+		t.Errorf("a.1.x namespaces = %v", x.Namespaces)
+	}
+	if b := root.Find("b"); b.GPUs != 0 || b.Children != nil {
+		t.Errorf("b = %+v, want 0 GPUs and no children", *b)
+	}
+}
+
+func TestParseSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want Settings
+	}{
+		{"an absent settings block gives the defaults",
+			`quota "q" { gpus = 1 }`,
+			Settings{DebtGrace: 10 * time.Minute}},
+		{"an empty settings block gives the defaults",
+			"settings {}\nquota \"q\" { gpus = 1 }",
+			Settings{DebtGrace: 10 * time.Minute}},
+		{"min_runtime alone keeps the default debt grace",
+			"settings {\n min_runtime = \"90s\"\n}\nquota \"q\" { gpus = 1 }",
+			Settings{MinRuntime: 90 * time.Second, DebtGrace: 10 * time.Minute}},
+		{"a zero debt grace is kept, not replaced by the default",
+			"settings {\n debt_grace = \"0s\"\n}\nquota \"q\" { gpus = 1 }",
+			Settings{}},
+		{"compound durations are read in Go syntax",
+			"quota \"q\" { gpus = 1 }\nsettings {\n min_runtime = \"1h30m\"\n debt_grace = \"2h\"\n}",
+			Settings{MinRuntime: 90 * time.Minute, DebtGrace: 2 * time.Hour}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, got, err := Parse([]byte(tt.src), "s.hcl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("settings = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseRejectsTreesThatBreakL1 checks each L1 violation (DESIGN §3) with
+// its exact message: file, line, node name and numbers.
+func TestParseRejectsTreesThatBreakL1(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want string
+	}{
+		{"children whose nominal sums above the parent's are rejected with the sum and the parts",
+			`quota "Quota1" {
+  gpus = 128
+  quota "Quota1.1" { gpus = 56 }
+  quota "Quota1.2" { gpus = 80 }
+}`,
+			`l1.hcl:1: quota "Quota1": children's nominal GPUs sum to 136 (Quota1.1 56 + Quota1.2 80), more than its nominal 128`},
+		{"an over-full grandchild level is reported at the child",
+			`quota "r" {
+  gpus = 10
+  quota "c" {
+    gpus = 10
+    quota "g1" { gpus = 6 }
+    quota "g2" { gpus = 5 }
+  }
+}`,
+			`l1.hcl:3: quota "c": children's nominal GPUs sum to 11 (g1 6 + g2 5), more than its nominal 10`},
+		{"a name used twice is rejected at its second use",
+			`quota "Quota1" {
+  gpus = 8
+  quota "Quota1" { gpus = 4 }
+}`,
+			`l1.hcl:3: quota "Quota1": name used twice (first at l1.hcl:1)`},
+		{"an empty name is rejected",
+			`quota "" { gpus = 8 }`,
+			`l1.hcl:1: quota "": a quota node needs a name`},
+		{"a negative nominal is rejected",
+			`quota "r" {
+  gpus = 8
+  quota "c" { gpus = -2 }
+}`,
+			`l1.hcl:3: quota "c": gpus = -2 is negative`},
+		{"a namespace bound to two nodes is rejected",
+			`quota "Quota1" {
+  gpus = 128
+  namespaces = ["workspace-a"]
+  quota "Quota1.1" {
+    gpus = 48
+    namespaces = ["workspace-b", "workspace-a"]
+  }
+}`,
+			`l1.hcl:4: quota "Quota1.1": namespace "workspace-a" is already bound to quota "Quota1"`},
+		{"a namespace listed twice on one node is rejected",
+			`quota "r" {
+  gpus = 1
+  namespaces = ["ns", "ns"]
+}`,
+			`l1.hcl:1: quota "r": namespace "ns" is already bound to quota "r"`},
+		{"an empty namespace name is rejected",
+			`quota "r" {
+  gpus = 1
+  namespaces = [""]
+}`,
+			`l1.hcl:1: quota "r": empty namespace name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, _, err := Parse([]byte(tt.src), "l1.hcl")
+			if err == nil {
+				t.Fatalf("no error; tree %+v", dump(root))
+			}
+			var verr *ValidationError
+			if !errors.As(err, &verr) {
+				t.Errorf("err is %T, want *ValidationError", err)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("err =\n%s\nwant\n%s", err, tt.want)
+			}
+			if root != nil {
+				t.Errorf("a tree came back with the error")
+			}
+		})
+	}
+}
+
+func TestParseRejectsBadFiles(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want string
+	}{
+		{"a file without a quota block is rejected",
+			"settings {\n min_runtime = \"1m\"\n}\n",
+			`bad.hcl: no quota block; the tree needs exactly one root quota block`},
+		{"an empty file is rejected",
+			"",
+			`bad.hcl: no quota block; the tree needs exactly one root quota block`},
+		{"two root quota blocks are rejected at the second",
+			"quota \"a\" { gpus = 1 }\n\nquota \"b\" { gpus = 1 }\n",
+			`bad.hcl:3: quota "b": a second root quota block; the tree has exactly one root ("a" at bad.hcl:1)`},
+		{"two settings blocks are rejected",
+			"settings {}\nsettings {}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings block given twice`},
+		{"an unknown attribute in a quota block is rejected",
+			"quota \"a\" {\n  gpus = 1\n  gpu_count = 2\n}\n",
+			`bad.hcl:3: quota "a": Unsupported argument; An argument named "gpu_count" is not expected here.`},
+		{"an unknown block in a quota block is rejected",
+			"quota \"a\" {\n  gpus = 1\n  limits {\n  }\n}\n",
+			`bad.hcl:3: quota "a": Unsupported block type; Blocks of type "limits" are not expected here.`},
+		{"an unknown top-level attribute is rejected",
+			"cluster = \"x\"\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:1: Unsupported argument; An argument named "cluster" is not expected here.`},
+		{"an unknown settings attribute is rejected",
+			"settings {\n  grace = \"1m\"\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: Unsupported argument; An argument named "grace" is not expected here.`},
+		{"a quota block without gpus is rejected",
+			"quota \"a\" {\n  namespaces = [\"x\"]\n}\n",
+			`bad.hcl:1: quota "a": Missing required argument; The argument "gpus" is required, but no definition was found.`},
+		{"a quota block without a name is rejected",
+			"quota {\n  gpus = 1\n}\n",
+			`bad.hcl:1: Missing name for quota; All quota blocks must have 1 labels (name).`},
+		{"a fractional gpus value is rejected with the value",
+			"quota \"a\" {\n  gpus = 1.5\n}\n",
+			`bad.hcl:2: quota "a": gpus = 1.5: Unsuitable value type; Unsuitable value: value must be a whole number, between -9223372036854775808 and 9223372036854775807`},
+		{"a string gpus value is rejected with the value",
+			"quota \"a\" {\n  gpus = \"many\"\n}\n",
+			`bad.hcl:2: quota "a": gpus = "many": Unsuitable value type; Unsuitable value: a number is required`},
+		{"a gpus value beyond MaxGPUs is rejected with both numbers",
+			"quota \"a\" {\n  gpus = 4294967296\n}\n",
+			`bad.hcl:2: quota "a": gpus = 4294967296 is too large (at most 2147483647)`},
+		{"a variable reference is rejected",
+			"quota \"a\" {\n  gpus = var.gpus\n}\n",
+			`bad.hcl:2: quota "a": gpus = var.gpus: Variables not allowed; Variables may not be used here.`},
+		{"a non-boolean child_preemption is rejected with the value",
+			"quota \"a\" {\n  gpus = 1\n  child_preemption = \"sometimes\"\n}\n",
+			`bad.hcl:3: quota "a": child_preemption = "sometimes": Unsuitable value type; Unsuitable value: a bool is required`},
+		{"namespaces given as a string is rejected with the value",
+			"quota \"a\" {\n  gpus = 1\n  namespaces = {a = 1}\n}\n",
+			`bad.hcl:3: quota "a": namespaces = {a = 1}: Unsuitable value type; Unsuitable value: list of string required`},
+		{"a duration without a unit is rejected with the value",
+			"settings {\n  min_runtime = \"10\"\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings.min_runtime = "10" is not a duration (Go syntax such as "90s", "10m", "1h30m")`},
+		{"a negative duration is rejected with the value",
+			"settings {\n  debt_grace = \"-5m\"\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings.debt_grace = "-5m" is negative`},
+		{"an unclosed block is a syntax error with its line",
+			"\nquota \"a\" {\n  gpus = 1\n",
+			`bad.hcl:2: Unclosed configuration block; There is no closing brace for this block before the end of the file. This may be caused by incorrect brace nesting elsewhere in this file.`},
+		{"an error in a nested block names that block",
+			"quota \"a\" {\n  gpus = 2\n  quota \"b\" {\n    gpus = 1\n    quota \"c\" {\n      gpus = true\n    }\n  }\n}\n",
+			`bad.hcl:6: quota "c": gpus = true: Unsuitable value type; Unsuitable value: number required, but have bool`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, _, err := Parse([]byte(tt.src), "bad.hcl")
+			if err == nil {
+				t.Fatalf("no error; tree %+v", dump(root))
+			}
+			if err.Error() != tt.want {
+				t.Errorf("err =\n%s\nwant\n%s", err, tt.want)
+			}
+			var perr *ParseError
+			if !errors.As(err, &perr) {
+				t.Errorf("err is %T, want *ParseError", err)
+			}
+			if root != nil {
+				t.Errorf("a tree came back with the error")
+			}
+		})
+	}
+}
+
+// FuzzParse checks that no input makes Parse panic, and that every tree it
+// accepts passes Validate and has a position on each node.
+func FuzzParse(f *testing.F) {
+	ref, err := os.ReadFile(filepath.Join("..", "..", "examples", "reference", "quota.hcl"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ref)
+	f.Add([]byte(`quota "a" { gpus = 1 }`))
+	f.Add([]byte("settings {\n min_runtime = \"1m\"\n debt_grace = \"0s\"\n}\nquota \"a\" {\n gpus = 4\n priority_preemption = true\n quota \"b\" { gpus = 2 }\n}\n"))
+	f.Add([]byte(`quota "a" { gpus = 1.5 }`))
+	f.Add([]byte(`quota "a" { gpus = [for x in [1]: x] }`))
+	f.Add([]byte(`quota "a" { gpus = upper("x") }`))
+	f.Add([]byte(`quota "a" { gpus = "${1}" }`))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		root, _, err := Parse(src, "fuzz.hcl")
+		if err != nil {
+			if root != nil {
+				t.Fatalf("a tree came back with the error %v", err)
+			}
+			return
+		}
+		if verr := Validate(root); verr != nil {
+			t.Fatalf("accepted a tree that Validate rejects: %v", verr)
+		}
+		root.Walk(func(n *Node) {
+			if n.Pos == "" {
+				t.Fatalf("node %q has no position", n.Name)
+			}
+		})
+	})
+}
