@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,12 +22,13 @@ type planner struct {
 	nodes    []*cnode // sorted by ID
 	nodeByID map[string]int
 	gpus     []gpuInfo
-	gpuByID  map[string]int32
 	allocs   []*alloc
 	units    []*unit
 
 	// claimants maps a claimant key ("namespace/job/group") to its ID.
 	claimants map[string]int32
+	// scratch is a reusable buffer of unit indices.
+	scratch []int
 
 	st       *state
 	warnings []string
@@ -40,8 +42,7 @@ func newPlanner(s *Snapshot) *planner {
 		now:       s.Time,
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
-		nodeByID:  map[string]int{},
-		gpuByID:   map[string]int32{},
+		nodeByID:  make(map[string]int, len(s.Nodes)),
 		claimants: map[string]int32{},
 	}
 	p.indexTree(s.Quota, nil)
@@ -60,12 +61,20 @@ func newPlanner(s *Snapshot) *planner {
 	p.indexAllocations()
 	p.st.stopped = make([]bool, len(p.allocs))
 	p.buildUnits()
-	p.classifyDebt()
 	for _, a := range p.allocs {
 		if a.q != nil {
-			p.st.ledger.add(a.q, len(a.gpus), a.a.Idle, a.debt != nil)
+			p.st.ledger.add(a.q, len(a.gpus), a.a.Idle, false)
 		}
 	}
+	p.classifyDebt()
+	for _, a := range p.allocs {
+		if a.debt != nil {
+			for n := a.q; n != nil; n = n.parent {
+				p.st.ledger.debt[n.index] += len(a.gpus)
+			}
+		}
+	}
+	sort.Strings(p.warnings)
 	for i, c := range p.nodes {
 		for _, g := range c.gpus {
 			if p.gpus[g].healthy && p.st.holder[g] == holderFree {
@@ -105,22 +114,27 @@ func (p *planner) indexNodes() {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+	total := 0
+	for i := range p.snap.Nodes {
+		total += len(p.snap.Nodes[i].GPUs)
+	}
+	p.gpus = make([]gpuInfo, 0, total)
+	gpuPool := make([]int32, total)
+	nodeStore := make([]cnode, 0, len(order))
+	p.nodes = make([]*cnode, 0, len(order))
 	for _, i := range order {
 		n := &p.snap.Nodes[i]
 		if _, dup := p.nodeByID[n.ID]; dup {
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
-		c := &cnode{n: n, index: len(p.nodes)}
+		nodeStore = append(nodeStore, cnode{n: n, index: len(p.nodes)})
+		c := &nodeStore[len(nodeStore)-1]
 		p.nodeByID[n.ID] = c.index
+		c.gpus, gpuPool = gpuPool[:0:len(n.GPUs)], gpuPool[len(n.GPUs):]
 		for j := range n.GPUs {
 			g := &n.GPUs[j]
-			if _, dup := p.gpuByID[g.ID]; dup {
-				p.warnings = append(p.warnings, fmt.Sprintf("GPU %q is listed twice; the second is ignored", g.ID))
-				continue
-			}
 			id := int32(len(p.gpus))
-			p.gpuByID[g.ID] = id
 			p.gpus = append(p.gpus, gpuInfo{g: g, node: c.index, healthy: g.Healthy})
 			c.gpus = append(c.gpus, id)
 			switch {
@@ -146,6 +160,9 @@ func (p *planner) claimantID(key string) int32 {
 	return id
 }
 
+// indexAllocations books every allocation's GPUs on its node. Allocations
+// are kept in input order: everything the plan outputs is ordered by keys
+// that end in IDs, so the input order never shows.
 func (p *planner) indexAllocations() {
 	active := map[string]bool{}
 	for i := range p.snap.Reservations {
@@ -154,66 +171,103 @@ func (p *planner) indexAllocations() {
 			active[r.ID] = true
 		}
 	}
-	order := make([]int, len(p.snap.Allocations))
-	for i := range order {
-		order[i] = i
+	store := make([]alloc, len(p.snap.Allocations))
+	p.allocs = make([]*alloc, 0, len(p.snap.Allocations))
+	perNode := make([]int, len(p.nodes))
+	total := 0
+	for i := range p.snap.Allocations {
+		a := &p.snap.Allocations[i]
+		total += len(a.GPUIDs)
+		if ni, ok := p.nodeByID[a.Node]; ok {
+			perNode[ni]++
+		}
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		return p.snap.Allocations[order[a]].ID < p.snap.Allocations[order[b]].ID
-	})
-	for _, i := range order {
+	gpuPool := make([]int32, total)
+	allocPool := make([]int, len(p.snap.Allocations))
+	for ni, c := range p.nodes {
+		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
+	}
+	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
 		node, ok := p.nodeByID[a.Node]
 		if !ok {
 			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
 			continue
 		}
-		x := &alloc{a: a, index: len(p.allocs), q: p.byNS[a.Namespace], node: node, started: a.StartedAt,
+		x := &store[len(p.allocs)]
+		*x = alloc{a: a, index: len(p.allocs), q: p.byNS[a.Namespace], node: node, started: a.StartedAt,
 			reserved: a.Reservation != "" && active[a.Reservation]}
+		x.gpus, gpuPool = gpuPool[:0:len(a.GPUIDs)], gpuPool[len(a.GPUIDs):]
 		claimant := noClaimant
 		if a.StoppingFor != "" {
 			claimant = p.claimantID(a.StoppingFor)
 		}
 		for _, id := range a.GPUIDs {
-			g, ok := p.gpuByID[id]
-			if !ok || p.gpus[g].node != node || p.st.holder[g] != holderFree {
-				p.warnings = append(p.warnings, fmt.Sprintf("allocation %q: GPU %q is unknown, on another node or already held; ignored", a.ID, id))
+			g := p.gpuOnNode(node, id)
+			if g < 0 || p.st.holder[g] != holderFree {
+				p.warnings = append(p.warnings, fmt.Sprintf("allocation %q: GPU %q is not on node %q or already held; ignored", a.ID, id, a.Node))
 				continue
 			}
 			p.st.holder[g] = int32(x.index)
 			p.st.freeFor[g] = claimant
 			x.gpus = append(x.gpus, g)
+			if p.gpus[g].healthy {
+				x.healthy++
+			}
 		}
 		p.allocs = append(p.allocs, x)
 		p.nodes[node].allocs = append(p.nodes[node].allocs, x.index)
 	}
 }
 
+// gpuOnNode finds GPU id on node ni, or returns -1.
+func (p *planner) gpuOnNode(ni int, id string) int32 {
+	for _, g := range p.nodes[ni].gpus {
+		if p.gpus[g].g.ID == id {
+			return g
+		}
+	}
+	return -1
+}
+
 // buildUnits groups allocations into units of preemption (DESIGN L5): a
 // batch job that is not elastic is one unit with all its allocations; every
 // other allocation is a unit of its own.
 func (p *planner) buildUnits() {
-	jobs := map[string]int{}
+	type jobKey struct{ namespace, job string }
+	jobs := map[jobKey]int{}
+	sizes := make([]int, 0, len(p.allocs))
 	for _, a := range p.allocs {
 		if a.a.Type == JobBatch && !a.a.Elastic {
-			key := a.a.JobKey()
+			key := jobKey{a.a.Namespace, a.a.Job}
 			if u, ok := jobs[key]; ok {
 				a.unit = u
-				p.units[u].allocs = append(p.units[u].allocs, a.index)
+				sizes[u]++
 				continue
 			}
-			jobs[key] = len(p.units)
+			jobs[key] = len(sizes)
 		}
-		a.unit = len(p.units)
-		p.units = append(p.units, &unit{allocs: []int{a.index}})
+		a.unit = len(sizes)
+		sizes = append(sizes, 1)
+	}
+	store := make([]unit, len(sizes))
+	pool := make([]int, len(p.allocs))
+	p.units = make([]*unit, len(sizes))
+	for u, n := range sizes {
+		store[u].allocs, pool = pool[:0:n], pool[n:]
+		p.units[u] = &store[u]
+	}
+	for _, a := range p.allocs {
+		u := p.units[a.unit]
+		u.allocs = append(u.allocs, a.index)
+		u.gpus += len(a.gpus)
+		if a.started.After(u.youngest) {
+			u.youngest = a.started
+		}
 	}
 	for _, u := range p.units {
-		for _, ai := range u.allocs {
-			a := p.allocs[ai]
-			u.gpus += len(a.gpus)
-			if a.started.After(u.youngest) {
-				u.youngest = a.started
-			}
+		if len(u.allocs) > 1 {
+			slices.SortFunc(u.allocs, func(i, j int) int { return strings.Compare(p.allocs[i].a.ID, p.allocs[j].a.ID) })
 		}
 	}
 }
@@ -225,6 +279,13 @@ func (p *planner) buildUnits() {
 // node's debt. Debt is never borrowing: it is in-quota usage above a
 // nominal that was lowered.
 func (p *planner) classifyDebt() {
+	over := false
+	for _, q := range p.quotas {
+		over = over || p.st.ledger.nonIdle[q.index] > q.node.GPUs
+	}
+	if !over {
+		return
+	}
 	byQuota := make([][]*alloc, len(p.quotas))
 	for _, a := range p.allocs {
 		if a.q != nil && !a.a.Idle {
@@ -233,6 +294,9 @@ func (p *planner) classifyDebt() {
 	}
 	for i := len(p.quotas) - 1; i >= 0; i-- { // reverse pre-order: children first
 		q := p.quotas[i]
+		if p.st.ledger.nonIdle[q.index] <= q.node.GPUs {
+			continue // within its nominal, so is every subset of it
+		}
 		var members []*alloc
 		for j := q.first; j <= q.last; j++ {
 			for _, a := range byQuota[j] {

@@ -79,6 +79,7 @@ type alloc struct {
 	q       *qnode // nil: its namespace is outside the tree
 	node    int    // index into planner.nodes, -1 if unknown
 	gpus    []int32
+	healthy int    // how many of gpus are healthy
 	unit    int    // index into planner.units
 	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
 	started time.Time

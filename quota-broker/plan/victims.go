@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -191,10 +190,10 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 		}
 		keys, ok := p.candidates(c, allowYoung)
 		var best *victimSet
+		try := &victimSet{}
 		for _, ni := range c.nodes {
-			set := p.victimsOn(p.nodes[ni], c, keys, ok)
-			if set != nil && (best == nil || set.better(best, p)) {
-				best = set
+			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
+				best, try = try, &victimSet{}
 			}
 		}
 		if best != nil {
@@ -204,20 +203,34 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 	return nil, nil
 }
 
-// victimsOn builds node n's minimal victim set for claim c, or nil.
-func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool) *victimSet {
-	var units []int
+// victimsOn builds node n's minimal victim set for claim c into set and
+// reports whether there is one.
+func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
+	units := p.scratch[:0]
 	for _, ai := range n.allocs {
 		if u := p.allocs[ai].unit; ok[u] && !slices.Contains(units, u) {
 			units = append(units, u)
 		}
 	}
+	p.scratch = units
 	if len(units) == 0 {
-		return nil
+		return false
 	}
-	sort.Slice(units, func(a, b int) bool { return keys[units[a]].less(keys[units[b]]) })
 	have := p.freeOn(n, c.cid, c.g.Model)
-	var taken []int
+	all := have
+	for _, u := range units {
+		all += p.gpusOn(u, n, c.g.Model)
+	}
+	if all < c.g.GPUs {
+		return false // even every candidate on the node is not enough
+	}
+	slices.SortFunc(units, func(a, b int) int {
+		if keys[a].less(keys[b]) {
+			return -1
+		}
+		return 1
+	})
+	taken := set.units[:0]
 	for _, u := range units {
 		if have >= c.g.GPUs {
 			break
@@ -226,7 +239,8 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool) *vi
 		have += p.gpusOn(u, n, c.g.Model)
 	}
 	if have < c.g.GPUs {
-		return nil
+		set.units = taken
+		return false
 	}
 	// Drop, from the last added backwards, each unit not needed.
 	for i := len(taken) - 1; i >= 0; i-- {
@@ -235,7 +249,7 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool) *vi
 			taken = append(taken[:i], taken[i+1:]...)
 		}
 	}
-	set := &victimSet{node: n.index, units: taken}
+	*set = victimSet{node: n.index, units: taken}
 	for i, u := range taken {
 		if i == 0 || set.worst.less(keys[u]) {
 			set.worst = keys[u]
@@ -246,11 +260,16 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool) *vi
 			set.workLost += float64(len(a.gpus)) * max(0, p.now.Sub(a.started).Seconds())
 		}
 	}
-	return set
+	return true
 }
 
 // gpusOn counts the healthy GPUs of model that unit u holds on node n.
 func (p *planner) gpusOn(u int, n *cnode, model string) int {
+	if un := p.units[u]; len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
+		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == len(a.gpus) {
+			return len(a.gpus)
+		}
+	}
 	count := 0
 	for _, ai := range p.units[u].allocs {
 		a := p.allocs[ai]
