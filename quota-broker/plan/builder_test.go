@@ -60,8 +60,6 @@ func priority(p int) allocOpt        { return func(a *Allocation) { a.Priority =
 func stoppingFor(c string) allocOpt  { return func(a *Allocation) { a.StoppingFor = c } }
 func reservation(id string) allocOpt { return func(a *Allocation) { a.Reservation = id } }
 func jobType(t JobType) allocOpt     { return func(a *Allocation) { a.Type = t } }
-func group(g string) allocOpt        { return func(a *Allocation) { a.Group = g } }
-func serviceOf(job string) allocOpt  { return func(a *Allocation) { a.Job = job; a.Type = JobService } }
 
 // alloc adds a batch allocation of job in ns with gpus GPUs on node,
 // priority 50, started an hour ago; opts change it.

@@ -366,8 +366,3 @@ func (p *planner) usage() []Usage {
 	}
 	return out
 }
-
-// claimantName formats "namespace/job/group".
-func claimantName(ns, job, group string) string {
-	return strings.Join([]string{ns, job, group}, "/")
-}

@@ -1,0 +1,47 @@
+# gputide: build, test and demo targets. Go only; no other toolchain needed.
+GO       ?= go
+BIN      ?= bin
+PKGS     ?= ./...
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/gputide/gputide/quota-broker/command.Version=$(VERSION)
+
+.PHONY: all build test demo lint e2e bench fuzz clean
+
+all: build
+
+## build: the broker CLI and daemon, and the device plugin, into bin/
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gputide ./quota-broker/cmd/gputide
+	$(GO) build -o $(BIN)/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
+
+## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN)
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 $(PKGS)
+
+## demo: the simulator on the reference scenario (no Nomad, Consul or GPU needed)
+demo:
+	$(GO) run ./quota-broker/cmd/gputide sim -days 2 -out out/demo
+
+## lint: gofmt, go vet and staticcheck
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2026.2.2 $(PKGS)
+
+## e2e: tests against a real Nomad agent (NOMAD_BIN or nomad on PATH)
+e2e:
+	$(GO) test -count=1 -v ./e2e/...
+
+## bench: the go test benchmarks whose numbers are in docs/benchmarks.md
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./quota-broker/... ./device-plugin/...
+
+## fuzz: a short run of every fuzz target
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./quota-broker/snapshot
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/quota
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/schedule
+
+clean:
+	rm -rf $(BIN) out
