@@ -1,0 +1,107 @@
+// Package snapshot reads and writes gputide's JSON snapshot format (the
+// input of `gputide plan` and of the simulator's traces) and writes plans
+// as JSON. It turns the format into the planning core's types
+// (plan.Snapshot) and back; docs/snapshot-format.md documents every field.
+//
+// Decoding is strict: unknown keys, keys given twice, wrong JSON types,
+// missing required keys, bad times and durations, values out of range,
+// dangling references (an allocation on an unknown node, a GPU that is not
+// on its node) and duplicates (node, GPU, allocation and reservation IDs, a
+// GPU held twice, a namespace bound to two quota nodes) are errors that name
+// the field by its JSON path and quote the value, such as
+//
+//	allocations[3].gpu_ids[1]: GPU "GPU-01-0" is used twice (also by allocations[0])
+//
+// Decoding never panics and never returns a snapshot together with an error.
+package snapshot
+
+// The wire types mirror the JSON document. Tags: `json` names the key;
+// `snap:"required"` makes the key mandatory (checked by the strict walker
+// before json.Unmarshal). Times are RFC 3339 strings and durations Go
+// duration strings, kept as strings here so that errors can quote them.
+
+type wireSnapshot struct {
+	Time         string            `json:"time" snap:"required"`
+	Quota        *wireQuota        `json:"quota" snap:"required"`
+	Settings     *wireSettings     `json:"settings,omitempty"`
+	Nodes        []wireNode        `json:"nodes"`
+	Allocations  []wireAllocation  `json:"allocations"`
+	Pending      []wirePending     `json:"pending"`
+	Reservations []wireReservation `json:"reservations"`
+}
+
+type wireQuota struct {
+	Name               string      `json:"name" snap:"required"`
+	GPUs               int64       `json:"gpus" snap:"required"`
+	ChildPreemption    bool        `json:"child_preemption,omitempty"`
+	PriorityPreemption bool        `json:"priority_preemption,omitempty"`
+	Namespaces         []string    `json:"namespaces,omitempty"`
+	ChangedAt          string      `json:"changed_at,omitempty"`
+	Children           []wireQuota `json:"children,omitempty"`
+}
+
+type wireSettings struct {
+	MinRuntime *string `json:"min_runtime,omitempty"`
+	DebtGrace  *string `json:"debt_grace,omitempty"`
+}
+
+type wireNode struct {
+	ID         string    `json:"id" snap:"required"`
+	Datacenter string    `json:"datacenter"`
+	NodePool   string    `json:"node_pool"`
+	GPUs       []wireGPU `json:"gpus"`
+}
+
+type wireGPU struct {
+	ID      string `json:"id" snap:"required"`
+	Model   string `json:"model"`
+	Healthy *bool  `json:"healthy"`
+}
+
+type wireAllocation struct {
+	ID          string   `json:"id" snap:"required"`
+	Namespace   string   `json:"namespace" snap:"required"`
+	Job         string   `json:"job" snap:"required"`
+	Group       string   `json:"group" snap:"required"`
+	Type        string   `json:"type" snap:"required"`
+	Priority    int64    `json:"priority" snap:"required"`
+	Node        string   `json:"node" snap:"required"`
+	GPUIDs      []string `json:"gpu_ids" snap:"required"`
+	Idle        bool     `json:"idle"`
+	Elastic     bool     `json:"elastic"`
+	Reservation string   `json:"reservation"`
+	StoppingFor string   `json:"stopping_for"`
+	StartedAt   string   `json:"started_at" snap:"required"`
+}
+
+type wirePending struct {
+	Namespace   string    `json:"namespace" snap:"required"`
+	Job         string    `json:"job" snap:"required"`
+	Group       string    `json:"group" snap:"required"`
+	Type        string    `json:"type" snap:"required"`
+	Priority    int64     `json:"priority" snap:"required"`
+	Count       int64     `json:"count" snap:"required"`
+	GPUs        int64     `json:"gpus" snap:"required"`
+	Model       string    `json:"model"`
+	Datacenters []string  `json:"datacenters"`
+	NodePool    string    `json:"node_pool"`
+	Idle        bool      `json:"idle"`
+	Elastic     bool      `json:"elastic"`
+	Reservation string    `json:"reservation"`
+	SubmittedAt string    `json:"submitted_at" snap:"required"`
+	Flex        *wireFlex `json:"flex,omitempty"`
+}
+
+type wireFlex struct {
+	MaxWait *string `json:"max_wait,omitempty"`
+	MaxRun  *string `json:"max_run,omitempty"`
+}
+
+type wireReservation struct {
+	ID        string `json:"id" snap:"required"`
+	Namespace string `json:"namespace" snap:"required"`
+	Quota     string `json:"quota" snap:"required"`
+	GPUs      int64  `json:"gpus" snap:"required"`
+	Start     string `json:"start" snap:"required"`
+	End       string `json:"end" snap:"required"`
+}
