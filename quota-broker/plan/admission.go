@@ -135,7 +135,7 @@ func (p *planner) feasible(c *cnode, g *Pending) bool {
 	}
 	n := 0
 	for _, gi := range c.gpus {
-		if p.gpus[gi].healthy && modelMatches(g.Model, p.gpus[gi].g.Model) {
+		if p.gpus[gi].healthy && modelMatches(g.Model, p.gpu(gi).Model) {
 			n++
 		}
 	}
@@ -178,7 +178,7 @@ func (p *planner) freeOn(c *cnode, cid int32, model string) int {
 	}
 	n := 0
 	for _, g := range c.gpus {
-		if !p.gpus[g].healthy || !modelMatches(model, p.gpus[g].g.Model) {
+		if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
 			continue
 		}
 		if st.holder[g] == holderFree || (st.holder[g] >= 0 && st.freeFor[g] == cid && cid != noClaimant) {
@@ -218,7 +218,7 @@ func (p *planner) take(c *cnode, cid int32, model string, gpus int) {
 			if gpus == 0 {
 				break
 			}
-			if !p.gpus[g].healthy || !modelMatches(model, p.gpus[g].g.Model) {
+			if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
 				continue
 			}
 			switch {

@@ -113,7 +113,9 @@ func (p *planner) indexNodes() {
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+	if !slices.IsSortedFunc(p.snap.Nodes, func(a, b Node) int { return strings.Compare(a.ID, b.ID) }) {
+		sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+	}
 	total := 0
 	for i := range p.snap.Nodes {
 		total += len(p.snap.Nodes[i].GPUs)
@@ -135,7 +137,7 @@ func (p *planner) indexNodes() {
 		for j := range n.GPUs {
 			g := &n.GPUs[j]
 			id := int32(len(p.gpus))
-			p.gpus = append(p.gpus, gpuInfo{g: g, node: c.index, healthy: g.Healthy})
+			p.gpus = append(p.gpus, gpuInfo{node: int32(c.index), pos: int32(j), healthy: g.Healthy})
 			c.gpus = append(c.gpus, id)
 			switch {
 			case j == 0:
@@ -158,6 +160,12 @@ func (p *planner) claimantID(key string) int32 {
 	id := int32(len(p.claimants))
 	p.claimants[key] = id
 	return id
+}
+
+// gpu returns the snapshot's GPU of global index g.
+func (p *planner) gpu(g int32) *GPU {
+	info := p.gpus[g]
+	return &p.nodes[info.node].n.GPUs[info.pos]
 }
 
 // indexAllocations books every allocation's GPUs on its node. Allocations
@@ -187,10 +195,16 @@ func (p *planner) indexAllocations() {
 	for ni, c := range p.nodes {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
 	}
+	lastID, lastNode := "", -1
 	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
-		node, ok := p.nodeByID[a.Node]
+		node, ok := lastNode, lastNode >= 0 && a.Node == lastID
 		if !ok {
+			node, ok = p.nodeByID[a.Node]
+			lastID, lastNode = a.Node, node
+		}
+		if !ok {
+			lastNode = -1
 			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
 			continue
 		}
@@ -202,8 +216,10 @@ func (p *planner) indexAllocations() {
 		if a.StoppingFor != "" {
 			claimant = p.claimantID(a.StoppingFor)
 		}
+		hint := 0
 		for _, id := range a.GPUIDs {
-			g := p.gpuOnNode(node, id)
+			g, next := p.gpuOnNode(node, id, hint)
+			hint = next
 			if g < 0 || p.st.holder[g] != holderFree {
 				p.warnings = append(p.warnings, fmt.Sprintf("allocation %q: GPU %q is not on node %q or already held; ignored", a.ID, id, a.Node))
 				continue
@@ -220,14 +236,18 @@ func (p *planner) indexAllocations() {
 	}
 }
 
-// gpuOnNode finds GPU id on node ni, or returns -1.
-func (p *planner) gpuOnNode(ni int, id string) int32 {
-	for _, g := range p.nodes[ni].gpus {
-		if p.gpus[g].g.ID == id {
-			return g
+// gpuOnNode finds GPU id on node ni, starting at position hint (an
+// allocation's GPUs are usually listed in the node's order), and returns
+// it with the position after it, or -1.
+func (p *planner) gpuOnNode(ni int, id string, hint int) (int32, int) {
+	gpus := p.nodes[ni].gpus
+	for k := range gpus {
+		i := (hint + k) % len(gpus)
+		if p.gpu(gpus[i]).ID == id {
+			return gpus[i], i + 1
 		}
 	}
-	return -1
+	return -1, hint
 }
 
 // buildUnits groups allocations into units of preemption (DESIGN L5): a

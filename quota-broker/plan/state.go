@@ -131,10 +131,11 @@ func (s *state) clone() *state {
 	}
 }
 
-// gpuInfo is the static part of a GPU.
+// gpuInfo is the static part of a GPU, without pointers so that the
+// garbage collector need not scan tens of thousands of them.
 type gpuInfo struct {
-	g       *GPU
-	node    int
+	node    int32 // index into planner.nodes
+	pos     int32 // index into that node's GPUs
 	healthy bool
 }
 

@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"slices"
-	"time"
 )
 
 // step is the class of a victim candidate (DESIGN L5). Lower goes first.
@@ -37,7 +36,7 @@ type victimKey struct {
 	step     step
 	debt     bool
 	priority int
-	started  time.Time
+	started  int64 // Unix nanoseconds
 	id       string
 }
 
@@ -52,8 +51,8 @@ func (k victimKey) less(o victimKey) bool {
 	if k.priority != o.priority {
 		return k.priority < o.priority
 	}
-	if !k.started.Equal(o.started) {
-		return k.started.After(o.started)
+	if k.started != o.started {
+		return k.started > o.started
 	}
 	return k.id < o.id
 }
@@ -136,7 +135,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 	if a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
 		return victimKey{}, false // never the claimant's own job
 	}
-	k := victimKey{priority: a.a.Priority, started: a.started, id: a.a.ID}
+	k := victimKey{priority: a.a.Priority, started: a.started.UnixNano(), id: a.a.ID}
 	switch {
 	case a.a.Idle:
 		k.step = stepIdleDebt
@@ -277,7 +276,7 @@ func (p *planner) gpusOn(u int, n *cnode, model string) int {
 			continue
 		}
 		for _, g := range a.gpus {
-			if p.gpus[g].healthy && modelMatches(model, p.gpus[g].g.Model) {
+			if p.gpus[g].healthy && modelMatches(model, p.gpu(g).Model) {
 				count++
 			}
 		}
