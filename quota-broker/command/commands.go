@@ -1,0 +1,62 @@
+// Package command holds gputide's CLI commands, in the style of the nomad
+// CLI (github.com/hashicorp/cli): one type per command with Help, Synopsis
+// and Run, a shared Meta for input and output, tables drawn with columnize
+// and a -json flag where a command prints data.
+//
+// The command registry is Commands, in this file: a new command is one
+// line there.
+package command
+
+import (
+	"io"
+
+	"github.com/hashicorp/cli"
+)
+
+// Version is the version gputide reports; release builds set it with
+// -ldflags "-X github.com/gputide/gputide/quota-broker/command.Version=...".
+var Version = "0.1.0-dev"
+
+// Meta is what every command is given: where to read standard input from
+// (for "-" arguments) and the UI to write to (Output goes to standard
+// output, Error to standard error).
+type Meta struct {
+	Ui    cli.Ui
+	Stdin io.Reader
+}
+
+// Commands returns the command registry: the name a user types (nested
+// commands as "quota status", with a parent "quota" command) mapped to a
+// factory. Add a command with one line here.
+func Commands(m Meta) map[string]cli.CommandFactory {
+	return map[string]cli.CommandFactory{
+		"plan":    func() (cli.Command, error) { return &PlanCommand{Meta: m}, nil },
+		"version": func() (cli.Command, error) { return &VersionCommand{Meta: m}, nil },
+	}
+}
+
+// Run runs the gputide CLI with args (without the program name) and
+// returns the exit code: 0 on success, 1 on an error (bad input, bad
+// flags), 127 for an unknown command. Normal output goes to stdout, errors
+// and help to stderr.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	m := Meta{
+		Ui:    &cli.BasicUi{Reader: stdin, Writer: stdout, ErrorWriter: stderr},
+		Stdin: stdin,
+	}
+	c := &cli.CLI{
+		Name:        "gputide",
+		Version:     "gputide v" + Version,
+		Args:        args,
+		Commands:    Commands(m),
+		HelpFunc:    cli.BasicHelpFunc("gputide"),
+		HelpWriter:  stderr,
+		ErrorWriter: stderr,
+	}
+	code, err := c.Run()
+	if err != nil {
+		m.Ui.Error("Error executing CLI: " + err.Error())
+		return 1
+	}
+	return code
+}
