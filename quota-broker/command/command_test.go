@@ -319,8 +319,8 @@ func TestVersion(t *testing.T) {
 		out  string
 		err  string
 	}{
-		{"the version command prints the version", []string{"version"}, 0, "gputide v" + Version + "\n", ""},
-		{"the -version flag prints the version", []string{"-version"}, 0, "", "gputide v" + Version + "\n"},
+		{"the version command prints the version", []string{"version"}, 0, "gputide " + Version + "\n", ""},
+		{"the -version flag prints the version", []string{"-version"}, 0, "", "gputide " + Version + "\n"},
 		{"the version command takes no arguments", []string{"version", "x"}, 1, "", "This command takes no arguments\n"},
 	}
 	for _, tt := range tests {

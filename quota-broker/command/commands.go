@@ -15,7 +15,7 @@ import (
 
 // Version is the version gputide reports; release builds set it with
 // -ldflags "-X github.com/gputide/gputide/quota-broker/command.Version=...".
-var Version = "0.1.0-dev"
+var Version = "v0.1.0-dev"
 
 // Meta is what every command is given: where to read standard input from
 // (for "-" arguments) and the UI to write to (Output goes to standard
@@ -46,7 +46,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c := &cli.CLI{
 		Name:        "gputide",
-		Version:     "gputide v" + Version,
+		Version:     "gputide " + Version,
 		Args:        args,
 		Commands:    Commands(m),
 		HelpFunc:    cli.BasicHelpFunc("gputide"),
