@@ -303,11 +303,11 @@ func TestPlanHelp(t *testing.T) {
 	if code != 0 {
 		t.Errorf("exit %d, want 0", code)
 	}
-	if !strings.Contains(errOut, "Usage: gputide plan [options] <snapshot.json>") || !strings.Contains(errOut, "-json") {
-		t.Errorf("help text missing usage or -json:\n%s", errOut)
+	if !strings.Contains(out, "Usage: gputide plan [options] <snapshot.json>") || !strings.Contains(out, "-json") {
+		t.Errorf("help text missing usage or -json:\n%s", out)
 	}
-	if out != "" {
-		t.Errorf("stdout is not empty: %q", out)
+	if errOut != "" {
+		t.Errorf("stderr is not empty: %q", errOut)
 	}
 }
 
@@ -320,7 +320,7 @@ func TestVersion(t *testing.T) {
 		err  string
 	}{
 		{"the version command prints the version", []string{"version"}, 0, "gputide " + Version + "\n", ""},
-		{"the -version flag prints the version", []string{"-version"}, 0, "", "gputide " + Version + "\n"},
+		{"the -version flag prints the version", []string{"-version"}, 0, "gputide " + Version + "\n", ""},
 		{"the version command takes no arguments", []string{"version", "x"}, 1, "", "This command takes no arguments\n"},
 	}
 	for _, tt := range tests {

@@ -37,8 +37,9 @@ func Commands(m Meta) map[string]cli.CommandFactory {
 
 // Run runs the gputide CLI with args (without the program name) and
 // returns the exit code: 0 on success, 1 on an error (bad input, bad
-// flags), 127 for an unknown command. Normal output goes to stdout, errors
-// and help to stderr.
+// flags), 127 for an unknown command. Normal output and requested help
+// (-help, -version) go to stdout; errors, and the help shown for a wrong
+// command, to stderr.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	m := Meta{
 		Ui:    &cli.BasicUi{Reader: stdin, Writer: stdout, ErrorWriter: stderr},
@@ -50,7 +51,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Args:        args,
 		Commands:    Commands(m),
 		HelpFunc:    cli.BasicHelpFunc("gputide"),
-		HelpWriter:  stderr,
+		HelpWriter:  stdout,
 		ErrorWriter: stderr,
 	}
 	code, err := c.Run()
