@@ -171,6 +171,10 @@ func (p *planner) admitReason(j *job) string {
 		return "idle job on free GPUs"
 	}
 	l := p.st.ledger
+	if j.q.node.ChildPreemption {
+		return fmt.Sprintf("%s: %d of %d GPUs in use by its own namespaces after admission",
+			j.q.node.Name, l.ownNonIdle[j.q.index], j.q.node.GPUs)
+	}
 	return fmt.Sprintf("%s: %d of %d GPUs in use after admission", j.q.node.Name, l.nonIdle[j.q.index], j.q.node.GPUs)
 }
 

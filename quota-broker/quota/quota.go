@@ -140,6 +140,9 @@ func Validate(root *Node) error {
 		if n.GPUs < 0 {
 			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus = %d is negative", n.GPUs)}
 		}
+		if n.GPUs > MaxGPUs {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus = %d is more than %d", n.GPUs, MaxGPUs)}
+		}
 		for _, ns := range n.Namespaces {
 			if strings.TrimSpace(ns) == "" {
 				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "empty namespace name"}
