@@ -139,7 +139,10 @@ func (m *monitor) run() {
 				m.publish()
 			}
 		case <-hc.C:
-			if m.checkHealth() {
+			// Events the probe round raised (the mock's fault file) are
+			// applied with it, so that one fingerprint carries both.
+			changed := m.checkHealth()
+			if m.drainEvents() || changed {
 				m.publish()
 			}
 		}
@@ -227,15 +230,18 @@ func (m *monitor) observe(ev gpu.Event) bool {
 	return changed
 }
 
-// drainEvents applies the events already queued, without waiting.
-func (m *monitor) drainEvents() {
+// drainEvents applies the events already queued, without waiting; it
+// reports a change of health.
+func (m *monitor) drainEvents() bool {
+	changed := false
 	for i := 0; i < 1024; i++ {
 		ev, ok, err := m.backend.WaitEvent(0)
 		if err != nil || !ok {
-			return
+			break
 		}
-		m.observe(ev)
+		changed = m.observe(ev) || changed
 	}
+	return changed
 }
 
 func (m *monitor) eventLoop() {

@@ -1,0 +1,150 @@
+package plugin
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/device-plugin/internal/nomadsim"
+)
+
+// encode gives the msgpack bytes Nomad sends for a config block body.
+func encode(t testing.TB, body string) []byte {
+	t.Helper()
+	b, err := nomadsim.EncodeConfig(ConfigSpec(), body)
+	if err != nil {
+		t.Fatalf("failed to encode config %q: %v", body, err)
+	}
+	return b
+}
+
+func TestDecodeConfigDefaults(t *testing.T) {
+	want := Config{
+		Enabled:           true,
+		FingerprintPeriod: time.Minute,
+		HealthCheckPeriod: 10 * time.Second,
+		Backend:           "nvml",
+		MockProfile:       "dgxa100",
+	}
+	for name, raw := range map[string][]byte{
+		"no msgpack at all (no spec case)": nil,
+		"empty config block":               encode(t, ""),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := DecodeConfig(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDecodeConfigAllOptions(t *testing.T) {
+	got, err := DecodeConfig(encode(t, `
+		enabled             = true
+		ignored_gpu_ids     = ["GPU-1", "MIG-2"]
+		fingerprint_period  = "30s"
+		health_check_period = "2s"
+		backend             = "mock"
+		nvml_library_path   = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+		mock_profile        = "dgxh100:4"
+		mock_fault_file     = "/var/lib/gputide/faults"
+		mock_mig            = ["1:3g.40gb,3g.40gb"]
+		mock_uuid_seed      = "node-7"
+		extra_critical_xids = [13, 31]
+		ignored_xids        = [92]
+	`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Enabled:           true,
+		IgnoredGPUIDs:     []string{"GPU-1", "MIG-2"},
+		FingerprintPeriod: 30 * time.Second,
+		HealthCheckPeriod: 2 * time.Second,
+		Backend:           "mock",
+		NVMLLibraryPath:   "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+		MockProfile:       "dgxh100:4",
+		MockFaultFile:     "/var/lib/gputide/faults",
+		MockMIG:           map[int][]string{1: {"3g.40gb", "3g.40gb"}},
+		MockUUIDSeed:      "node-7",
+		ExtraCriticalXids: []uint64{13, 31},
+		IgnoredXids:       []uint64{92},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if p := got.XidPolicy(); !p.Critical(13) || p.Critical(92) || !p.Critical(79) {
+		t.Fatalf("xid policy %+v: want 13 and 79 critical, 92 not", p)
+	}
+}
+
+func TestDecodeConfigErrorsNameOptionAndValue(t *testing.T) {
+	cases := map[string]struct {
+		body string
+		want []string
+	}{
+		"bad duration":          {`fingerprint_period = "5x"`, []string{"fingerprint_period", `"5x"`}},
+		"too short period":      {`health_check_period = "1ms"`, []string{"health_check_period", `"1ms"`, "at least 100ms"}},
+		"unknown backend":       {`backend = "rocm"`, []string{"backend", `"rocm"`, `"nvml" or "mock"`}},
+		"unknown profile":       {`mock_profile = "dgx1"`, []string{"mock_profile", `"dgx1"`, "dgxa100"}},
+		"bad gpu count":         {`mock_profile = "dgxa100:99"`, []string{"mock_profile", `"dgxa100:99"`, "1 to 16"}},
+		"relative fault file":   {`mock_fault_file = "faults.txt"`, []string{"mock_fault_file", `"faults.txt"`, "absolute"}},
+		"xid out of range":      {`extra_critical_xids = [1000]`, []string{"extra_critical_xids", "[1000]", "1 to 999"}},
+		"fractional xid":        {`ignored_xids = [1.5]`, []string{"ignored_xids", "[1.5]", "whole"}},
+		"bad mig entry":         {`mock_mig = ["3g.20gb"]`, []string{"mock_mig", `["3g.20gb"]`, "<gpu index>"}},
+		"empty ignored id":      {`ignored_gpu_ids = [""]`, []string{"ignored_gpu_ids", `[""]`}},
+		"unknown mig profile":   {"backend = \"mock\"\nmock_mig = [\"0:9g.99gb\"]", []string{"mock_mig", "9g.99gb", "dgxa100"}},
+		"mig gpu out of range":  {"backend = \"mock\"\nmock_profile = \"dgxa100:2\"\nmock_mig = [\"5:1g.5gb\"]", []string{"mock_mig", "5:1g.5gb", "out of range"}},
+		"too many mig slices":   {"backend = \"mock\"\nmock_mig = [\"0:4g.20gb,4g.20gb\"]", []string{"mock_mig", "8 slices"}},
+		"gpu listed twice":      {`mock_mig = ["0:1g.5gb", "0:2g.10gb"]`, []string{"mock_mig", "GPU 0 listed twice"}},
+		"mig entry no profiles": {`mock_mig = ["0:"]`, []string{"mock_mig", "no MIG profiles"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeConfig(encode(t, tc.body))
+			if err == nil {
+				t.Fatalf("config %q: want an error", tc.body)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeConfigRejectsGarbage(t *testing.T) {
+	for name, raw := range map[string][]byte{
+		"not msgpack":       []byte("hello"),
+		"wrong type":        {0x81, 0xa7, 'e', 'n', 'a', 'b', 'l', 'e', 'd', 0x05},
+		"truncated message": encode(t, `backend = "mock"`)[:10],
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := DecodeConfig(raw); err == nil || !strings.Contains(err.Error(), "failed to decode plugin config") {
+				t.Fatalf("got %v, want a decode error", err)
+			}
+		})
+	}
+}
+
+func TestConfigSpecMatchesSchemaType(t *testing.T) {
+	spec := ConfigSpec().GetObject().GetAttributes()
+	if len(spec) != len(SchemaType().AttributeTypes()) {
+		t.Fatalf("spec has %d keys, schema type %d", len(spec), len(SchemaType().AttributeTypes()))
+	}
+	for name := range SchemaType().AttributeTypes() {
+		d := spec[name].GetDefault()
+		if d == nil || d.GetPrimary().GetAttr().GetName() != name || d.GetDefault().GetLiteral() == nil {
+			t.Errorf("key %q: want Default{Attr %q, Literal}, got %v", name, name, spec[name])
+		}
+		if d.GetPrimary().GetAttr().GetRequired() {
+			t.Errorf("key %q must be optional", name)
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/gputide/gputide/device-plugin/mockgpu"
+)
+
+// FuzzSetConfig feeds arbitrary msgpack_config bytes to the decoder: it must
+// never panic, and whatever it accepts must be a valid config.
+func FuzzSetConfig(f *testing.F) {
+	for _, body := range []string{
+		``,
+		`enabled = false`,
+		`backend = "mock"` + "\n" + `mock_profile = "dgxh100:2"` + "\n" + `mock_mig = ["1:3g.40gb,3g.40gb"]`,
+		`fingerprint_period = "1s"` + "\n" + `health_check_period = "500ms"` + "\n" + `ignored_gpu_ids = ["GPU-1"]`,
+		`extra_critical_xids = [13]` + "\n" + `ignored_xids = [92, 94]` + "\n" + `mock_fault_file = "/tmp/f"`,
+	} {
+		f.Add(encode(f, body))
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0xc0})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		cfg, err := DecodeConfig(raw)
+		if err != nil {
+			return
+		}
+		if cfg.FingerprintPeriod < MinPeriod || cfg.HealthCheckPeriod < MinPeriod {
+			t.Fatalf("accepted periods %s / %s below %s", cfg.FingerprintPeriod, cfg.HealthCheckPeriod, MinPeriod)
+		}
+		if cfg.Backend != BackendNVML && cfg.Backend != BackendMock {
+			t.Fatalf("accepted backend %q", cfg.Backend)
+		}
+		if _, _, err := mockgpu.ParseProfile(cfg.MockProfile); err != nil {
+			t.Fatalf("accepted mock_profile %q: %v", cfg.MockProfile, err)
+		}
+		for _, x := range append(append([]uint64(nil), cfg.ExtraCriticalXids...), cfg.IgnoredXids...) {
+			if x < 1 || x > 999 {
+				t.Fatalf("accepted Xid %d", x)
+			}
+		}
+		if cfg.Backend == BackendMock {
+			if _, err := mockgpu.NewLib(cfg.mockOptions(nil)); err != nil {
+				t.Fatalf("accepted a mock config the mock rejects: %v", err)
+			}
+		}
+	})
+}
