@@ -30,6 +30,7 @@ type Meta struct {
 // factory. Add a command with one line here.
 func Commands(m Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
+		"agent":   func() (cli.Command, error) { return &AgentCommand{Meta: m}, nil },
 		"plan":    func() (cli.Command, error) { return &PlanCommand{Meta: m}, nil },
 		"version": func() (cli.Command, error) { return &VersionCommand{Meta: m}, nil },
 	}

@@ -1,0 +1,419 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/snapshot"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// actTimeout bounds the Nomad calls of one plan.
+const actTimeout = 2 * time.Minute
+
+// Agent is a running quota broker.
+type Agent struct {
+	cfg      *Config
+	dryRun   bool
+	log      hclog.Logger
+	client   *api.Client
+	prober   *api.Client // with a timeout, for the L12 probe
+	watcher  *nomad.Watcher
+	actor    *nomad.Actor
+	recorder *nomad.Recorder
+	metrics  *nomad.Metrics
+	registry *prometheus.Registry
+	now      func() time.Time
+	trigger  chan struct{}
+
+	mu         sync.Mutex
+	tree       *quota.Node
+	settings   quota.Settings
+	quotaMTime time.Time
+	lastPlan   *plan.Plan
+	lastSnap   *plan.Snapshot
+	lastPlanAt time.Time
+	acting     bool   // the last cycle was allowed to act (L12)
+	why        string // why it was not
+	seeded     bool   // the accepted set was seeded from the first list
+	cycles     int
+	addr       string // the HTTP address actually bound
+	poolOK     bool   // the holding pool is known to exist (cycle goroutine only)
+}
+
+// Options are the run-time options of New.
+type Options struct {
+	DryRun bool
+	Logger hclog.Logger     // default: a named stderr logger at cfg.LogLevel
+	Now    func() time.Time // default time.Now
+}
+
+// New creates an agent from cfg: it loads the quota tree (law L1 checked)
+// and the Nomad client. It does not contact Nomad.
+func New(cfg *Config, opt Options) (*Agent, error) {
+	log := opt.Logger
+	if log == nil {
+		log = hclog.New(&hclog.LoggerOptions{Name: "gputide", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr})
+	}
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
+		recorder: &nomad.Recorder{}, registry: prometheus.NewRegistry()}
+	if err := a.loadQuota(); err != nil {
+		return nil, err
+	}
+	apiCfg := api.DefaultConfig()
+	apiCfg.Address = cfg.Nomad.Address
+	apiCfg.SecretID = cfg.Nomad.Token
+	apiCfg.Region = cfg.Nomad.Region
+	client, err := api.NewClient(apiCfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the Nomad client: %w", err)
+	}
+	a.client = client
+	probeCfg := api.DefaultConfig()
+	probeCfg.Address, probeCfg.SecretID, probeCfg.Region = cfg.Nomad.Address, cfg.Nomad.Token, cfg.Nomad.Region
+	probeCfg.HttpClient = &http.Client{Timeout: cfg.Staleness / 3}
+	if a.prober, err = api.NewClient(probeCfg); err != nil {
+		return nil, fmt.Errorf("failed to create the Nomad client: %w", err)
+	}
+	a.metrics = nomad.NewMetrics(a.registry)
+	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
+	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
+		Recorder: a.recorder, Metrics: a.metrics, Now: now}
+	return a, nil
+}
+
+// governed says whether the agent governs a namespace: it is bound in the
+// quota tree and, when the configuration lists namespaces, listed.
+func (a *Agent) governed(ns string) bool {
+	a.mu.Lock()
+	tree := a.tree
+	a.mu.Unlock()
+	if _, ok := quota.Namespaces(tree)[ns]; !ok {
+		return false
+	}
+	if len(a.cfg.Namespaces) == 0 {
+		return true
+	}
+	for _, n := range a.cfg.Namespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// loadQuota (re)reads the quota file when it changed. An invalid tree is
+// logged and the running tree stays (law L1). Nodes whose nominal changed
+// get ChangedAt = now (debt grace, law L9).
+func (a *Agent) loadQuota() error {
+	st, err := os.Stat(a.cfg.QuotaFile)
+	if err != nil {
+		return fmt.Errorf("failed to read the quota file: %w", err)
+	}
+	a.mu.Lock()
+	same := a.tree != nil && st.ModTime().Equal(a.quotaMTime)
+	old := a.tree
+	a.mu.Unlock()
+	if same {
+		return nil
+	}
+	tree, settings, err := quota.LoadFile(a.cfg.QuotaFile)
+	if err != nil {
+		return fmt.Errorf("failed to load the quota tree: %w", err)
+	}
+	if a.cfg.MinRuntime != nil {
+		settings.MinRuntime = *a.cfg.MinRuntime
+	}
+	now := a.now()
+	if old != nil {
+		tree.Walk(func(n *quota.Node) {
+			if o := old.Find(n.Name); o != nil {
+				n.ChangedAt = o.ChangedAt
+				if o.GPUs != n.GPUs {
+					n.ChangedAt = now
+					a.log.Info("quota changed", "quota", n.Name, "old_gpus", o.GPUs, "new_gpus", n.GPUs)
+				}
+			}
+		})
+	}
+	a.mu.Lock()
+	a.tree, a.settings, a.quotaMTime = tree, settings, st.ModTime()
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *Agent) poke() {
+	select {
+	case a.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Addr returns the address the HTTP server listens on, once Run started it.
+func (a *Agent) Addr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addr
+}
+
+// Recorder returns the preemption record.
+func (a *Agent) Recorder() *nomad.Recorder { return a.recorder }
+
+// Run runs the agent until ctx ends: it creates the holding pool, serves
+// HTTP, watches Nomad, probes it, and plans on every change and at least
+// every interval. It returns nil after a graceful stop, or the error that
+// kept it from starting (the HTTP address in use).
+func (a *Agent) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.HTTPBind)
+	if err != nil {
+		return fmt.Errorf("failed to listen on %s: %w", a.cfg.HTTPBind, err)
+	}
+	a.mu.Lock()
+	a.addr = ln.Addr().String()
+	a.mu.Unlock()
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	a.log.Info("gputide agent started", "nomad", a.cfg.Nomad.Address, "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
+		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = a.watcher.Run(ctx) }()
+	go func() { defer wg.Done(); a.probe(ctx) }()
+	defer wg.Wait()
+
+	tick := time.NewTicker(a.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.log.Info("gputide agent stopping")
+			return nil
+		case <-a.trigger:
+		case <-tick.C:
+		}
+		a.cycle(ctx)
+	}
+}
+
+// probe asks Nomad for its leader every third of the staleness bound: a
+// success while the stream is open means the state is current (L12).
+func (a *Agent) probe(ctx context.Context) {
+	every := a.cfg.Staleness / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := a.prober.Status().Leader()
+		if err != nil {
+			a.watcher.Disconnected(err)
+		} else {
+			a.watcher.Touch()
+		}
+		a.poke()
+	}
+}
+
+// fresh reports whether the agent may act now (law L12), and why not.
+func (a *Agent) fresh() (bool, string) {
+	st := a.watcher.Status()
+	if !st.Connected {
+		why := "not connected to Nomad"
+		if st.LastError != "" {
+			why += ": " + st.LastError
+		}
+		return false, why
+	}
+	if age := a.now().Sub(st.SyncedAt); age > a.cfg.Staleness {
+		return false, fmt.Sprintf("state is %s old, more than the %s bound", age.Round(time.Millisecond), a.cfg.Staleness)
+	}
+	return true, ""
+}
+
+// cycle plans once and, when the state is fresh, acts.
+func (a *Agent) cycle(ctx context.Context) {
+	st := a.watcher.Status()
+	state := a.watcher.State()
+	if a.metrics != nil {
+		if st.Connected {
+			a.metrics.Connected.Set(1)
+		} else {
+			a.metrics.Connected.Set(0)
+		}
+		if !st.SyncedAt.IsZero() {
+			a.metrics.StateAge.Set(a.now().Sub(st.SyncedAt).Seconds())
+		}
+	}
+	if state == nil {
+		return
+	}
+	ok, why := a.fresh()
+	a.setActing(ok, why)
+	if !ok {
+		return
+	}
+	if err := a.loadQuota(); err != nil {
+		a.log.Error("keeping the running quota tree", "error", err)
+	}
+	if !a.dryRun && !a.poolOK {
+		if err := a.ensureHoldingPool(ctx); err != nil {
+			a.log.Error("failed to create the holding pool", "pool", a.cfg.HoldingPool, "error", err)
+			return
+		}
+	}
+	if err := state.Refresh(ctx, a.client); err != nil {
+		a.log.Warn("not acting: failed to refresh job summaries", "error", err)
+		a.setActing(false, err.Error())
+		return
+	}
+	start := a.now()
+	a.actor.State = state
+	a.actor.Forget(state)
+	a.mu.Lock()
+	tree, settings, seeded := a.tree, a.settings, a.seeded
+	a.seeded = true
+	a.mu.Unlock()
+	in := nomad.BuildInput{Now: a.now(), Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
+		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted}
+	b := state.Build(in)
+	if !seeded {
+		a.actor.AcceptRunning(b)
+		b = state.Build(in)
+	}
+	a.actor.Observe(b)
+	p, err := plan.Compute(b.Snapshot)
+	if err != nil {
+		a.log.Error("failed to plan", "error", err)
+		return
+	}
+	a.observe(b, p, a.now().Sub(start))
+	if ok, why := a.fresh(); !ok {
+		a.setActing(false, why)
+		a.log.Warn("not acting on the plan: L12", "why", why)
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, actTimeout)
+	out := a.actor.Execute(actx, p, b)
+	cancel()
+	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+out.Deferred+len(out.Errors) > 0 {
+		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
+			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),
+			"dry_run", a.dryRun)
+	}
+}
+
+func (a *Agent) setActing(ok bool, why string) {
+	a.mu.Lock()
+	changed := a.acting != ok || a.cycles == 0
+	a.acting, a.why = ok, why
+	a.cycles++
+	a.mu.Unlock()
+	if changed {
+		if ok {
+			a.log.Info("acting: state is current")
+		} else {
+			a.log.Warn("not acting (L12)", "why", why)
+		}
+	}
+}
+
+// observe keeps the plan for reads, logs warnings and meta errors, feeds
+// the metrics and dumps the snapshot and plan when asked.
+func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
+	a.mu.Lock()
+	a.lastPlan, a.lastSnap, a.lastPlanAt = p, b.Snapshot, a.now()
+	a.mu.Unlock()
+	metaErrs, pending := 0, 0
+	for _, v := range b.Jobs {
+		if v.MetaErr != nil {
+			metaErrs++
+		}
+		pending += v.Pending
+	}
+	a.metrics.Plans.Inc()
+	a.metrics.PlanSeconds.Observe(took.Seconds())
+	a.metrics.MetaErrors.Set(float64(metaErrs))
+	a.metrics.PendingJobs.Set(float64(pending))
+	a.metrics.ObservePlan(p)
+	for _, w := range p.Warnings {
+		a.log.Debug("plan warning", "warning", w)
+	}
+	if a.dryRun {
+		for _, act := range p.Actions {
+			if act.Action != plan.ActionWait {
+				a.log.Info("dry run: plan action", "action", act.Action, "job", act.Namespace+"/"+act.Job, "group", act.Group,
+					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For, "reason", act.Reason)
+			}
+		}
+	}
+	if a.cfg.DumpDir != "" && len(p.Actions) > 0 {
+		a.dump(b.Snapshot, p)
+	}
+}
+
+func (a *Agent) dump(s *plan.Snapshot, p *plan.Plan) {
+	if err := os.MkdirAll(a.cfg.DumpDir, 0o755); err != nil {
+		a.log.Warn("failed to dump the snapshot", "error", err)
+		return
+	}
+	stamp := a.now().UTC().Format("20060102T150405.000000000")
+	for _, f := range []struct {
+		name string
+		fn   func(*os.File) error
+	}{
+		{"snapshot-" + stamp + ".json", func(w *os.File) error { return snapshot.Encode(w, s) }},
+		{"plan-" + stamp + ".json", func(w *os.File) error { return snapshot.EncodePlan(w, p) }},
+	} {
+		w, err := os.Create(filepath.Join(a.cfg.DumpDir, f.name))
+		if err == nil {
+			err = f.fn(w)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			a.log.Warn("failed to dump", "file", f.name, "error", err)
+		}
+	}
+}
+
+// ensureHoldingPool creates the holding node pool if Nomad lacks it.
+func (a *Agent) ensureHoldingPool(ctx context.Context) error {
+	_, _, err := a.client.NodePools().Info(a.cfg.HoldingPool, (&api.QueryOptions{}).WithContext(ctx))
+	if err == nil {
+		a.poolOK = true
+		return nil
+	}
+	pool := &api.NodePool{Name: a.cfg.HoldingPool,
+		Description: "gputide holding pool: governed jobs wait here, with no nodes, until the broker admits them"}
+	if _, err := a.client.NodePools().Register(pool, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return err
+	}
+	a.log.Info("created the holding pool", "pool", a.cfg.HoldingPool)
+	a.poolOK = true
+	return nil
+}

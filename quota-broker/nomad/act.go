@@ -1,0 +1,549 @@
+package nomad
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Job status values the broker writes into gputide_status (only on jobs
+// with no live allocations).
+const (
+	StatusWaiting = "waiting" // the job waits for quota or room; gputide_reason says why
+	StatusError   = "error"   // a gputide meta value is invalid; gputide_reason names it
+	StatusExpired = "expired" // a flex request waited longer than its max_wait
+)
+
+// DefaultWorkers is how many admissions an Actor sends to Nomad at once.
+const DefaultWorkers = 16
+
+// Actor carries out plans on Nomad (DESIGN §5): admission moves a job from
+// the holding pool to its pool; preemption moves the victim's job to the
+// holding pool, waits for Nomad's answer, then stops the allocation; a job
+// registered straight into a real pool that L3 does not admit is suspended
+// (moved to the holding pool, its allocations stopped). It remembers which
+// allocations it stopped for which claimant, and which jobs it admitted.
+type Actor struct {
+	Client      *api.Client
+	State       *State // updated at once after each successful call
+	HoldingPool string
+	Logger      hclog.Logger
+	// DryRun logs what would be done and calls nothing.
+	DryRun   bool
+	Recorder *Recorder
+	Metrics  *Metrics
+	Now      func() time.Time
+	Workers  int
+
+	mu       sync.Mutex
+	stopping map[string]string // alloc ID -> claimant
+	accepted map[string]bool   // jobs in a real pool the broker let run
+	reasons  map[string]string // last logged wait reason per job
+}
+
+// Outcome counts what an Execute call did.
+type Outcome struct {
+	Admitted, Suspended, Stopped, MetaWrites, Expired int
+	// Deferred counts stop actions held back because other allocations are
+	// still stopping for a claimant the broker cannot name.
+	Deferred int
+	Errors   []error
+}
+
+func (a *Actor) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Actor) holding() string {
+	if a.HoldingPool == "" {
+		return DefaultHoldingPool
+	}
+	return a.HoldingPool
+}
+
+// Stopping returns a copy of the allocations the broker stopped and is
+// still waiting on, with their claimants.
+func (a *Actor) Stopping() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]string, len(a.stopping))
+	for k, v := range a.stopping {
+		out[k] = v
+	}
+	return out
+}
+
+// Forget drops stopped allocations that are no longer live in s.
+func (a *Actor) Forget(s *State) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id := range a.stopping {
+		if al, ok := s.Alloc(id); !ok || !al.Live() {
+			delete(a.stopping, id)
+		}
+	}
+}
+
+// Accepted reports whether the job in a real pool was admitted by the
+// broker or was running when it started.
+func (a *Actor) Accepted(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.accepted[key]
+}
+
+// AcceptRunning marks every governed job found in a real pool of b as
+// accepted. The agent calls it on the first state it lists: what ran before
+// the broker started is not suspended retroactively.
+func (a *Actor) AcceptRunning(b *Build) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.accepted == nil {
+		a.accepted = map[string]bool{}
+	}
+	for k, v := range b.Jobs {
+		if !v.Holding {
+			a.accepted[k] = true
+		}
+	}
+}
+
+// Observe updates the accepted set from a build: a job seen in the holding
+// pool is no longer accepted, so if it reappears in a real pool without the
+// broker moving it, it is checked again.
+func (a *Actor) Observe(b *Build) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, v := range b.Jobs {
+		if v.Holding {
+			delete(a.accepted, k)
+		}
+	}
+}
+
+func (a *Actor) accept(k string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.accepted == nil {
+		a.accepted = map[string]bool{}
+	}
+	a.accepted[k] = true
+}
+
+// Execute carries out p, made from b, in this order:
+//
+//  1. preemptions, in the plan's order: for each stop, the victim's job is
+//     moved to the holding pool (once per job) and, after Nomad's 200, the
+//     allocation is stopped. If b has allocations stopping for a claimant
+//     the broker cannot name, stops are deferred (and their claimants not
+//     admitted) until those are gone, so that nothing is stopped twice;
+//  2. admissions, concurrently: jobs in the holding pool move to their pool
+//     (claimants whose stops failed or were deferred are skipped); a job
+//     registered straight into a real pool is accepted as it is;
+//  3. waits: a job registered straight into a real pool is suspended; a job
+//     waiting in the holding pool with no live allocation gets the reason
+//     in its meta; 4. expiries: the flex request is stopped (Stop = true)
+//     with its status in meta; 5. jobs with a bad meta value in the holding
+//     pool get the error in their meta, and straight registrations with one
+//     are suspended.
+//
+// Errors of single calls are collected in the outcome; the rest of the
+// plan is still carried out.
+func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
+	var out Outcome
+	var omu sync.Mutex
+	fail := func(action string, err error) {
+		omu.Lock()
+		out.Errors = append(out.Errors, err)
+		omu.Unlock()
+		a.Logger.Error("failed to carry out a plan action", "action", action, "error", err)
+		if a.Metrics != nil {
+			a.Metrics.ActionErrors.WithLabelValues(action).Inc()
+		}
+	}
+	skip := map[string]bool{} // claimants not to admit now
+	if len(b.UnknownStopping) > 0 {
+		for _, act := range p.Actions {
+			if act.Action == plan.ActionStop {
+				skip[act.For] = true
+				out.Deferred++
+			}
+		}
+		if out.Deferred > 0 {
+			a.Logger.Info("deferring preemption until allocations already stopping are gone",
+				"stopping", len(b.UnknownStopping), "deferred_stops", out.Deferred)
+		}
+	}
+	moved := map[string]bool{}
+	for _, act := range p.Actions {
+		if act.Action != plan.ActionStop || skip[act.For] {
+			continue
+		}
+		if err := a.preempt(ctx, act, b, moved); err != nil {
+			skip[act.For] = true
+			fail("stop", err)
+			continue
+		}
+		out.Stopped++
+	}
+
+	admitted := map[string]bool{}
+	var admits []*JobView
+	for _, act := range p.Actions {
+		k := act.Namespace + "/" + act.Job
+		if act.Action != plan.ActionAdmit || admitted[k] || skip[act.Namespace+"/"+act.Job+"/"+act.Group] {
+			continue
+		}
+		admitted[k] = true
+		v := b.Jobs[k]
+		if v == nil {
+			continue
+		}
+		switch {
+		case v.Direct:
+			a.accept(k)
+			a.Logger.Info("accepted a job registered straight into its pool", "job", k, "pool", v.Pool, "reason", act.Reason)
+		case v.Holding:
+			admits = append(admits, v)
+		}
+	}
+	a.parallel(admits, func(v *JobView) {
+		if err := a.admit(ctx, v); err != nil {
+			fail("admit", err)
+			return
+		}
+		omu.Lock()
+		out.Admitted++
+		omu.Unlock()
+	})
+
+	waited := map[string]bool{}
+	var metaJobs []*JobView
+	metaText := map[string][2]string{}
+	for _, act := range p.Actions {
+		k := act.Namespace + "/" + act.Job
+		v := b.Jobs[k]
+		if v == nil || admitted[k] || waited[k] {
+			continue
+		}
+		switch act.Action {
+		case plan.ActionWait:
+			waited[k] = true
+			a.logWait(k, act)
+			switch {
+			case v.Direct:
+				if err := a.suspend(ctx, v, act.Reason); err != nil {
+					fail("suspend", err)
+				} else {
+					out.Suspended++
+				}
+			case v.Holding && v.Live == 0:
+				metaJobs = append(metaJobs, v)
+				metaText[k] = [2]string{StatusWaiting, string(act.Rule) + ": " + act.Reason}
+			}
+		case plan.ActionExpire:
+			waited[k] = true
+			if v.Holding && v.Live == 0 {
+				if err := a.expire(ctx, v, act.Reason); err != nil {
+					fail("expire", err)
+				} else {
+					out.Expired++
+				}
+			}
+		}
+	}
+	keys := make([]string, 0, len(b.Jobs))
+	for k := range b.Jobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := b.Jobs[k]
+		if v.MetaErr == nil {
+			continue
+		}
+		a.logWait(k, plan.Action{Rule: "meta", Reason: v.MetaErr.Error()})
+		switch {
+		case v.Direct:
+			if err := a.suspend(ctx, v, v.MetaErr.Error()); err != nil {
+				fail("suspend", err)
+			} else {
+				out.Suspended++
+			}
+		case v.Holding && v.Live == 0:
+			metaJobs = append(metaJobs, v)
+			metaText[k] = [2]string{StatusError, v.MetaErr.Error()}
+		}
+	}
+	a.parallel(metaJobs, func(v *JobView) {
+		t := metaText[v.Key]
+		wrote, err := a.writeStatus(ctx, v, t[0], t[1], false)
+		if err != nil {
+			fail("meta", err)
+			return
+		}
+		if wrote {
+			omu.Lock()
+			out.MetaWrites++
+			omu.Unlock()
+		}
+	})
+	return out
+}
+
+// logWait logs a job's wait reason when it changed since the last time.
+func (a *Actor) logWait(k string, act plan.Action) {
+	a.mu.Lock()
+	if a.reasons == nil {
+		a.reasons = map[string]string{}
+	}
+	text := string(act.Rule) + ": " + act.Reason
+	changed := a.reasons[k] != text
+	a.reasons[k] = text
+	a.mu.Unlock()
+	if changed {
+		a.Logger.Info("job waits", "job", k, "rule", act.Rule, "reason", act.Reason)
+	}
+}
+
+func (a *Actor) parallel(jobs []*JobView, fn func(*JobView)) {
+	workers := a.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	next := make(chan *JobView)
+	var wg sync.WaitGroup
+	for i := 0; i < workers && i < len(jobs); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for v := range next {
+				fn(v)
+			}
+		}()
+	}
+	for _, v := range jobs {
+		next <- v
+	}
+	close(next)
+	wg.Wait()
+}
+
+// preempt moves the victim's job to the holding pool (once per job per
+// Execute), waits for the answer, and stops the allocation.
+func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[string]bool) error {
+	k := act.Namespace + "/" + act.Job
+	v := b.Jobs[k]
+	if v == nil {
+		return fmt.Errorf("failed to preempt allocation %s: job %s is not known", act.Alloc, k)
+	}
+	if a.DryRun {
+		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For, "rule", act.Rule, "reason", act.Reason)
+		return nil
+	}
+	if !moved[k] && !v.Holding {
+		if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
+			return fmt.Errorf("failed to move victim job %s to the holding pool: %w", k, err)
+		}
+		if a.Metrics != nil {
+			a.Metrics.Suspensions.WithLabelValues(act.Namespace).Inc()
+		}
+	}
+	moved[k] = true
+	q := (&api.QueryOptions{Namespace: act.Namespace}).WithContext(ctx)
+	if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: act.Alloc}, q); err != nil {
+		return fmt.Errorf("failed to stop allocation %s of job %s: %w", act.Alloc, k, err)
+	}
+	a.mu.Lock()
+	if a.stopping == nil {
+		a.stopping = map[string]string{}
+	}
+	a.stopping[act.Alloc] = act.For
+	a.mu.Unlock()
+	if a.State != nil {
+		a.State.markStopping(act.Alloc)
+	}
+	rec := Preemption{Time: a.now().UTC(), Claimant: act.For, Namespace: act.Namespace, Job: act.Job, Alloc: act.Alloc,
+		Node: act.Node, GPUs: act.GPUs, Rule: act.Rule, Reason: act.Reason}
+	if a.Recorder != nil {
+		a.Recorder.Add(rec)
+	}
+	if a.Metrics != nil {
+		a.Metrics.Preemptions.WithLabelValues(string(act.Rule), act.Namespace, namespaceOf(act.For)).Inc()
+		a.Metrics.PreemptedGPUs.WithLabelValues(string(act.Rule)).Add(float64(act.GPUs))
+	}
+	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k, "node", act.Node, "gpus", act.GPUs,
+		"claimant", act.For, "rule", act.Rule, "reason", act.Reason)
+	return nil
+}
+
+// admit moves a job from the holding pool to its pool, clearing the
+// broker's status meta when the job has no live allocation.
+func (a *Actor) admit(ctx context.Context, v *JobView) error {
+	if a.DryRun {
+		a.Logger.Info("dry run: would admit", "job", v.Key, "pool", v.Options.Pool)
+		return nil
+	}
+	var meta map[string]*string
+	if v.Live == 0 {
+		meta = map[string]*string{MetaStatus: nil, MetaReason: nil}
+	}
+	if _, err := a.register(ctx, v, v.Options.Pool, meta, false); err != nil {
+		return fmt.Errorf("failed to admit job %s into node pool %q: %w", v.Key, v.Options.Pool, err)
+	}
+	a.accept(v.Key)
+	if a.Metrics != nil {
+		a.Metrics.Admissions.WithLabelValues(namespaceOf(v.Key)).Inc()
+	}
+	a.Logger.Debug("admitted", "job", v.Key, "pool", v.Options.Pool)
+	return nil
+}
+
+// suspend moves a job to the holding pool and stops its live allocations.
+func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) error {
+	if a.DryRun {
+		a.Logger.Info("dry run: would suspend", "job", v.Key, "reason", reason)
+		return nil
+	}
+	if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
+		return fmt.Errorf("failed to suspend job %s: %w", v.Key, err)
+	}
+	a.mu.Lock()
+	delete(a.accepted, v.Key)
+	a.mu.Unlock()
+	if a.Metrics != nil {
+		a.Metrics.Suspensions.WithLabelValues(namespaceOf(v.Key)).Inc()
+	}
+	ns, id := splitKey(v.Key)
+	var errs []error
+	for _, al := range a.State.Allocs() {
+		if al.Namespace != ns || al.JobID != id || !al.Live() || al.Stopping() {
+			continue
+		}
+		q := (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
+		if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: al.ID}, q); err != nil {
+			errs = append(errs, fmt.Errorf("failed to stop allocation %s of suspended job %s: %w", al.ID, v.Key, err))
+			continue
+		}
+		a.State.markStopping(al.ID)
+	}
+	a.Logger.Info("suspended a job registered straight into a pool", "job", v.Key, "reason", reason)
+	return errors.Join(errs...)
+}
+
+// expire stops a flex request that waited too long and says so in its meta.
+func (a *Actor) expire(ctx context.Context, v *JobView, reason string) error {
+	if a.DryRun {
+		a.Logger.Info("dry run: would expire", "job", v.Key, "reason", reason)
+		return nil
+	}
+	_, err := a.writeStatus(ctx, v, StatusExpired, "L11: "+reason, true)
+	if err == nil {
+		a.Logger.Info("flex request expired", "job", v.Key, "reason", reason)
+	}
+	return err
+}
+
+// writeStatus writes gputide_status and gputide_reason into the meta of a
+// job with no live allocations (and, with stop, stops it). It writes nothing
+// when the meta already says the same. It reports whether it wrote.
+func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason string, stop bool) (bool, error) {
+	if v.Live > 0 {
+		return false, nil
+	}
+	if !stop && v.Job.Meta[MetaStatus] == status && v.Job.Meta[MetaReason] == reason {
+		return false, nil
+	}
+	if a.DryRun {
+		a.Logger.Info("dry run: would write job status", "job", v.Key, "status", status, "reason", reason)
+		return false, nil
+	}
+	meta := map[string]*string{MetaStatus: &status, MetaReason: &reason}
+	if _, err := a.register(ctx, v, "", meta, stop); err != nil {
+		return false, fmt.Errorf("failed to write the status of job %s: %w", v.Key, err)
+	}
+	return true, nil
+}
+
+// register reads the job afresh and registers it again with the given node
+// pool ("" keeps it), meta changes (nil value: delete) and stop flag, with
+// the job modify index enforced (a concurrent change by a user fails the
+// call instead of being overwritten) and the current counts preserved. It
+// refuses to change the meta of a job with live allocations: that would be
+// a destructive update.
+func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[string]*string, stop bool) (*api.Job, error) {
+	ns, id := splitKey(v.Key)
+	j, _, err := a.Client.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if len(meta) > 0 {
+		if live := a.liveAllocs(v.Key); live > 0 {
+			return nil, fmt.Errorf("refusing to change the meta of job %s: it has %d live allocations", v.Key, live)
+		}
+		m := map[string]string{}
+		for k, val := range j.Meta {
+			m[k] = val
+		}
+		if _, ok := m[MetaSubmitted]; !ok {
+			m[MetaSubmitted] = submitted(j).Format(time.RFC3339Nano)
+		}
+		for k, val := range meta {
+			if val == nil {
+				delete(m, k)
+			} else {
+				m[k] = *val
+			}
+		}
+		j.Meta = m
+	}
+	if pool != "" {
+		j.NodePool = &pool
+	}
+	if stop {
+		t := true
+		j.Stop = &t
+	}
+	opts := &api.RegisterOptions{EnforceIndex: true, PreserveCounts: true}
+	if j.JobModifyIndex != nil {
+		opts.ModifyIndex = *j.JobModifyIndex
+	}
+	wo := (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
+	resp, _, err := a.Client.Jobs().RegisterOpts(j, opts, wo)
+	if err != nil {
+		return nil, err
+	}
+	if a.State != nil {
+		a.State.noteJob(v.Key, j, resp.JobModifyIndex)
+	}
+	return j, nil
+}
+
+func (a *Actor) liveAllocs(key string) int {
+	if a.State == nil {
+		return 0
+	}
+	ns, id := splitKey(key)
+	n := 0
+	for _, al := range a.State.Allocs() {
+		if al.Namespace == ns && al.JobID == id && al.Live() {
+			n++
+		}
+	}
+	return n
+}
+
+func namespaceOf(key string) string {
+	ns, _ := splitKey(key)
+	return ns
+}

@@ -1,0 +1,156 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Apply folds a batch of stream events into the state. Events older than
+// what the state holds (by modify index) are ignored, so replaying events
+// the list already saw does no harm. Jobs, summaries and blocked
+// evaluations of namespaces outside governed are not kept, except that
+// allocations and nodes of every namespace are, since they hold GPUs.
+func (s *State) Apply(evs *api.Events, log hclog.Logger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range evs.Events {
+		e := &evs.Events[i]
+		if err := s.applyOne(e); err != nil {
+			log.Warn("ignored an event Nomad sent", "topic", e.Topic, "type", e.Type, "key", e.Key, "error", err)
+		}
+	}
+	if evs.Index > s.index {
+		s.index = evs.Index
+	}
+}
+
+func (s *State) applyOne(e *api.Event) error {
+	switch e.Topic {
+	case api.TopicJob:
+		j, deleted, err := e.DeregisteredJob()
+		if err != nil || j == nil {
+			return fmt.Errorf("bad job payload: %v", err)
+		}
+		k := jobKey(j)
+		if deleted {
+			delete(s.jobs, k)
+			delete(s.summaries, k)
+			return nil
+		}
+		if s.governed != nil && !s.governed(nsOrDefault(str(j.Namespace))) {
+			return nil
+		}
+		if old := s.jobs[k]; old != nil && old.ModifyIndex != nil && j.ModifyIndex != nil && *old.ModifyIndex > *j.ModifyIndex {
+			return nil
+		}
+		s.jobs[k] = j
+		s.dirty[k] = true
+	case api.TopicAllocation:
+		a, err := e.Allocation()
+		if err != nil || a == nil {
+			return fmt.Errorf("bad allocation payload: %v", err)
+		}
+		al := allocFromFull(a)
+		if old := s.allocs[al.ID]; old != nil {
+			if old.ModifyIndex > al.ModifyIndex {
+				return nil
+			}
+			if al.JobType == "" {
+				al.JobType = old.JobType
+			}
+			if len(al.GPUIDs) == 0 {
+				al.GPUIDs = old.GPUIDs
+			}
+		}
+		if !al.Live() {
+			delete(s.allocs, al.ID)
+		} else {
+			s.allocs[al.ID] = al
+		}
+		if s.governed == nil || s.governed(al.Namespace) {
+			s.dirty[al.JobKey()] = true
+		}
+	case api.TopicEvaluation:
+		ev, err := e.Evaluation()
+		if err != nil || ev == nil {
+			return fmt.Errorf("bad evaluation payload: %v", err)
+		}
+		if ev.Status == api.EvalStatusBlocked {
+			s.blocked[ev.ID] = ev
+		} else {
+			delete(s.blocked, ev.ID)
+		}
+		if s.governed == nil || s.governed(nsOrDefault(ev.Namespace)) {
+			s.dirty[nsOrDefault(ev.Namespace)+"/"+ev.JobID] = true
+		}
+	case api.TopicNode:
+		n, err := e.Node()
+		if err != nil || n == nil {
+			return fmt.Errorf("bad node payload: %v", err)
+		}
+		if e.Type == "NodeDeregistration" {
+			delete(s.nodes, n.ID)
+			return nil
+		}
+		s.nodes[n.ID] = nodeFrom(n.ID, n.Name, n.Datacenter, n.NodePool, n.Status, n.SchedulingEligibility,
+			n.DrainStrategy != nil, n.NodeResources)
+	case "Namespace":
+		raw, _ := e.Payload["Namespace"].(map[string]any)
+		name, _ := raw["Name"].(string)
+		if name == "" {
+			name = e.Key
+		}
+		if e.Type == "NamespaceDeleted" {
+			delete(s.namespaces, name)
+		} else {
+			s.namespaces[name] = true
+		}
+	}
+	return nil
+}
+
+// Refresh fetches the summaries of the jobs events have touched since the
+// last refresh (the stream carries no summary events). A job Nomad no longer
+// knows is dropped. It returns the first error; jobs it could not fetch stay
+// marked for the next refresh.
+func (s *State) Refresh(ctx context.Context, c *api.Client) error {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.dirty))
+	for k := range s.dirty {
+		keys = append(keys, k)
+	}
+	s.dirty = map[string]bool{}
+	s.mu.Unlock()
+	var first error
+	for _, k := range keys {
+		ns, id := splitKey(k)
+		sum, _, err := c.Jobs().Summary(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			s.summaries[k] = sum
+		case isNotFound(err):
+			delete(s.summaries, k)
+			delete(s.jobs, k)
+		default:
+			s.dirty[k] = true
+			if first == nil {
+				first = fmt.Errorf("failed to read the summary of job %s: %w", k, err)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return first
+}
+
+func splitKey(k string) (string, string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "default", k
+}

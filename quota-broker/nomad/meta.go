@@ -1,0 +1,119 @@
+package nomad
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+)
+
+// The job meta keys gputide reads (DESIGN §5). A meta block does not accept
+// dotted keys, so they use underscores.
+const (
+	MetaIdle         = "gputide_idle"          // "true" or "false"
+	MetaElastic      = "gputide_elastic"       // "true" or "false"
+	MetaFlexMaxWait  = "gputide_flex_max_wait" // Go duration, 0 < d <= 168h
+	MetaFlexMaxRun   = "gputide_flex_max_run"  // Go duration, > 0
+	MetaReservation  = "gputide_reservation"   // reservation ID
+	MetaPool         = "gputide_pool"          // node pool to admit into, default "default"
+	MetaStatus       = "gputide_status"        // written by the broker: waiting, error, expired
+	MetaReason       = "gputide_reason"        // written by the broker: why
+	MetaSubmitted    = "gputide_submitted"     // written by the broker: first submission (RFC 3339)
+	DefaultAdmitPool = "default"
+)
+
+// JobOptions are the gputide settings a job declares in its meta.
+type JobOptions struct {
+	Idle        bool
+	Elastic     bool
+	Flex        *plan.Flex // nil unless gputide_flex_max_wait or _max_run is set
+	Reservation string
+	Pool        string // the node pool admission moves the job to
+}
+
+// MetaError is a bad gputide meta value. Its message names the key and the
+// value; a job with one is left unadmitted (DESIGN §5).
+type MetaError struct {
+	Key, Value, Problem string
+}
+
+func (e *MetaError) Error() string {
+	return fmt.Sprintf("job meta %s = %q: %s", e.Key, e.Value, e.Problem)
+}
+
+// ParseJobOptions reads the gputide keys of a job's meta. holdingPool is the
+// broker's holding pool, which may not be named as gputide_pool. The first
+// bad value, in key order, is returned as a *MetaError.
+func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, error) {
+	o := JobOptions{Pool: DefaultAdmitPool}
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		if strings.HasPrefix(k, "gputide_") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var flex plan.Flex
+	hasFlex := false
+	for _, k := range keys {
+		v := meta[k]
+		switch k {
+		case MetaIdle, MetaElastic:
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return JobOptions{}, &MetaError{k, v, `want "true" or "false"`}
+			}
+			if k == MetaIdle {
+				o.Idle = b
+			} else {
+				o.Elastic = b
+			}
+		case MetaFlexMaxWait, MetaFlexMaxRun:
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return JobOptions{}, &MetaError{k, v, `want a duration such as "72h"`}
+			}
+			if d <= 0 {
+				return JobOptions{}, &MetaError{k, v, "must be positive"}
+			}
+			if k == MetaFlexMaxWait {
+				if d > plan.MaxFlexWait {
+					return JobOptions{}, &MetaError{k, v, fmt.Sprintf("at most %s", plan.MaxFlexWait)}
+				}
+				flex.MaxWait = d
+			} else {
+				flex.MaxRun = d
+			}
+			hasFlex = true
+		case MetaReservation:
+			if strings.TrimSpace(v) == "" {
+				return JobOptions{}, &MetaError{k, v, "empty reservation ID"}
+			}
+			o.Reservation = v
+		case MetaPool:
+			if strings.TrimSpace(v) == "" {
+				return JobOptions{}, &MetaError{k, v, "empty node pool"}
+			}
+			if v == holdingPool {
+				return JobOptions{}, &MetaError{k, v, "names the broker's holding pool"}
+			}
+			o.Pool = v
+		case MetaStatus, MetaReason, MetaSubmitted:
+			// written by the broker itself
+		default:
+			return JobOptions{}, &MetaError{k, v, "unknown gputide key (known: " + strings.Join(knownKeys, ", ") + ")"}
+		}
+	}
+	if hasFlex {
+		if flex.MaxWait == 0 {
+			flex.MaxWait = plan.MaxFlexWait
+		}
+		o.Flex = &flex
+	}
+	return o, nil
+}
+
+var knownKeys = []string{MetaElastic, MetaFlexMaxRun, MetaFlexMaxWait, MetaIdle, MetaPool, MetaReservation}

@@ -1,0 +1,94 @@
+package nomad
+
+import (
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the broker's Prometheus metrics.
+type Metrics struct {
+	Preemptions    *prometheus.CounterVec // by rule, victim namespace, claimant namespace
+	PreemptedGPUs  *prometheus.CounterVec // by rule
+	Admissions     *prometheus.CounterVec // by namespace
+	Suspensions    *prometheus.CounterVec // by namespace
+	ActionErrors   *prometheus.CounterVec // by action
+	Plans          prometheus.Counter
+	PlanSeconds    prometheus.Histogram
+	Connected      prometheus.Gauge
+	StateAge       prometheus.Gauge // seconds
+	MetaErrors     prometheus.Gauge
+	QuotaNominal   *prometheus.GaugeVec // GPUs by quota
+	QuotaUsed      *prometheus.GaugeVec
+	QuotaNonIdle   *prometheus.GaugeVec
+	QuotaBorrowed  *prometheus.GaugeVec
+	QuotaDebt      *prometheus.GaugeVec
+	QuotaLendable  *prometheus.GaugeVec
+	PendingJobs    prometheus.Gauge
+	WaitingActions prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them with reg (when not nil).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	q := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gputide_quota_" + name, Help: help}, []string{"quota"})
+	}
+	m := &Metrics{
+		Preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gputide_preemptions_total",
+			Help: "Allocations the broker stopped for a claimant."}, []string{"rule", "namespace", "claimant_namespace"}),
+		PreemptedGPUs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gputide_preempted_gpus_total",
+			Help: "GPUs freed by preemption."}, []string{"rule"}),
+		Admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gputide_admissions_total",
+			Help: "Jobs moved from the holding pool to their pool."}, []string{"namespace"}),
+		Suspensions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gputide_suspensions_total",
+			Help: "Jobs moved to the holding pool."}, []string{"namespace"}),
+		ActionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gputide_action_errors_total",
+			Help: "Nomad calls of a plan that failed."}, []string{"action"}),
+		Plans: prometheus.NewCounter(prometheus.CounterOpts{Name: "gputide_plans_total", Help: "Plans computed."}),
+		PlanSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gputide_plan_seconds",
+			Help: "Time to build a snapshot and compute its plan, in seconds.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		Connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gputide_nomad_connected",
+			Help: "1 while the broker's view of Nomad is current, else 0."}),
+		StateAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gputide_state_age_seconds",
+			Help: "Seconds since the state was last known to match Nomad."}),
+		MetaErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gputide_job_meta_errors",
+			Help: "Governed jobs left unadmitted because of a bad gputide meta value."}),
+		QuotaNominal:  q("nominal_gpus", "Nominal GPUs of the quota node."),
+		QuotaUsed:     q("used_gpus", "GPUs in use in the quota node's subtree."),
+		QuotaNonIdle:  q("nonidle_gpus", "Non-idle GPUs in use in the subtree."),
+		QuotaBorrowed: q("borrowed_gpus", "GPUs borrowed by the subtree (L4)."),
+		QuotaDebt:     q("debt_gpus", "Over-quota debt of the node's namespaces (L9)."),
+		QuotaLendable: q("lendable_gpus", "GPUs the node can lend (L4)."),
+		PendingJobs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gputide_pending_allocations",
+			Help: "Allocations of governed jobs waiting to be placed."}),
+		WaitingActions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gputide_waiting_groups",
+			Help: "Task groups the last plan left waiting."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Preemptions, m.PreemptedGPUs, m.Admissions, m.Suspensions, m.ActionErrors, m.Plans,
+			m.PlanSeconds, m.Connected, m.StateAge, m.MetaErrors, m.QuotaNominal, m.QuotaUsed, m.QuotaNonIdle,
+			m.QuotaBorrowed, m.QuotaDebt, m.QuotaLendable, m.PendingJobs, m.WaitingActions)
+	}
+	return m
+}
+
+// ObservePlan sets the per-quota gauges from a plan's usage.
+func (m *Metrics) ObservePlan(p *plan.Plan) {
+	if m == nil || p == nil {
+		return
+	}
+	waiting := 0
+	for _, a := range p.Actions {
+		if a.Action == plan.ActionWait {
+			waiting++
+		}
+	}
+	m.WaitingActions.Set(float64(waiting))
+	for _, u := range p.Usage {
+		m.QuotaNominal.WithLabelValues(u.Quota).Set(float64(u.Nominal))
+		m.QuotaUsed.WithLabelValues(u.Quota).Set(float64(u.Used))
+		m.QuotaNonIdle.WithLabelValues(u.Quota).Set(float64(u.NonIdle))
+		m.QuotaBorrowed.WithLabelValues(u.Quota).Set(float64(u.Borrowed))
+		m.QuotaDebt.WithLabelValues(u.Quota).Set(float64(u.Debt))
+		m.QuotaLendable.WithLabelValues(u.Quota).Set(float64(u.Lendable))
+	}
+}

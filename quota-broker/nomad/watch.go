@@ -1,0 +1,210 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Topics are the event stream topics the watcher reads (DESIGN §5).
+var Topics = []api.Topic{api.TopicJob, api.TopicAllocation, api.TopicEvaluation, api.TopicNode, "Namespace"}
+
+// Watcher keeps a State in step with Nomad: a full list, then the event
+// stream from the list's index; when the stream breaks, it waits Backoff,
+// lists again and streams again. Every (re-)list replaces the state and
+// logs how the GPU ledger changed (law L2: the live state wins).
+type Watcher struct {
+	Client *api.Client
+	// Governed says which namespaces' jobs are read in full.
+	Governed func(namespace string) bool
+	Logger   hclog.Logger
+	// OnChange, if set, is called after every re-list and every batch of
+	// events applied. It must not block.
+	OnChange func()
+	// Backoff is the wait before a reconnect (default 1s).
+	Backoff time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	mu        sync.Mutex
+	state     *State
+	connected bool
+	syncedAt  time.Time // last moment the state was known to match Nomad
+	relists   int
+	lastErr   error
+}
+
+// Status is the watcher's view of its connection to Nomad.
+type Status struct {
+	Connected bool      // a list succeeded and the stream is open
+	SyncedAt  time.Time // when the state was last known to be current
+	Relists   int       // full lists done, the first included
+	Index     uint64    // the Raft index the state is current to
+	LastError string    // the last list, stream or probe error, if any
+}
+
+// State returns the current state, or nil before the first list.
+func (w *Watcher) State() *State {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
+}
+
+// Status returns the connection status.
+func (w *Watcher) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := Status{Connected: w.connected, SyncedAt: w.syncedAt, Relists: w.relists}
+	if w.state != nil {
+		st.Index = w.state.Index()
+	}
+	if w.lastErr != nil {
+		st.LastError = w.lastErr.Error()
+	}
+	return st
+}
+
+// Touch records that Nomad answered while the stream was open: the state is
+// current as of now. The agent calls it after a successful probe.
+func (w *Watcher) Touch() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.connected {
+		w.syncedAt = w.now()
+	}
+}
+
+// Disconnected marks the state as no longer known to be current (a probe
+// failed). The stream's own failure is noticed by Run.
+func (w *Watcher) Disconnected(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.connected = false
+	w.lastErr = err
+}
+
+func (w *Watcher) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+// Run lists and streams until ctx ends; it returns ctx's error.
+func (w *Watcher) Run(ctx context.Context) error {
+	backoff := w.Backoff
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	for {
+		err := w.once(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.mu.Lock()
+		w.connected = false
+		w.lastErr = err
+		w.mu.Unlock()
+		w.Logger.Warn("lost the Nomad event stream; will list again", "error", err, "backoff", backoff)
+		w.changed()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// once does one full list and follows the stream until it fails.
+func (w *Watcher) once(ctx context.Context) error {
+	s, err := ListAll(ctx, w.Client, w.Governed)
+	if err != nil {
+		return err
+	}
+	stream, err := w.Client.EventStream().Stream(ctx, topicMap(), s.index+1, &api.QueryOptions{Namespace: "*"})
+	if err != nil {
+		return fmt.Errorf("failed to open the event stream: %w", err)
+	}
+	w.replace(s)
+	for evs := range stream {
+		if evs.Err != nil {
+			return fmt.Errorf("event stream: %w", evs.Err)
+		}
+		s.Apply(evs, w.Logger)
+		w.mu.Lock()
+		w.syncedAt = w.now()
+		w.mu.Unlock()
+		w.changed()
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("event stream closed")
+}
+
+// replace installs a freshly listed state and logs how the ledger changed.
+func (w *Watcher) replace(s *State) {
+	w.mu.Lock()
+	old := w.state
+	w.state = s
+	w.connected = true
+	w.lastErr = nil
+	w.syncedAt = w.now()
+	w.relists++
+	n := w.relists
+	w.mu.Unlock()
+	gpus := 0
+	for _, g := range s.GPUsByAlloc() {
+		gpus += g
+	}
+	w.Logger.Info("listed Nomad state", "relist", n, "index", s.Index(), "live_gpu_allocations", len(s.GPUsByAlloc()), "gpus_in_use", gpus)
+	if old != nil {
+		for _, m := range LedgerDiff(old.GPUsByAlloc(), s.GPUsByAlloc()) {
+			w.Logger.Warn("L2: ledger re-derived from Nomad differs; the live state wins", "alloc", m.Alloc, "had_gpus", m.Had, "live_gpus", m.Live)
+		}
+	}
+	w.changed()
+}
+
+func (w *Watcher) changed() {
+	if w.OnChange != nil {
+		w.OnChange()
+	}
+}
+
+func topicMap() map[api.Topic][]string {
+	m := map[api.Topic][]string{}
+	for _, t := range Topics {
+		m[t] = []string{"*"}
+	}
+	return m
+}
+
+// Mismatch is one allocation whose GPUs differ between two ledgers.
+type Mismatch struct {
+	Alloc     string
+	Had, Live int // GPUs before and in the live state (0: absent)
+}
+
+// LedgerDiff compares two per-allocation GPU ledgers (GPUsByAlloc) and
+// returns the differences sorted by allocation ID.
+func LedgerDiff(had, live map[string]int) []Mismatch {
+	var out []Mismatch
+	for id, g := range had {
+		if live[id] != g {
+			out = append(out, Mismatch{Alloc: id, Had: g, Live: live[id]})
+		}
+	}
+	for id, g := range live {
+		if _, ok := had[id]; !ok {
+			out = append(out, Mismatch{Alloc: id, Live: g})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Alloc < out[j].Alloc })
+	return out
+}
