@@ -153,6 +153,7 @@ func (m *monitor) run() {
 // publishes an empty snapshot so that Nomad sees no devices rather than a
 // closed stream. It returns false when the monitor was stopped.
 func (m *monitor) open() bool {
+	lastErr := ""
 	for {
 		b, err := m.newBackend(m.cfg, m.log)
 		if err == nil {
@@ -162,8 +163,13 @@ func (m *monitor) open() bool {
 			m.log.Info("GPU backend opened", "backend", b.Name())
 			return true
 		}
-		m.log.Error("failed to open GPU backend; reporting no devices and retrying",
-			"backend", m.cfg.Backend, "error", err, "retry_in", m.cfg.FingerprintPeriod)
+		if err.Error() != lastErr { // log each distinct failure once at error level
+			m.log.Error("failed to open GPU backend; reporting no devices and retrying",
+				"backend", m.cfg.Backend, "error", err, "retry_every", m.cfg.FingerprintPeriod.String())
+			lastErr = err.Error()
+		} else {
+			m.log.Debug("GPU backend still unavailable", "backend", m.cfg.Backend, "error", err)
+		}
 		m.hub.publish(&snapshot{err: err, ignored: m.ignored})
 		select {
 		case <-m.done:

@@ -115,7 +115,7 @@ func (p *Plugin) SetConfig(msgpackConfig []byte) error {
 		return nil
 	}
 	p.log.Debug("config set", "backend", cfg.Backend, "enabled", cfg.Enabled,
-		"fingerprint_period", cfg.FingerprintPeriod, "health_check_period", cfg.HealthCheckPeriod)
+		"fingerprint_period", cfg.FingerprintPeriod.String(), "health_check_period", cfg.HealthCheckPeriod.String())
 	p.cfg = cfg
 	if p.mon != nil {
 		p.mon.stop()
