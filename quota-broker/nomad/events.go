@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,7 +31,8 @@ func (s *State) Apply(evs *api.Events, log hclog.Logger) {
 func (s *State) applyOne(e *api.Event) error {
 	switch e.Topic {
 	case api.TopicJob:
-		j, deleted, err := e.DeregisteredJob()
+		pl, err := decodePayload(e)
+		j, deleted := pl.Job, pl.Deleted
 		if err != nil || j == nil {
 			return fmt.Errorf("bad job payload: %v", err)
 		}
@@ -49,7 +51,8 @@ func (s *State) applyOne(e *api.Event) error {
 		s.jobs[k] = j
 		s.dirty[k] = true
 	case api.TopicAllocation:
-		a, err := e.Allocation()
+		pl, err := decodePayload(e)
+		a := pl.Allocation
 		if err != nil || a == nil {
 			return fmt.Errorf("bad allocation payload: %v", err)
 		}
@@ -74,7 +77,8 @@ func (s *State) applyOne(e *api.Event) error {
 			s.dirty[al.JobKey()] = true
 		}
 	case api.TopicEvaluation:
-		ev, err := e.Evaluation()
+		pl, err := decodePayload(e)
+		ev := pl.Evaluation
 		if err != nil || ev == nil {
 			return fmt.Errorf("bad evaluation payload: %v", err)
 		}
@@ -87,7 +91,8 @@ func (s *State) applyOne(e *api.Event) error {
 			s.dirty[nsOrDefault(ev.Namespace)+"/"+ev.JobID] = true
 		}
 	case api.TopicNode:
-		n, err := e.Node()
+		pl, err := decodePayload(e)
+		n := pl.Node
 		if err != nil || n == nil {
 			return fmt.Errorf("bad node payload: %v", err)
 		}
@@ -110,6 +115,29 @@ func (s *State) applyOne(e *api.Event) error {
 		}
 	}
 	return nil
+}
+
+// payload is an event payload decoded by its JSON field names.
+type payload struct {
+	Job        *api.Job
+	Deleted    bool
+	Allocation *api.Allocation
+	Evaluation *api.Evaluation
+	Node       *api.Node
+}
+
+// decodePayload decodes an event payload through JSON. The api package's
+// own Event.Job() decodes with mapstructure, which follows the jobspec's
+// mapstructure tags (node_pool, ...) and so drops fields such as NodePool
+// (seen with Nomad 1.11.3 and api df630b26e78a).
+func decodePayload(e *api.Event) (*payload, error) {
+	var p payload
+	raw, err := json.Marshal(e.Payload)
+	if err != nil {
+		return &p, err
+	}
+	err = json.Unmarshal(raw, &p)
+	return &p, err
 }
 
 // Refresh fetches the summaries of the jobs events have touched since the

@@ -1,0 +1,204 @@
+package nomad
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+)
+
+// claimTree binds workspace-b to a root with child-level preemption over
+// workspace-c and workspace-a, so that the waiting workspace-b/training of
+// the recording may take GPUs back from them (L5 step 2).
+func claimTree() *quota.Node {
+	return &quota.Node{Name: "Root", GPUs: 8, ChildPreemption: true, Namespaces: []string{"workspace-b"},
+		Children: []*quota.Node{
+			{Name: "C", GPUs: 4, Namespaces: []string{"workspace-c"}},
+			{Name: "A", GPUs: 4, Namespaces: []string{"workspace-a"}},
+		}}
+}
+
+func newActor(f *fakeNomad, s *State) (*Actor, *syncBuffer) {
+	log, buf := testLogger(f.t)
+	return &Actor{Client: f.client(), State: s, Logger: log, Recorder: &Recorder{}, Metrics: NewMetrics(nil), Workers: 1}, buf
+}
+
+func planFor(t *testing.T, s *State, a *Actor, tree *quota.Node) (*plan.Plan, *Build) {
+	t.Helper()
+	b := s.Build(BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
+		Stopping: a.Stopping(), Accepted: func(string) bool { return true }})
+	p, err := plan.Compute(b.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
+	f, s := listRecorded(t)
+	a, log := newActor(f, s)
+	p, b := planFor(t, s, a, claimTree())
+	// The core's plan: workspace-c/training (priority 50, below inference's
+	// 80) is the victim, whole, then workspace-b/training is admitted.
+	var kinds []string
+	for _, act := range p.Actions {
+		kinds = append(kinds, string(act.Action)+" "+act.Namespace+"/"+act.Job+" "+act.Alloc)
+	}
+	wantPlan := []string{"stop workspace-c/training " + allocC1, "stop workspace-c/training " + allocC2, "admit workspace-b/training "}
+	if strings.Join(kinds, "|") != strings.Join(wantPlan, "|") {
+		t.Fatalf("plan = %q, want %q", kinds, wantPlan)
+	}
+	out := a.Execute(context.Background(), p, b)
+	if len(out.Errors) != 0 || out.Stopped != 2 || out.Admitted != 1 || out.MetaWrites != 2 {
+		t.Fatalf("outcome = %+v", out)
+	}
+	w := f.writes()
+	if len(w) != 6 {
+		t.Fatalf("writes = %v, want 6", w)
+	}
+	// 1. the victim's job goes to the holding pool, with the index enforced.
+	j, enforce, idx := registered(t, w[0])
+	if w[0].Path != "/v1/jobs" || str(j.Namespace) != "workspace-c" || str(j.ID) != "training" ||
+		str(j.NodePool) != DefaultHoldingPool || !enforce || idx != *j.JobModifyIndex {
+		t.Fatalf("first write = %s job %s/%s pool %s enforce %v", w[0], str(j.Namespace), str(j.ID), str(j.NodePool), enforce)
+	}
+	if _, changed := j.Meta[MetaStatus]; changed {
+		t.Fatal("the victim's meta was changed while it has running allocations")
+	}
+	// 2, 3. then its allocations are stopped.
+	if w[1].String() != "PUT /v1/allocation/"+allocC1+"/stop" || w[2].String() != "PUT /v1/allocation/"+allocC2+"/stop" {
+		t.Fatalf("stops = %s, %s", w[1], w[2])
+	}
+	// 4. the claimant moves to its pool, its wait reason cleared.
+	j, _, _ = registered(t, w[3])
+	if str(j.Namespace) != "workspace-b" || str(j.NodePool) != "default" || j.Meta[MetaStatus] != "" || j.Meta[MetaPool] != "default" {
+		t.Fatalf("admission = %s/%s pool %s meta %v", str(j.Namespace), str(j.ID), str(j.NodePool), j.Meta)
+	}
+	// 5, 6. the jobs with bad meta get the error in their meta, in the holding pool.
+	var errs []string
+	for _, r := range w[4:] {
+		j, _, _ := registered(t, r)
+		if str(j.NodePool) != DefaultHoldingPool || j.Meta[MetaStatus] != StatusError {
+			t.Fatalf("meta write = %s pool %s meta %v", str(j.ID), str(j.NodePool), j.Meta)
+		}
+		errs = append(errs, str(j.ID)+": "+j.Meta[MetaReason])
+	}
+	sort.Strings(errs)
+	want := []string{`bad-idle: job meta gputide_idle = "maybe": want "true" or "false"`,
+		`bad-maxrun: job meta gputide_flex_max_run = "-1h": must be positive`}
+	if strings.Join(errs, "|") != strings.Join(want, "|") {
+		t.Fatalf("meta errors = %q", errs)
+	}
+	if !strings.Contains(log.String(), `gputide_idle = \"maybe\"`) {
+		t.Fatalf("the meta error is not in the log:\n%s", log.String())
+	}
+	// Every preemption is recorded (L8).
+	rec := a.Recorder.List()
+	if len(rec) != 2 || rec[0].Alloc != allocC1 || rec[0].Claimant != "workspace-b/training/worker" || rec[0].GPUs != 2 ||
+		rec[0].Rule != plan.RuleChild || rec[0].Namespace != "workspace-c" {
+		t.Fatalf("record = %+v", rec)
+	}
+	// The next plan does not stop them again, and keeps their GPUs for the claimant.
+	p2, b2 := planFor(t, s, a, claimTree())
+	for _, act := range p2.Actions {
+		if act.Action == plan.ActionStop {
+			t.Fatalf("second plan stops again: %+v", act)
+		}
+	}
+	if v := b2.Jobs["workspace-c/training"]; !v.Holding {
+		t.Fatal("the victim's job is not in the holding pool in the broker's state")
+	}
+}
+
+func TestExecuteDefersStopsWhileAllocationsStopForAnUnknownClaimant(t *testing.T) {
+	f, s := listRecorded(t)
+	a, log := newActor(f, s)
+	// After a restart: inference is being stopped, for whom the broker
+	// cannot tell.
+	s.markStopping(allocA)
+	p, b := planFor(t, s, a, claimTree())
+	out := a.Execute(context.Background(), p, b)
+	if out.Deferred == 0 || out.Stopped != 0 || out.Admitted != 0 {
+		t.Fatalf("outcome = %+v, plan = %+v", out, p.Actions)
+	}
+	for _, r := range f.writes() {
+		if strings.HasSuffix(r.Path, "/stop") {
+			t.Fatalf("stopped while deferring: %s", r)
+		}
+		if j, _, _ := registered(t, r); str(j.ID) == "training" {
+			t.Fatalf("moved a training job while deferring: %s/%s", str(j.Namespace), str(j.ID))
+		}
+	}
+	if !strings.Contains(log.String(), "deferring preemption") {
+		t.Fatalf("no log:\n%s", log.String())
+	}
+}
+
+func TestDryRunCallsNothing(t *testing.T) {
+	f, s := listRecorded(t)
+	a, log := newActor(f, s)
+	a.DryRun = true
+	p, b := planFor(t, s, a, claimTree())
+	a.Execute(context.Background(), p, b)
+	if w := f.writes(); len(w) != 0 {
+		t.Fatalf("dry run wrote: %v", w)
+	}
+	if !strings.Contains(log.String(), "dry run: would preempt") || !strings.Contains(log.String(), "dry run: would admit") {
+		t.Fatalf("dry run did not log the plan:\n%s", log.String())
+	}
+}
+
+func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	// workspace-c/training was registered straight into "default"; its
+	// quota (C) is now 1 GPU, so L3 does not admit its 4.
+	tree := claimTree()
+	tree.Children[0].GPUs = 1
+	b := s.Build(BuildInput{Now: at(t), Quota: tree, Accepted: func(k string) bool { return k != "workspace-c/training" }})
+	p, err := plan.Compute(b.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := a.Execute(context.Background(), p, b)
+	if out.Suspended != 1 {
+		t.Fatalf("outcome = %+v, plan = %+v", out, p.Actions)
+	}
+	moved := -1
+	stops := map[string]bool{}
+	for i, r := range f.writes() {
+		if strings.HasSuffix(r.Path, "/stop") {
+			if moved < 0 {
+				t.Fatalf("stop %s before the job moved to the holding pool", r.Path)
+			}
+			stops[r.Path] = true
+			continue
+		}
+		if j, _, _ := registered(t, r); str(j.Namespace) == "workspace-c" && str(j.ID) == "training" {
+			if str(j.NodePool) != DefaultHoldingPool {
+				t.Fatalf("suspension moved it to %q", str(j.NodePool))
+			}
+			moved = i
+		}
+	}
+	if len(stops) != 2 || !stops["/v1/allocation/"+allocC1+"/stop"] || !stops["/v1/allocation/"+allocC2+"/stop"] {
+		t.Fatalf("stops = %v", stops)
+	}
+}
+
+func TestRegisterRefusesMetaOnAJobWithLiveAllocations(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	v := &JobView{Key: "workspace-a/inference"}
+	status := "x"
+	_, err := a.register(context.Background(), v, "", map[string]*string{MetaStatus: &status}, false)
+	if err == nil || !strings.Contains(err.Error(), "1 live allocations") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(f.writes()) != 0 {
+		t.Fatal("wrote meta on a running job")
+	}
+}

@@ -1,0 +1,312 @@
+package nomad
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/hashicorp/nomad/api"
+)
+
+// The allocations and jobs of the recording (testdata/nomad-1.11.3/README.md).
+const (
+	node      = "292c925c-0664-98f4-0f8d-63cdbfd840e1"
+	allocC1   = "1bdfc0b1-95aa-947a-4125-104f338209f0" // workspace-c/training, 2 GPUs
+	allocC2   = "2b70b577-7405-16fd-d6c5-6b9f12d1bf62" // workspace-c/training, 2 GPUs
+	allocB    = "1b43c480-eb67-e215-31e7-cc0ac6da9d1f" // workspace-b/training, stopped, complete
+	allocA    = "573417c7-7c93-1df1-3528-3c2427f1651a" // workspace-a/inference, 4 GPUs
+	recordedT = "2026-11-29T21:13:00Z"
+)
+
+// e2eTree is the tree the recording was made with.
+func e2eTree() *quota.Node {
+	return &quota.Node{Name: "Quota1", GPUs: 8, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+		Children: []*quota.Node{
+			{Name: "Quota1.1", GPUs: 3, Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: 5, Namespaces: []string{"workspace-c"}},
+		}}
+}
+
+func everything(string) bool { return true }
+
+func listRecorded(t *testing.T) (*fakeNomad, *State) {
+	t.Helper()
+	f := newFakeNomad(t)
+	s, err := ListAll(context.Background(), f.client(), everything)
+	if err != nil {
+		t.Fatalf("ListAll: %v", err)
+	}
+	return f, s
+}
+
+func at(t *testing.T) time.Time {
+	tm, err := time.Parse(time.RFC3339, recordedT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+func TestListAllReadsNodesAllocationsJobsAndSummaries(t *testing.T) {
+	_, s := listRecorded(t)
+	if len(s.nodes) != 1 {
+		t.Fatalf("nodes = %d, want 1", len(s.nodes))
+	}
+	n := s.nodes[node]
+	if n == nil || len(n.GPUs) != 8 || !n.Schedulable || n.NodePool != "default" || n.Datacenter != "dc1" {
+		t.Fatalf("node = %+v, want 8 GPUs, schedulable, pool default, dc1", n)
+	}
+	if n.GPUs[0].ID != "GPU-eae7470d-921e-5869-a414-ef3357f38e60" || n.GPUs[0].Model != "Mock NVIDIA A100-SXM4-40GB" || !n.GPUs[0].Healthy {
+		t.Fatalf("first GPU = %+v", n.GPUs[0])
+	}
+	// The complete (stopped) allocation of workspace-b/training is not live.
+	got := s.GPUsByAlloc()
+	want := map[string]int{allocC1: 2, allocC2: 2, allocA: 4}
+	if len(got) != len(want) {
+		t.Fatalf("live GPU allocations = %v, want %v", got, want)
+	}
+	for id, g := range want {
+		if got[id] != g {
+			t.Fatalf("alloc %s GPUs = %d, want %d", id, got[id], g)
+		}
+	}
+	if len(s.jobs) != 5 {
+		t.Fatalf("jobs = %d, want 5", len(s.jobs))
+	}
+	if j := s.jobs["workspace-b/training"]; str(j.NodePool) != DefaultHoldingPool {
+		t.Fatalf("workspace-b/training pool = %q, want the holding pool", str(j.NodePool))
+	}
+	if q, ok := queuedOf(s.summaries["workspace-b/training"], "worker"); !ok || q != 1 {
+		t.Fatalf("workspace-b/training queued = %d (%v), want 1", q, ok)
+	}
+	if len(s.blocked) != 3 {
+		t.Fatalf("blocked evaluations = %d, want 3 (training, bad-idle, bad-maxrun)", len(s.blocked))
+	}
+	if s.Index() == 0 {
+		t.Fatal("index not tracked")
+	}
+	if ns := s.Namespaces(); strings.Join(ns, ",") != "default,workspace-a,workspace-b,workspace-c" {
+		t.Fatalf("namespaces = %v", ns)
+	}
+}
+
+func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
+	_, s := listRecorded(t)
+	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+		Accepted: func(string) bool { return true }})
+	snap := b.Snapshot
+	if len(snap.Nodes) != 1 || len(snap.Nodes[0].GPUs) != 8 {
+		t.Fatalf("nodes = %+v", snap.Nodes)
+	}
+	if len(snap.Allocations) != 3 {
+		t.Fatalf("allocations = %+v, want 3", snap.Allocations)
+	}
+	byID := map[string]plan.Allocation{}
+	for _, a := range snap.Allocations {
+		byID[a.ID] = a
+	}
+	a := byID[allocA]
+	if a.Namespace != "workspace-a" || a.Job != "inference" || a.Group != "server" || a.Type != plan.JobService ||
+		a.Priority != 80 || a.GPUs() != 4 || a.Node != node || a.StoppingFor != "" || a.Idle {
+		t.Fatalf("inference allocation = %+v", a)
+	}
+	c := byID[allocC1]
+	if c.Type != plan.JobBatch || c.Priority != 50 || c.GPUs() != 2 || c.StartedAt.IsZero() {
+		t.Fatalf("training allocation = %+v", c)
+	}
+	// Only workspace-b/training is pending: the bad-meta jobs are left out.
+	if len(snap.Pending) != 1 {
+		t.Fatalf("pending = %+v, want only workspace-b/training", snap.Pending)
+	}
+	p := snap.Pending[0]
+	if p.Namespace != "workspace-b" || p.Job != "training" || p.Group != "worker" || p.Count != 1 || p.GPUs != 3 ||
+		p.Type != plan.JobBatch || p.Priority != 50 || p.NodePool != "default" || p.Datacenters != nil || p.Flex != nil {
+		t.Fatalf("pending = %+v", p)
+	}
+	// The broker wrote gputide_submitted when it wrote the wait reason.
+	if p.SubmittedAt.IsZero() || p.SubmittedAt.After(at(t)) {
+		t.Fatalf("submitted = %v", p.SubmittedAt)
+	}
+	for _, k := range []string{"workspace-c/bad-idle", "workspace-c/bad-maxrun"} {
+		if b.Jobs[k].MetaErr == nil {
+			t.Fatalf("%s: no meta error", k)
+		}
+	}
+	if got := b.Jobs["workspace-c/bad-idle"].MetaErr.Error(); got != `job meta gputide_idle = "maybe": want "true" or "false"` {
+		t.Fatalf("bad-idle error = %q", got)
+	}
+	if got := b.Jobs["workspace-c/bad-maxrun"].MetaErr.Error(); got != `job meta gputide_flex_max_run = "-1h": must be positive` {
+		t.Fatalf("bad-maxrun error = %q", got)
+	}
+	// The core agrees: workspace-b/training waits, naming the quota and numbers.
+	pl, err := plan.Compute(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.Actions) != 1 || pl.Actions[0].Action != plan.ActionWait || !strings.Contains(pl.Actions[0].Reason, "8 of 8 GPUs") {
+		t.Fatalf("plan = %+v", pl.Actions)
+	}
+}
+
+func TestBuildMarksStoppingAllocations(t *testing.T) {
+	_, s := listRecorded(t)
+	s.markStopping(allocC1)
+	s.markStopping(allocC2)
+	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Stopping: map[string]string{allocC1: "workspace-a/inference/server"},
+		Accepted: func(string) bool { return true }})
+	for _, a := range b.Snapshot.Allocations {
+		switch a.ID {
+		case allocC1:
+			if a.StoppingFor != "workspace-a/inference/server" {
+				t.Fatalf("known stop: StoppingFor = %q", a.StoppingFor)
+			}
+		case allocC2:
+			if a.StoppingFor != UnknownClaimant {
+				t.Fatalf("unknown stop: StoppingFor = %q", a.StoppingFor)
+			}
+		}
+	}
+	if len(b.UnknownStopping) != 1 || b.UnknownStopping[0] != allocC2 {
+		t.Fatalf("UnknownStopping = %v", b.UnknownStopping)
+	}
+}
+
+func TestBuildTreatsAStraightRegistrationAsPending(t *testing.T) {
+	_, s := listRecorded(t)
+	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(),
+		Accepted: func(k string) bool { return k != "workspace-c/training" }})
+	v := b.Jobs["workspace-c/training"]
+	if !v.Direct || v.Pending != 2 {
+		t.Fatalf("view = %+v, want direct with 2 pending", v)
+	}
+	for _, a := range b.Snapshot.Allocations {
+		if a.Namespace == "workspace-c" {
+			t.Fatalf("allocation %s of the direct job is in the snapshot", a.ID)
+		}
+	}
+}
+
+func TestEventsRebuildTheLedgerTheListGives(t *testing.T) {
+	_, listed := listRecorded(t)
+	s := NewState()
+	log, _ := testLogger(t)
+	for _, l := range eventLines(t) {
+		var evs api.Events
+		if err := jsonUnmarshal(l, &evs); err != nil {
+			t.Fatal(err)
+		}
+		s.Apply(&evs, log)
+	}
+	if d := LedgerDiff(listed.GPUsByAlloc(), s.GPUsByAlloc()); len(d) != 0 {
+		t.Fatalf("ledger from events differs from the list (L2): %+v", d)
+	}
+	if j := s.jobs["workspace-b/training"]; j == nil || str(j.NodePool) != DefaultHoldingPool {
+		t.Fatal("the job events lost the node pool")
+	}
+	if j := s.jobs["workspace-a/inference"]; j == nil || str(j.NodePool) != "default" {
+		t.Fatal("inference is not in its pool after the events")
+	}
+	if len(s.nodes[node].GPUs) != 8 {
+		t.Fatalf("node GPUs from events = %d", len(s.nodes[node].GPUs))
+	}
+	if s.Index() != 66 {
+		t.Fatalf("index = %d, want 66 (the last event)", s.Index())
+	}
+}
+
+func TestRefreshFetchesTheSummariesEventsTouched(t *testing.T) {
+	f, s := listRecorded(t)
+	s.dirty["workspace-b/training"] = true
+	s.dirty["workspace-c/gone"] = true
+	s.jobs["workspace-c/gone"] = s.jobs["workspace-c/training"]
+	if err := s.Refresh(context.Background(), f.client()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.jobs["workspace-c/gone"]; ok {
+		t.Fatal("a job Nomad no longer knows was kept")
+	}
+	if f.count("GET", "/v1/job/training/summary") != 1 || len(s.dirty) != 0 {
+		t.Fatalf("summary reads = %d, dirty = %v", f.count("GET", "/v1/job/training/summary"), s.dirty)
+	}
+}
+
+func TestWatcherRelistsOnEveryReconnect(t *testing.T) {
+	f := newFakeNomad(t)
+	lines := eventLines(t)
+	f.streams = [][]string{lines[:3], lines[3:]}
+	f.holdStream = false
+	log, buf := testLogger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &Watcher{Client: f.client(), Governed: everything, Logger: log, Backoff: 10 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Status().Relists < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if w.Status().Relists < 3 {
+		t.Fatalf("relists = %d, want >= 3", w.Status().Relists)
+	}
+	// Each reconnect lists everything again (L2).
+	if n := f.count("GET", "/v1/allocations"); n < 3 {
+		t.Fatalf("allocation lists = %d, want one per connection", n)
+	}
+	if !strings.Contains(buf.String(), "lost the Nomad event stream") {
+		t.Fatalf("no reconnect log:\n%s", buf.String())
+	}
+}
+
+func TestWatcherLogsLedgerMismatchesOnRelist(t *testing.T) {
+	f := newFakeNomad(t)
+	log, buf := testLogger(t)
+	w := &Watcher{Client: f.client(), Governed: everything, Logger: log}
+	s1, err := ListAll(context.Background(), f.client(), everything)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The broker believed a fourth allocation held 8 GPUs; Nomad says no.
+	s1.allocs["ghost"] = &Alloc{ID: "ghost", Namespace: "workspace-b", GPUIDs: make([]string, 8), ClientStatus: "running"}
+	w.replace(s1)
+	s2, err := ListAll(context.Background(), f.client(), everything)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.replace(s2)
+	if !strings.Contains(buf.String(), "L2: ledger re-derived from Nomad differs") || !strings.Contains(buf.String(), "alloc=ghost had_gpus=8 live_gpus=0") {
+		t.Fatalf("mismatch not logged:\n%s", buf.String())
+	}
+	if _, ok := w.State().Alloc("ghost"); ok {
+		t.Fatal("the live state did not win")
+	}
+}
+
+func TestLedgerDiff(t *testing.T) {
+	got := LedgerDiff(map[string]int{"a": 1, "b": 2}, map[string]int{"b": 3, "c": 4})
+	want := []Mismatch{{"a", 1, 0}, {"b", 2, 3}, {"c", 0, 4}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %+v, want %+v", got, want)
+		}
+	}
+}
+
+func TestIsNotFound(t *testing.T) {
+	f := newFakeNomad(t)
+	_, _, err := f.client().Jobs().Info("nope", nil)
+	if !isNotFound(err) {
+		t.Fatalf("isNotFound(%v) = false", err)
+	}
+	if isNotFound(errors.New("x")) {
+		t.Fatal("plain error taken for 404")
+	}
+}
