@@ -1,0 +1,35 @@
+# gputide agent configuration for the reference scenario:
+#   gputide agent -config examples/reference/broker.hcl [-dry-run]
+nomad {
+  address = "http://127.0.0.1:4646"
+  # token = ""   # default: NOMAD_TOKEN; a management token, or one whose
+  #              # policy can read nodes and submit/read jobs in the governed
+  #              # namespaces and write node pools
+  # region = ""
+}
+
+# The quota tree; edited live (use case 2), reloaded when it changes. An
+# invalid tree is rejected and the running tree kept (L1).
+quota_file = "quota.hcl"
+
+# Namespaces to govern (default: every namespace bound in the tree).
+namespaces = ["workspace-a", "workspace-b", "workspace-c"]
+
+# The node pool with no nodes that governed jobs are submitted into.
+holding_pool = "gputide-queue"
+
+# Plan on every Nomad event and at least this often.
+interval = "30s"
+
+# Overrides the tree's settings.min_runtime (L5).
+min_runtime = "10m"
+
+# L12: never act on state older than this; stop acting while Nomad is
+# unreachable.
+staleness = "15s"
+
+# Metrics (/metrics) and reads (/v1/agent/health, /v1/plan, /v1/snapshot,
+# /v1/preemptions). Loopback only.
+http_bind = "127.0.0.1:4780"
+
+log_level = "info"
