@@ -1,0 +1,363 @@
+package e2e
+
+// The harness starts real agents for end-to-end tests. Nomad: a dev agent
+// (server and client in one process) from NOMAD_BIN, or `nomad` on PATH,
+// bound to 127.0.0.1 on free ports, with a temporary data dir and
+// plugin_dir, raw_exec enabled, AWS_CA_BUNDLE removed from its environment
+// (the client's AWS fingerprinter exits the agent when it is set), and any
+// extra agent config the test gives. Stopping purges the jobs first, then
+// interrupts the agent and waits for it, then checks that no mount under
+// the data dir is left behind.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// nomadBinary finds the Nomad binary or skips the test.
+func nomadBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("NOMAD_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("NOMAD_BIN=%s: %v", p, err)
+		}
+		return p
+	}
+	p, err := exec.LookPath("nomad")
+	if err != nil {
+		t.Skip("no Nomad binary: set NOMAD_BIN to a nomad executable (or put nomad on PATH) to run the end-to-end tests")
+	}
+	return p
+}
+
+// nomadOptions configure startNomad.
+type nomadOptions struct {
+	// ExtraConfig is HCL appended to the agent config, e.g. plugin blocks
+	// or client settings.
+	ExtraConfig string
+	// Plugins maps file names in plugin_dir to binaries copied there.
+	Plugins map[string]string
+	// ReadyTimeout bounds the wait for a ready client node (default 60s).
+	ReadyTimeout time.Duration
+}
+
+// nomadAgent is one running dev agent.
+type nomadAgent struct {
+	Client    *api.Client
+	Addr      string
+	Dir       string
+	DataDir   string
+	PluginDir string
+	NodeID    string
+	Bin       string
+
+	t        testing.TB
+	cmd      *exec.Cmd
+	log      *lockedBuffer
+	exited   chan struct{}
+	stopOnce sync.Once
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// startNomad starts a dev agent and waits until its client node is ready.
+// It returns the API client and a stop function (also registered with
+// t.Cleanup; calling it twice is fine).
+func startNomad(t testing.TB, opts nomadOptions) (*api.Client, func()) {
+	a := newNomadAgent(t, opts)
+	return a.Client, a.Stop
+}
+
+// newNomadAgent is startNomad returning the whole agent.
+func newNomadAgent(t testing.TB, opts nomadOptions) *nomadAgent {
+	t.Helper()
+	bin := nomadBinary(t)
+	dir := t.TempDir()
+	a := &nomadAgent{
+		Dir:       dir,
+		DataDir:   filepath.Join(dir, "data"),
+		PluginDir: filepath.Join(dir, "plugins"),
+		Bin:       bin,
+		t:         t,
+		log:       &lockedBuffer{},
+		exited:    make(chan struct{}),
+	}
+	for _, d := range []string{a.DataDir, a.PluginDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, src := range opts.Plugins {
+		if err := copyFile(src, filepath.Join(a.PluginDir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports := freePorts(t, 3)
+	config := fmt.Sprintf(`
+data_dir   = %q
+plugin_dir = %q
+bind_addr  = "127.0.0.1"
+log_level  = "DEBUG"
+
+ports {
+  http = %d
+  rpc  = %d
+  serf = %d
+}
+
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
+%s
+`, a.DataDir, a.PluginDir, ports[0], ports[1], ports[2], opts.ExtraConfig)
+	cfgPath := filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.Addr = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+
+	cmd := exec.Command(bin, "agent", "-dev", "-bind", "127.0.0.1", "-config", cfgPath)
+	cmd.Dir = dir
+	cmd.Env = agentEnv()
+	cmd.Stdout, cmd.Stderr = a.log, a.log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("failed to start nomad: %v", err)
+	}
+	a.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		close(a.exited)
+	}()
+	t.Cleanup(a.Stop)
+
+	client, err := api.NewClient(&api.Config{Address: a.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Client = client
+	timeout := opts.ReadyTimeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	err = waitFor(timeout, 250*time.Millisecond, func() error {
+		select {
+		case <-a.exited:
+			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
+		default:
+		}
+		nodes, _, err := client.Nodes().List(nil)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.Status == api.NodeStatusReady {
+				a.NodeID = n.ID
+				return nil
+			}
+		}
+		return errors.New("no ready node yet")
+	})
+	if err != nil {
+		t.Fatalf("nomad agent not ready: %v\n%s", err, tail(a.log.String(), 4000))
+	}
+	return a
+}
+
+// agentEnv is this process's environment without AWS_CA_BUNDLE and
+// NOMAD_* variables that would point the agent elsewhere.
+func agentEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "AWS_CA_BUNDLE" || k == "NOMAD_ADDR" || k == "NOMAD_TOKEN" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// Logs returns the agent's output so far.
+func (a *nomadAgent) Logs() string { return a.log.String() }
+
+// Stop purges every job, interrupts the agent and waits for it to exit,
+// then fails the test if mounts under the data dir remain (and unmounts
+// them).
+func (a *nomadAgent) Stop() {
+	a.stopOnce.Do(func() {
+		if a.cmd == nil || a.cmd.Process == nil {
+			return
+		}
+		select {
+		case <-a.exited:
+		default:
+			a.purgeJobs()
+			_ = a.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-a.exited:
+			case <-time.After(30 * time.Second):
+				_ = a.cmd.Process.Kill()
+				<-a.exited
+			}
+		}
+		if left := mountsUnder(a.DataDir); len(left) > 0 {
+			for _, m := range left {
+				_ = syscall.Unmount(m, syscall.MNT_DETACH)
+			}
+			a.t.Errorf("nomad left mounts under %s: %v", a.DataDir, left)
+		}
+	})
+}
+
+// purgeJobs stops every job, waits for their allocations to finish, then
+// purges them (stopping first is faster than purging running jobs).
+func (a *nomadAgent) purgeJobs() {
+	jobs, _, err := a.Client.Jobs().List(&api.QueryOptions{Namespace: "*"})
+	if err != nil {
+		return
+	}
+	for _, j := range jobs {
+		_, _, _ = a.Client.Jobs().Deregister(j.ID, false, &api.WriteOptions{Namespace: j.Namespace})
+	}
+	_ = waitFor(30*time.Second, 200*time.Millisecond, func() error {
+		allocs, _, err := a.Client.Allocations().List(&api.QueryOptions{Namespace: "*"})
+		if err != nil {
+			return err
+		}
+		for _, al := range allocs {
+			if al.ClientStatus == api.AllocClientStatusPending || al.ClientStatus == api.AllocClientStatusRunning {
+				return fmt.Errorf("allocation %s still %s", al.ID, al.ClientStatus)
+			}
+		}
+		return nil
+	})
+	for _, j := range jobs {
+		_, _, _ = a.Client.Jobs().Deregister(j.ID, true, &api.WriteOptions{Namespace: j.Namespace})
+	}
+	_ = a.Client.System().GarbageCollect()
+	time.Sleep(500 * time.Millisecond)
+}
+
+// mountsUnder lists mount points below dir.
+func mountsUnder(dir string) []string {
+	raw, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			out = append(out, f[1])
+		}
+	}
+	return out
+}
+
+// errStop makes waitFor give up at once.
+type errStop struct{ error }
+
+// waitFor calls f every interval until it returns nil, an errStop, or
+// timeout passes; it returns f's last error.
+func waitFor(timeout, interval time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		var stop errStop
+		if errors.As(err, &stop) {
+			return stop.error
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %w", timeout, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// goBuild builds a main package of this module into dir and returns the
+// binary's path.
+func goBuild(t testing.TB, pkg, dir, name string) string {
+	t.Helper()
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
