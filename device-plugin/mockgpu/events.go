@@ -26,6 +26,11 @@ var _ nvml.EventSet = (*eventSet)(nil)
 func newEventSet() *eventSet {
 	s := &eventSet{EventSet: &mock.EventSet{}, ch: make(chan nvml.EventData, eventQueueSize), done: make(chan struct{})}
 	s.WaitFunc = func(timeoutms uint32) (nvml.EventData, nvml.Return) {
+		select { // a queued event wins over an expired timeout
+		case ev := <-s.ch:
+			return ev, nvml.SUCCESS
+		default:
+		}
 		t := time.NewTimer(time.Duration(timeoutms) * time.Millisecond)
 		defer t.Stop()
 		select {
