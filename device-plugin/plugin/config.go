@@ -275,11 +275,11 @@ func xidList(v cty.Value) ([]uint64, error) {
 		}
 		bf := e.AsBigFloat()
 		if !bf.IsInt() {
-			return nil, fmt.Errorf("Xid %s is not a whole number", bf.Text('g', 10))
+			return nil, fmt.Errorf("%s is not a whole number", bf.Text('g', 10))
 		}
 		n, acc := bf.Int64()
 		if acc != big.Exact || n < 1 || n > 999 {
-			return nil, fmt.Errorf("Xid %s out of range (1 to 999)", bf.Text('g', 10))
+			return nil, fmt.Errorf("%s is out of range (Xids are 1 to 999)", bf.Text('g', 10))
 		}
 		out = append(out, uint64(n))
 	}
