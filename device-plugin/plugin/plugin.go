@@ -51,8 +51,12 @@ var ErrDisabled = errors.New("device is not enabled")
 // BackendFactory opens the GPU backend for a config.
 type BackendFactory func(cfg Config, log hclog.Logger) (gpu.Backend, error)
 
-// OpenBackend is the default BackendFactory: real NVML or the mock.
+// OpenBackend is the default BackendFactory: real NVML or the mock. A nil
+// log discards the backends' log lines.
 func OpenBackend(cfg Config, log hclog.Logger) (gpu.Backend, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
 	switch cfg.Backend {
 	case BackendMock:
 		opts := cfg.mockOptions(cfg.XidPolicy().Critical)
