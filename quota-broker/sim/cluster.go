@@ -1,0 +1,306 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+)
+
+// The modelled cluster: nodes with GPUs, allocations that own GPUs (what the
+// broker's ledger sees, DESIGN L2) and hold them (what the hardware sees).
+// The two differ while a stopped allocation runs out its kill_timeout: its
+// GPUs may already be given to the claimant it was stopped for, which starts
+// once they are released.
+
+type allocState uint8
+
+const (
+	placing  allocState = iota // admitted onto GPUs still held by a stopping allocation
+	running                    // holds all its GPUs
+	stopping                   // stopped, holds its GPUs until its kill_timeout ends
+)
+
+func (s allocState) String() string {
+	return [...]string{"placing", "running", "stopping"}[s]
+}
+
+type gpuSlot struct {
+	id     string
+	node   int
+	owner  *alloc // in the ledger: the allocation it is assigned to
+	holder *alloc // physically: the allocation that still holds it
+}
+
+type node struct {
+	id    string
+	dc    string
+	pool  string
+	model string
+	gpus  []int // slot indices
+}
+
+type alloc struct {
+	id          string
+	seq         uint64
+	j           *job
+	node        int
+	slots       []int // owned GPU slots
+	ids         []string
+	state       allocState
+	waiting     int // owned slots still held by another allocation
+	stoppingFor string
+	placedAt    int64
+	placedTime  time.Time // placedAt, for snapshots
+	startedAt   int64 // when it started running
+	stopRule    plan.Rule
+	stopAt      int64
+}
+
+func (a *alloc) idle() bool { return a.j.spec.Idle }
+
+// job is the simulation's state of one job (a training job, a dev instance,
+// an inference service).
+type job struct {
+	spec    *JobSpec
+	key     string // claimant key "namespace/job/group"
+	ns      int    // namespace index
+	desired int    // allocations wanted
+	live    []*alloc
+	running int // live allocations that run
+
+	submitted, done, expired bool
+	remaining                time.Duration // batch work left
+	progressing              bool
+	progStart                int64
+	gen                      int // invalidates a scheduled finish
+	firstStart               int64
+	everStarted              bool
+	waitReason               string
+	pendCounted              int
+	infer                    *inferState
+	preempted                int
+}
+
+func (j *job) missing() int {
+	if !j.submitted || j.done {
+		return 0
+	}
+	return max(0, j.desired-len(j.live))
+}
+
+// newCluster lays out the nodes of the scenario: node IDs "node-01".. and
+// GPU IDs "GPU-01-0"...
+func (s *sim) newCluster() {
+	total := 0
+	for _, g := range s.sc.Nodes {
+		total += g.Count
+	}
+	width := max(2, len(fmt.Sprint(total)))
+	n := 0
+	for _, g := range s.sc.Nodes {
+		for i := 0; i < g.Count; i++ {
+			n++
+			nd := &node{id: fmt.Sprintf("node-%0*d", width, n), dc: g.Datacenter, pool: g.NodePool, model: g.Model}
+			pn := plan.Node{ID: nd.id, Datacenter: g.Datacenter, NodePool: g.NodePool}
+			for k := 0; k < g.GPUs; k++ {
+				slot := &gpuSlot{id: fmt.Sprintf("GPU-%0*d-%d", width, n, k), node: len(s.nodes)}
+				nd.gpus = append(nd.gpus, len(s.slots))
+				s.slots = append(s.slots, slot)
+				pn.GPUs = append(pn.GPUs, plan.GPU{ID: slot.id, Model: g.Model, Healthy: true})
+			}
+			s.nodes = append(s.nodes, nd)
+			s.planNodes = append(s.planNodes, pn)
+			s.nodeIndex[nd.id] = len(s.nodes) - 1
+		}
+	}
+	s.capacity = len(s.slots)
+}
+
+// acct adds (sign +1) or removes (-1) a's owned GPUs in the ledger counters.
+func (s *sim) acct(a *alloc, sign int) {
+	idle := 0
+	if a.idle() {
+		idle = 1
+	}
+	s.own[a.j.ns][a.state][idle] += sign * len(a.slots)
+}
+
+func (s *sim) setIDs(a *alloc) {
+	a.ids = a.ids[:0]
+	for _, si := range a.slots {
+		a.ids = append(a.ids, s.slots[si].id)
+	}
+}
+
+// place puts one allocation of j on node ni, taking GPUs the ledger shows
+// free, or GPUs owned by allocations stopping for j's claimant key (DESIGN
+// L6, L7). It fails when the node has not enough such GPUs.
+func (s *sim) place(j *job, ni int) (*alloc, error) {
+	nd := s.nodes[ni]
+	if j.spec.Model != "" && j.spec.Model != nd.model {
+		return nil, fmt.Errorf("node %s has GPUs of model %q, the job asks for %q", nd.id, nd.model, j.spec.Model)
+	}
+	need := j.spec.GPUs
+	var take []int
+	// Free and not held first, then free but still held, then GPUs stopping
+	// for this claimant.
+	for pass := 0; pass < 3 && len(take) < need; pass++ {
+		for _, si := range nd.gpus {
+			if len(take) == need {
+				break
+			}
+			g := s.slots[si]
+			ok := false
+			switch pass {
+			case 0:
+				ok = g.owner == nil && g.holder == nil
+			case 1:
+				ok = g.owner == nil && g.holder != nil
+			case 2:
+				ok = g.owner != nil && g.owner.state == stopping && g.owner.stoppingFor == j.key
+			}
+			if ok {
+				take = append(take, si)
+			}
+		}
+	}
+	if len(take) < need {
+		return nil, fmt.Errorf("node %s has %d GPUs free for %s, %d needed", nd.id, len(take), j.key, need)
+	}
+	s.seq++
+	a := &alloc{id: fmt.Sprintf("alloc-%07d", s.seq), seq: s.seq, j: j, node: ni, placedAt: s.now, placedTime: time.Unix(0, s.now).UTC(), state: placing}
+	for _, si := range take {
+		g := s.slots[si]
+		if prev := g.owner; prev != nil {
+			s.acct(prev, -1)
+			prev.slots = remove(prev.slots, si)
+			s.setIDs(prev)
+			s.acct(prev, +1)
+			s.took(a, g, prev)
+		} else if g.holder != nil {
+			s.took(a, g, g.holder)
+		} else {
+			s.took(a, g, nil)
+		}
+		g.owner = a
+		if g.holder != nil {
+			a.waiting++
+		}
+		a.slots = append(a.slots, si)
+	}
+	s.setIDs(a)
+	s.acct(a, +1)
+	j.live = append(j.live, a)
+	if a.waiting == 0 {
+		s.run(a)
+	}
+	return a, nil
+}
+
+func remove(xs []int, x int) []int {
+	for i, v := range xs {
+		if v == x {
+			return append(xs[:i], xs[i+1:]...)
+		}
+	}
+	return xs
+}
+
+// run makes a placing allocation run: it now holds its GPUs.
+func (s *sim) run(a *alloc) {
+	s.acct(a, -1)
+	a.state = running
+	a.startedAt = s.now
+	s.acct(a, +1)
+	for _, si := range a.slots {
+		s.slots[si].holder = a
+	}
+	j := a.j
+	j.running++
+	if !j.everStarted {
+		j.everStarted, j.firstStart = true, s.now
+	}
+	s.record(Event{Event: "start", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
+		Node: s.nodes[a.node].id, GPUs: len(a.slots)})
+	s.progress(j)
+	if j.infer != nil {
+		s.inferCheck(j.infer)
+	}
+}
+
+// stop stops a live allocation: a placing one ends at once, a running one
+// holds its GPUs for its job's kill_timeout (DESIGN L8).
+func (s *sim) stop(a *alloc, rule plan.Rule, claimant string) {
+	j := a.j
+	s.halt(j, rule)
+	for i, x := range j.live {
+		if x == a {
+			j.live = append(j.live[:i], j.live[i+1:]...)
+			break
+		}
+	}
+	if a.state == placing {
+		s.acct(a, -1)
+		for _, si := range a.slots {
+			s.slots[si].owner = nil
+		}
+		a.slots = nil
+		delete(s.allocs, a.id)
+		s.record(Event{Event: "gone", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group, Node: s.nodes[a.node].id})
+		s.pend(j)
+		return
+	}
+	j.running--
+	s.acct(a, -1)
+	a.state, a.stoppingFor, a.stopRule, a.stopAt = stopping, claimant, rule, s.now
+	s.acct(a, +1)
+	s.stopping = append(s.stopping, a)
+	s.push(event{t: s.now + int64(j.spec.KillTimeout), kind: evGone, a: a})
+	s.pend(j)
+}
+
+// gone ends a stopping allocation: its GPUs are released; allocations placed
+// on them start once all their GPUs are released.
+func (s *sim) gone(a *alloc) {
+	s.acct(a, -1)
+	for _, si := range a.slots {
+		s.slots[si].owner = nil
+	}
+	a.slots = nil
+	nd := s.nodes[a.node]
+	var starting []*alloc
+	for _, si := range nd.gpus {
+		g := s.slots[si]
+		if g.holder != a {
+			continue
+		}
+		g.holder = nil
+		if o := g.owner; o != nil && o.state == placing {
+			o.waiting--
+			if o.waiting == 0 {
+				starting = append(starting, o)
+			}
+		}
+	}
+	s.record(Event{Event: "gone", Alloc: a.id, Namespace: a.j.spec.Namespace, Job: a.j.spec.Name, Group: a.j.spec.Group, Node: nd.id})
+	for _, o := range starting {
+		s.run(o)
+	}
+}
+
+// finish ends a running allocation normally: its GPUs are free at once.
+func (s *sim) release(a *alloc) {
+	s.acct(a, -1)
+	for _, si := range a.slots {
+		g := s.slots[si]
+		g.owner = nil
+		if g.holder == a {
+			g.holder = nil
+		}
+	}
+	a.slots = nil
+	if a.state == running {
+		a.j.running--
+	}
+}

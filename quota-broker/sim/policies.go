@@ -1,0 +1,483 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+)
+
+type quotaNode = quota.Node
+
+// The alternatives gputide is compared with (`gputide sim -compare`). Both
+// plan the same snapshots as the real core and give plans the simulator
+// applies the same way. Jobs keep their workload semantics under every
+// policy: a gang is placed whole or not at all and gives up after
+// plan.MaxFlexWait.
+
+// Rules of the alternative policies' actions.
+const (
+	RuleStatic       plan.Rule = "static"        // admitted within a hard limit, or waits for it
+	RuleKueueNominal plan.Rule = "kueue:nominal" // admitted within its queue's nominal quota
+	RuleKueueBorrow  plan.Rule = "kueue:borrow"  // admitted on capacity borrowed in the cohort
+	RuleKueueReclaim plan.Rule = "kueue:reclaim" // victim: reclaimed from a borrowing queue
+	RuleKueueWait    plan.Rule = "kueue:quota"   // waits for quota
+)
+
+// Shares are the per-workspace GPU shares of the alternative policies:
+// each inference workspace gets its day peak (the most GPUs its count asks
+// for in a week), and the other workspaces split the rest of the cluster in
+// proportion to their quota nodes' nominal GPUs (48:80 in the reference).
+type Shares struct {
+	Namespaces []string
+	GPUs       []int // per namespace
+	Dedicated  []int // per namespace: whole nodes reserved for it (inference), 0 for shared
+}
+
+// PolicyShares computes the shares of the scenario.
+func PolicyShares(sc *Scenario, w *Workload) *Shares {
+	ns := quotaNamespaces(sc)
+	sh := &Shares{Namespaces: ns, GPUs: make([]int, len(ns)), Dedicated: make([]int, len(ns))}
+	idx := map[string]int{}
+	for i, n := range ns {
+		idx[n] = i
+	}
+	perNode := sc.Nodes[0].GPUs
+	used := 0
+	isInfer := map[string]bool{}
+	for k, in := range sc.Infer {
+		st := &inferState{cfg: in, shape: w.Shapes[k]}
+		peak := 0
+		s := &sim{sc: sc}
+		for t := sc.Start; t.Before(sc.Start.Add(7 * 24 * time.Hour)); t = t.Add(time.Minute) {
+			peak = max(peak, s.countAt(st, t.UnixNano()))
+		}
+		i := idx[in.Namespace]
+		nodes := (peak*in.GPUs + perNode - 1) / perNode
+		sh.GPUs[i] += peak * in.GPUs
+		sh.Dedicated[i] += nodes
+		used += nodes * perNode
+		isInfer[in.Namespace] = true
+	}
+	rest := max(0, sc.GPUs()-used)
+	// The others split the rest by their quota nodes' nominal GPUs.
+	weights, sum := make([]int, len(ns)), 0
+	sc.Quota.Walk(func(q *quotaNode) {
+		for _, n := range q.Namespaces {
+			if !isInfer[n] {
+				weights[idx[n]] = q.GPUs
+				sum += q.GPUs
+			}
+		}
+	})
+	given, last := 0, -1
+	for i := range ns {
+		if isInfer[ns[i]] || sum == 0 {
+			continue
+		}
+		sh.GPUs[i] = rest * weights[i] / sum
+		given += sh.GPUs[i]
+		last = i
+	}
+	if last >= 0 {
+		sh.GPUs[last] += rest - given
+	}
+	return sh
+}
+
+func quotaNamespaces(sc *Scenario) []string {
+	var ns []string
+	sc.Quota.Walk(func(q *quotaNode) { ns = append(ns, q.Namespaces...) })
+	sort.Strings(ns)
+	return ns
+}
+
+// pjob is a pending job with its groups, in the order the alternatives
+// decide them: priority, submission, namespace, job (as DESIGN L3).
+type pjob struct {
+	ns, name string
+	groups   []*plan.Pending
+	prio     int
+	sub      time.Time
+	gang     bool
+	ask      int
+}
+
+func pendingJobs(s *plan.Snapshot) []*pjob {
+	by := map[string]*pjob{}
+	var out []*pjob
+	for i := range s.Pending {
+		g := &s.Pending[i]
+		j := by[g.JobKey()]
+		if j == nil {
+			j = &pjob{ns: g.Namespace, name: g.Job, sub: g.SubmittedAt}
+			by[g.JobKey()] = j
+			out = append(out, j)
+		}
+		j.groups = append(j.groups, g)
+		j.prio = max(j.prio, g.Priority)
+		j.gang = j.gang || g.Flex != nil
+		j.ask += g.Count * g.GPUs
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		x, y := out[a], out[b]
+		if x.prio != y.prio {
+			return x.prio > y.prio
+		}
+		if !x.sub.Equal(y.sub) {
+			return x.sub.Before(y.sub)
+		}
+		if x.ns != y.ns {
+			return x.ns < y.ns
+		}
+		return x.name < y.name
+	})
+	return out
+}
+
+// freeMap is the free GPUs per node (GPUs on no allocation), for placement.
+type freeMap struct {
+	ids  []string
+	free []int
+	idx  map[string]int
+}
+
+func newFreeMap(s *plan.Snapshot) *freeMap {
+	f := &freeMap{idx: map[string]int{}}
+	for i, n := range s.Nodes {
+		f.ids = append(f.ids, n.ID)
+		c := 0
+		for _, g := range n.GPUs {
+			if g.Healthy {
+				c++
+			}
+		}
+		f.free = append(f.free, c)
+		f.idx[n.ID] = i
+	}
+	for i := range s.Allocations {
+		a := &s.Allocations[i]
+		f.free[f.idx[a.Node]] -= a.GPUs()
+	}
+	return f
+}
+
+// binPack picks, among allowed nodes, the one with the fewest free GPUs
+// that still fit, then the lowest node ID (like Nomad, and like the core).
+func (f *freeMap) binPack(gpus int, allowed func(i int) bool) int {
+	best := -1
+	for i := range f.free {
+		if f.free[i] < gpus || !allowed(i) {
+			continue
+		}
+		if best < 0 || f.free[i] < f.free[best] || (f.free[i] == f.free[best] && f.ids[i] < f.ids[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// place places a job's allocations on free GPUs, whole (gang) or in part.
+// It returns the nodes per group, or nil when a gang does not fit.
+func (f *freeMap) place(j *pjob, allowed func(i int) bool) [][]string {
+	saved := append([]int(nil), f.free...)
+	out := make([][]string, len(j.groups))
+	for gi, g := range j.groups {
+		for k := 0; k < g.Count; k++ {
+			ni := f.binPack(g.GPUs, allowed)
+			if ni < 0 {
+				if j.gang {
+					copy(f.free, saved)
+					return nil
+				}
+				break
+			}
+			f.free[ni] -= g.GPUs
+			out[gi] = append(out[gi], f.ids[ni])
+		}
+	}
+	return out
+}
+
+func expired(s *plan.Snapshot, j *pjob) bool {
+	return j.gang && s.Time.Sub(j.sub) > plan.MaxFlexWait
+}
+
+func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy string) {
+	for gi, g := range j.groups {
+		if len(nodes) > gi && len(nodes[gi]) > 0 {
+			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+				Count: len(nodes[gi]), GPUs: g.GPUs, Nodes: nodes[gi], Rule: rule, Reason: reason})
+		}
+		placed := 0
+		if len(nodes) > gi {
+			placed = len(nodes[gi])
+		}
+		if rest := g.Count - placed; rest > 0 {
+			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+				Count: rest, GPUs: g.GPUs, Rule: rule, Reason: waitWhy})
+		}
+	}
+}
+
+func emitExpire(p *plan.Plan, j *pjob) {
+	for _, g := range j.groups {
+		p.Actions = append(p.Actions, plan.Action{Action: plan.ActionExpire, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+			Count: g.Count, GPUs: g.GPUs, Rule: plan.RuleFlex, Reason: "gang waited longer than 168h"})
+	}
+}
+
+// Static is flat, hard quotas (what Nomad Enterprise quotas give): each
+// inference workspace has its own nodes, sized to its day peak; the other
+// workspaces share the remaining nodes under hard limits. No lending, no
+// preemption.
+type Static struct {
+	sh    *Shares
+	limit map[string]int
+	own   map[string]int // namespace -> dedicated node count
+	owner []string       // node index -> namespace that owns it, "" shared
+	why   map[string]string
+}
+
+// NewStatic builds the static policy from the shares.
+func NewStatic(sh *Shares) *Static {
+	p := &Static{sh: sh, limit: map[string]int{}, own: map[string]int{}, why: map[string]string{}}
+	for i, n := range sh.Namespaces {
+		p.limit[n] = sh.GPUs[i]
+		p.own[n] = sh.Dedicated[i]
+		p.why[n] = fmt.Sprintf("%s: hard limit of %d GPUs reached, or no node has room", n, sh.GPUs[i])
+	}
+	return p
+}
+
+// Name implements Policy.
+func (*Static) Name() string { return "static" }
+
+// Plan implements Policy.
+func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
+	if len(p.owner) != len(s.Nodes) {
+		p.owner = make([]string, len(s.Nodes))
+		k := 0
+		for _, n := range p.sh.Namespaces {
+			for c := 0; c < p.own[n] && k < len(s.Nodes); c++ {
+				p.owner[k] = n
+				k++
+			}
+		}
+	}
+	used := map[string]int{}
+	for i := range s.Allocations {
+		used[s.Allocations[i].Namespace] += s.Allocations[i].GPUs()
+	}
+	free := newFreeMap(s)
+	out := &plan.Plan{}
+	for _, j := range pendingJobs(s) {
+		if expired(s, j) {
+			emitExpire(out, j)
+			continue
+		}
+		dedicated := p.own[j.ns] > 0
+		allowed := func(i int) bool { return (p.owner[i] == j.ns) == dedicated && (dedicated || p.owner[i] == "") }
+		limit := p.limit[j.ns]
+		// Allocations fit one by one within the hard limit (a gang whole).
+		room := limit - used[j.ns]
+		var nodes [][]string
+		if !j.gang || room >= j.ask {
+			trimmed := trimToRoom(j, room)
+			if trimmed != nil {
+				nodes = free.place(trimmed, allowed)
+			}
+		}
+		n := 0
+		for gi := range nodes {
+			n += len(nodes[gi]) * j.groups[gi].GPUs
+		}
+		used[j.ns] += n
+		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns])
+	}
+	return out, nil
+}
+
+// trimToRoom returns j with its groups' counts cut to fit room GPUs, or nil
+// when nothing fits.
+func trimToRoom(j *pjob, room int) *pjob {
+	t := *j
+	t.groups = nil
+	some := false
+	for _, g := range j.groups {
+		c := *g
+		c.Count = min(g.Count, max(0, room)/g.GPUs)
+		room -= c.Count * g.GPUs
+		t.groups = append(t.groups, &c)
+		some = some || c.Count > 0
+	}
+	if !some {
+		return nil
+	}
+	return &t
+}
+
+// Kueue is a Kueue-like policy: one ClusterQueue per workspace with the
+// shares as nominal quotas, all in one cohort. Idle capacity is borrowed by
+// anyone; a queue below its nominal reclaims borrowed capacity by evicting
+// the borrowers' workloads chosen by quota alone (lowest priority, newest
+// first, on any node: not node-aware); no parent-level (child) preemption
+// and no preemption within a queue. Evicted workloads release their quota
+// at once; their pods hold the GPUs until their kill_timeout ends.
+type Kueue struct {
+	nominal  map[string]int
+	capacity int
+	// reserved are the workloads admitted by quota whose pods are not all
+	// placed yet: their quota stays reserved from plan to plan, as in Kueue.
+	reserved map[string]bool
+}
+
+// NewKueue builds the Kueue-like policy from the shares.
+func NewKueue(sh *Shares) *Kueue {
+	p := &Kueue{nominal: map[string]int{}, reserved: map[string]bool{}}
+	for i, n := range sh.Namespaces {
+		p.nominal[n] = sh.GPUs[i]
+		p.capacity += sh.GPUs[i]
+	}
+	return p
+}
+
+// Name implements Policy.
+func (*Kueue) Name() string { return "kueue" }
+
+// Plan implements Policy.
+func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
+	usage := map[string]int{}
+	total := 0
+	type unit struct {
+		ns      string
+		prio    int
+		started time.Time
+		id      string
+		allocs  []*plan.Allocation
+		gpus    int
+	}
+	units := map[string]*unit{}
+	var unitList []*unit
+	for i := range s.Allocations {
+		a := &s.Allocations[i]
+		if a.StoppingFor != "" {
+			continue // evicted: its quota is released
+		}
+		usage[a.Namespace] += a.GPUs()
+		total += a.GPUs()
+		key := a.JobKey()
+		if a.Type != plan.JobBatch {
+			key = a.ID
+		}
+		u := units[key]
+		if u == nil {
+			u = &unit{ns: a.Namespace, prio: a.Priority, started: a.StartedAt, id: a.ID}
+			units[key] = u
+			unitList = append(unitList, u)
+		}
+		u.allocs = append(u.allocs, a)
+		u.gpus += a.GPUs()
+		if a.StartedAt.After(u.started) {
+			u.started = a.StartedAt
+		}
+	}
+	// Candidates for reclaim: lowest priority first, then newest, then ID.
+	sort.SliceStable(unitList, func(a, b int) bool {
+		x, y := unitList[a], unitList[b]
+		if x.prio != y.prio {
+			return x.prio < y.prio
+		}
+		if !x.started.Equal(y.started) {
+			return x.started.After(y.started)
+		}
+		return x.id < y.id
+	})
+	taken := map[*unit]bool{}
+	free := newFreeMap(s)
+	all := func(int) bool { return true }
+	out := &plan.Plan{}
+	jobs := pendingJobs(s)
+	// Workloads already admitted keep their quota and are placed first.
+	still := map[string]bool{}
+	for _, j := range jobs {
+		if key := j.ns + "/" + j.name; p.reserved[key] {
+			still[key] = true
+			usage[j.ns] += j.ask
+			total += j.ask
+		}
+	}
+	p.reserved = still
+	for _, j := range jobs {
+		if still[j.ns+"/"+j.name] {
+			nodes := free.place(j, all)
+			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet")
+		}
+	}
+	for _, j := range jobs {
+		if still[j.ns+"/"+j.name] {
+			continue
+		}
+		if expired(s, j) {
+			emitExpire(out, j)
+			continue
+		}
+		nom := p.nominal[j.ns]
+		within := usage[j.ns]+j.ask <= nom
+		fits := total+j.ask <= p.capacity
+		rule := RuleKueueNominal
+		if !within {
+			rule = RuleKueueBorrow
+		}
+		if within && !fits {
+			// Reclaim from borrowing queues until the cohort has room.
+			var set []*unit
+			t, u2 := total, map[string]int{}
+			for _, u := range unitList {
+				if t+j.ask <= p.capacity {
+					break
+				}
+				if taken[u] || u.ns == j.ns || usage[u.ns]-u2[u.ns] <= p.nominal[u.ns] {
+					continue
+				}
+				set = append(set, u)
+				u2[u.ns] += u.gpus
+				t -= u.gpus
+			}
+			if t+j.ask <= p.capacity {
+				claimant := j.groups[0].Key()
+				for _, u := range set {
+					taken[u] = true
+					usage[u.ns] -= u.gpus
+					total -= u.gpus
+					for _, a := range u.allocs {
+						out.Actions = append(out.Actions, plan.Action{Action: plan.ActionStop, Alloc: a.ID, Namespace: a.Namespace,
+							Job: a.Job, Group: a.Group, Node: a.Node, GPUs: a.GPUs(), Rule: RuleKueueReclaim, For: claimant,
+							Reason: fmt.Sprintf("%s reclaims its nominal %d from borrowing queue %s", j.ns, nom, u.ns)})
+					}
+				}
+				fits = true
+			}
+		}
+		if !fits {
+			emitPlaced(out, j, nil, RuleKueueWait, "", "no quota: the cohort is full and the queue may not reclaim")
+			continue
+		}
+		// Quota reserved (admitted by Kueue); its pods start where nodes
+		// have room now, the rest stay pending with the quota reserved.
+		usage[j.ns] += j.ask
+		total += j.ask
+		nodes := free.place(j, all)
+		placed := 0
+		for gi := range nodes {
+			placed += len(nodes[gi]) * j.groups[gi].GPUs
+		}
+		if placed < j.ask {
+			p.reserved[j.ns+"/"+j.name] = true
+		}
+		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet")
+	}
+	return out, nil
+}

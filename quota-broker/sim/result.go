@@ -1,0 +1,390 @@
+package sim
+
+import (
+	"sort"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+)
+
+// Result is what one run measured.
+type Result struct {
+	Policy   string
+	Scenario *Scenario
+	Start    time.Time
+	End      time.Time
+	Capacity int // GPUs in the cluster
+	Interval time.Duration
+
+	Wall   time.Duration // real time the run took
+	Events int           // simulated events processed
+	Plans  int           // policy calls
+
+	Namespaces []string
+	WS         []*WSStats    // per namespace, in Namespaces order
+	Quotas     []*QuotaStats // per quota node, parents first
+	Total      Usage         // the whole cluster, GPU-seconds
+	FreeGPUs   float64       // GPU-seconds on no allocation
+
+	Night      float64 // seconds off every inference window (night)
+	NightAlloc float64 // GPU-seconds allocated then
+	// NightDemand are the night seconds while idle training waited for at
+	// least as many GPUs as were free (demand that could fill the cluster),
+	// and NightDemandAlloc the GPU-seconds allocated in them.
+	NightDemand      float64
+	NightDemandAlloc float64
+
+	Rules    []*RuleStats // preemptions by rule, sorted by rule
+	LostGPUh float64      // GPU-hours of work lost to preemption
+	ScaleUps []*ScaleUp   // inference scale-ups, in time order
+	Takes    []Take       // where each GPU inference took came from
+	Moves    []MoveRecord
+	Samples  []Sample
+
+	Finished, Expired int
+	Conflicts         []string // plan actions the simulator could not apply
+
+	lastLost float64
+	rules    map[string]*RuleStats
+}
+
+// Usage are GPU-seconds by allocation state.
+type Usage struct {
+	Running, Placing, Stopping float64 // owned by running, placing (waiting for a victim to end) and stopping allocations
+	Idle                       float64 // of those, owned by idle jobs
+}
+
+// Owned is all GPU-seconds owned by allocations (DESIGN L2).
+func (u Usage) Owned() float64 { return u.Running + u.Placing + u.Stopping }
+
+// WSStats are one workspace's figures.
+type WSStats struct {
+	Namespace string
+	Quota     string
+	Usage     Usage
+	// Training queue waits: from submission to first start, in seconds, of
+	// the training jobs submitted during the run; Unstarted are still waiting
+	// at the end (their wait so far is in Censored).
+	Waits     []float64
+	Censored  []float64
+	Unstarted int
+	Jobs      int
+	Preempted int // allocations of this workspace stopped by a plan
+}
+
+// QuotaStats are one quota node's figures over its subtree (DESIGN L4), in
+// GPU-seconds.
+type QuotaStats struct {
+	Quota    string
+	Nominal  int // at the start
+	Used     float64
+	NonIdle  float64
+	Borrowed float64
+	Lendable float64
+	Debt     float64
+}
+
+// RuleStats count the preemptions of one rule.
+type RuleStats struct {
+	Rule     string
+	Stops    int // allocations stopped
+	Units    int // jobs stopped (a batch job is one unit)
+	GPUs     int
+	LostGPUh float64
+}
+
+// ScaleUp is one rise of an inference service's count and how long the
+// service waited for its GPUs.
+type ScaleUp struct {
+	Service   string
+	Raised    time.Time // when the autoscaler set the count
+	Due       time.Time // when the schedule (or demand) wants it
+	From, To  int       // running replicas before, count wanted
+	Ready     time.Time // when To replicas ran (or the end of the run)
+	Wait      time.Duration
+	Boundary  bool // a schedule boundary (e.g. the morning scale-up), not a demand change
+	Cancelled bool // the count was lowered before it was met
+	Open      bool // not met by the end of the run
+	done      bool
+}
+
+// Take is one GPU an inference allocation took, and whose it was.
+type Take struct {
+	At            time.Time
+	Service       string
+	Alloc, GPU    string
+	Node          string
+	From          string // the allocation that held it, "" if it was free
+	FromNamespace string
+	FromJob       string
+	FromType      plan.JobType
+	FromTraining  bool
+	Rule          plan.Rule // the rule the holder was stopped by
+	For           string    // the claimant the holder was stopped for
+}
+
+// MoveRecord is a quota move that happened.
+type MoveRecord struct {
+	Name string
+	At   time.Time
+}
+
+// Sample is the state at one instant, for the occupancy chart.
+type Sample struct {
+	T        time.Time
+	Active   []int // per namespace: GPUs of placing and running allocations
+	Borrowed []int // per namespace: of those, borrowed (DESIGN L4)
+	Stopping int   // GPUs held by stopping allocations
+	Nominal  []int // per quota node
+	NonIdle  []int // per quota node, subtree (placing, running, stopping)
+	Used     []int // per quota node, subtree
+	Pending  int   // GPUs asked by pending idle training
+}
+
+func newResult(s *sim) *Result {
+	r := &Result{Policy: s.policy.Name(), Scenario: s.sc, Start: s.sc.Start, End: s.sc.End(), Capacity: s.capacity,
+		Interval: s.sc.Broker.Interval, Namespaces: s.ns, rules: map[string]*RuleStats{}}
+	for _, n := range s.ns {
+		r.WS = append(r.WS, &WSStats{Namespace: n})
+	}
+	for _, q := range s.qs {
+		r.Quotas = append(r.Quotas, &QuotaStats{Quota: q.node.Name, Nominal: q.node.GPUs})
+		for _, i := range q.own {
+			r.WS[i].Quota = q.node.Name
+		}
+	}
+	return r
+}
+
+func (r *Result) rule(name string) *RuleStats {
+	x, ok := r.rules[name]
+	if !ok {
+		x = &RuleStats{Rule: name}
+		r.rules[name] = x
+	}
+	return x
+}
+
+// Utilisation is the share of GPU time allocated to running allocations.
+func (r *Result) Utilisation() float64 {
+	return r.Total.Running / (float64(r.Capacity) * r.End.Sub(r.Start).Seconds())
+}
+
+// Allocation is the share of GPU time owned by any allocation (running,
+// placing or stopping: DESIGN L2).
+func (r *Result) Allocation() float64 {
+	return r.Total.Owned() / (float64(r.Capacity) * r.End.Sub(r.Start).Seconds())
+}
+
+// NightAllocation is the share of GPUs allocated at night while idle
+// training waited for GPUs (the ">= 95%" figure); -1 without such
+// time.
+func (r *Result) NightAllocation() float64 {
+	if r.NightDemand == 0 {
+		return -1
+	}
+	return r.NightDemandAlloc / (float64(r.Capacity) * r.NightDemand)
+}
+
+// BoundaryWaits returns the waits of the scheduled (morning) scale-ups.
+func (r *Result) BoundaryWaits() []time.Duration {
+	var out []time.Duration
+	for _, u := range r.ScaleUps {
+		if u.Boundary {
+			out = append(out, u.Wait)
+		}
+	}
+	return out
+}
+
+// MaxBoundaryWait is the longest wait of a scheduled scale-up.
+func (r *Result) MaxBoundaryWait() time.Duration {
+	var m time.Duration
+	for _, w := range r.BoundaryWaits() {
+		m = max(m, w)
+	}
+	return m
+}
+
+// MeanScaleUpWait is the mean wait over all scale-ups (scheduled and
+// demand-driven).
+func (r *Result) MeanScaleUpWait() time.Duration {
+	if len(r.ScaleUps) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, u := range r.ScaleUps {
+		sum += u.Wait
+	}
+	return sum / time.Duration(len(r.ScaleUps))
+}
+
+// TrainingWait is the mean queue wait of training jobs submitted during the
+// run, counting a job still waiting at the end with its wait so far.
+func (r *Result) TrainingWait() time.Duration {
+	sum, n := 0.0, 0
+	for _, w := range r.WS {
+		for _, x := range w.Waits {
+			sum += x
+		}
+		for _, x := range w.Censored {
+			sum += x
+		}
+		n += len(w.Waits) + len(w.Censored)
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum / float64(n) * float64(time.Second))
+}
+
+// RuleList returns the preemption rules in order.
+func (r *Result) RuleList() []*RuleStats { return r.Rules }
+
+// advance accounts for the time from the last event to t, during which the
+// state did not change.
+func (s *sim) advance(t int64) {
+	if t <= s.last {
+		s.now = max(s.now, t)
+		return
+	}
+	for s.nextSample < t && s.nextSample <= s.end {
+		s.sample(s.nextSample)
+		s.nextSample += s.sampleDt
+	}
+	dt := float64(t-s.last) / 1e9
+	r := s.res
+	total := 0
+	for i := range s.own {
+		o := &s.own[i]
+		w := &r.WS[i].Usage
+		w.Placing += float64(o[placing][0]+o[placing][1]) * dt
+		w.Running += float64(o[running][0]+o[running][1]) * dt
+		w.Stopping += float64(o[stopping][0]+o[stopping][1]) * dt
+		w.Idle += float64(o[placing][1]+o[running][1]+o[stopping][1]) * dt
+		r.Total.Placing += float64(o[placing][0]+o[placing][1]) * dt
+		r.Total.Running += float64(o[running][0]+o[running][1]) * dt
+		r.Total.Stopping += float64(o[stopping][0]+o[stopping][1]) * dt
+		r.Total.Idle += float64(o[placing][1]+o[running][1]+o[stopping][1]) * dt
+		total += o[placing][0] + o[placing][1] + o[running][0] + o[running][1] + o[stopping][0] + o[stopping][1]
+	}
+	r.FreeGPUs += float64(s.capacity-total) * dt
+	for qi, q := range s.qs {
+		used, nonidle, debt := s.quotaFigures(q)
+		nom := q.node.GPUs
+		x := r.Quotas[qi]
+		x.Used += float64(used) * dt
+		x.NonIdle += float64(nonidle) * dt
+		x.Borrowed += float64(max(0, used-max(nom, nonidle))) * dt
+		x.Lendable += float64(max(0, nom-used)) * dt
+		x.Debt += float64(debt) * dt
+	}
+	if s.night(s.last) {
+		r.Night += dt
+		r.NightAlloc += float64(total) * dt
+		if s.pendI > 0 && s.pendI >= s.capacity-total {
+			r.NightDemand += dt
+			r.NightDemandAlloc += float64(total) * dt
+		}
+	}
+	s.last, s.now = t, t
+}
+
+// quotaFigures are q's subtree GPUs owned, non-idle, and (for a leaf) its
+// debt: non-idle usage above a nominal that was lowered (DESIGN L9,
+// simplified to leaves).
+func (s *sim) quotaFigures(q *qinfo) (used, nonidle, debt int) {
+	for _, i := range q.sub {
+		o := &s.own[i]
+		ni := o[placing][0] + o[running][0] + o[stopping][0]
+		nonidle += ni
+		used += ni + o[placing][1] + o[running][1] + o[stopping][1]
+	}
+	if q.leaf {
+		debt = max(0, nonidle-q.node.GPUs)
+	}
+	return used, nonidle, debt
+}
+
+// night reports whether every inference service is outside its windows at
+// t (its schedule is at its default count).
+func (s *sim) night(t int64) bool {
+	if len(s.infer) == 0 {
+		return false
+	}
+	tt := time.Unix(0, t).In(s.sc.Zone)
+	for _, st := range s.infer {
+		if st.cfg.Schedule.CountAt(tt) != st.cfg.Default {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *sim) sample(t int64) {
+	x := Sample{T: s.tm(t), Active: make([]int, len(s.ns)), Borrowed: make([]int, len(s.ns)), Pending: s.pendI}
+	for i := range s.own {
+		o := &s.own[i]
+		x.Active[i] = o[placing][0] + o[placing][1] + o[running][0] + o[running][1]
+		x.Stopping += o[stopping][0] + o[stopping][1]
+	}
+	for _, q := range s.qs {
+		used, nonidle, _ := s.quotaFigures(q)
+		x.Nominal = append(x.Nominal, q.node.GPUs)
+		x.NonIdle = append(x.NonIdle, nonidle)
+		x.Used = append(x.Used, used)
+		if q.leaf && len(q.own) > 0 {
+			// Borrowed among the active (not stopping) GPUs of a leaf's
+			// workspaces, put on its first workspace.
+			act, ni := 0, 0
+			for _, i := range q.sub {
+				o := &s.own[i]
+				act += o[placing][0] + o[placing][1] + o[running][0] + o[running][1]
+				ni += o[placing][0] + o[running][0]
+			}
+			x.Borrowed[q.own[0]] = max(0, act-max(q.node.GPUs, ni))
+		}
+	}
+	s.res.Samples = append(s.res.Samples, x)
+}
+
+// finishStats closes what is still open at the end of the run.
+func (s *sim) finishStats() {
+	r := s.res
+	for _, st := range s.infer {
+		for _, u := range st.records {
+			if !u.done {
+				u.Open = true
+				u.Ready = r.End
+				u.Wait = max(0, r.End.Sub(u.Due))
+			}
+			r.ScaleUps = append(r.ScaleUps, u)
+		}
+	}
+	sort.SliceStable(r.ScaleUps, func(a, b int) bool { return r.ScaleUps[a].Due.Before(r.ScaleUps[b].Due) })
+	for _, j := range s.jobs {
+		w := r.WS[j.ns]
+		w.Preempted += j.preempted
+		if !j.spec.Training || j.spec.InFlight || !j.submitted {
+			continue
+		}
+		w.Jobs++
+		switch {
+		case j.everStarted:
+			w.Waits = append(w.Waits, float64(j.firstStart-j.spec.Submit.UnixNano())/1e9)
+		case !j.expired:
+			w.Unstarted++
+			w.Censored = append(w.Censored, float64(s.end-j.spec.Submit.UnixNano())/1e9)
+		default:
+			w.Censored = append(w.Censored, float64(j.spec.Submit.Add(plan.MaxFlexWait).UnixNano()-j.spec.Submit.UnixNano())/1e9)
+		}
+	}
+	names := make([]string, 0, len(r.rules))
+	for n := range r.rules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r.Rules = append(r.Rules, r.rules[n])
+	}
+}

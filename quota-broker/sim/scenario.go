@@ -1,0 +1,639 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/schedule"
+)
+
+// Scenario is a parsed scenario file: the quota tree, the modelled cluster,
+// the broker's settings and the workloads. See docs/simulator.md for the
+// language; examples/reference/scenario.hcl is the reference scenario.
+type Scenario struct {
+	Name     string
+	File     string // the scenario file as named in messages
+	src      Source // resolves the paths the file names
+	Quota    *quota.Node
+	QuotaPos string // "file:line" of the quota attribute
+	Settings quota.Settings
+	Zone     *time.Location
+	Start    time.Time     // in Zone
+	Length   time.Duration // simulated time
+	Seed     uint64
+	Broker   Broker
+	Nodes    []NodeGroup
+	Infer    []*Inference
+	Training []*Training
+	Dev      []*Dev
+	Jobs     []*BatchJob
+	Moves    []*QuotaMove
+}
+
+// Broker holds the broker's and the autoscaler's simulated settings.
+type Broker struct {
+	Interval    time.Duration // planning and autoscaler evaluation period (30s)
+	KillTimeout time.Duration // default kill_timeout of training jobs (30s)
+	Prewarm     bool          // drain borrowers ahead of scheduled scale-ups
+}
+
+// NodeGroup is a set of identical client nodes.
+type NodeGroup struct {
+	Name       string
+	Count      int
+	GPUs       int // per node
+	Model      string
+	Datacenter string
+	NodePool   string
+}
+
+// Placement are a workload's placement constraints.
+type Placement struct {
+	Datacenters []string
+	NodePool    string
+	Model       string
+}
+
+// Inference is an autoscaled inference service: its replica count follows a
+// day/night schedule (package schedule), optionally plus extra replicas
+// that follow a diurnal demand shape.
+type Inference struct {
+	Name, Namespace, Group string
+	Priority               int
+	GPUs                   int // per replica
+	KillTimeout            time.Duration
+	Schedule               *schedule.Schedule
+	Windows                []string // as written, for the report
+	Default                int
+	Demand                 *Demand
+	Placement
+}
+
+// Demand is the demand-shape part of an inference service.
+type Demand struct {
+	Trace, Fallback string
+	Shift           time.Duration
+	Extra           int // replicas added at the busiest hour
+	Pos             string
+}
+
+// Training replays a Philly-format job trace.
+type Training struct {
+	Name            string
+	Trace, Fallback string
+	TracePos        string
+	TraceZone       *time.Location
+	TraceStart      time.Time
+	TimeScale       float64 // trace seconds per simulated second
+	GPUScale        float64 // multiplies each job's GPUs
+	Sample          float64 // fraction of rows kept
+	IdleFraction    float64 // fraction of jobs that are idle jobs
+	MinDuration     time.Duration
+	MaxGPUs         int
+	Priority        int
+	KillTimeout     time.Duration
+	Checkpoint      time.Duration // 0: no checkpoints, a preempted run loses all its work
+	InFlight        bool          // jobs running at trace_start start with the simulation
+	Gang            string        // "flex" (all-or-nothing) or "partial"
+	ExpectRows      int           // 0: not checked
+	VCs             []VCMap       // sorted by VC; "*" = any other VC
+	Placement
+}
+
+// VCMap maps one Philly virtual cluster to a workspace.
+type VCMap struct{ VC, Namespace string }
+
+// Dev is a set of long-running interactive services (notebooks).
+type Dev struct {
+	Name, Namespace string
+	Count, GPUs     int
+	Priority        int
+	At              time.Time
+	KillTimeout     time.Duration
+	Placement
+}
+
+// BatchJob is one explicitly declared batch job.
+type BatchJob struct {
+	Name, Namespace string
+	At              time.Time
+	Count, GPUs     int
+	Duration        time.Duration
+	Priority        int
+	Idle            bool
+	KillTimeout     time.Duration
+	Placement
+}
+
+// QuotaMove changes nominal GPUs at a time, atomically (use case 2).
+type QuotaMove struct {
+	Name string
+	At   time.Time
+	GPUs []QuotaGPUs
+	Pos  string
+}
+
+// QuotaGPUs is one node's new nominal.
+type QuotaGPUs struct {
+	Quota string
+	GPUs  int
+}
+
+// Source opens the files a scenario names, relative to the scenario.
+type Source interface {
+	// Open returns the file at rel (relative to the scenario's folder, or
+	// absolute) and the name to use for it in messages.
+	Open(rel string) (io.ReadCloser, string, error)
+}
+
+type osSource struct{ dir string }
+
+func (s osSource) Open(rel string) (io.ReadCloser, string, error) {
+	p := rel
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.dir, rel)
+	}
+	f, err := os.Open(p)
+	return f, p, err
+}
+
+type fsSource struct {
+	fsys fs.FS
+	dir  string
+	tag  string
+}
+
+func (s fsSource) Open(rel string) (io.ReadCloser, string, error) {
+	p := path.Clean(path.Join(s.dir, rel))
+	name := s.tag + p
+	if path.IsAbs(rel) || !fs.ValidPath(p) {
+		return nil, name, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	f, err := s.fsys.Open(p)
+	return f, name, err
+}
+
+// LoadFile reads the scenario file at p; the paths it names are relative
+// to its folder.
+func LoadFile(p string) (*Scenario, error) {
+	src, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(src, p, osSource{dir: filepath.Dir(p)})
+}
+
+// LoadFS reads the scenario file at p in fsys (e.g. the embedded copy of
+// the reference scenario); tag prefixes its name in messages.
+func LoadFS(fsys fs.FS, p, tag string) (*Scenario, error) {
+	src, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(src, tag+p, fsSource{fsys: fsys, dir: path.Dir(p), tag: tag})
+}
+
+// openFallback opens primary, or fallback when primary does not exist.
+func openFallback(src Source, primary, fallback string) (io.ReadCloser, string, error) {
+	f, name, err := src.Open(primary)
+	if err == nil || fallback == "" || !errors.Is(err, fs.ErrNotExist) {
+		return f, name, err
+	}
+	return src.Open(fallback)
+}
+
+// Parse reads a scenario from HCL source. file names it in messages; src
+// opens the files it names (the quota tree here; the traces later, in
+// Workload). Every error names the file and the line.
+func Parse(text []byte, file string, src Source) (*Scenario, error) {
+	f, diags := hclsyntax.ParseConfig(text, file, hcl.InitialPos)
+	if err := diagError(diags, file); err != nil {
+		return nil, err
+	}
+	top, blocks, err := open(f.Body, file, "", hcl.Range{Filename: file, Start: hcl.InitialPos},
+		[]string{"name", "quota", "time_zone", "start", "length", "seed"},
+		hcl.BlockHeaderSchema{Type: "broker"},
+		hcl.BlockHeaderSchema{Type: "cluster"},
+		hcl.BlockHeaderSchema{Type: "inference", LabelNames: []string{"name"}},
+		hcl.BlockHeaderSchema{Type: "training", LabelNames: []string{"name"}},
+		hcl.BlockHeaderSchema{Type: "dev", LabelNames: []string{"name"}},
+		hcl.BlockHeaderSchema{Type: "job", LabelNames: []string{"name"}},
+		hcl.BlockHeaderSchema{Type: "quota_move", LabelNames: []string{"name"}},
+	)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scenario{File: file, src: src}
+	s.Name = top.str("name", false, "scenario")
+	quotaFile := top.str("quota", true, "")
+	s.QuotaPos = top.pos("quota")
+	zone := top.str("time_zone", true, "")
+	if top.err != nil {
+		return nil, top.err
+	}
+	if s.Zone, err = loadZone(zone); err != nil {
+		top.fail(top.attrs["time_zone"].Range, "time_zone = %q: %v", zone, err)
+		return nil, top.err
+	}
+	s.Start = top.instant("start", true, time.Time{}, s.Zone)
+	s.Length = top.duration("length", true, 0, time.Minute, 5*366*24*time.Hour)
+	s.Seed = uint64(top.integer("seed", false, 1, 0, 1<<53))
+	if top.err != nil {
+		return nil, top.err
+	}
+
+	// The quota tree.
+	qf, qname, err := src.Open(quotaFile)
+	if err != nil {
+		return nil, &Error{Pos: s.QuotaPos, Msg: fmt.Sprintf("quota = %q: %v", quotaFile, err)}
+	}
+	qsrc, err := io.ReadAll(qf)
+	qf.Close()
+	if err != nil {
+		return nil, &Error{Pos: s.QuotaPos, Msg: fmt.Sprintf("quota = %q: %v", quotaFile, err)}
+	}
+	if s.Quota, s.Settings, err = quota.Parse(qsrc, qname); err != nil {
+		return nil, err
+	}
+
+	s.Broker = Broker{Interval: 30 * time.Second, KillTimeout: 30 * time.Second, Prewarm: true}
+	counts := map[string]int{}
+	names := map[string]string{}
+	for _, blk := range blocks {
+		counts[blk.Type]++
+		what := blk.Type
+		if len(blk.Labels) > 0 {
+			what = fmt.Sprintf("%s %q", blk.Type, blk.Labels[0])
+			key := blk.Type + "/" + blk.Labels[0]
+			if blk.Type == "inference" || blk.Type == "dev" || blk.Type == "job" {
+				key = "workload/" + blk.Labels[0]
+			}
+			if prev, dup := names[key]; dup {
+				return nil, &Error{Pos: posOf(blk.DefRange), Msg: fmt.Sprintf("%s: name used twice (first at %s)", what, prev)}
+			}
+			names[key] = posOf(blk.DefRange)
+		}
+		var err error
+		switch blk.Type {
+		case "broker":
+			err = s.parseBroker(blk, what)
+		case "cluster":
+			err = s.parseCluster(blk, what)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range []string{"broker", "cluster"} {
+		if counts[t] > 1 {
+			return nil, &Error{Pos: file, Msg: fmt.Sprintf("more than one %s block", t)}
+		}
+	}
+	if counts["cluster"] == 0 {
+		return nil, &Error{Pos: file, Msg: "missing cluster block"}
+	}
+	for _, blk := range blocks {
+		what := blk.Type
+		if len(blk.Labels) > 0 {
+			what = fmt.Sprintf("%s %q", blk.Type, blk.Labels[0])
+		}
+		var err error
+		switch blk.Type {
+		case "inference":
+			err = s.parseInference(blk, what)
+		case "training":
+			err = s.parseTraining(blk, what)
+		case "dev":
+			err = s.parseDev(blk, what)
+		case "job":
+			err = s.parseJob(blk, what)
+		case "quota_move":
+			err = s.parseMove(blk, what)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func loadZone(name string) (*time.Location, error) {
+	if name == "" || name == "Local" {
+		return nil, fmt.Errorf("want an IANA zone name such as \"Europe/Berlin\"")
+	}
+	return time.LoadLocation(name)
+}
+
+func (s *Scenario) parseBroker(blk *hcl.Block, what string) error {
+	b, _, err := open(blk.Body, s.File, what, blk.DefRange, []string{"interval", "kill_timeout", "prewarm"})
+	if err != nil {
+		return err
+	}
+	s.Broker.Interval = b.duration("interval", false, s.Broker.Interval, time.Second, time.Hour)
+	s.Broker.KillTimeout = b.duration("kill_timeout", false, s.Broker.KillTimeout, 0, 24*time.Hour)
+	s.Broker.Prewarm = b.boolean("prewarm", s.Broker.Prewarm)
+	return b.err
+}
+
+func (s *Scenario) parseCluster(blk *hcl.Block, what string) error {
+	_, nodes, err := open(blk.Body, s.File, what, blk.DefRange, nil,
+		hcl.BlockHeaderSchema{Type: "nodes", LabelNames: []string{"name"}})
+	if err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		return &Error{Pos: posOf(blk.DefRange), Msg: what + `: no nodes block; write nodes "gpu" { count = 16  gpus = 8 }`}
+	}
+	seen := map[string]bool{}
+	for _, nb := range nodes {
+		w := fmt.Sprintf("nodes %q", nb.Labels[0])
+		if seen[nb.Labels[0]] {
+			return &Error{Pos: posOf(nb.DefRange), Msg: w + ": name used twice"}
+		}
+		seen[nb.Labels[0]] = true
+		b, _, err := open(nb.Body, s.File, w, nb.DefRange, []string{"count", "gpus", "model", "datacenter", "node_pool"})
+		if err != nil {
+			return err
+		}
+		g := NodeGroup{Name: nb.Labels[0]}
+		g.Count = b.integer("count", true, 0, 1, 100000)
+		g.GPUs = b.integer("gpus", true, 0, 1, 64)
+		g.Model = b.str("model", false, "NVIDIA H100 80GB HBM3")
+		g.Datacenter = b.str("datacenter", false, "dc1")
+		g.NodePool = b.str("node_pool", false, "default")
+		if b.err != nil {
+			return b.err
+		}
+		s.Nodes = append(s.Nodes, g)
+	}
+	return nil
+}
+
+func (b *block) placement() Placement {
+	return Placement{Datacenters: b.strings("datacenters"), NodePool: b.str("node_pool", false, ""), Model: b.str("model", false, "")}
+}
+
+var placementAttrs = []string{"datacenters", "node_pool", "model"}
+
+func (s *Scenario) parseInference(blk *hcl.Block, what string) error {
+	b, subs, err := open(blk.Body, s.File, what, blk.DefRange,
+		append([]string{"namespace", "group", "priority", "gpus", "kill_timeout", "default", "windows", "holidays", "ramp"}, placementAttrs...),
+		hcl.BlockHeaderSchema{Type: "demand"})
+	if err != nil {
+		return err
+	}
+	in := &Inference{Name: blk.Labels[0]}
+	in.Namespace = b.str("namespace", true, "")
+	in.Group = b.str("group", false, "server")
+	in.Priority = b.integer("priority", false, 80, 1, 100)
+	in.GPUs = b.integer("gpus", true, 0, 1, 64)
+	in.KillTimeout = b.duration("kill_timeout", false, 5*time.Second, 0, time.Hour)
+	in.Default = b.integer("default", false, 0, 0, 100000)
+	in.Placement = b.placement()
+	cfg := schedule.Config{TimeZone: s.Zone.String(), Default: in.Default, Holidays: b.strings("holidays")}
+	cfg.Ramp = b.duration("ramp", false, 0, 0, 24*time.Hour)
+	wins := b.entries("windows", true)
+	for _, e := range wins {
+		spec := b.entryString("windows", e)
+		if b.err != nil {
+			return b.err
+		}
+		wc, err := schedule.ParseWindow(spec)
+		if err != nil {
+			b.fail(e.Pos, "windows[%q] = %q: %v", e.Key, spec, err)
+			return b.err
+		}
+		wc.Name = e.Key
+		cfg.Windows = append(cfg.Windows, wc)
+		in.Windows = append(in.Windows, fmt.Sprintf("%s = %q", e.Key, spec))
+	}
+	if b.err != nil {
+		return b.err
+	}
+	if len(cfg.Windows) == 0 {
+		b.fail(b.attrs["windows"].Range, "windows: give at least one window, e.g. { day = \"mon-fri 08:00-22:00 4\" }")
+		return b.err
+	}
+	if in.Schedule, err = schedule.New(cfg); err != nil {
+		b.fail(b.attrs["windows"].Range, "schedule: %v", err)
+		return b.err
+	}
+	if len(subs) > 1 {
+		b.fail(subs[1].DefRange, "more than one demand block")
+		return b.err
+	}
+	for _, sb := range subs {
+		d, _, err := open(sb.Body, s.File, what+" demand", sb.DefRange, []string{"trace", "fallback", "shift", "extra"})
+		if err != nil {
+			return err
+		}
+		in.Demand = &Demand{Pos: posOf(sb.DefRange)}
+		in.Demand.Trace = d.str("trace", true, "")
+		in.Demand.Fallback = d.str("fallback", false, "")
+		in.Demand.Shift = d.duration("shift", false, 0, -24*time.Hour, 24*time.Hour)
+		in.Demand.Extra = d.integer("extra", true, 0, 0, 100000)
+		if d.err != nil {
+			return d.err
+		}
+	}
+	s.Infer = append(s.Infer, in)
+	return b.err
+}
+
+func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
+	b, _, err := open(blk.Body, s.File, what, blk.DefRange, append([]string{
+		"trace", "fallback", "trace_time_zone", "trace_start", "time_scale", "gpu_scale", "sample",
+		"idle_fraction", "min_duration", "max_gpus", "priority", "kill_timeout", "checkpoint",
+		"in_flight", "gang", "expect_rows", "workspaces"}, placementAttrs...))
+	if err != nil {
+		return err
+	}
+	t := &Training{Name: blk.Labels[0]}
+	t.Trace = b.str("trace", true, "")
+	t.TracePos = b.pos("trace")
+	t.Fallback = b.str("fallback", false, "")
+	tz := b.str("trace_time_zone", false, "America/Los_Angeles")
+	if b.err != nil {
+		return b.err
+	}
+	if t.TraceZone, err = loadZone(tz); err != nil {
+		b.fail(b.attrs["trace_time_zone"].Range, "trace_time_zone = %q: %v", tz, err)
+		return b.err
+	}
+	t.TraceStart = b.instant("trace_start", true, time.Time{}, t.TraceZone)
+	t.TimeScale = b.number("time_scale", 1, 1e-3, 1e6)
+	t.GPUScale = b.number("gpu_scale", 1, 1e-3, 1e3)
+	t.Sample = b.number("sample", 1, 0, 1)
+	t.IdleFraction = b.number("idle_fraction", 0.5, 0, 1)
+	t.MinDuration = b.duration("min_duration", false, 0, 0, 365*24*time.Hour)
+	t.MaxGPUs = b.integer("max_gpus", false, 64, 1, 1<<20)
+	t.Priority = b.integer("priority", false, 50, 1, 100)
+	t.KillTimeout = b.duration("kill_timeout", false, s.Broker.KillTimeout, 0, 24*time.Hour)
+	t.Checkpoint = b.duration("checkpoint", false, 30*time.Minute, 0, 365*24*time.Hour)
+	t.InFlight = b.boolean("in_flight", true)
+	t.Gang = b.str("gang", false, "flex")
+	t.ExpectRows = b.integer("expect_rows", false, 0, 0, 1<<40)
+	t.Placement = b.placement()
+	if b.err == nil && t.Gang != "flex" && t.Gang != "partial" {
+		b.fail(b.attrs["gang"].Range, "gang = %q: want \"flex\" (all-or-nothing) or \"partial\"", t.Gang)
+	}
+	for _, e := range b.entries("workspaces", true) {
+		ns := b.entryString("workspaces", e)
+		t.VCs = append(t.VCs, VCMap{VC: e.Key, Namespace: ns})
+	}
+	if b.err != nil {
+		return b.err
+	}
+	if len(t.VCs) == 0 {
+		b.fail(b.attrs["workspaces"].Range, "workspaces: map at least one virtual cluster, e.g. { \"6c71a0\" = \"workspace-b\" }")
+		return b.err
+	}
+	sort.Slice(t.VCs, func(i, j int) bool { return t.VCs[i].VC < t.VCs[j].VC })
+	s.Training = append(s.Training, t)
+	return nil
+}
+
+func (s *Scenario) parseDev(blk *hcl.Block, what string) error {
+	b, _, err := open(blk.Body, s.File, what, blk.DefRange,
+		append([]string{"namespace", "count", "gpus", "priority", "at", "kill_timeout"}, placementAttrs...))
+	if err != nil {
+		return err
+	}
+	d := &Dev{Name: blk.Labels[0]}
+	d.Namespace = b.str("namespace", true, "")
+	d.Count = b.integer("count", true, 0, 1, 100000)
+	d.GPUs = b.integer("gpus", false, 1, 1, 64)
+	d.Priority = b.integer("priority", false, 60, 1, 100)
+	d.At = b.instant("at", false, s.Start, s.Zone)
+	d.KillTimeout = b.duration("kill_timeout", false, 5*time.Second, 0, time.Hour)
+	d.Placement = b.placement()
+	s.Dev = append(s.Dev, d)
+	return b.err
+}
+
+func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
+	b, _, err := open(blk.Body, s.File, what, blk.DefRange,
+		append([]string{"namespace", "at", "count", "gpus", "duration", "priority", "idle", "kill_timeout"}, placementAttrs...))
+	if err != nil {
+		return err
+	}
+	j := &BatchJob{Name: blk.Labels[0]}
+	j.Namespace = b.str("namespace", true, "")
+	j.At = b.instant("at", false, s.Start, s.Zone)
+	j.Count = b.integer("count", false, 1, 1, 100000)
+	j.GPUs = b.integer("gpus", true, 0, 1, 64)
+	j.Duration = b.duration("duration", true, 0, 0, 10*366*24*time.Hour)
+	j.Priority = b.integer("priority", false, 50, 1, 100)
+	j.Idle = b.boolean("idle", false)
+	j.KillTimeout = b.duration("kill_timeout", false, s.Broker.KillTimeout, 0, 24*time.Hour)
+	j.Placement = b.placement()
+	s.Jobs = append(s.Jobs, j)
+	return b.err
+}
+
+func (s *Scenario) parseMove(blk *hcl.Block, what string) error {
+	b, _, err := open(blk.Body, s.File, what, blk.DefRange, []string{"at", "gpus"})
+	if err != nil {
+		return err
+	}
+	m := &QuotaMove{Name: blk.Labels[0], Pos: posOf(blk.DefRange)}
+	m.At = b.instant("at", true, time.Time{}, s.Zone)
+	for _, e := range b.entries("gpus", true) {
+		n := b.entryInt("gpus", e, 0, quota.MaxGPUs)
+		if b.err != nil {
+			return b.err
+		}
+		if s.Quota.Find(e.Key) == nil {
+			b.fail(e.Pos, "gpus: no quota node %q in %s", e.Key, s.QuotaPos)
+			return b.err
+		}
+		m.GPUs = append(m.GPUs, QuotaGPUs{Quota: e.Key, GPUs: n})
+	}
+	if b.err != nil {
+		return b.err
+	}
+	if len(m.GPUs) == 0 {
+		b.fail(b.attrs["gpus"].Range, "gpus: name at least one quota node")
+		return b.err
+	}
+	s.Moves = append(s.Moves, m)
+	return nil
+}
+
+// check validates what spans blocks: namespaces bound in the tree, node
+// constraints that some node meets, quota moves that keep law L1.
+func (s *Scenario) check() error {
+	bound := quota.Namespaces(s.Quota)
+	ns := func(pos, what, n string) error {
+		if _, ok := bound[n]; !ok {
+			return &Error{Pos: pos, Msg: fmt.Sprintf("%s: namespace %q is not bound to any quota node (bound: %s)",
+				what, n, strings.Join(quota.SortedNamespaces(s.Quota), ", "))}
+		}
+		return nil
+	}
+	for _, in := range s.Infer {
+		if err := ns(s.File, fmt.Sprintf("inference %q", in.Name), in.Namespace); err != nil {
+			return err
+		}
+	}
+	for _, d := range s.Dev {
+		if err := ns(s.File, fmt.Sprintf("dev %q", d.Name), d.Namespace); err != nil {
+			return err
+		}
+	}
+	for _, j := range s.Jobs {
+		if err := ns(s.File, fmt.Sprintf("job %q", j.Name), j.Namespace); err != nil {
+			return err
+		}
+	}
+	for _, t := range s.Training {
+		for _, m := range t.VCs {
+			if err := ns(t.TracePos, fmt.Sprintf("training %q workspaces[%q]", t.Name, m.VC), m.Namespace); err != nil {
+				return err
+			}
+		}
+	}
+	// Replay the quota moves on a copy of the tree: each must keep L1.
+	moves := append([]*QuotaMove(nil), s.Moves...)
+	sort.SliceStable(moves, func(i, j int) bool { return moves[i].At.Before(moves[j].At) })
+	tree := s.Quota.Clone()
+	for _, m := range moves {
+		if m.At.Before(s.Start) {
+			return &Error{Pos: m.Pos, Msg: fmt.Sprintf("quota_move %q: at %s is before the start %s", m.Name, m.At, s.Start)}
+		}
+		for _, g := range m.GPUs {
+			tree.Find(g.Quota).GPUs = g.GPUs
+		}
+		if err := quota.Validate(tree); err != nil {
+			return &Error{Pos: m.Pos, Msg: fmt.Sprintf("quota_move %q breaks the tree: %v", m.Name, err)}
+		}
+	}
+	return nil
+}
+
+// GPUs is the number of GPUs in the modelled cluster.
+func (s *Scenario) GPUs() int {
+	n := 0
+	for _, g := range s.Nodes {
+		n += g.Count * g.GPUs
+	}
+	return n
+}
+
+// End is the end of the simulated time.
+func (s *Scenario) End() time.Time { return s.Start.Add(s.Length) }

@@ -1,0 +1,743 @@
+// Package sim is gputide's simulator: it replays a scenario (a quota tree, a
+// modelled Nomad cluster, inference services on day/night schedules, training
+// replayed from the Philly trace, dev instances, quota moves) in simulated
+// time against a planning policy, the real planning core (package plan) or
+// one of the alternatives it is compared with, and measures what happens.
+//
+// The simulation is deterministic: the same scenario, workload and policy
+// give the same events, byte for byte.
+package sim
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/sim/trace"
+)
+
+// Policy plans a snapshot of the modelled cluster. The simulator applies the
+// plan exactly: stop actions stop those allocations, admit actions place
+// allocations on the nodes they name, expire actions drop flex requests.
+type Policy interface {
+	Name() string
+	Plan(*plan.Snapshot) (*plan.Plan, error)
+}
+
+// Gputide is the real planning core, plan.Compute.
+type Gputide struct{}
+
+// Name implements Policy.
+func (Gputide) Name() string { return "gputide" }
+
+// Plan implements Policy.
+func (Gputide) Plan(s *plan.Snapshot) (*plan.Plan, error) { return plan.Compute(s) }
+
+// Options control one run.
+type Options struct {
+	Policy Policy    // default Gputide
+	Events io.Writer // events.jsonl; nil: not written
+	// Progress, when set, is called with the fraction of simulated time done,
+	// about every percent.
+	Progress func(frac float64)
+	// Sample is the period of the occupancy samples; 0: about 1,000 samples.
+	Sample time.Duration
+}
+
+// Event is one line of events.jsonl: a plan action (stop, admit, wait,
+// expire) with its rule, or a lifecycle event of the modelled cluster
+// (submit, start, finish, gone, scale, quota_move, conflict).
+type Event struct {
+	T         string   `json:"t"`
+	Event     string   `json:"event"`
+	Rule      string   `json:"rule,omitempty"`
+	Alloc     string   `json:"alloc,omitempty"`
+	Namespace string   `json:"namespace,omitempty"`
+	Job       string   `json:"job,omitempty"`
+	Group     string   `json:"group,omitempty"`
+	Node      string   `json:"node,omitempty"`
+	Nodes     []string `json:"nodes,omitempty"`
+	Count     int      `json:"count,omitempty"`
+	GPUs      int      `json:"gpus,omitempty"`
+	For       string   `json:"for,omitempty"`
+	From      *int     `json:"from,omitempty"`
+	To        *int     `json:"to,omitempty"`
+	LostGPUh  float64  `json:"lost_gpu_hours,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+}
+
+type evKind uint8
+
+const (
+	evArrive evKind = iota
+	evMove
+	evGone
+	evFinish
+	evWake
+	evTick
+)
+
+type event struct {
+	t    int64
+	seq  uint64
+	kind evKind
+	j    *job
+	a    *alloc
+	gen  int
+	move *QuotaMove
+}
+
+type inferState struct {
+	cfg     *Inference
+	shape   *trace.Shape
+	j       *job
+	records []*ScaleUp
+}
+
+type qinfo struct {
+	node   *quota.Node
+	own    []int // namespaces bound to it
+	sub    []int // namespaces of its subtree
+	leaf   bool
+	parent int
+}
+
+type sim struct {
+	sc     *Scenario
+	w      *Workload
+	opt    Options
+	policy Policy
+
+	now, start, end int64
+	interval        int64
+
+	nodes     []*node
+	slots     []*gpuSlot
+	planNodes []plan.Node
+	nodeIndex map[string]int
+	capacity  int
+
+	tree    *quota.Node
+	ns      []string
+	nsIndex map[string]int
+	qs      []*qinfo
+
+	jobs     []*job
+	jobByKey map[string]*job
+	active   []*job
+	stopping []*alloc
+	allocs   map[string]*alloc
+	infer    []*inferState
+
+	own   [][3][2]int // namespace x state x idle: GPUs owned
+	pendI int         // GPUs asked by pending idle training jobs
+
+	heap  []event
+	seq   uint64
+	dirty bool
+	last  int64
+
+	ew       *bufio.Writer
+	ewErr    error
+	nextProg int64
+
+	res        *Result
+	nextSample int64
+	sampleDt   int64
+	snap       plan.Snapshot
+}
+
+// Run simulates the scenario's workload under one policy.
+func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
+	if opt.Policy == nil {
+		opt.Policy = Gputide{}
+	}
+	wall := time.Now()
+	s := &sim{sc: sc, w: w, opt: opt, policy: opt.Policy, nodeIndex: map[string]int{}, jobByKey: map[string]*job{},
+		allocs: map[string]*alloc{}, nsIndex: map[string]int{}}
+	s.start, s.end = sc.Start.UnixNano(), sc.End().UnixNano()
+	s.now, s.last = s.start, s.start
+	s.interval = int64(sc.Broker.Interval)
+	if opt.Events != nil {
+		s.ew = bufio.NewWriterSize(opt.Events, 1<<16)
+	}
+	s.newCluster()
+	s.tree = sc.Quota.Clone()
+	s.initQuota()
+	s.res = newResult(s)
+	s.sampleDt = int64(opt.Sample)
+	if s.sampleDt <= 0 {
+		s.sampleDt = max(int64(time.Minute), (s.end-s.start)/1000)
+	}
+	s.nextSample = s.start
+	if err := s.initJobs(); err != nil {
+		return nil, err
+	}
+	for _, m := range sc.Moves {
+		s.push(event{t: m.At.UnixNano(), kind: evMove, move: m})
+	}
+	s.push(event{t: s.start, kind: evTick})
+	if err := s.loop(); err != nil {
+		return nil, err
+	}
+	s.finishStats()
+	if s.ew != nil {
+		if err := s.ew.Flush(); err != nil && s.ewErr == nil {
+			s.ewErr = err
+		}
+		if s.ewErr != nil {
+			return nil, fmt.Errorf("writing events: %w", s.ewErr)
+		}
+	}
+	s.res.Wall = time.Since(wall)
+	return s.res, nil
+}
+
+func (s *sim) initQuota() {
+	s.ns = quota.SortedNamespaces(s.tree)
+	for i, n := range s.ns {
+		s.nsIndex[n] = i
+	}
+	s.own = make([][3][2]int, len(s.ns))
+	var walk func(n *quota.Node, parent int) []int
+	walk = func(n *quota.Node, parent int) []int {
+		q := &qinfo{node: n, leaf: len(n.Children) == 0, parent: parent}
+		idx := len(s.qs)
+		s.qs = append(s.qs, q)
+		for _, ns := range n.Namespaces {
+			q.own = append(q.own, s.nsIndex[ns])
+		}
+		q.sub = append(q.sub, q.own...)
+		for _, c := range n.Children {
+			q.sub = append(q.sub, walk(c, idx)...)
+		}
+		return q.sub
+	}
+	walk(s.tree, -1)
+}
+
+func (s *sim) newJob(spec *JobSpec) *job {
+	j := &job{spec: spec, key: spec.Namespace + "/" + spec.Name + "/" + spec.Group, ns: s.nsIndex[spec.Namespace], remaining: spec.Work}
+	s.jobs = append(s.jobs, j)
+	s.jobByKey[j.key] = j
+	return j
+}
+
+func (s *sim) initJobs() error {
+	for i, in := range s.sc.Infer {
+		spec := &JobSpec{Namespace: in.Namespace, Name: in.Name, Group: in.Group, Type: plan.JobService,
+			Priority: in.Priority, GPUs: in.GPUs, Submit: s.sc.Start, KillTimeout: in.KillTimeout,
+			Origin: fmt.Sprintf("inference %q", in.Name), Placement: in.Placement}
+		j := s.newJob(spec)
+		st := &inferState{cfg: in, shape: s.w.Shapes[i], j: j}
+		j.infer = st
+		s.infer = append(s.infer, st)
+		j.submitted = true
+		j.desired, _ = s.target(st, s.start)
+		s.active = append(s.active, j)
+		s.pend(j)
+		s.record(Event{Event: "submit", Namespace: spec.Namespace, Job: spec.Name, Group: spec.Group, Count: j.desired, GPUs: spec.GPUs})
+	}
+	for _, spec := range s.w.Jobs {
+		if _, dup := s.jobByKey[spec.Namespace+"/"+spec.Name+"/"+spec.Group]; dup {
+			return fmt.Errorf("%s: job %s/%s defined twice", spec.Origin, spec.Namespace, spec.Name)
+		}
+		j := s.newJob(spec)
+		s.push(event{t: spec.Submit.UnixNano(), kind: evArrive, j: j})
+	}
+	return nil
+}
+
+// countAt is the inference replica count the autoscaler wants at t: the
+// schedule's count plus the demand shape's extra replicas.
+func (s *sim) countAt(st *inferState, t int64) int {
+	tt := time.Unix(0, t).In(s.sc.Zone)
+	c := st.cfg.Schedule.CountAt(tt)
+	if st.shape != nil && st.cfg.Demand != nil {
+		c += int(float64(st.cfg.Demand.Extra)*st.shape.At(tt) + 0.5)
+	}
+	return c
+}
+
+// target is the count the autoscaler sets at t, and the instant it is due.
+// With pre-warm, a rise due within kill_timeout plus one interval is set
+// now, so that borrowers are drained in time for the boundary.
+func (s *sim) target(st *inferState, t int64) (int, int64) {
+	c := s.countAt(st, t)
+	if !s.sc.Broker.Prewarm {
+		return c, t
+	}
+	lead := int64(s.sc.Broker.KillTimeout) + s.interval
+	ahead := s.countAt(st, t+lead)
+	if ahead <= c {
+		return c, t
+	}
+	// The rise is due at the first change of the count after t: a schedule
+	// boundary or, with a demand shape, the next local hour.
+	due := t + lead
+	tt := time.Unix(0, t).In(s.sc.Zone)
+	if nb, _, ok := st.cfg.Schedule.NextBoundary(tt); ok && nb.UnixNano() <= due && s.countAt(st, nb.UnixNano()) >= ahead {
+		due = nb.UnixNano()
+	}
+	if st.shape != nil {
+		h := tt.Truncate(time.Hour).Add(time.Hour).UnixNano()
+		if h < due && s.countAt(st, h) >= ahead {
+			due = h
+		}
+	}
+	return ahead, due
+}
+
+func (s *sim) push(e event) {
+	s.seq++
+	e.seq = s.seq
+	s.heap = append(s.heap, e)
+	i := len(s.heap) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(&s.heap[i], &s.heap[p]) {
+			break
+		}
+		s.heap[i], s.heap[p] = s.heap[p], s.heap[i]
+		i = p
+	}
+}
+
+func less(a, b *event) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.seq < b.seq
+}
+
+func (s *sim) pop() event {
+	h := s.heap
+	e := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && less(&h[r], &h[l]) {
+			m = r
+		}
+		if !less(&h[m], &h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	s.heap = h
+	return e
+}
+
+func (s *sim) loop() error {
+	for len(s.heap) > 0 {
+		t := s.heap[0].t
+		if t > s.end {
+			break
+		}
+		s.advance(t)
+		for len(s.heap) > 0 && s.heap[0].t == t {
+			e := s.pop()
+			s.res.Events++
+			s.handle(e)
+		}
+		if s.dirty {
+			if err := s.plan(); err != nil {
+				return err
+			}
+		}
+		if s.opt.Progress != nil && t >= s.nextProg {
+			s.opt.Progress(float64(t-s.start) / float64(s.end-s.start))
+			s.nextProg = t + (s.end-s.start)/100
+		}
+	}
+	s.advance(s.end)
+	if s.opt.Progress != nil {
+		s.opt.Progress(1)
+	}
+	return nil
+}
+
+func (s *sim) handle(e event) {
+	switch e.kind {
+	case evArrive:
+		j := e.j
+		j.submitted = true
+		j.desired = j.spec.Count
+		s.active = append(s.active, j)
+		s.pend(j)
+		s.dirty = true
+		s.record(Event{Event: "submit", Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
+			Count: j.spec.Count, GPUs: j.spec.GPUs, Reason: j.spec.Origin})
+	case evFinish:
+		j := e.j
+		if e.gen != j.gen || j.done {
+			return
+		}
+		for _, a := range j.live {
+			s.release(a)
+			delete(s.allocs, a.id)
+		}
+		j.live = nil
+		j.progressing = false
+		j.remaining = 0
+		s.retire(j)
+		s.res.Finished++
+		s.dirty = true
+		s.record(Event{Event: "finish", Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group})
+	case evGone:
+		a := e.a
+		s.gone(a)
+		delete(s.allocs, a.id)
+		for i, x := range s.stopping {
+			if x == a {
+				s.stopping = append(s.stopping[:i], s.stopping[i+1:]...)
+				break
+			}
+		}
+		s.dirty = true
+	case evMove:
+		s.move(e.move)
+	case evWake:
+		s.dirty = true
+	case evTick:
+		s.autoscale()
+		if next := e.t + s.interval; next <= s.end {
+			s.push(event{t: next, kind: evTick})
+		}
+	}
+}
+
+// retire removes a finished or expired job from the active list.
+func (s *sim) retire(j *job) {
+	j.done = true
+	s.pend(j)
+	for i, x := range s.active {
+		if x == j {
+			s.active = append(s.active[:i], s.active[i+1:]...)
+			break
+		}
+	}
+}
+
+// pend keeps the count of GPUs asked by pending idle training jobs.
+func (s *sim) pend(j *job) {
+	n := 0
+	if j.spec.Idle && j.spec.Training {
+		n = j.missing() * j.spec.GPUs
+	}
+	s.pendI += n - j.pendCounted
+	j.pendCounted = n
+}
+
+// progress starts a batch job's work once all its allocations run.
+func (s *sim) progress(j *job) {
+	if j.spec.Type != plan.JobBatch || j.progressing || j.done || j.running < j.desired {
+		return
+	}
+	j.progressing = true
+	j.progStart = s.now
+	j.gen++
+	s.push(event{t: s.now + int64(j.remaining), kind: evFinish, j: j, gen: j.gen})
+}
+
+// halt stops a batch job's work: the work since its last checkpoint is lost
+// and must be done again.
+func (s *sim) halt(j *job, rule plan.Rule) {
+	if !j.progressing {
+		return
+	}
+	elapsed := time.Duration(s.now - j.progStart)
+	lost := elapsed
+	if c := j.spec.Checkpoint; c > 0 {
+		lost = elapsed % c
+	}
+	j.remaining = j.remaining - elapsed + lost
+	j.progressing = false
+	j.gen++
+	gpuh := lost.Hours() * float64(j.desired*j.spec.GPUs)
+	s.res.rule(string(rule)).LostGPUh += gpuh
+	s.res.LostGPUh += gpuh
+	s.res.lastLost = gpuh
+}
+
+// autoscale evaluates every inference service's count, as the Nomad
+// Autoscaler would every interval, and scales the job.
+func (s *sim) autoscale() {
+	for _, st := range s.infer {
+		j := st.j
+		want, due := s.target(st, s.now)
+		if want == j.desired {
+			continue
+		}
+		from, to := j.desired, want
+		s.record(Event{Event: "scale", Rule: "autoscaler", Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
+			From: &from, To: &to, Reason: fmt.Sprintf("schedule count due %s", s.fmt(due))})
+		if want > j.desired {
+			tt := time.Unix(0, due).In(s.sc.Zone)
+			sched := st.cfg.Schedule
+			boundary := sched.CountAt(tt) > sched.CountAt(tt.Add(-time.Nanosecond))
+			st.records = append(st.records, &ScaleUp{Service: j.key, Raised: s.tm(s.now), Due: tt, From: j.running, To: want, Boundary: boundary})
+		} else {
+			// Nomad stops the newest allocations first: placing, then running.
+			victims := append([]*alloc(nil), j.live...)
+			sort.SliceStable(victims, func(a, b int) bool {
+				if (victims[a].state == placing) != (victims[b].state == placing) {
+					return victims[a].state == placing
+				}
+				return victims[a].seq > victims[b].seq
+			})
+			for _, a := range victims[:min(len(victims), j.desired-want)] {
+				s.record(Event{Event: "stop", Rule: "autoscaler", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name,
+					Group: j.spec.Group, Node: s.nodes[a.node].id, GPUs: len(a.slots), Reason: "scale down"})
+				s.stop(a, "autoscaler", "")
+			}
+		}
+		j.desired = want
+		s.pend(j)
+		s.dirty = true
+		s.inferCheck(st)
+	}
+}
+
+// inferCheck closes the scale-up records that the service's running
+// replicas now meet.
+func (s *sim) inferCheck(st *inferState) {
+	for _, r := range st.records {
+		if r.done {
+			continue
+		}
+		if st.j.running >= r.To || st.j.desired < r.To {
+			r.done = true
+			r.Ready = s.tm(s.now)
+			r.Wait = max(0, r.Ready.Sub(r.Due))
+			r.Cancelled = st.j.running < r.To
+		}
+	}
+}
+
+// move applies a quota move (use case 2): all its nodes change at once.
+func (s *sim) move(m *QuotaMove) {
+	at := s.tm(s.now)
+	for _, g := range m.GPUs {
+		n := s.tree.Find(g.Quota)
+		from, to := n.GPUs, g.GPUs
+		n.GPUs, n.ChangedAt = g.GPUs, at
+		s.record(Event{Event: "quota_move", Rule: "L9", Namespace: "", Job: g.Quota, From: &from, To: &to, Reason: m.Name})
+	}
+	s.res.Moves = append(s.res.Moves, MoveRecord{Name: m.Name, At: at})
+	// Debt grace ends: victims may change then (DESIGN L9).
+	grace := s.sc.Settings.DebtGrace
+	s.push(event{t: s.now + int64(grace), kind: evWake})
+	s.push(event{t: s.now + int64(grace) + int64(time.Second), kind: evWake})
+	s.dirty = true
+}
+
+func (s *sim) tm(t int64) time.Time { return time.Unix(0, t).In(s.sc.Zone) }
+
+func (s *sim) fmt(t int64) string { return s.tm(t).Format(time.RFC3339) }
+
+func (s *sim) record(e Event) {
+	if s.ew == nil || s.ewErr != nil {
+		return
+	}
+	e.T = s.fmt(s.now)
+	b, err := json.Marshal(&e)
+	if err != nil {
+		s.ewErr = err
+		return
+	}
+	b = append(b, '\n')
+	if _, err := s.ew.Write(b); err != nil {
+		s.ewErr = err
+	}
+}
+
+// gangFlex makes a gang all-or-nothing: a flex request with the longest
+// wait and no max_run (DESIGN L11).
+var gangFlex = &plan.Flex{MaxWait: plan.MaxFlexWait}
+
+// snapshot builds the planner's view of the modelled cluster.
+func (s *sim) snapshot() *plan.Snapshot {
+	// The slices are reused from plan to plan: the planner keeps nothing of
+	// a snapshot.
+	snap := &s.snap
+	*snap = plan.Snapshot{Time: s.tm(s.now), Quota: s.tree, Settings: s.sc.Settings, Nodes: s.planNodes,
+		Allocations: snap.Allocations[:0], Pending: snap.Pending[:0]}
+	add := func(a *alloc) {
+		if len(a.slots) == 0 {
+			return
+		}
+		sp := a.j.spec
+		snap.Allocations = append(snap.Allocations, plan.Allocation{
+			ID: a.id, Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
+			Node: s.nodes[a.node].id, GPUIDs: a.ids, Idle: sp.Idle, StoppingFor: a.stoppingFor,
+			StartedAt: a.placedTime,
+		})
+	}
+	for _, j := range s.active {
+		for _, a := range j.live {
+			add(a)
+		}
+		if m := j.missing(); m > 0 {
+			sp := j.spec
+			p := plan.Pending{Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
+				Count: m, GPUs: sp.GPUs, Model: sp.Model, Datacenters: sp.Datacenters, NodePool: sp.NodePool,
+				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC()}
+			if sp.Gang {
+				p.Flex = gangFlex
+			}
+			snap.Pending = append(snap.Pending, p)
+		}
+	}
+	for _, a := range s.stopping {
+		add(a)
+	}
+	return snap
+}
+
+// plan runs the policy on the current state and applies its plan.
+func (s *sim) plan() error {
+	s.dirty = false
+	snap := s.snapshot()
+	if len(snap.Pending) == 0 {
+		// Nothing is waiting: a plan has no claimant to act for.
+		return nil
+	}
+	p, err := s.policy.Plan(snap)
+	s.res.Plans++
+	if err != nil {
+		return fmt.Errorf("%s: planning at %s: %w", s.policy.Name(), s.fmt(s.now), err)
+	}
+	s.apply(p)
+	return nil
+}
+
+func (s *sim) conflict(a plan.Action, why string) {
+	s.res.Conflicts = append(s.res.Conflicts, fmt.Sprintf("%s: %s %s/%s/%s %s: %s", s.fmt(s.now), a.Action, a.Namespace, a.Job, a.Group, a.Alloc, why))
+	s.record(Event{Event: "conflict", Rule: string(a.Rule), Alloc: a.Alloc, Namespace: a.Namespace, Job: a.Job, Group: a.Group, Reason: why})
+}
+
+// apply carries out a plan exactly: stops first, then admits, expiries and
+// waits, each in the plan's order.
+//
+// The state a plan leaves is not planned again by itself: the planner has
+// already done all it can in it (re-planning it changed nothing in the
+// reference scenario). What follows from the plan, victims ending and
+// allocations starting, are events and are planned on.
+func (s *sim) apply(p *plan.Plan) {
+	units := map[string]bool{}
+	for _, act := range p.Actions {
+		if act.Action != plan.ActionStop {
+			continue
+		}
+		a := s.allocs[act.Alloc]
+		if a == nil {
+			s.conflict(act, "no such live allocation")
+			continue
+		}
+		if a.state == stopping {
+			if a.stoppingFor == "" {
+				a.stoppingFor = act.For
+			} else {
+				s.conflict(act, "already stopping for "+a.stoppingFor)
+			}
+			continue
+		}
+		r := s.res.rule(string(act.Rule))
+		r.Stops++
+		r.GPUs += len(a.slots)
+		if unit := a.j.key + "@" + act.For; !units[unit] {
+			units[unit] = true
+			r.Units++
+		}
+		a.j.preempted++
+		s.res.lastLost = 0
+		node, gpus := s.nodes[a.node].id, len(a.slots)
+		s.stop(a, act.Rule, act.For)
+		s.record(Event{Event: "stop", Rule: string(act.Rule), Alloc: act.Alloc, Namespace: act.Namespace, Job: act.Job,
+			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: act.For, LostGPUh: round3(s.res.lastLost), Reason: act.Reason})
+	}
+	for _, act := range p.Actions {
+		switch act.Action {
+		case plan.ActionAdmit:
+			j := s.jobByKey[act.Namespace+"/"+act.Job+"/"+act.Group]
+			if j == nil || !j.submitted || j.done {
+				s.conflict(act, "no such pending group")
+				continue
+			}
+			if len(act.Nodes) > j.missing() {
+				s.conflict(act, fmt.Sprintf("admits %d allocations, %d are pending", len(act.Nodes), j.missing()))
+				continue
+			}
+			s.record(Event{Event: "admit", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group,
+				Nodes: act.Nodes, Count: len(act.Nodes), GPUs: j.spec.GPUs, Reason: act.Reason})
+			for _, n := range act.Nodes {
+				ni, ok := s.nodeIndex[n]
+				if !ok {
+					s.conflict(act, "unknown node "+n)
+					continue
+				}
+				a, err := s.place(j, ni)
+				if err != nil {
+					s.conflict(act, err.Error())
+					continue
+				}
+				s.allocs[a.id] = a
+			}
+			j.waitReason = ""
+			s.pend(j)
+		case plan.ActionExpire:
+			j := s.jobByKey[act.Namespace+"/"+act.Job+"/"+act.Group]
+			if j == nil || j.done {
+				s.conflict(act, "no such pending group")
+				continue
+			}
+			for _, a := range append([]*alloc(nil), j.live...) {
+				s.stop(a, act.Rule, "")
+			}
+			j.expired = true
+			s.retire(j)
+			s.res.Expired++
+			s.record(Event{Event: "expire", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group, Reason: act.Reason})
+		case plan.ActionWait:
+			j := s.jobByKey[act.Namespace+"/"+act.Job+"/"+act.Group]
+			// A wait is recorded when the group starts to wait and when its
+			// rule changes, not at every plan.
+			if j == nil || j.waitReason == string(act.Rule) {
+				continue
+			}
+			j.waitReason = string(act.Rule)
+			s.record(Event{Event: "wait", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group,
+				Count: act.Count, GPUs: act.GPUs, Reason: act.Reason})
+		}
+	}
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// took records where a GPU an inference allocation takes comes from.
+func (s *sim) took(a *alloc, g *gpuSlot, from *alloc) {
+	if a.j.infer == nil {
+		return
+	}
+	t := Take{At: s.tm(s.now), Service: a.j.key, Alloc: a.id, GPU: g.id, Node: s.nodes[g.node].id}
+	if from != nil {
+		t.From, t.FromNamespace, t.FromJob, t.FromType, t.Rule, t.For = from.id, from.j.spec.Namespace, from.j.spec.Name,
+			from.j.spec.Type, from.stopRule, from.stoppingFor
+		t.FromTraining = from.j.spec.Training
+	}
+	s.res.Takes = append(s.res.Takes, t)
+}
