@@ -1,6 +1,7 @@
 package plugin_test
 
-// These tests launch the built nomad-device-gputide binary with a go-plugin
+// These tests launch the built nomad-device-gputide binary (built once per
+// test run, on first use) with a go-plugin
 // client, the way a Nomad client does (handshake v2, magic cookie, gRPC,
 // plugin set keys "base" and "device"), and speak Nomad's wire protocol to
 // it: PluginInfo, ConfigSchema, SetConfig with msgpack made from an HCL
@@ -32,26 +33,42 @@ import (
 	"github.com/gputide/gputide/device-plugin/proto/devicepb"
 )
 
-// pluginBin is the binary TestMain builds.
-var pluginBin string
+// pluginBin is the binary built (once, on first use) into binDir, which
+// TestMain removes. Building lazily keeps fuzz workers, which run TestMain
+// too, from building it.
+var (
+	binDir    string
+	pluginBin string
+	buildOnce sync.Once
+	buildErr  error
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gputide-plugin-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pluginBin = filepath.Join(dir, "nomad-device-gputide")
-	build := exec.Command("go", "build", "-o", pluginBin, "github.com/gputide/gputide/device-plugin/cmd/nomad-device-gputide")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "failed to build the plugin:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+// builtPlugin builds the plugin binary on first use.
+func builtPlugin(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "gputide-plugin-bin")
+		if buildErr != nil {
+			return
+		}
+		pluginBin = filepath.Join(binDir, "nomad-device-gputide")
+		out, err := exec.Command("go", "build", "-o", pluginBin, "github.com/gputide/gputide/device-plugin/cmd/nomad-device-gputide").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("failed to build the plugin: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return pluginBin
 }
 
 // launched is one running plugin process and its two dispensed clients.
@@ -86,7 +103,7 @@ func launch(t testing.TB) *launched {
 	c := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		Plugins:          plugin.PluginSet(nil),
-		Cmd:              exec.Command(pluginBin),
+		Cmd:              exec.Command(builtPlugin(t)),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace}),
 	})
