@@ -231,6 +231,19 @@ plugin %q {
 		}
 	}
 
+	// The 8-GPU example parses on this Nomad and asks for what it says.
+	trainText, err := os.ReadFile("../examples/reference/jobs/gpu-train-8.nomad.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err := c.Jobs().ParseHCL(string(trainText), true)
+	if err != nil {
+		t.Fatalf("gpu-train-8.nomad.hcl: %v", err)
+	}
+	if d := train.TaskGroups[0].Tasks[0].Resources.Devices[0]; d.Name != "nvidia/gpu" || *d.Count != 8 || len(d.Constraints) != 3 || len(d.Affinities) != 1 {
+		t.Fatalf("gpu-train-8 asks for %+v", d)
+	}
+
 	// 2. The example job asking for 2 GPUs gets 2 UUIDs.
 	alloc := runJob(t, c, loadSmokeJob(t, c, "gpu-smoke", 2))
 	got := allocGPUs(t, alloc)

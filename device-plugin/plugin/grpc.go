@@ -103,14 +103,17 @@ type baseServer struct {
 	p *Plugin
 }
 
+// PluginInfo serves BasePlugin.PluginInfo.
 func (s *baseServer) PluginInfo(context.Context, *basepb.PluginInfoRequest) (*basepb.PluginInfoResponse, error) {
 	return s.p.PluginInfo(), nil
 }
 
+// ConfigSchema serves BasePlugin.ConfigSchema.
 func (s *baseServer) ConfigSchema(context.Context, *basepb.ConfigSchemaRequest) (*basepb.ConfigSchemaResponse, error) {
 	return &basepb.ConfigSchemaResponse{Spec: s.p.ConfigSchema()}, nil
 }
 
+// SetConfig serves BasePlugin.SetConfig; a bad config is InvalidArgument.
 func (s *baseServer) SetConfig(_ context.Context, req *basepb.SetConfigRequest) (*basepb.SetConfigResponse, error) {
 	if err := s.p.SetConfig(req.GetMsgpackConfig()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -123,10 +126,12 @@ type deviceServer struct {
 	p *Plugin
 }
 
+// Fingerprint serves DevicePlugin.Fingerprint (see Plugin.Fingerprint).
 func (s *deviceServer) Fingerprint(_ *devicepb.FingerprintRequest, stream grpc.ServerStreamingServer[devicepb.FingerprintResponse]) error {
 	return grpcError(s.p.Fingerprint(stream.Context(), stream.Send))
 }
 
+// Reserve serves DevicePlugin.Reserve (see Plugin.Reserve).
 func (s *deviceServer) Reserve(ctx context.Context, req *devicepb.ReserveRequest) (*devicepb.ReserveResponse, error) {
 	if len(req.GetDeviceIds()) > 0 && !s.p.config().Enabled {
 		return nil, grpcError(ErrDisabled)
@@ -138,6 +143,7 @@ func (s *deviceServer) Reserve(ctx context.Context, req *devicepb.ReserveRequest
 	return &devicepb.ReserveResponse{ContainerRes: res}, nil
 }
 
+// Stats serves DevicePlugin.Stats (see Plugin.Stats).
 func (s *deviceServer) Stats(req *devicepb.StatsRequest, stream grpc.ServerStreamingServer[devicepb.StatsResponse]) error {
 	return grpcError(s.p.Stats(stream.Context(), req.GetCollectionInterval().AsDuration(), stream.Send))
 }
