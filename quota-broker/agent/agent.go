@@ -19,8 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// actTimeout bounds the Nomad calls of one plan.
-const actTimeout = 2 * time.Minute
+// actTimeout bounds the Nomad calls of one plan; refreshTimeout the reads
+// of job summaries before it.
+const (
+	actTimeout     = 2 * time.Minute
+	refreshTimeout = 5 * time.Second
+)
 
 // Agent is a running quota broker.
 type Agent struct {
@@ -285,7 +289,10 @@ func (a *Agent) cycle(ctx context.Context) {
 			return
 		}
 	}
-	if err := state.Refresh(ctx, a.client); err != nil {
+	rctx, rcancel := context.WithTimeout(ctx, refreshTimeout)
+	err := state.Refresh(rctx, a.client)
+	rcancel()
+	if err != nil {
 		a.log.Warn("not acting: failed to refresh job summaries", "error", err)
 		a.setActing(false, err.Error())
 		return
@@ -319,7 +326,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
 	out := a.actor.Execute(actx, p, b)
 	cancel()
-	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+out.Deferred+len(out.Errors) > 0 {
+	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors) > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
 			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),
 			"dry_run", a.dryRun)

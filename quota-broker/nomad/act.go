@@ -46,6 +46,8 @@ type Actor struct {
 	stopping map[string]string // alloc ID -> claimant
 	accepted map[string]bool   // jobs in a real pool the broker let run
 	reasons  map[string]string // last logged wait reason per job
+	// lastDeferred is the number of stops deferred by the last Execute.
+	lastDeferred int
 }
 
 // Outcome counts what an Execute call did.
@@ -172,14 +174,22 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 		}
 	}
 	skip := map[string]bool{} // claimants not to admit now
-	if len(b.UnknownStopping) > 0 {
+	if len(b.UnknownStopping) == 0 {
+		a.mu.Lock()
+		a.lastDeferred = 0
+		a.mu.Unlock()
+	} else {
 		for _, act := range p.Actions {
 			if act.Action == plan.ActionStop {
 				skip[act.For] = true
 				out.Deferred++
 			}
 		}
-		if out.Deferred > 0 {
+		a.mu.Lock()
+		changed := a.lastDeferred != out.Deferred
+		a.lastDeferred = out.Deferred
+		a.mu.Unlock()
+		if out.Deferred > 0 && changed {
 			a.Logger.Info("deferring preemption until allocations already stopping are gone",
 				"stopping", len(b.UnknownStopping), "deferred_stops", out.Deferred)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -152,25 +153,45 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	}
 	s.dirty = map[string]bool{}
 	s.mu.Unlock()
-	var first error
-	for _, k := range keys {
-		ns, id := splitKey(k)
-		sum, _, err := c.Jobs().Summary(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
-		s.mu.Lock()
-		switch {
-		case err == nil:
-			s.summaries[k] = sum
-		case isNotFound(err):
-			delete(s.summaries, k)
-			delete(s.jobs, k)
-		default:
-			s.dirty[k] = true
-			if first == nil {
-				first = fmt.Errorf("failed to read the summary of job %s: %w", k, err)
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		next  = make(chan string)
+	)
+	for w := 0; w < listWorkers && w < len(keys); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				ns, id := splitKey(k)
+				sum, _, err := c.Jobs().Summary(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+				s.mu.Lock()
+				switch {
+				case err == nil:
+					s.summaries[k] = sum
+				case isNotFound(err):
+					delete(s.summaries, k)
+					delete(s.jobs, k)
+				default:
+					s.dirty[k] = true
+				}
+				s.mu.Unlock()
+				if err != nil && !isNotFound(err) {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("failed to read the summary of job %s: %w", k, err)
+					}
+					mu.Unlock()
+				}
 			}
-		}
-		s.mu.Unlock()
+		}()
 	}
+	for _, k := range keys {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
 	return first
 }
 
