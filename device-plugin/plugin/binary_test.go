@@ -322,12 +322,13 @@ func TestBinaryHealthXid79(t *testing.T) {
 		t.Fatal(err)
 	}
 	injected := time.Now()
-	r = recv(t, ch, 2*period)
+	r = recv(t, ch, period+2*time.Second)
 	d := find(r, gpu3)
 	if d.GetHealthy() {
 		t.Fatalf("next fingerprint still has GPU 3 healthy: %v", d)
 	}
-	if took := time.Since(injected); took > period+150*time.Millisecond {
+	// Within one health period, plus slack for a loaded CI machine.
+	if took := time.Since(injected); took > period+500*time.Millisecond {
 		t.Errorf("GPU 3 unhealthy after %s; health period is %s", took, period)
 	}
 	if !strings.Contains(d.HealthDescription, "Xid 79") && !strings.Contains(d.HealthDescription, "ERROR_GPU_IS_LOST") {
@@ -354,11 +355,11 @@ func TestBinaryHealthXid79(t *testing.T) {
 		t.Fatal(err)
 	}
 	recovered := time.Now()
-	for d.GetHealthy() == false {
-		r = recv(t, ch, 2*period)
+	for !d.GetHealthy() {
+		r = recv(t, ch, period+2*time.Second)
 		d = find(r, gpu3)
 	}
-	if took := time.Since(recovered); took > 2*period {
+	if took := time.Since(recovered); took > 2*period+500*time.Millisecond {
 		t.Errorf("recovery took %s", took)
 	}
 	if h, n := counts(r); h != 8 || n != 8 {

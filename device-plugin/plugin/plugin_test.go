@@ -245,16 +245,17 @@ func TestHealthXid79OnGPU3(t *testing.T) {
 	start := time.Now()
 	var d *devicepb.DetectedDevice
 	for d == nil || d.Healthy {
-		r = next(t, ch, 3*period)
+		r = next(t, ch, period+2*time.Second)
 		d = device(r, gpu3)
 	}
-	if took := time.Since(start); took > 2*period {
-		t.Errorf("unhealthy after %s, want within one health period (%s) plus slack", took, period)
+	// Within one health period, plus slack for a loaded CI machine.
+	if took := time.Since(start); took > period+500*time.Millisecond {
+		t.Errorf("unhealthy after %s, want within one health period (%s)", took, period)
 	}
 	// The event and the probe may land in one fingerprint or two.
 	for !strings.Contains(d.HealthDescription, "Xid 79 (GPU has fallen off the bus)") ||
 		!strings.Contains(d.HealthDescription, "ERROR_GPU_IS_LOST") {
-		r = next(t, ch, 3*period)
+		r = next(t, ch, period+2*time.Second)
 		d = device(r, gpu3)
 	}
 	if d.Healthy {
@@ -282,8 +283,8 @@ func TestHealthXid79OnGPU3(t *testing.T) {
 	if err := os.WriteFile(faults, []byte("3 xid 79\n3 recover\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for d.GetHealthy() == false {
-		r = next(t, ch, 3*period)
+	for !d.GetHealthy() {
+		r = next(t, ch, period+2*time.Second)
 		d = device(r, gpu3)
 	}
 	if d.HealthDescription != "" {
@@ -334,7 +335,7 @@ func TestHealthFaultKinds(t *testing.T) {
 			if err := os.WriteFile(faults, []byte(tc.file), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(20 * period)
+			deadline := time.Now().Add(40 * period)
 			for {
 				bad := 0
 				ok := true
@@ -485,8 +486,8 @@ func TestMissingNVMLKeepsStreamOpen(t *testing.T) {
 	if len(r.DeviceGroup) != 0 {
 		t.Fatalf("want no devices, got %v", r)
 	}
-	time.Sleep(450 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond)
 	if n := opens.Load(); n < 3 {
-		t.Fatalf("backend opened %d times in 450ms at a 100ms period; want retries", n)
+		t.Fatalf("backend opened %d times in 700ms at a 100ms period; want retries", n)
 	}
 }
