@@ -32,6 +32,7 @@ func Commands(m Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
 		"agent":   func() (cli.Command, error) { return &AgentCommand{Meta: m}, nil },
 		"plan":    func() (cli.Command, error) { return &PlanCommand{Meta: m}, nil },
+		"sim":     func() (cli.Command, error) { return &SimCommand{Meta: m}, nil },
 		"version": func() (cli.Command, error) { return &VersionCommand{Meta: m}, nil },
 	}
 }

@@ -52,7 +52,7 @@ type alloc struct {
 	stoppingFor string
 	placedAt    int64
 	placedTime  time.Time // placedAt, for snapshots
-	startedAt   int64 // when it started running
+	startedAt   int64     // when it started running
 	stopRule    plan.Rule
 	stopAt      int64
 }

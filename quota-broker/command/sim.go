@@ -1,0 +1,223 @@
+package command
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/sim"
+	"github.com/gputide/gputide/quota-broker/sim/report"
+)
+
+// SimCommand is "gputide sim": the simulator, gputide's embedded demo.
+type SimCommand struct {
+	Meta
+	// Stderr receives the progress indication; nil: os.Stderr.
+	Stderr io.Writer
+}
+
+// Help returns the command's usage text.
+func (c *SimCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: gputide sim [options]
+
+  Sim replays a scenario (a quota tree, a modelled Nomad cluster of GPU
+  nodes, inference services on day/night schedules, training replayed from
+  the Philly trace, dev instances, quota moves) in simulated time against
+  the real planning core, and writes what happened to the output folder:
+
+    report.md       utilisation per quota and overall, GPU-hours used, idle
+                    and lent, preemptions by rule, inference waits at each
+                    scale-up, training queue waits, work lost to preemption
+    occupancy.svg   GPUs in use over time, stacked by workspace
+    events.jsonl    every plan action with its rule, and every lifecycle
+                    event of the modelled cluster
+
+  No Nomad, Consul or GPU is needed. Without -scenario it runs the reference
+  scenario: examples/reference/scenario.hcl when run from the repository,
+  else the copy built into the binary. See docs/simulator.md.
+
+Sim Options:
+
+  -scenario=FILE
+    The scenario file (HCL). Paths in it are relative to it.
+
+  -out=DIR
+    The output folder (created if needed). Default: out/sim.
+
+  -days=N
+    Simulate N days (a decimal number), instead of the scenario's length.
+
+  -seed=N
+    The seed of the workload's random choices, instead of the scenario's.
+
+  -compare
+    Also run the same workload under static quotas and a Kueue-like
+    policy, and add a side-by-side table to the report and the summary.
+`)
+}
+
+// Synopsis returns the one-line description shown in the command list.
+func (c *SimCommand) Synopsis() string {
+	return "Simulate a scenario against the quota broker and report"
+}
+
+// Run runs the simulation; see Help. Exit code 0 on success, 1 on bad
+// flags, a bad scenario or trace (the error names the file and line), or a
+// failed run.
+func (c *SimCommand) Run(args []string) int {
+	var (
+		scenario, out string
+		days          float64
+		seed          int64
+		compare       bool
+	)
+	flags := flag.NewFlagSet("sim", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	flags.StringVar(&scenario, "scenario", "", "")
+	flags.StringVar(&out, "out", filepath.Join("out", "sim"), "")
+	flags.Float64Var(&days, "days", 0, "")
+	flags.Int64Var(&seed, "seed", -1, "")
+	flags.BoolVar(&compare, "compare", false, "")
+	if err := flags.Parse(args); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error parsing flags: %s", err))
+		c.Ui.Error(`For additional help try 'gputide sim -help'`)
+		return 1
+	}
+	if flags.NArg() != 0 {
+		c.Ui.Error("This command takes no arguments; give the scenario with -scenario=FILE")
+		return 1
+	}
+	if days < 0 || days > 5*366 {
+		c.Ui.Error(fmt.Sprintf("Invalid -days=%v: want a number of days from 0 (the scenario's length) to %d", days, 5*366))
+		return 1
+	}
+	if seed < -1 {
+		c.Ui.Error(fmt.Sprintf("Invalid -seed=%d: want a number >= 0", seed))
+		return 1
+	}
+	// The simulator is a batch program with a small live heap: trade memory
+	// for less collection (the Philly replay stays far below 1 GiB).
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+		debug.SetMemoryLimit(900 << 20)
+	}
+
+	sc, err := loadScenario(scenario)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error loading scenario: %s", err))
+		return 1
+	}
+	if days > 0 {
+		sc.Length = time.Duration(days * float64(24*time.Hour))
+	}
+	if seed >= 0 {
+		sc.Seed = uint64(seed)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error reading the workload: %s", err))
+		return 1
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error creating %s: %s", out, err))
+		return 1
+	}
+	ev, err := os.Create(filepath.Join(out, report.EventsFile))
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error creating %s: %s", report.EventsFile, err))
+		return 1
+	}
+	defer ev.Close()
+
+	stderr := c.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	prog := &progress{w: stderr, name: sc.Name, days: sc.Length.Hours() / 24}
+	var policies []sim.Policy
+	if compare {
+		sh := sim.PolicyShares(sc, w)
+		policies = []sim.Policy{sim.NewStatic(sh), sim.NewKueue(sh)}
+	}
+	results := make([]*sim.Result, len(policies)+1)
+	errs := make([]error, len(policies)+1)
+	var wg sync.WaitGroup
+	for i, p := range policies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = sim.Run(sc, w, sim.Options{Policy: p})
+		}()
+	}
+	main := len(policies)
+	results[main], errs[main] = sim.Run(sc, w, sim.Options{Policy: sim.Gputide{}, Events: ev, Progress: prog.update})
+	prog.done()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error simulating: %s", err))
+		return 1
+	}
+	if err := ev.Close(); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error writing %s: %s", report.EventsFile, err))
+		return 1
+	}
+	var compared []*sim.Result
+	if compare {
+		compared = results
+	}
+	if err := report.Write(out, results[main], compared, w.Notes); err != nil {
+		c.Ui.Error(fmt.Sprintf("Error writing the report: %s", err))
+		return 1
+	}
+	var b strings.Builder
+	report.Summary(&b, results[main], compared, out)
+	c.Ui.Output(strings.TrimRight(b.String(), "\n"))
+	return 0
+}
+
+// loadScenario reads the named scenario, or the reference scenario: the
+// repository's file when run from the repository, else the embedded copy.
+func loadScenario(name string) (*sim.Scenario, error) {
+	if name != "" {
+		return sim.LoadFile(name)
+	}
+	if _, err := os.Stat(sim.ReferencePath); err == nil {
+		return sim.LoadFile(sim.ReferencePath)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	return sim.LoadReference()
+}
+
+// progress shows how far a run is, on one line of stderr.
+type progress struct {
+	w     io.Writer
+	name  string
+	days  float64
+	last  int
+	shown bool
+}
+
+func (p *progress) update(frac float64) {
+	pc := int(frac * 100)
+	if pc == p.last && p.shown {
+		return
+	}
+	p.last, p.shown = pc, true
+	fmt.Fprintf(p.w, "\rsimulating %s: %3d%% (day %.1f of %.1f)", p.name, pc, frac*p.days, p.days)
+}
+
+func (p *progress) done() {
+	if p.shown {
+		fmt.Fprintln(p.w)
+	}
+}
