@@ -351,15 +351,17 @@ func restartMidPreemption(t *testing.T, a *nomadAgent) {
 			t.Fatal(err)
 		}
 		f.Close()
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			}
+		})
 		return cmd
 	}
 	cmd := start()
 	sub := &broker{Addr: brokerAddr(t, cfg)}
 	sub.waitActing(t, 30*time.Second)
-	stopCmd := func(cmd *exec.Cmd) {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_, _ = cmd.Process.Wait()
-	}
 	defer func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
@@ -387,12 +389,11 @@ func restartMidPreemption(t *testing.T, a *nomadAgent) {
 		t.Fatal(err)
 	}
 	_ = cmd.Process.Kill() // SIGKILL, mid-preemption: the victims are still checkpointing
-	_, _ = cmd.Process.Wait()
+	_ = cmd.Wait()
 	if got := running(t, c, "workspace-c", "training-r"); len(got) != 0 {
 		t.Logf("victims still running while checkpointing: %v", got)
 	}
-	cmd = start()
-	defer stopCmd(cmd)
+	start()
 
 	inf := waitRunning(t, c, "workspace-a", "inference", 1, 60*time.Second)
 	stopped := minus(stoppedAllocs(t, c), before)
