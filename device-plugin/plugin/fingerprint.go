@@ -60,6 +60,7 @@ func (s *snapshot) ignoredDevice(d gpu.Device) bool {
 func renderFingerprint(s *snapshot) *devicepb.FingerprintResponse {
 	resp := &devicepb.FingerprintResponse{DeviceGroup: []*devicepb.DeviceGroup{}}
 	groups := map[string]*devicepb.DeviceGroup{}
+	numa := map[string]map[int64]bool{} // NUMA nodes per group
 	for _, d := range s.inv.Devices {
 		if s.ignoredDevice(d) {
 			continue
@@ -75,6 +76,10 @@ func renderFingerprint(s *snapshot) *devicepb.FingerprintResponse {
 			groups[d.Model] = g
 			resp.DeviceGroup = append(resp.DeviceGroup, g)
 		}
+		if numa[d.Model] == nil {
+			numa[d.Model] = map[int64]bool{}
+		}
+		numa[d.Model][d.Attrs.NUMANode] = true
 		st := s.status[d.UUID]
 		if _, known := s.status[d.UUID]; !known {
 			st.Healthy = true
@@ -85,6 +90,18 @@ func renderFingerprint(s *snapshot) *devicepb.FingerprintResponse {
 			HealthDescription: st.Description,
 			HwLocality:        &devicepb.DeviceLocality{PciBusId: d.PCIBusID},
 		})
+	}
+	// numa_node only when every device of the group is on the same known
+	// node; per device, the PCI bus ID is the locality the protocol carries.
+	for name, nodes := range numa {
+		if len(nodes) != 1 {
+			continue
+		}
+		for n := range nodes {
+			if n >= 0 {
+				groups[name].Attributes["numa_node"] = intAttr(n, "")
+			}
+		}
 	}
 	return resp
 }

@@ -151,6 +151,9 @@ func TestFingerprintDGXA100(t *testing.T) {
 	if a := g.Attributes["mig"]; a == nil || a.GetBoolVal() {
 		t.Errorf("mig attribute %v, want false", a)
 	}
+	if a, ok := g.Attributes["numa_node"]; ok {
+		t.Errorf("numa_node %v on a group spanning two NUMA nodes", a)
+	}
 
 	// Same seed, same UUIDs (Nomad needs IDs stable across restarts).
 	p2 := newPlugin(t, "backend = \"mock\"\nmock_uuid_seed = \"test\"")
@@ -199,7 +202,7 @@ func TestFingerprintMIGGroupsAndIgnoredIDs(t *testing.T) {
 		}
 		if g.Attributes["memory"].GetIntVal() != c.memory || g.Attributes["multiprocessors"].GetIntVal() != c.sms ||
 			g.Attributes["mig_profile"].GetStringVal() != c.profile || !g.Attributes["mig"].GetBoolVal() ||
-			g.Attributes["power"].GetIntVal() != 400 {
+			g.Attributes["power"].GetIntVal() != 400 || g.Attributes["numa_node"] == nil || g.Attributes["numa_node"].GetIntVal() != 0 {
 			t.Errorf("%s attributes: %v", name, g.Attributes)
 		}
 	}
