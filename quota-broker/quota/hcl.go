@@ -2,7 +2,9 @@ package quota
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"math/big"
 	"os"
 	"strings"
 	"time"
@@ -10,11 +12,24 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // MaxGPUs is the largest nominal a quota node may declare. It keeps every
 // sum of nominals far from integer overflow; no cluster comes near it.
 const MaxGPUs = math.MaxInt32
+
+// MaxDepth is the deepest a quota tree may be, in levels: the root and 31
+// levels below it. Trees are a few levels deep in practice; the bound keeps
+// a hostile file from costing unbounded recursion, and every tree the HCL
+// loader accepts can also be written in a JSON snapshot and read back.
+const MaxDepth = 32
+
+// MaxFileSize is the largest quota file LoadFile reads (16 MiB): far more
+// than any real tree, and a bound on what a wrong path (a device, a log
+// file) can cost.
+const MaxFileSize = 16 << 20
 
 // ParseError is a syntax, type or structure error in a quota file, found
 // before law L1 is checked (L1 violations are *ValidationError).
@@ -39,9 +54,18 @@ func (e *ParseError) Error() string {
 // Parse for the language and the errors; an unreadable file gives the
 // *os.PathError of os.ReadFile.
 func LoadFile(path string) (*Node, Settings, error) {
-	src, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, Settings{}, err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, Settings{}, err
+	}
+	if len(src) > MaxFileSize {
+		return nil, Settings{}, &ParseError{Pos: path, Message: fmt.Sprintf(
+			"the file is larger than %d MiB, the most a quota file may be", MaxFileSize>>20)}
 	}
 	return Parse(src, path)
 }
@@ -58,10 +82,11 @@ func LoadFile(path string) (*Node, Settings, error) {
 //	  child_preemption    = true   # optional, default false (DESIGN L5 step 2)
 //	  priority_preemption = false  # optional, default false (DESIGN L5 step 3)
 //	  namespaces          = ["workspace-a"]  # optional
-//	  quota "Quota1.1" { gpus = 48 }         # children, nested to any depth
+//	  quota "Quota1.1" { gpus = 48 }         # children, at most MaxDepth levels in all
 //	}
 //
-// Every Node.Pos is "filename:line" of its block. Unknown attributes and
+// Every Node.Pos is "filename:line" of its block. gpus may be written as
+// any constant expression HCL turns into a whole number ("8", 4 * 2). Unknown attributes and
 // blocks are errors. Syntax and type errors are returned as a *ParseError
 // (the first one found); a tree that breaks law L1 as the *ValidationError
 // of Validate. On error the returned tree is nil.
@@ -89,7 +114,7 @@ func Parse(src []byte, filename string) (*Node, Settings, error) {
 				return nil, Settings{}, err
 			}
 		case "quota":
-			n, err := d.quota(b)
+			n, err := d.quota(b, 1)
 			if err != nil {
 				return nil, Settings{}, err
 			}
@@ -140,20 +165,21 @@ type decoder struct {
 	src []byte
 }
 
-// quota turns one quota block and its nested blocks into a Node.
-func (d decoder) quota(b *hcl.Block) (*Node, error) {
+// quota turns one quota block, at level depth of the tree (the root is at
+// 1), and its nested blocks into a Node.
+func (d decoder) quota(b *hcl.Block, depth int) (*Node, error) {
 	n := &Node{Name: b.Labels[0], Pos: pos(b.DefRange)}
+	if depth > MaxDepth {
+		return nil, &ParseError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
+			"the quota tree is more than %d levels deep", MaxDepth)}
+	}
 	content, diags := b.Body.Content(quotaSchema)
 	if err := firstError(diags, n.Name); err != nil {
 		return nil, err
 	}
 	if a, ok := content.Attributes["gpus"]; ok {
-		if err := d.attr(a, n.Name, &n.GPUs); err != nil {
+		if err := d.gpus(a, n); err != nil {
 			return nil, err
-		}
-		if n.GPUs > MaxGPUs {
-			return nil, &ParseError{Pos: pos(a.Range), Node: n.Name,
-				Message: fmt.Sprintf("gpus = %d is too large (at most %d)", n.GPUs, MaxGPUs)}
 		}
 	}
 	if a, ok := content.Attributes["child_preemption"]; ok {
@@ -172,13 +198,50 @@ func (d decoder) quota(b *hcl.Block) (*Node, error) {
 		}
 	}
 	for _, cb := range content.Blocks {
-		c, err := d.quota(cb)
+		c, err := d.quota(cb, depth+1)
 		if err != nil {
 			return nil, err
 		}
 		n.Children = append(n.Children, c)
 	}
 	return n, nil
+}
+
+// gpus reads a node's nominal: a whole number, at most MaxGPUs. Values
+// beyond the range of an int are reported here with their text; negative
+// ones that fit are left to Validate, which reports them under law L1.
+func (d decoder) gpus(a *hcl.Attribute, n *Node) error {
+	var val cty.Value
+	if err := d.attr(a, n.Name, &val); err != nil {
+		return err
+	}
+	unsuitable := func(why string) error {
+		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(
+			"gpus = %s: Unsuitable value type; Unsuitable value: %s", d.text(a.Expr.Range()), why)}
+	}
+	val, err := convert.Convert(val, cty.Number)
+	switch {
+	case err != nil:
+		return unsuitable(err.Error())
+	case val.IsNull():
+		return unsuitable("null value is not allowed")
+	case !val.IsWhollyKnown():
+		return unsuitable("the value is not known")
+	}
+	v := val.AsBigFloat()
+	text := d.text(a.Expr.Range())
+	if !v.IsInt() {
+		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf("gpus = %s is not a whole number", text)}
+	}
+	if v.Cmp(big.NewFloat(MaxGPUs)) > 0 {
+		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf("gpus = %s is too large (at most %d)", text, MaxGPUs)}
+	}
+	if v.Cmp(big.NewFloat(-MaxGPUs)) < 0 {
+		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf("gpus = %s is negative", text)}
+	}
+	i, _ := v.Int64()
+	n.GPUs = int(i)
+	return nil
 }
 
 // settings fills s from a settings block; absent attributes keep their

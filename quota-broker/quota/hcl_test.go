@@ -1,10 +1,13 @@
 package quota
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -256,7 +259,22 @@ func TestParseRejectsBadFiles(t *testing.T) {
 			`bad.hcl:1: Missing name for quota; All quota blocks must have 1 labels (name).`},
 		{"a fractional gpus value is rejected with the value",
 			"quota \"a\" {\n  gpus = 1.5\n}\n",
-			`bad.hcl:2: quota "a": gpus = 1.5: Unsuitable value type; Unsuitable value: value must be a whole number, between -9223372036854775808 and 9223372036854775807`},
+			`bad.hcl:2: quota "a": gpus = 1.5 is not a whole number`},
+		{"a gpus value beyond the range of an int is too large, not of the wrong type",
+			"quota \"a\" {\n  gpus = 99999999999999999999999\n}\n",
+			`bad.hcl:2: quota "a": gpus = 99999999999999999999999 is too large (at most 2147483647)`},
+		{"a gpus value with a huge exponent is too large",
+			"quota \"a\" {\n  gpus = 1e400\n}\n",
+			`bad.hcl:2: quota "a": gpus = 1e400 is too large (at most 2147483647)`},
+		{"a hugely negative gpus value is negative",
+			"quota \"a\" {\n  gpus = -99999999999999999999999\n}\n",
+			`bad.hcl:2: quota "a": gpus = -99999999999999999999999 is negative`},
+		{"a null gpus value is rejected",
+			"quota \"a\" {\n  gpus = null\n}\n",
+			`bad.hcl:2: quota "a": gpus = null: Unsuitable value type; Unsuitable value: null value is not allowed`},
+		{"a tree deeper than MaxDepth is rejected at the first node too deep",
+			strings.Repeat("quota \"q\" {\n  gpus = 0\n", MaxDepth+1) + strings.Repeat("}\n", MaxDepth+1),
+			fmt.Sprintf(`bad.hcl:%d: quota "q": the quota tree is more than 32 levels deep`, 2*MaxDepth+1)},
 		{"a string gpus value is rejected with the value",
 			"quota \"a\" {\n  gpus = \"many\"\n}\n",
 			`bad.hcl:2: quota "a": gpus = "many": Unsuitable value type; Unsuitable value: a number is required`},
@@ -336,4 +354,41 @@ func FuzzParse(f *testing.F) {
 			}
 		})
 	})
+}
+
+func TestParseAcceptsATreeOfMaxDepth(t *testing.T) {
+	var src strings.Builder
+	for i := 0; i < MaxDepth; i++ {
+		fmt.Fprintf(&src, "quota \"q%d\" {\n  gpus = 1\n  namespaces = [\"ns-%d\"]\n", i, i)
+	}
+	src.WriteString(strings.Repeat("}\n", MaxDepth))
+	root, _, err := Parse([]byte(src.String()), "deep.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := 0
+	for n := root; n != nil; depth++ {
+		if len(n.Children) == 0 {
+			n = nil
+		} else {
+			n = n.Children[0]
+		}
+	}
+	if depth != MaxDepth {
+		t.Errorf("depth %d, want %d", depth, MaxDepth)
+	}
+}
+
+func TestLoadFileRejectsAFileLargerThanMaxFileSize(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.hcl")
+	src := []byte("quota \"a\" {\n  gpus = 1\n}\n")
+	src = append(src, bytes.Repeat([]byte("# padding\n"), MaxFileSize/10+1)...)
+	if err := os.WriteFile(p, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := LoadFile(p)
+	want := p + ": the file is larger than 16 MiB, the most a quota file may be"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %s", err, want)
+	}
 }
