@@ -1,10 +1,12 @@
 package snapshot
 
 import (
-	"encoding/json"
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,29 +35,47 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error, or nil.
 func (e *Error) Unwrap() error { return e.Err }
 
+// MaxSize is the largest snapshot document Decode reads: 256 MiB, about
+// three times a cluster of 100,000 nodes of 8 GPUs, all of them held.
+const MaxSize = 256 << 20
+
+// maxSize is MaxSize, smaller in tests.
+var maxSize = MaxSize
+
 // Decode reads one snapshot document (a single JSON object, nothing after
 // it but white space) from r and returns it as a plan.Snapshot. Errors are
 // *Error values naming the field and the value (see the package doc and
-// docs/snapshot-format.md), or the read error of r. On error the snapshot
-// is nil.
+// docs/snapshot-format.md), or the read error of r. A document larger than
+// MaxSize is an error, and so is input that cannot start a JSON document
+// (such as binary data), found without reading the rest. On error the
+// snapshot is nil.
 func Decode(r io.Reader) (*plan.Snapshot, error) {
-	data, err := io.ReadAll(r)
+	br := bufio.NewReaderSize(r, 4096)
+	head, err := br.Peek(4096)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return nil, err
+	}
+	if i := bytes.IndexFunc(head, func(r rune) bool { return !strings.ContainsRune(" \t\r\n", r) }); i >= 0 && !startsValue(head[i]) {
+		// The first byte cannot start a JSON document: the error is found
+		// there and does not depend on the rest, which may be endless
+		// (/dev/zero) or huge (a binary file).
+		return Unmarshal(head)
+	}
+	data, err := io.ReadAll(io.LimitReader(br, int64(maxSize)+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(data) > maxSize {
+		return nil, &Error{Message: fmt.Sprintf("the input is larger than %d MiB, the most a snapshot may be", maxSize>>20)}
 	}
 	return Unmarshal(data)
 }
 
-// Unmarshal is Decode for a document held in memory.
+// Unmarshal is Decode for a document held in memory (of any size).
 func Unmarshal(data []byte) (*plan.Snapshot, error) {
 	var w wireSnapshot
-	if err := checkShape(data, &w); err != nil {
+	if err := decodeStrict(data, &w); err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal(data, &w); err != nil {
-		// checkShape accepts only what json.Unmarshal can decode; this is a
-		// safety net, not an expected path.
-		return nil, &Error{Message: "cannot decode the snapshot: " + err.Error(), Err: err}
 	}
 	c := converter{}
 	s, err := c.snapshot(&w)
@@ -75,13 +95,17 @@ type converter struct {
 	parent map[string]*quota.Node  // quota name -> parent
 	jobs   map[string]*wirePending // "ns/job" -> its first pending group
 	jobAt  map[string]int          // "ns/job" -> index of that group
+	asked  map[string]int64        // "ns/job" -> GPUs asked by its groups so far
 }
 
 type gpuRef struct {
 	node   string // node ID
-	path   string // JSON path of the GPU's id
-	holder string // JSON path of the allocation holding it, or ""
+	ni, gi int    // where it is listed: nodes[ni].gpus[gi]
+	holder int    // 1 + the index of the allocation holding it, or 0
 }
+
+// gpuPath is the JSON path of the ID of GPU gi of node ni.
+func gpuPath(ni, gi int) string { return fmt.Sprintf("nodes[%d].gpus[%d].id", ni, gi) }
 
 func errf(path, format string, args ...any) error {
 	return &Error{Path: path, Message: fmt.Sprintf(format, args...)}
@@ -96,7 +120,7 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	if w.Quota == nil {
 		return nil, errf("quota", "missing: a snapshot needs the quota tree")
 	}
-	if s.Quota, err = c.quota(w.Quota, "quota"); err != nil {
+	if s.Quota, err = c.quota(w.Quota, "quota", 1); err != nil {
 		return nil, err
 	}
 	if err := quota.Validate(s.Quota); err != nil {
@@ -134,7 +158,12 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	return s, nil
 }
 
-func (c *converter) quota(w *wireQuota, path string) (*quota.Node, error) {
+// quota converts the quota node w at level depth of the tree (the root is
+// at 1) and its subtree.
+func (c *converter) quota(w *wireQuota, path string, depth int) (*quota.Node, error) {
+	if depth > quota.MaxDepth {
+		return nil, errf(path, "the quota tree is more than %d levels deep", quota.MaxDepth)
+	}
 	if w.GPUs > quota.MaxGPUs {
 		return nil, errf(path+".gpus", "%d is too large (at most %d)", w.GPUs, quota.MaxGPUs)
 	}
@@ -157,7 +186,7 @@ func (c *converter) quota(w *wireQuota, path string) (*quota.Node, error) {
 		n.ChangedAt = t
 	}
 	for i := range w.Children {
-		ch, err := c.quota(&w.Children[i], fmt.Sprintf("%s.children[%d]", path, i))
+		ch, err := c.quota(&w.Children[i], fmt.Sprintf("%s.children[%d]", path, i), depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -179,28 +208,36 @@ func (c *converter) indexTree(root *quota.Node) {
 }
 
 func (c *converter) nodeList(ws []wireNode) ([]plan.Node, error) {
-	c.nodes = map[string]int{}
-	c.gpus = map[string]gpuRef{}
+	total := 0
+	for _, w := range ws {
+		total += len(w.GPUs)
+	}
+	c.nodes = make(map[string]int, len(ws))
+	c.gpus = make(map[string]gpuRef, total)
 	var out []plan.Node
+	if len(ws) > 0 {
+		out = make([]plan.Node, 0, len(ws))
+	}
 	for i, w := range ws {
-		path := fmt.Sprintf("nodes[%d]", i)
 		if w.ID == "" {
-			return nil, errf(path+".id", "must not be empty")
+			return nil, errf(fmt.Sprintf("nodes[%d].id", i), "must not be empty")
 		}
 		if j, dup := c.nodes[w.ID]; dup {
-			return nil, errf(path+".id", "node %q is listed twice (also nodes[%d])", w.ID, j)
+			return nil, errf(fmt.Sprintf("nodes[%d].id", i), "node %s is listed twice (also nodes[%d])", quoteShort(w.ID), j)
 		}
 		c.nodes[w.ID] = i
 		n := plan.Node{ID: w.ID, Datacenter: w.Datacenter, NodePool: w.NodePool}
+		if len(w.GPUs) > 0 {
+			n.GPUs = make([]plan.GPU, 0, len(w.GPUs))
+		}
 		for k, g := range w.GPUs {
-			gpath := fmt.Sprintf("%s.gpus[%d].id", path, k)
 			if g.ID == "" {
-				return nil, errf(gpath, "must not be empty")
+				return nil, errf(gpuPath(i, k), "must not be empty")
 			}
 			if prev, dup := c.gpus[g.ID]; dup {
-				return nil, errf(gpath, "GPU %q is listed twice (also %s)", g.ID, prev.path)
+				return nil, errf(gpuPath(i, k), "GPU %s is listed twice (also %s)", quoteShort(g.ID), gpuPath(prev.ni, prev.gi))
 			}
-			c.gpus[g.ID] = gpuRef{node: w.ID, path: gpath}
+			c.gpus[g.ID] = gpuRef{node: w.ID, ni: i, gi: k}
 			healthy := true
 			if g.Healthy != nil {
 				healthy = *g.Healthy
@@ -213,15 +250,18 @@ func (c *converter) nodeList(ws []wireNode) ([]plan.Node, error) {
 }
 
 func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) {
-	ids := map[string]int{}
+	ids := make(map[string]int, len(ws))
 	var out []plan.Allocation
+	if len(ws) > 0 {
+		out = make([]plan.Allocation, 0, len(ws))
+	}
 	for i, w := range ws {
-		path := fmt.Sprintf("allocations[%d]", i)
+		path := "allocations[" + strconv.Itoa(i) + "]"
 		if err := nonEmpty(path, "id", w.ID, "namespace", w.Namespace, "job", w.Job, "group", w.Group); err != nil {
 			return nil, err
 		}
 		if j, dup := ids[w.ID]; dup {
-			return nil, errf(path+".id", "allocation %q is listed twice (also allocations[%d])", w.ID, j)
+			return nil, errf(path+".id", "allocation %s is listed twice (also allocations[%d])", quoteShort(w.ID), j)
 		}
 		ids[w.ID] = i
 		typ, err := jobType(path+".type", w.Type)
@@ -231,21 +271,26 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 		if err := priority(path+".priority", w.Priority); err != nil {
 			return nil, err
 		}
+		if w.Node == "" {
+			return nil, errf(path+".node", "must not be empty")
+		}
 		if _, ok := c.nodes[w.Node]; !ok {
-			return nil, errf(path+".node", "unknown node %q", w.Node)
+			return nil, errf(path+".node", "unknown node %s", quoteShort(w.Node))
 		}
 		for k, id := range w.GPUIDs {
-			gpath := fmt.Sprintf("%s.gpu_ids[%d]", path, k)
+			gpath := func() string { return fmt.Sprintf("%s.gpu_ids[%d]", path, k) }
 			ref, ok := c.gpus[id]
 			switch {
 			case !ok:
-				return nil, errf(gpath, "GPU %q is not on node %q (no node has it)", id, w.Node)
+				return nil, errf(gpath(), "GPU %s is not on node %s (no node has it)", quoteShort(id), quoteShort(w.Node))
 			case ref.node != w.Node:
-				return nil, errf(gpath, "GPU %q is not on node %q (it is on node %q)", id, w.Node, ref.node)
-			case ref.holder != "":
-				return nil, errf(gpath, "GPU %q is used twice (also by %s)", id, ref.holder)
+				return nil, errf(gpath(), "GPU %s is not on node %s (it is on node %s)", quoteShort(id), quoteShort(w.Node), quoteShort(ref.node))
+			case ref.holder == i+1:
+				return nil, errf(gpath(), "GPU %s is listed twice in this allocation", quoteShort(id))
+			case ref.holder != 0:
+				return nil, errf(gpath(), "GPU %s is used twice (also by allocations[%d])", quoteShort(id), ref.holder-1)
 			}
-			ref.holder = path
+			ref.holder = i + 1
 			c.gpus[id] = ref
 		}
 		if w.StoppingFor != "" {
@@ -273,6 +318,7 @@ func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
 	groups := map[string]int{}
 	c.jobs = map[string]*wirePending{}
 	c.jobAt = map[string]int{}
+	c.asked = map[string]int64{}
 	var out []plan.Pending
 	for i := range ws {
 		w := &ws[i]
@@ -282,7 +328,7 @@ func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
 		}
 		key := w.Namespace + "/" + w.Job + "/" + w.Group
 		if j, dup := groups[key]; dup {
-			return nil, errf(path, "group %q is listed twice (also pending[%d])", key, j)
+			return nil, errf(path, "group %s is listed twice (also pending[%d])", quoteShort(key), j)
 		}
 		groups[key] = i
 		typ, err := jobType(path+".type", w.Type)
@@ -297,6 +343,15 @@ func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
 		}
 		if err := positive(path+".gpus", w.GPUs); err != nil {
 			return nil, err
+		}
+		// Both are at most MaxGPUs, so the product fits in an int64; the
+		// planner adds up the GPUs a job asks for, which must not overflow.
+		if n := w.Count * w.GPUs; n > quota.MaxGPUs {
+			return nil, errf(path, "count %d x gpus %d asks for %d GPUs, more than %d", w.Count, w.GPUs, n, quota.MaxGPUs)
+		}
+		jobKey := w.Namespace + "/" + w.Job
+		if c.asked[jobKey] += w.Count * w.GPUs; c.asked[jobKey] > quota.MaxGPUs {
+			return nil, errf(path, "the groups of job %s ask for %d GPUs in all, more than %d", quoteShort(jobKey), c.asked[jobKey], quota.MaxGPUs)
 		}
 		for k, dc := range w.Datacenters {
 			if dc == "" {
@@ -324,10 +379,10 @@ func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
 					return nil, err
 				}
 				if f.MaxWait == 0 {
-					return nil, errf(path+".flex.max_wait", "%q must be positive (leave max_wait out for the default 168h)", *w.Flex.MaxWait)
+					return nil, errf(path+".flex.max_wait", "%s must be positive (leave max_wait out for the default 168h)", quoteShort(*w.Flex.MaxWait))
 				}
 				if f.MaxWait > plan.MaxFlexWait {
-					return nil, errf(path+".flex.max_wait", "%q is above the maximum of 168h", *w.Flex.MaxWait)
+					return nil, errf(path+".flex.max_wait", "%s is above the maximum of 168h", quoteShort(*w.Flex.MaxWait))
 				}
 			}
 			if w.Flex.MaxRun != nil {
@@ -358,11 +413,11 @@ func (c *converter) sameJob(path string, w *wirePending, i int) error {
 	}
 	at := c.jobAt[key]
 	differ := func(field string, got, want any) error {
-		return errf(path+"."+field, "%v differs from %v in pending[%d], a group of the same job %q", got, want, at, key)
+		return errf(path+"."+field, "%v differs from %v in pending[%d], a group of the same job %s", got, want, at, quoteShort(key))
 	}
 	switch {
 	case w.Type != first.Type:
-		return differ("type", fmt.Sprintf("%q", w.Type), fmt.Sprintf("%q", first.Type))
+		return differ("type", quoteShort(w.Type), quoteShort(first.Type))
 	case w.Priority != first.Priority:
 		return differ("priority", w.Priority, first.Priority)
 	case w.Idle != first.Idle:
@@ -370,9 +425,9 @@ func (c *converter) sameJob(path string, w *wirePending, i int) error {
 	case w.Elastic != first.Elastic:
 		return differ("elastic", w.Elastic, first.Elastic)
 	case w.Reservation != first.Reservation:
-		return differ("reservation", fmt.Sprintf("%q", w.Reservation), fmt.Sprintf("%q", first.Reservation))
+		return differ("reservation", quoteShort(w.Reservation), quoteShort(first.Reservation))
 	case w.SubmittedAt != first.SubmittedAt:
-		return differ("submitted_at", fmt.Sprintf("%q", w.SubmittedAt), fmt.Sprintf("%q", first.SubmittedAt))
+		return differ("submitted_at", quoteShort(w.SubmittedAt), quoteShort(first.SubmittedAt))
 	case flexText(w.Flex) != flexText(first.Flex):
 		return differ("flex", flexText(w.Flex), flexText(first.Flex))
 	}
@@ -405,19 +460,19 @@ func (c *converter) reservations(ws []wireReservation) ([]plan.Reservation, erro
 			return nil, err
 		}
 		if j, dup := ids[w.ID]; dup {
-			return nil, errf(path+".id", "reservation %q is listed twice (also reservations[%d])", w.ID, j)
+			return nil, errf(path+".id", "reservation %s is listed twice (also reservations[%d])", quoteShort(w.ID), j)
 		}
 		ids[w.ID] = i
 		q, ok := c.tree[w.Quota]
 		if !ok {
-			return nil, errf(path+".quota", "unknown quota %q", w.Quota)
+			return nil, errf(path+".quota", "unknown quota %s", quoteShort(w.Quota))
 		}
 		if !c.within(c.bound[w.Namespace], q) {
 			owner := "no quota"
 			if b, ok := c.bound[w.Namespace]; ok {
-				owner = fmt.Sprintf("quota %q", b)
+				owner = "quota " + quoteShort(b)
 			}
-			return nil, errf(path+".namespace", "namespace %q is bound to %s, not to quota %q or below it", w.Namespace, owner, w.Quota)
+			return nil, errf(path+".namespace", "namespace %s is bound to %s, not to quota %s or below it", quoteShort(w.Namespace), owner, quoteShort(w.Quota))
 		}
 		if err := positive(path+".gpus", w.GPUs); err != nil {
 			return nil, err
@@ -431,7 +486,7 @@ func (c *converter) reservations(ws []wireReservation) ([]plan.Reservation, erro
 			return nil, err
 		}
 		if !end.After(start) {
-			return nil, errf(path+".end", "%q is not after start %q", w.End, w.Start)
+			return nil, errf(path+".end", "%s is not after start %s", quoteShort(w.End), quoteShort(w.Start))
 		}
 		out = append(out, plan.Reservation{ID: w.ID, Namespace: w.Namespace, Quota: w.Quota,
 			GPUs: int(w.GPUs), Start: start, End: end})

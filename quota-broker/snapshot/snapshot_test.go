@@ -355,7 +355,7 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			`allocations[1].gpu_ids[1]: GPU "GPU-01-0" is used twice (also by allocations[0])`},
 		{"a GPU listed twice in one allocation is rejected",
 			func(m map[string]any) { at(m, "allocations", 1)["gpu_ids"] = []any{"GPU-02-0", "GPU-02-0"} },
-			`allocations[1].gpu_ids[1]: GPU "GPU-02-0" is used twice (also by allocations[1])`},
+			`allocations[1].gpu_ids[1]: GPU "GPU-02-0" is listed twice in this allocation`},
 		{"an allocation ID listed twice is rejected",
 			func(m map[string]any) { at(m, "allocations", 1)["id"] = "alloc-1" },
 			`allocations[1].id: allocation "alloc-1" is listed twice (also allocations[0])`},
@@ -442,7 +442,7 @@ func TestUnmarshalRejectsBadDocuments(t *testing.T) {
 		{"a quota tree nested too deep is rejected",
 			`{"time": "2026-12-01T08:00:00Z", "quota": ` + strings.Repeat(`{"name": "Q", "gpus": 1, "children": [`, 40) +
 				strings.Repeat(`]}`, 40) + `}`,
-			`quota` + strings.Repeat(`.children[0]`, 31) + `.children: nested more than 64 levels deep`},
+			`quota` + strings.Repeat(`.children[0]`, 35) + `.children: nested more than 72 levels deep`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

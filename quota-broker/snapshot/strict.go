@@ -2,191 +2,669 @@ package snapshot
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // maxDepth bounds the nesting of the document (objects and arrays), so
 // that a hostile input cannot make paths or recursion grow without limit.
-// Each level of a quota tree takes two (an object and its children array),
-// so a tree may be about 30 levels deep.
-const maxDepth = 64
+// Each level of a quota tree takes two (an object and its children or
+// namespaces array): the bound leaves room for a tree of quota.MaxDepth
+// levels and a few more, so that a tree just too deep is reported as such
+// (by the converter) rather than as deep JSON.
+const maxDepth = 2*quota.MaxDepth + 8
 
-// checkShape walks the JSON document in data against the wire type of v
-// (a pointer to a struct) and returns the first problem: a syntax error,
-// an unknown key, a key given twice, a missing required key, a value of the
-// wrong JSON type, a number that is not a whole number in int64 range,
-// nesting beyond maxDepth, or data after the top-level object. After it
-// returns nil, json.Unmarshal(data, v) cannot fail.
-func checkShape(data []byte, v any) error {
-	w := &walker{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
-	w.dec.UseNumber()
-	if err := w.value(reflect.TypeOf(v).Elem(), "", 0); err != nil {
+// decodeStrict decodes the JSON document in data into v (a pointer to a
+// wire struct), walking the document against v's type, and returns the
+// first problem: a syntax error, a string that is not valid UTF-8 or holds
+// a lone UTF-16 surrogate, an unknown key, a key given twice, a missing
+// required key, a value of the wrong JSON type, a number that is not a
+// whole number in int64 range, nesting beyond maxDepth, or data after the
+// top-level object. It reads the input once, with no token allocations,
+// so that snapshots of large clusters decode quickly.
+//
+// The wire types may hold structs, pointers to structs (null leaves them
+// nil), slices (null leaves them nil, [] makes them empty), pointers to
+// strings and bools (for optional keys; null is not allowed), strings,
+// bools and int64s.
+func decodeStrict(data []byte, v any) error {
+	if err := checkEncoding(data); err != nil {
 		return err
 	}
-	off := w.dec.InputOffset()
-	rest := bytes.TrimLeft(data[off:], " \t\r\n")
-	if len(rest) == 0 {
+	d := &decoder{data: data}
+	d.skipSpace()
+	if d.pos == len(data) {
+		return &Error{Message: "empty input: a snapshot is one JSON object"}
+	}
+	if err := d.value(reflect.ValueOf(v).Elem(), 0); err != nil {
+		return err
+	}
+	d.skipSpace()
+	if d.pos == len(data) {
 		return nil
 	}
-	start := int64(len(data) - len(rest))
+	rest := data[d.pos:]
 	if len(rest) > 20 {
 		rest = rest[:20]
 	}
-	return &Error{Message: fmt.Sprintf("trailing data after the JSON object at %s: %s", w.where(start), quoteShort(string(rest)))}
+	return &Error{Message: fmt.Sprintf("trailing data after the JSON object at %s: %s", d.where(d.pos), quoteShort(string(rest)))}
 }
 
-type walker struct {
-	data []byte
-	dec  *json.Decoder
-}
-
-// token reads the next token, turning syntax errors and early ends into an
-// *Error that gives the line and column.
-func (w *walker) token(path string) (json.Token, error) {
-	tok, err := w.dec.Token()
-	if err == nil {
-		return tok, nil
-	}
-	var syn *json.SyntaxError
+// checkEncoding rejects documents that are not UTF-8 text with a message
+// that says what they are, rather than a syntax error about their first
+// byte.
+func checkEncoding(data []byte) error {
 	switch {
-	case errors.As(err, &syn):
-		return nil, &Error{Message: fmt.Sprintf("JSON syntax error at %s: %s", w.where(syn.Offset), syn.Error())}
-	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
-		if w.dec.InputOffset() == 0 && len(bytes.TrimSpace(w.data)) == 0 {
-			return nil, &Error{Message: "empty input: a snapshot is one JSON object"}
-		}
-		return nil, &Error{Path: path, Message: "unexpected end of the JSON input"}
-	default:
-		return nil, &Error{Path: path, Message: "JSON syntax error: " + err.Error()}
+	case bytes.HasPrefix(data, []byte{0xEF, 0xBB, 0xBF}):
+		return &Error{Message: "the input starts with a UTF-8 byte order mark; a snapshot is plain UTF-8 JSON without one"}
+	case bytes.HasPrefix(data, []byte{0xFF, 0xFE}), bytes.HasPrefix(data, []byte{0xFE, 0xFF}):
+		return &Error{Message: "the input is UTF-16 text (it starts with a UTF-16 byte order mark); a snapshot is UTF-8 JSON"}
 	}
+	return nil
 }
 
-// where gives "line L, column C" of a byte offset in the input.
-func (w *walker) where(off int64) string {
-	if off > int64(len(w.data)) {
-		off = int64(len(w.data))
+// decoder is the state of one strict decoding: the input, the read
+// position and the JSON path of the value being read, kept as a stack so
+// that no path string is built unless there is an error.
+type decoder struct {
+	data []byte
+	pos  int
+	path []pathElem
+}
+
+// pathElem is one step of a JSON path: an object key, or a list index when
+// key is "".
+type pathElem struct {
+	key   string
+	index int
+}
+
+func (d *decoder) pushKey(key string) { d.path = append(d.path, pathElem{key: key}) }
+func (d *decoder) pushIndex(i int)    { d.path = append(d.path, pathElem{index: i}) }
+func (d *decoder) pop()               { d.path = d.path[:len(d.path)-1] }
+
+// pathString renders the current path: "allocations[3].gpu_ids[1]".
+func (d *decoder) pathString() string {
+	var b strings.Builder
+	for _, e := range d.path {
+		if e.key == "" {
+			fmt.Fprintf(&b, "[%d]", e.index)
+			continue
+		}
+		writeKey(&b, e.key)
 	}
-	before := w.data[:off]
+	return b.String()
+}
+
+// writeKey appends an object key to a path: ".name" for a plain key
+// (letters, digits, "_" and "-", at most 64 bytes), else a quoted,
+// shortened ["..."], so that a hostile key cannot put control characters
+// or megabytes into an error message.
+func writeKey(b *strings.Builder, key string) {
+	plain := len(key) > 0 && len(key) <= 64
+	for i := 0; plain && i < len(key); i++ {
+		c := key[i]
+		plain = c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	if !plain {
+		b.WriteString("[" + quoteShort(key) + "]")
+		return
+	}
+	if b.Len() > 0 {
+		b.WriteByte('.')
+	}
+	b.WriteString(key)
+}
+
+// errorf returns an *Error at the current path.
+func (d *decoder) errorf(format string, args ...any) error {
+	return &Error{Path: d.pathString(), Message: fmt.Sprintf(format, args...)}
+}
+
+// where gives "line L, column C" of a byte offset in the input; columns
+// count bytes from 1.
+func (d *decoder) where(off int) string {
+	if off > len(d.data) {
+		off = len(d.data)
+	}
+	before := d.data[:off]
 	line := bytes.Count(before, []byte{'\n'}) + 1
 	col := len(before) - bytes.LastIndexByte(before, '\n')
 	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
-// value checks one JSON value against type t at path.
-func (w *walker) value(t reflect.Type, path string, depth int) error {
-	tok, err := w.token(path)
-	if err != nil {
-		return err
+// syntaxError reports a JSON syntax error at the current position, worded
+// as encoding/json words it ("invalid character 'x' after object key"), or
+// the end of the input when the document stops early.
+func (d *decoder) syntaxError(context string) error {
+	if d.pos >= len(d.data) {
+		return &Error{Path: d.pathString(), Message: "unexpected end of the JSON input"}
 	}
-	return w.valueFrom(tok, t, path, depth)
+	return &Error{Message: fmt.Sprintf("JSON syntax error at %s: invalid character %s %s",
+		d.where(d.pos), d.quoteChar(), context)}
 }
 
-func (w *walker) valueFrom(tok json.Token, t reflect.Type, path string, depth int) error {
-	if tok == nil { // null
+// quoteChar quotes the character at the current position as encoding/json
+// does ('x', '\”, '"', '\n'), showing a whole UTF-8 character rather than
+// its first byte.
+func (d *decoder) quoteChar() string {
+	r, _ := utf8.DecodeRune(d.data[d.pos:])
+	switch r {
+	case '\'':
+		return `'\''`
+	case '"':
+		return `'"'`
+	}
+	return strconv.QuoteRune(r)
+}
+
+func (d *decoder) skipSpace() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\r', '\n':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value decodes one JSON value, after optional white space, into v.
+func (d *decoder) value(v reflect.Value, depth int) error {
+	d.skipSpace()
+	if d.pos >= len(d.data) {
+		return d.syntaxError("")
+	}
+	c := d.data[d.pos]
+	t := v.Type()
+	if c == 'n' {
+		if err := d.literal("null"); err != nil {
+			return err
+		}
 		switch {
 		case t.Kind() == reflect.Slice, t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
+			v.SetZero()
 			return nil
 		}
-		return &Error{Path: path, Message: fmt.Sprintf("null is not allowed here; want %s", want(t))}
+		return d.errorf("null is not allowed here; want %s", want(t))
 	}
 	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+		if !startsValue(c) {
+			return d.syntaxError("looking for beginning of value")
+		}
+		if !d.kindMatches(c, t.Elem()) {
+			return d.mismatch(t.Elem())
+		}
+		p := reflect.New(t.Elem())
+		if err := d.value(p.Elem(), depth); err != nil {
+			return err
+		}
+		v.Set(p)
+		return nil
+	}
+	if !startsValue(c) {
+		return d.syntaxError("looking for beginning of value")
+	}
+	if !d.kindMatches(c, t) {
+		return d.mismatch(t)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if d, ok := tok.(json.Delim); !ok || d != '{' {
-			return &Error{Path: path, Message: fmt.Sprintf("want %s, not %s", want(t), describe(tok))}
-		}
 		if depth >= maxDepth {
-			return &Error{Path: path, Message: fmt.Sprintf("nested more than %d levels deep", maxDepth)}
+			return d.errorf("nested more than %d levels deep", maxDepth)
 		}
-		return w.object(t, path, depth+1)
+		return d.object(v, depth+1)
 	case reflect.Slice:
-		if d, ok := tok.(json.Delim); !ok || d != '[' {
-			return &Error{Path: path, Message: fmt.Sprintf("want %s, not %s", want(t), describe(tok))}
-		}
 		if depth >= maxDepth {
-			return &Error{Path: path, Message: fmt.Sprintf("nested more than %d levels deep", maxDepth)}
+			return d.errorf("nested more than %d levels deep", maxDepth)
 		}
-		for i := 0; w.dec.More(); i++ {
-			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+		return d.array(v, depth+1)
+	case reflect.String:
+		s, err := d.str()
+		if err != nil {
+			return err
+		}
+		v.SetString(s)
+	case reflect.Bool:
+		if c == 't' {
+			if err := d.literal("true"); err != nil {
 				return err
 			}
-		}
-		_, err := w.token(path) // ']'
-		return err
-	case reflect.String:
-		if _, ok := tok.(string); !ok {
-			return &Error{Path: path, Message: fmt.Sprintf("want %s, not %s", want(t), describe(tok))}
-		}
-	case reflect.Bool:
-		if _, ok := tok.(bool); !ok {
-			return &Error{Path: path, Message: fmt.Sprintf("want %s, not %s", want(t), describe(tok))}
+			v.SetBool(true)
+		} else {
+			if err := d.literal("false"); err != nil {
+				return err
+			}
+			v.SetBool(false)
 		}
 	case reflect.Int64:
-		n, ok := tok.(json.Number)
-		if !ok {
-			return &Error{Path: path, Message: fmt.Sprintf("want %s, not %s", want(t), describe(tok))}
+		text, whole, err := d.number()
+		if err != nil {
+			return err
 		}
-		if _, err := strconv.ParseInt(n.String(), 10, 64); err != nil {
-			if errors.Is(err, strconv.ErrRange) {
-				return &Error{Path: path, Message: fmt.Sprintf("%s is out of range", n)}
-			}
-			return &Error{Path: path, Message: fmt.Sprintf("%s is not a whole number", n)}
+		if !whole {
+			return d.errorf("%s is not a whole number", shortNumber(text))
 		}
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return d.errorf("%s is out of range", shortNumber(text))
+		}
+		v.SetInt(n)
 	default:
 		panic("snapshot: wire type with unsupported kind " + t.Kind().String())
 	}
 	return nil
 }
 
-// object checks the members of an object whose '{' was read.
-func (w *walker) object(t reflect.Type, path string, depth int) error {
-	fields := fieldsOf(t)
-	seen := make(map[string]bool, len(fields))
-	for w.dec.More() {
-		tok, err := w.token(path)
+// startsValue reports whether c can start a JSON value.
+func startsValue(c byte) bool {
+	switch {
+	case c == '{', c == '[', c == '"', c == 't', c == 'f', c == 'n', c == '-', c >= '0' && c <= '9':
+		return true
+	}
+	return false
+}
+
+// kindMatches reports whether a value starting with c has the JSON type
+// that t wants (null is handled before).
+func (d *decoder) kindMatches(c byte, t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Struct:
+		return c == '{'
+	case reflect.Slice:
+		return c == '['
+	case reflect.String:
+		return c == '"'
+	case reflect.Bool:
+		return c == 't' || c == 'f'
+	case reflect.Int64:
+		return c == '-' || c >= '0' && c <= '9'
+	}
+	return false
+}
+
+// mismatch reports a value of the wrong JSON type at the current position,
+// describing it ("the string \"high\"", "the number 7", "an object").
+func (d *decoder) mismatch(t reflect.Type) error {
+	start := d.pos
+	var got string
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		got = "an object"
+	case c == '[':
+		got = "an array"
+	case c == '"':
+		s, err := d.str()
 		if err != nil {
 			return err
 		}
-		key, _ := tok.(string) // Token only returns strings as object keys
-		kpath := join(path, key)
-		f, ok := fields[key]
-		if !ok {
-			return &Error{Path: kpath, Message: fmt.Sprintf("unknown key %q%s", key, suggest(key, fields))}
+		got = "the string " + quoteShort(s)
+	case c == 't':
+		if err := d.literal("true"); err != nil {
+			return err
 		}
-		if seen[key] {
-			return &Error{Path: kpath, Message: fmt.Sprintf("key %q is given twice", key)}
+		got = "true"
+	case c == 'f':
+		if err := d.literal("false"); err != nil {
+			return err
 		}
-		seen[key] = true
-		if err := w.value(f.typ, kpath, depth); err != nil {
+		got = "false"
+	default:
+		text, _, err := d.number()
+		if err != nil {
+			return err
+		}
+		got = "the number " + shortNumber(text)
+	}
+	if c := d.data[start]; c != '{' && c != '[' {
+		if err := d.checkEndOfValue(); err != nil {
 			return err
 		}
 	}
-	if _, err := w.token(path); err != nil { // '}'
-		return err
+	return d.errorf("want %s, not %s", want(t), got)
+}
+
+// checkEndOfValue reports a syntax error when what follows the value just
+// read cannot follow a value, so that "tru e" or "01" is reported as the
+// syntax error it is, not as a value of the wrong type.
+func (d *decoder) checkEndOfValue() error {
+	save := d.pos
+	d.skipSpace()
+	defer func() { d.pos = save }()
+	if d.pos >= len(d.data) {
+		return nil
 	}
-	for _, name := range sortedRequired(fields) {
-		if !seen[name] {
-			return &Error{Path: join(path, name), Message: fmt.Sprintf("missing required key %q", name)}
+	switch c := d.data[d.pos]; {
+	case len(d.path) == 0:
+		return nil // trailing data, reported after the object
+	case d.path[len(d.path)-1].key == "" && (c == ',' || c == ']'):
+		return nil
+	case d.path[len(d.path)-1].key != "" && (c == ',' || c == '}'):
+		return nil
+	case d.path[len(d.path)-1].key == "":
+		return d.syntaxError("after array element")
+	}
+	return d.syntaxError("after object key:value pair")
+}
+
+// literal reads the literal word (true, false or null) at the position.
+func (d *decoder) literal(word string) error {
+	for i := 0; i < len(word); i++ {
+		if d.pos >= len(d.data) || d.data[d.pos] != word[i] {
+			if i == 0 {
+				return d.syntaxError("looking for beginning of value")
+			}
+			return d.syntaxError(fmt.Sprintf("in literal %s (expecting %s)", word, strconv.QuoteRune(rune(word[i]))))
 		}
+		d.pos++
 	}
 	return nil
 }
 
-// join appends an object key to a path.
-func join(path, key string) string {
-	if path == "" {
-		return key
+// number reads a JSON number and returns its text and whether it is
+// written as a whole number (no fraction, no exponent).
+func (d *decoder) number() (text string, whole bool, err error) {
+	start := d.pos
+	whole = true
+	digits := func() int {
+		n := 0
+		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+			d.pos++
+			n++
+		}
+		return n
 	}
-	return path + "." + key
+	if d.data[d.pos] == '-' {
+		d.pos++
+	}
+	switch {
+	case d.pos < len(d.data) && d.data[d.pos] == '0':
+		d.pos++
+	case digits() == 0:
+		return "", false, d.syntaxError("in numeric literal")
+	}
+	if d.pos < len(d.data) && d.data[d.pos] == '.' {
+		whole = false
+		d.pos++
+		if digits() == 0 {
+			return "", false, d.syntaxError("after decimal point in numeric literal")
+		}
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+		whole = false
+		d.pos++
+		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
+			d.pos++
+		}
+		if digits() == 0 {
+			return "", false, d.syntaxError("in exponent of numeric literal")
+		}
+	}
+	return string(d.data[start:d.pos]), whole, nil
+}
+
+// str reads a JSON string and returns its value. It rejects what
+// encoding/json would quietly replace with U+FFFD: bytes that are not
+// UTF-8 and lone UTF-16 surrogates in \u escapes, so that two different
+// IDs can never decode to the same one.
+func (d *decoder) str() (string, error) {
+	d.pos++ // '"'
+	start := d.pos
+	ascii := true
+	for {
+		if d.pos >= len(d.data) {
+			return "", d.syntaxError("")
+		}
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			raw := d.data[start:d.pos]
+			d.pos++
+			if !ascii && !utf8.Valid(raw) {
+				return "", d.badUTF8(start)
+			}
+			return string(raw), nil
+		case c == '\\':
+			return d.strEscaped(start)
+		case c < 0x20:
+			return "", d.syntaxError("in string literal")
+		case c >= 0x80:
+			ascii = false
+		}
+		d.pos++
+	}
+}
+
+// strEscaped finishes reading a string that holds escapes; the position is
+// at the first backslash and start at the first byte of the string.
+func (d *decoder) strEscaped(start int) (string, error) {
+	buf := make([]byte, 0, d.pos-start+16)
+	buf = append(buf, d.data[start:d.pos]...)
+	for {
+		if d.pos >= len(d.data) {
+			return "", d.syntaxError("")
+		}
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			d.pos++
+			if !utf8.Valid(buf) {
+				return "", d.badUTF8(start)
+			}
+			return string(buf), nil
+		case c < 0x20:
+			return "", d.syntaxError("in string literal")
+		case c != '\\':
+			buf = append(buf, c)
+			d.pos++
+			continue
+		}
+		escAt := d.pos
+		d.pos++
+		if d.pos >= len(d.data) {
+			return "", d.syntaxError("")
+		}
+		switch e := d.data[d.pos]; e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			d.pos++
+			r, err := d.hex4()
+			if err != nil {
+				return "", err
+			}
+			if utf16.IsSurrogate(r) {
+				var r2 rune = -1
+				if r < 0xDC00 && d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
+					save := d.pos
+					d.pos += 2
+					if r2, err = d.hex4(); err != nil {
+						return "", err
+					}
+					if utf16.DecodeRune(r, r2) == utf8.RuneError {
+						d.pos, r2 = save, -1
+					}
+				}
+				if r2 < 0 {
+					return "", d.errorf("the string holds a lone UTF-16 surrogate %s at %s (not a character)",
+						string(d.data[escAt:escAt+6]), d.where(escAt))
+				}
+				r = utf16.DecodeRune(r, r2)
+			}
+			buf = utf8.AppendRune(buf, r)
+			continue
+		default:
+			return "", d.syntaxError("in string escape code")
+		}
+		d.pos++
+	}
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func (d *decoder) hex4() (rune, error) {
+	var r rune
+	for i := 0; i < 4; i++ {
+		if d.pos >= len(d.data) {
+			return 0, d.syntaxError("")
+		}
+		c := d.data[d.pos]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, d.syntaxError(`in \u hexadecimal character escape`)
+		}
+		r = r*16 + rune(c)
+		d.pos++
+	}
+	return r, nil
+}
+
+// badUTF8 reports the first byte that is not UTF-8 in the string that
+// starts at start.
+func (d *decoder) badUTF8(start int) error {
+	off := start
+	for off < len(d.data) {
+		r, n := utf8.DecodeRune(d.data[off:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		off += n
+	}
+	return d.errorf("the string is not valid UTF-8 (byte 0x%02x at %s); a snapshot is UTF-8 text", d.data[off], d.where(off))
+}
+
+// array decodes the elements of a JSON array into the slice v.
+func (d *decoder) array(v reflect.Value, depth int) error {
+	d.pos++ // '['
+	v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		return nil
+	}
+	for i := 0; ; i++ {
+		if i == v.Cap() {
+			grown := reflect.MakeSlice(v.Type(), i, max(4, 2*i))
+			reflect.Copy(grown, v)
+			v.Set(grown)
+		}
+		v.SetLen(i + 1)
+		d.pushIndex(i)
+		if err := d.value(v.Index(i), depth); err != nil {
+			return err
+		}
+		d.pop()
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return d.syntaxError("")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			return nil
+		default:
+			return d.syntaxError("after array element")
+		}
+	}
+}
+
+// object decodes the members of a JSON object into the struct v.
+func (d *decoder) object(v reflect.Value, depth int) error {
+	d.pos++ // '{'
+	fields := fieldsOf(v.Type())
+	var seen uint64 // by field index; wire structs have fewer than 64 fields
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return d.required(fields, seen)
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return d.syntaxError("")
+		}
+		if d.data[d.pos] != '"' {
+			return d.syntaxError("looking for beginning of object key string")
+		}
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		d.pushKey(key)
+		f, ok := fields.byName[key]
+		if !ok {
+			return d.errorf("unknown key %s%s", quoteShort(key), suggest(key, fields.byName))
+		}
+		if seen&(1<<f.index) != 0 {
+			return d.errorf("key %q is given twice", key)
+		}
+		seen |= 1 << f.index
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			d.pop()
+			return d.syntaxError("")
+		}
+		if d.data[d.pos] != ':' {
+			d.pop()
+			return d.syntaxError("after object key")
+		}
+		d.pos++
+		if err := d.value(v.Field(f.index), depth); err != nil {
+			return err
+		}
+		d.pop()
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return d.syntaxError("")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return d.required(fields, seen)
+		default:
+			return d.syntaxError("after object key:value pair")
+		}
+	}
+}
+
+// required reports the first required key (in declaration order) that the
+// object just read did not give.
+func (d *decoder) required(fields *fieldSet, seen uint64) error {
+	for _, name := range fields.required {
+		if seen&(1<<fields.byName[name].index) == 0 {
+			d.pushKey(name)
+			err := d.errorf("missing required key %q", name)
+			d.pop()
+			return err
+		}
+	}
+	return nil
 }
 
 type field struct {
@@ -195,38 +673,36 @@ type field struct {
 	index    int
 }
 
-var fieldCache sync.Map // reflect.Type -> map[string]field
+// fieldSet is what the decoder knows of a wire struct type: its keys, and
+// its required keys in declaration order (so that the first missing key
+// reported is stable).
+type fieldSet struct {
+	byName   map[string]field
+	required []string
+}
+
+var fieldCache sync.Map // reflect.Type -> *fieldSet
 
 // fieldsOf returns the JSON keys of a wire struct type.
-func fieldsOf(t reflect.Type) map[string]field {
-	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]field)
+func fieldsOf(t reflect.Type) *fieldSet {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.(*fieldSet)
 	}
-	m := map[string]field{}
+	if t.NumField() > 64 {
+		panic("snapshot: wire struct with more than 64 fields: " + t.String())
+	}
+	fs := &fieldSet{byName: map[string]field{}}
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		m[name] = field{typ: sf.Type, required: sf.Tag.Get("snap") == "required", index: i}
-	}
-	fieldCache.Store(t, m)
-	return m
-}
-
-// sortedRequired returns the required keys in declaration order.
-func sortedRequired(fields map[string]field) []string {
-	out := make([]string, 0, len(fields))
-	for name, f := range fields {
-		if f.required {
-			out = append(out, name)
+		required := sf.Tag.Get("snap") == "required"
+		fs.byName[name] = field{typ: sf.Type, required: required, index: i}
+		if required {
+			fs.required = append(fs.required, name)
 		}
 	}
-	// Declaration order, so that the first missing key reported is stable.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && fields[out[j]].index < fields[out[j-1]].index; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
+	fieldCache.Store(t, fs)
+	return fs
 }
 
 // suggest returns ` (did you mean "x"?)` for a key within two edits of a
@@ -290,33 +766,22 @@ func want(t reflect.Type) string {
 	return t.Kind().String()
 }
 
-// describe names a JSON token with its value, for error messages.
-func describe(tok json.Token) string {
-	switch v := tok.(type) {
-	case nil:
-		return "null"
-	case json.Delim:
-		if v == '{' {
-			return "an object"
-		}
-		if v == '[' {
-			return "an array"
-		}
-		return fmt.Sprintf("%q", string(v))
-	case bool:
-		return strconv.FormatBool(v)
-	case json.Number:
-		return "the number " + v.String()
-	case string:
-		return "the string " + quoteShort(v)
+// shortNumber cuts the text of a number to 40 bytes for messages.
+func shortNumber(s string) string {
+	if len(s) > 40 {
+		return s[:40] + fmt.Sprintf("... (%d digits)", len(s))
 	}
-	return fmt.Sprint(tok)
+	return s
 }
 
-// quoteShort quotes s, cut to 64 bytes.
+// quoteShort quotes s, cut to 64 bytes (not inside a UTF-8 character).
 func quoteShort(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(s[:64]) + "..."
+	if len(s) <= 64 {
+		return strconv.Quote(s)
 	}
-	return strconv.Quote(s)
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
 }
