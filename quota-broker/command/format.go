@@ -1,7 +1,11 @@
 package command
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ryanuber/columnize"
 )
@@ -17,7 +21,7 @@ func formatList(rows [][]string) string {
 	for i, r := range rows {
 		cells := make([]string, len(r))
 		for j, c := range r {
-			cells[j] = strings.ReplaceAll(strings.ReplaceAll(c, cellSep, " "), "\n", " ")
+			cells[j] = printable(c)
 		}
 		lines[i] = strings.Join(cells, cellSep)
 	}
@@ -53,4 +57,35 @@ func isUUID(s string) bool {
 		}
 	}
 	return true
+}
+
+// printable returns s with every character that is not printable written
+// as a Go escape (a newline as \n, ESC as \x1b, U+202E as \u202e, a byte
+// that is not UTF-8 as \xff). Names in a snapshot come from Nomad jobs
+// that anyone may submit: printed raw, control characters could rewrite
+// the operator's terminal, and bidirectional overrides could make one name
+// read as another.
+func printable(s string) string {
+	clean := true
+	for i := 0; i < len(s) && clean; i++ {
+		clean = s[i] >= 0x20 && s[i] < 0x7f
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }

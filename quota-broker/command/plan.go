@@ -153,7 +153,7 @@ func formatPlan(snap *plan.Snapshot, p *plan.Plan, verbose bool) string {
 	if len(p.Warnings) > 0 {
 		b.WriteString("\nWarnings\n")
 		for _, w := range p.Warnings {
-			b.WriteString("* " + w + "\n")
+			b.WriteString("* " + printable(w) + "\n")
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
