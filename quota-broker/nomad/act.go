@@ -150,8 +150,9 @@ func (a *Actor) accept(k string) {
 //     the broker cannot name, stops are deferred (and their claimants not
 //     admitted) until those are gone, so that nothing is stopped twice;
 //  2. admissions, concurrently: jobs in the holding pool move to their pool
-//     (claimants whose stops failed or were deferred are skipped); a job
-//     registered straight into a real pool is accepted as it is;
+//     (claimants whose stops failed or were deferred are skipped), and so do
+//     jobs there that ask for no GPU; a job registered straight into a real
+//     pool is accepted as it is;
 //  3. waits: a job registered straight into a real pool is suspended; a job
 //     waiting in the holding pool with no live allocation gets the reason
 //     in its meta; 4. expiries: the flex request is stopped (Stop = true)
@@ -224,6 +225,12 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 			a.accept(k)
 			a.Logger.Info("accepted a job registered straight into its pool", "job", k, "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
+			admits = append(admits, v)
+		}
+	}
+	for _, k := range b.NoGPU {
+		if v := b.Jobs[k]; v != nil && !admitted[k] {
+			admitted[k] = true
 			admits = append(admits, v)
 		}
 	}

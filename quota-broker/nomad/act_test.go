@@ -2,12 +2,16 @@ package nomad
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/hashicorp/nomad/api"
 )
 
 // claimTree binds workspace-b to a root with child-level preemption over
@@ -200,5 +204,36 @@ func TestRegisterRefusesMetaOnAJobWithLiveAllocations(t *testing.T) {
 	}
 	if len(f.writes()) != 0 {
 		t.Fatal("wrote meta on a running job")
+	}
+}
+
+func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
+	f, s := listRecorded(t)
+	data, err := os.ReadFile(filepath.Join(recorded, "job-workspace-b-training.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j api.Job
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatal(err)
+	}
+	id := "web"
+	j.ID, j.Name = &id, &id
+	j.Meta = map[string]string{MetaPool: "default"}
+	j.TaskGroups[0].Tasks[0].Resources.Devices = nil
+	s.jobs["workspace-b/web"] = &j
+	a, _ := newActor(f, s)
+	p, b := planFor(t, s, a, e2eTree())
+	if len(b.NoGPU) != 1 || b.NoGPU[0] != "workspace-b/web" {
+		t.Fatalf("NoGPU = %v", b.NoGPU)
+	}
+	f.files["/v1/job/web?namespace=workspace-b"] = "job-workspace-b-training.json"
+	out := a.Execute(context.Background(), p, b)
+	if out.Admitted != 1 {
+		t.Fatalf("outcome = %+v", out)
+	}
+	got, _, _ := registered(t, f.writes()[0])
+	if str(got.NodePool) != "default" {
+		t.Fatalf("admitted into %q", str(got.NodePool))
 	}
 }

@@ -59,6 +59,9 @@ type Build struct {
 	// UnknownStopping lists live allocations in governed namespaces that
 	// are being stopped for a claimant the broker cannot name.
 	UnknownStopping []string
+	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
+	// all: the quota does not concern them, so they are admitted at once.
+	NoGPU []string
 }
 
 // Build turns the state into a snapshot for the planning core:
@@ -148,6 +151,12 @@ func (s *State) Build(in BuildInput) *Build {
 			}
 		}
 		if v.MetaErr != nil || (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0 {
+			continue
+		}
+		if v.GPUGroups == 0 {
+			if v.Holding {
+				b.NoGPU = append(b.NoGPU, k)
+			}
 			continue
 		}
 		typ := plan.JobType(str(j.Type))
