@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -493,4 +494,75 @@ func TestMissingNVMLKeepsStreamOpen(t *testing.T) {
 	if n := opens.Load(); n < 3 {
 		t.Fatalf("backend opened %d times in 700ms at a 100ms period; want retries", n)
 	}
+}
+
+// fakeBackend is a backend whose inventory the test changes.
+type fakeBackend struct {
+	mu  sync.Mutex
+	inv gpu.Inventory
+}
+
+func (f *fakeBackend) Name() string { return "fake" }
+func (f *fakeBackend) Inventory() (gpu.Inventory, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inv := f.inv
+	inv.Devices = append([]gpu.Device(nil), f.inv.Devices...)
+	return inv, nil
+}
+func (f *fakeBackend) CheckHealth() (map[string]gpu.Probe, error) { return nil, nil }
+func (f *fakeBackend) WaitEvent(d time.Duration) (gpu.Event, bool, error) {
+	time.Sleep(d)
+	return gpu.Event{}, false, nil
+}
+func (f *fakeBackend) Sample(string) (gpu.Sample, error) { return gpu.Sample{}, nil }
+func (f *fakeBackend) Close() error                      { return nil }
+
+func (f *fakeBackend) set(mutate func(*gpu.Inventory)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mutate(&f.inv)
+}
+
+// TestFingerprintResendsOnlyOnChange: an attribute change or a new device
+// is resent at the next fingerprint period; unchanged periods send nothing.
+func TestFingerprintResendsOnlyOnChange(t *testing.T) {
+	const period = 100 * time.Millisecond
+	fb := &fakeBackend{inv: gpu.Inventory{DriverVersion: "1", Devices: []gpu.Device{
+		{UUID: "GPU-a", Model: "Test GPU", PCIBusID: "00000000:01:00.0", Attrs: gpu.Attributes{MemoryMiB: 1024, PowerLimitW: 300}},
+	}}}
+	p := New(nil, func(Config, hclog.Logger) (gpu.Backend, error) { return fb, nil })
+	if err := p.SetConfig(encode(t, fmt.Sprintf("fingerprint_period = %q", period))); err != nil {
+		t.Fatal(err)
+	}
+	ch := fingerprints(t, p)
+	r := next(t, ch, 5*time.Second)
+	if r.DeviceGroup[0].Attributes["power"].GetIntVal() != 300 {
+		t.Fatalf("first fingerprint %v", r)
+	}
+	quiet := func() {
+		t.Helper()
+		select {
+		case r := <-ch:
+			t.Fatalf("resent without a change: %v", r)
+		case <-time.After(5 * period):
+		}
+	}
+	quiet()
+
+	fb.set(func(inv *gpu.Inventory) { inv.Devices[0].Attrs.PowerLimitW = 250 })
+	r = next(t, ch, period+2*time.Second)
+	if got := r.DeviceGroup[0].Attributes["power"].GetIntVal(); got != 250 {
+		t.Fatalf("power after the change %d, want 250", got)
+	}
+	quiet()
+
+	fb.set(func(inv *gpu.Inventory) {
+		inv.Devices = append(inv.Devices, gpu.Device{UUID: "GPU-b", Model: "Test GPU", Attrs: inv.Devices[0].Attrs})
+	})
+	r = next(t, ch, period+2*time.Second)
+	if _, n := healthyCount(r); n != 2 {
+		t.Fatalf("after adding a GPU: %d devices", n)
+	}
+	quiet()
 }
