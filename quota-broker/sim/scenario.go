@@ -134,6 +134,7 @@ type BatchJob struct {
 	Priority        int
 	Idle            bool
 	KillTimeout     time.Duration
+	Checkpoint      time.Duration
 	Placement
 }
 
@@ -528,7 +529,7 @@ func (s *Scenario) parseDev(blk *hcl.Block, what string) error {
 
 func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 	b, _, err := open(blk.Body, s.File, what, blk.DefRange,
-		append([]string{"namespace", "at", "count", "gpus", "duration", "priority", "idle", "kill_timeout"}, placementAttrs...))
+		append([]string{"namespace", "at", "count", "gpus", "duration", "priority", "idle", "kill_timeout", "checkpoint"}, placementAttrs...))
 	if err != nil {
 		return err
 	}
@@ -541,6 +542,7 @@ func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 	j.Priority = b.integer("priority", false, 50, 1, 100)
 	j.Idle = b.boolean("idle", false)
 	j.KillTimeout = b.duration("kill_timeout", false, s.Broker.KillTimeout, 0, 24*time.Hour)
+	j.Checkpoint = b.duration("checkpoint", false, 30*time.Minute, 0, 365*24*time.Hour)
 	j.Placement = b.placement()
 	s.Jobs = append(s.Jobs, j)
 	return b.err

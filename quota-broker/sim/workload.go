@@ -80,7 +80,7 @@ func (s *Scenario) Workload() (*Workload, error) {
 		w.Jobs = append(w.Jobs, &JobSpec{
 			Namespace: j.Namespace, Name: j.Name, Group: "worker", Type: plan.JobBatch, Priority: j.Priority,
 			Count: j.Count, GPUs: j.GPUs, Idle: j.Idle, Gang: j.Count > 1, Submit: j.At, Work: j.Duration,
-			KillTimeout: j.KillTimeout, Origin: fmt.Sprintf("job %q", j.Name), Placement: j.Placement,
+			KillTimeout: j.KillTimeout, Checkpoint: j.Checkpoint, Origin: fmt.Sprintf("job %q", j.Name), Placement: j.Placement,
 		})
 	}
 	sort.SliceStable(w.Jobs, func(a, b int) bool {

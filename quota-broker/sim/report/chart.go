@@ -135,7 +135,7 @@ func occupancy(w io.Writer, r *sim.Result, format chart.RendererProvider) error 
 			Ticks: ticks(r.Start, r.End, zone),
 		},
 		YAxis: chart.YAxis{
-			Name:           "GPUs",
+			Name:  "GPUs",
 			Range: &chart.ContinuousRange{Min: 0, Max: top},
 			Ticks: gpuTicks(r.Capacity, top),
 		},

@@ -1,0 +1,349 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+)
+
+// The reference scenario over its two days, under the three policies, is
+// run once for all the tests of this file.
+
+const referenceFile = "../../examples/reference/scenario.hcl"
+
+var ref struct {
+	once                   sync.Once
+	sc                     *Scenario
+	w                      *Workload
+	gputide, static, kueue *Result
+	events                 []byte
+	err                    error
+}
+
+func reference(t *testing.T) {
+	t.Helper()
+	ref.once.Do(func() {
+		ref.sc, ref.err = LoadFile(referenceFile)
+		if ref.err != nil {
+			return
+		}
+		ref.w, ref.err = ref.sc.Workload()
+		if ref.err != nil {
+			return
+		}
+		sh := PolicyShares(ref.sc, ref.w)
+		var wg sync.WaitGroup
+		var errs [3]error
+		wg.Add(2)
+		go func() { defer wg.Done(); ref.static, errs[0] = Run(ref.sc, ref.w, Options{Policy: NewStatic(sh)}) }()
+		go func() { defer wg.Done(); ref.kueue, errs[1] = Run(ref.sc, ref.w, Options{Policy: NewKueue(sh)}) }()
+		var ev bytes.Buffer
+		ref.gputide, errs[2] = Run(ref.sc, ref.w, Options{Events: &ev})
+		wg.Wait()
+		ref.events = ev.Bytes()
+		ref.err = errors.Join(errs[:]...)
+	})
+	if ref.err != nil {
+		t.Fatal(ref.err)
+	}
+}
+
+func noConflicts(t *testing.T, r *Result) {
+	t.Helper()
+	if len(r.Conflicts) > 0 {
+		t.Fatalf("%s: %d plan actions could not be applied, first: %s", r.Policy, len(r.Conflicts), r.Conflicts[0])
+	}
+}
+
+// Idle training uses the GPUs inference releases at night: the cluster is
+// at least 95% allocated at night while idle training waits for at least as
+// many GPUs as are free.
+func TestReferenceNightAllocation(t *testing.T) {
+	reference(t)
+	r := ref.gputide
+	noConflicts(t, r)
+	if r.NightDemand < 4*3600 {
+		t.Fatalf("only %.0fs of night with idle training waiting: the scenario does not exercise the night", r.NightDemand)
+	}
+	if got := r.NightAllocation(); got < 0.95 {
+		t.Errorf("night allocation while idle training waits = %.3f, want >= 0.95", got)
+	}
+	// Idle jobs did run on the GPUs inference released: GPUs of idle jobs
+	// at night exceed what the training quotas' nominal leaves them.
+	if r.Total.Idle == 0 {
+		t.Error("no idle job ever ran")
+	}
+}
+
+// At 08:00 inference reaches its day count within one broker interval when
+// borrowers are drained ahead (pre-warm).
+func TestReferenceMorningScaleUpPrewarm(t *testing.T) {
+	reference(t)
+	r := ref.gputide
+	checkMorning(t, r, r.Interval)
+	// The drain starts kill_timeout plus one interval before the boundary.
+	for _, u := range r.ScaleUps {
+		if u.Boundary {
+			if lead := u.Due.Sub(u.Raised); lead != ref.sc.Broker.KillTimeout+ref.sc.Broker.Interval {
+				t.Errorf("scale-up due %s was set %s ahead, want kill_timeout + interval = %s", u.Due, lead, ref.sc.Broker.KillTimeout+ref.sc.Broker.Interval)
+			}
+		}
+	}
+}
+
+// Without pre-warm, within kill_timeout plus two intervals.
+func TestReferenceMorningScaleUpNoPrewarm(t *testing.T) {
+	reference(t)
+	sc := *ref.sc
+	sc.Broker.Prewarm = false
+	sc.Length = 24 * time.Hour
+	r, err := Run(&sc, ref.w, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noConflicts(t, r)
+	checkMorning(t, r, sc.Broker.KillTimeout+2*sc.Broker.Interval)
+	if r.MaxBoundaryWait() == 0 {
+		t.Error("without pre-warm the morning scale-up waited 0s: the victims' kill_timeout is not modelled")
+	}
+}
+
+func checkMorning(t *testing.T, r *Result, limit time.Duration) {
+	t.Helper()
+	n := 0
+	for _, u := range r.ScaleUps {
+		if !u.Boundary {
+			continue
+		}
+		n++
+		if u.Open || u.Cancelled {
+			t.Errorf("scale-up due %s to %d replicas was not met (open %v, cancelled %v)", u.Due, u.To, u.Open, u.Cancelled)
+		}
+		if u.Due.In(r.Scenario.Zone).Hour() != 8 {
+			t.Errorf("scheduled scale-up at %s, want 08:00 local", u.Due)
+		}
+		if u.Wait > limit {
+			t.Errorf("scale-up due %s to %d replicas waited %s for GPUs, want <= %s", u.Due.Format("Mon 15:04"), u.To, u.Wait, limit)
+		}
+		if u.To < 4 {
+			t.Errorf("scale-up due %s to %d replicas, want the day count 4 or more", u.Due, u.To)
+		}
+	}
+	if days := int(r.End.Sub(r.Start).Hours() / 24); n != days {
+		t.Errorf("%d scheduled scale-ups, want one a weekday: %d", n, days)
+	}
+}
+
+// Every GPU inference took that was not free came from training in
+// Quota1.1/Quota1.2, stopped for inference by a recorded rule.
+func TestReferenceInferenceTakesFromTraining(t *testing.T) {
+	reference(t)
+	r := ref.gputide
+	stops := map[string]Event{}
+	for _, line := range bytes.Split(bytes.TrimSpace(ref.events), []byte("\n")) {
+		var e Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Event == "stop" && e.Rule != "autoscaler" {
+			stops[e.Alloc] = e
+		}
+	}
+	fromTraining := 0
+	for _, tk := range r.Takes {
+		if tk.From == "" {
+			continue // the GPU was free
+		}
+		if tk.FromNamespace != "workspace-b" && tk.FromNamespace != "workspace-c" {
+			t.Errorf("%s: inference took %s from %s in %s, not from Quota1.1/Quota1.2", tk.At, tk.GPU, tk.From, tk.FromNamespace)
+		}
+		if !tk.FromTraining || tk.FromType != plan.JobBatch {
+			t.Errorf("%s: inference took %s from %s (%s/%s), not a training job", tk.At, tk.GPU, tk.From, tk.FromNamespace, tk.FromJob)
+		}
+		if tk.Rule != plan.RuleIdleDebt && tk.Rule != plan.RuleChild {
+			t.Errorf("%s: inference took %s from %s stopped by rule %q, want L5.1 or L5.2", tk.At, tk.GPU, tk.From, tk.Rule)
+		}
+		if tk.For != tk.Service {
+			t.Errorf("%s: %s was stopped for %q, not for the inference service %q", tk.At, tk.From, tk.For, tk.Service)
+		}
+		e, ok := stops[tk.From]
+		if !ok || e.Rule != string(tk.Rule) || e.For != tk.Service {
+			t.Errorf("%s: the stop of %s is not in events.jsonl with its rule and claimant (have %+v)", tk.At, tk.From, e)
+		}
+		fromTraining++
+	}
+	if fromTraining == 0 {
+		t.Error("inference never took a GPU from training: use case 1 is not exercised")
+	}
+}
+
+// The comparison of issue 3: gputide uses the cluster at least as well as
+// static quotas, and inference waits no longer than under the Kueue-like
+// policy.
+func TestReferenceComparison(t *testing.T) {
+	reference(t)
+	g, s, k := ref.gputide, ref.static, ref.kueue
+	for _, r := range []*Result{g, s, k} {
+		noConflicts(t, r)
+	}
+	if g.Utilisation() < s.Utilisation() {
+		t.Errorf("utilisation: gputide %.3f < static %.3f", g.Utilisation(), s.Utilisation())
+	}
+	if g.MaxBoundaryWait() > k.MaxBoundaryWait() || g.MeanScaleUpWait() > k.MeanScaleUpWait() {
+		t.Errorf("inference wait: gputide %s (mean %s) > kueue %s (mean %s)", g.MaxBoundaryWait(), g.MeanScaleUpWait(),
+			k.MaxBoundaryWait(), k.MeanScaleUpWait())
+	}
+	// What the policies are: static never preempts and never lends; Kueue
+	// reclaims; inference under static has its own nodes and never waits.
+	if len(s.Rules) != 0 || s.Quotas[1].Borrowed != 0 || s.Quotas[2].Borrowed != 0 {
+		t.Errorf("static quotas preempted (%v) or lent", s.Rules)
+	}
+	if s.MaxBoundaryWait() != 0 {
+		t.Errorf("static: inference on its own nodes waited %s", s.MaxBoundaryWait())
+	}
+	if k.rules[string(RuleKueueReclaim)] == nil {
+		t.Error("the Kueue-like policy never reclaimed")
+	}
+	t.Logf("utilisation static %.3f kueue %.3f gputide %.3f; inference wait kueue %s gputide %s; training wait static %s kueue %s gputide %s",
+		s.Utilisation(), k.Utilisation(), g.Utilisation(), k.MaxBoundaryWait(), g.MaxBoundaryWait(), s.TrainingWait(), k.TrainingWait(), g.TrainingWait())
+}
+
+// Two runs with one seed give identical events.jsonl; another seed gives
+// another workload.
+func TestReferenceDeterminism(t *testing.T) {
+	reference(t)
+	var ev bytes.Buffer
+	if _, err := Run(ref.sc, ref.w, Options{Events: &ev}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ev.Bytes(), ref.events) {
+		a, b := strings.Split(ev.String(), "\n"), strings.Split(string(ref.events), "\n")
+		for i := 0; i < min(len(a), len(b)); i++ {
+			if a[i] != b[i] {
+				t.Fatalf("events.jsonl differs at line %d:\n%s\n%s", i+1, b[i], a[i])
+			}
+		}
+		t.Fatalf("events.jsonl differs in length: %d and %d lines", len(b), len(a))
+	}
+	// A fresh workload from the same seed is the same; another seed differs.
+	sc := *ref.sc
+	w1, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(w1.Jobs, ref.w.Jobs) {
+		t.Error("the workload differs between two readings with one seed")
+	}
+	sc.Seed = 2
+	w2, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.DeepEqual(w2.Jobs, ref.w.Jobs) {
+		t.Error("seed 2 gives the same workload as seed 1")
+	}
+}
+
+// At least half the training jobs are idle jobs; jobs above 8 GPUs are
+// gangs of 8-GPU allocations.
+func TestReferenceWorkload(t *testing.T) {
+	reference(t)
+	idle, train, gangs := 0, 0, 0
+	for _, j := range ref.w.Jobs {
+		if !j.Training {
+			continue
+		}
+		train++
+		if j.Idle {
+			idle++
+		}
+		if j.Count > 1 {
+			gangs++
+			if j.GPUs != 8 || !j.Gang {
+				t.Errorf("%s: %d x %d GPUs, gang %v: want a gang of 8-GPU allocations", j.Name, j.Count, j.GPUs, j.Gang)
+			}
+		}
+		if j.Namespace != "workspace-b" && j.Namespace != "workspace-c" {
+			t.Errorf("%s: training in %s", j.Name, j.Namespace)
+		}
+	}
+	if train < 1000 || 2*idle < train {
+		t.Errorf("%d training jobs, %d idle: want many, at least half idle", train, idle)
+	}
+	if gangs == 0 {
+		t.Error("no gang job in the reference week")
+	}
+}
+
+// The demo reads the sample when ../shared/traces is absent; both give the
+// same jobs for the reference week.
+func TestSampleMatchesSharedTrace(t *testing.T) {
+	if _, err := os.Stat(sharedPhilly); errors.Is(err, fs.ErrNotExist) {
+		t.Skip("no ../shared/traces beside the repository")
+	}
+	reference(t)
+	emb, err := LoadReference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb.Length = sampleDays * 24 * time.Hour
+	sc := *ref.sc
+	sc.Length = emb.Length
+	full, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample, err := emb.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Jobs) != len(sample.Jobs) {
+		t.Fatalf("%d jobs from the shared trace, %d from the sample", len(full.Jobs), len(sample.Jobs))
+	}
+	for i := range full.Jobs {
+		a, b := *full.Jobs[i], *sample.Jobs[i]
+		a.Origin, b.Origin = "", ""
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("job %d differs:\n%+v\n%+v", i, a, b)
+		}
+	}
+	if full.Shapes[0].Hours != sample.Shapes[0].Hours {
+		t.Errorf("demand shapes differ:\n%v\n%v", full.Shapes[0].Hours, sample.Shapes[0].Hours)
+	}
+	for _, n := range sample.Notes {
+		if strings.Contains(n, "WARNING") {
+			t.Errorf("the sample does not cover %d days: %s", sampleDays, n)
+		}
+	}
+}
+
+// The embedded copy of the reference scenario is the one in examples/.
+func TestEmbeddedCopies(t *testing.T) {
+	for emb, file := range map[string]string{
+		"reference/scenario.hcl":                 "../../examples/reference/scenario.hcl",
+		"reference/quota.hcl":                    "../../examples/reference/quota.hcl",
+		"traces-sample/philly-sample.csv":        "../../examples/traces-sample/philly-sample.csv",
+		"traces-sample/alibaba-genai-hourly.csv": "../../examples/traces-sample/alibaba-genai-hourly.csv",
+	} {
+		a, err := fs.ReadFile(EmbeddedFS(), emb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("the embedded %s differs from %s: run go generate ./quota-broker/sim", emb, file)
+		}
+	}
+}

@@ -1,0 +1,418 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/sim/trace"
+)
+
+// writeScenario writes a scenario and the files it names into a temporary
+// folder (the reference quota tree as quota.hcl unless given) and returns
+// the scenario's path.
+func writeScenario(t *testing.T, text string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	q, err := os.ReadFile("../../examples/reference/quota.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{"quota.hcl": string(q), "scenario.hcl": text}
+	for k, v := range files {
+		all[k] = v
+	}
+	for name, body := range all {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "scenario.hcl")
+}
+
+func events(t *testing.T, b []byte) []Event {
+	t.Helper()
+	var out []Event
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var e Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+const header = `
+quota     = "quota.hcl"
+time_zone = "America/Los_Angeles"
+start     = "2026-12-07 00:00"
+`
+
+// Use case 2: after the quota move Quota1.1 holds 56 GPUs of non-idle work
+// and Quota1.2 72. Until the debt grace has passed nothing is stopped; then
+// team B's entitled job reclaims exactly the debt (L5.1).
+func TestQuotaMove(t *testing.T) {
+	var jobs strings.Builder
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&jobs, "job \"b%d\" {\n  namespace = \"workspace-b\"\n  gpus = 8\n  duration = \"24h\"\n}\n", i)
+	}
+	for i := 1; i <= 10; i++ {
+		fmt.Fprintf(&jobs, "job \"c%02d\" {\n  namespace = \"workspace-c\"\n  gpus = 8\n  duration = \"24h\"\n}\n", i)
+	}
+	path := writeScenario(t, header+`
+length = "4h"
+cluster {
+  nodes "h100" {
+    count = 16
+    gpus  = 8
+  }
+}
+inference "chat" {
+  namespace = "workspace-a"
+  gpus      = 8
+  default   = 0
+  windows   = { day = "mon-fri 08:00-22:00 4" }
+}
+quota_move "use-case-2" {
+  at   = "2026-12-07 02:00"
+  gpus = { "Quota1.1" = 56, "Quota1.2" = 72 }
+}
+`+jobs.String(), nil)
+	sc, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev bytes.Buffer
+	r, err := Run(sc, w, Options{Events: &ev, Sample: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noConflicts(t, r)
+	at := func(hhmm string) Sample {
+		t.Helper()
+		for _, s := range r.Samples {
+			if s.T.Format("15:04") == hhmm {
+				return s
+			}
+		}
+		t.Fatalf("no sample at %s", hhmm)
+		return Sample{}
+	}
+	check := func(hhmm string, b, c int) {
+		t.Helper()
+		s := at(hhmm)
+		if s.NonIdle[1] != b || s.NonIdle[2] != c {
+			t.Errorf("%s: non-idle Quota1.1 %d, Quota1.2 %d; want %d and %d (nominal %v)", hhmm, s.NonIdle[1], s.NonIdle[2], b, c, s.Nominal)
+		}
+	}
+	check("01:55", 48, 80) // before the move: 48 + 80
+	check("02:05", 48, 80) // debt within its grace is not stopped (L9)
+	check("02:30", 56, 72) // B's entitled job reclaimed C's debt
+	check("03:55", 56, 72)
+	for _, s := range r.Samples {
+		if s.NonIdle[1] > s.Nominal[1] {
+			t.Errorf("%s: Quota1.1 runs %d non-idle GPUs, above its nominal %d", s.T.Format("15:04"), s.NonIdle[1], s.Nominal[1])
+		}
+	}
+	move := time.Date(2026, 12, 7, 2, 0, 0, 0, sc.Zone)
+	stops := 0
+	for _, e := range events(t, ev.Bytes()) {
+		if e.Event != "stop" {
+			continue
+		}
+		stops++
+		when, _ := time.Parse(time.RFC3339, e.T)
+		if e.Rule != "L5.1" || e.Namespace != "workspace-c" || e.For != "workspace-b/b7/worker" || when.Before(move.Add(sc.Settings.DebtGrace)) {
+			t.Errorf("stop %+v: want C's debt stopped by L5.1 for workspace-b/b7 after the grace", e)
+		}
+	}
+	if stops != 1 {
+		t.Errorf("%d stops, want exactly the one debt allocation", stops)
+	}
+}
+
+const tiny = `
+quota     = "quota.hcl"
+time_zone = "America/Los_Angeles"
+start     = "2026-12-07 00:00"
+length    = "12h"
+broker {
+  kill_timeout = "30s"
+  prewarm      = %v
+}
+cluster {
+  nodes "n" {
+    count = 1
+    gpus  = 8
+  }
+}
+inference "chat" {
+  namespace = "workspace-a"
+  gpus      = 8
+  default   = 0
+  windows   = { night = "mon 01:00-02:00 1" }
+}
+job "idle" {
+  namespace  = "workspace-b"
+  gpus       = 8
+  duration   = "10h"
+  idle       = true
+  checkpoint = "25m"
+}
+`
+
+// A victim holds its GPUs for its kill_timeout: inference claims the only
+// node at 01:00 and runs at 01:00:30. The idle job loses the work since its
+// last checkpoint, waits, and runs again when inference scales down.
+func TestKillTimeoutAndLostWork(t *testing.T) {
+	for _, prewarm := range []bool{false, true} {
+		t.Run(fmt.Sprint("prewarm=", prewarm), func(t *testing.T) {
+			path := writeScenario(t, fmt.Sprintf(tiny, prewarm), nil)
+			sc, err := LoadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := sc.Workload()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev bytes.Buffer
+			r, err := Run(sc, w, Options{Events: &ev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			noConflicts(t, r)
+			var got []string
+			for _, e := range events(t, ev.Bytes()) {
+				if e.Event == "stop" || e.Event == "start" || e.Event == "gone" || e.Event == "finish" {
+					got = append(got, fmt.Sprintf("%s %s %s %s", e.T[11:19], e.Event, e.Job, e.Rule))
+				}
+			}
+			stop := "01:00:00"
+			if prewarm {
+				stop = "00:59:00" // kill_timeout + one interval ahead
+			}
+			ready := map[bool]string{false: "01:00:30", true: "00:59:30"}[prewarm]
+			want := []string{
+				"00:00:00 start idle ",
+				stop + " stop idle L5.1",
+				ready + " gone idle ",
+				ready + " start chat ",
+				"02:00:00 stop chat autoscaler",
+				"02:00:05 gone chat ",
+				"02:00:05 start idle ",
+			}
+			// The idle job ran 59 or 60 minutes; with checkpoints every 25
+			// minutes it lost 9 or 10; the rest of its 10 hours follows.
+			ran := map[bool]time.Duration{false: time.Hour, true: 59 * time.Minute}[prewarm]
+			lost := ran % (25 * time.Minute)
+			end := time.Date(2026, 12, 7, 2, 0, 5, 0, sc.Zone).Add(10*time.Hour - ran + lost)
+			want = append(want, end.Format("15:04:05")+" finish idle ")
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if d := r.LostGPUh - lost.Hours()*8; d > 1e-9 || d < -1e-9 {
+				t.Errorf("work lost %.4f GPU-h, want %.4f", r.LostGPUh, lost.Hours()*8)
+			}
+			wait := map[bool]time.Duration{false: 30 * time.Second, true: 0}[prewarm]
+			if len(r.ScaleUps) != 1 || r.ScaleUps[0].Wait != wait {
+				t.Errorf("scale-ups %+v, want one that waited %s", r.ScaleUps, wait)
+			}
+			if len(r.Takes) != 8 || r.Takes[0].Rule != plan.RuleIdleDebt || r.Takes[0].FromJob != "idle" {
+				t.Errorf("inference took %+v, want the idle job's 8 GPUs by L5.1", r.Takes)
+			}
+		})
+	}
+}
+
+// Bad scenario files give errors that name the file and the line.
+func TestBadScenario(t *testing.T) {
+	good := header + `length = "1h"
+cluster {
+  nodes "n" {
+    count = 2
+    gpus  = 8
+  }
+}
+`
+	for _, tc := range []struct {
+		name, text string
+		line       int
+		want       string
+	}{
+		{"syntax", good + "inference \"x\" {\n  gpus = \n}\n", 13, "Invalid expression"},
+		{"unknown attribute", good + "colour = \"red\"\n", 12, "Unsupported argument"},
+		{"bad duration", strings.Replace(good, `length = "1h"`, `length = "1 hour"`, 1), 5, `length = "1 hour"`},
+		{"bad zone", strings.Replace(good, "America/Los_Angeles", "Mars/Olympus", 1), 3, "Mars/Olympus"},
+		{"bad time", strings.Replace(good, "2026-12-07 00:00", "7 Dec 2026", 1), 4, "7 Dec 2026"},
+		{"no cluster", header + `length = "1h"` + "\n", 0, "missing cluster block"},
+		{"bad window", good + "inference \"chat\" {\n  namespace = \"workspace-a\"\n  gpus = 8\n  windows = {\n    day = \"mon-fri 25:00-22:00 4\"\n  }\n}\n", 16, "25:00"},
+		{"unbound namespace", good + "dev \"nb\" {\n  namespace = \"workspace-z\"\n  count = 1\n}\n", 0, `namespace "workspace-z" is not bound`},
+		{"negative count", good + "dev \"nb\" {\n  namespace = \"workspace-c\"\n  count = -1\n}\n", 14, "count = -1"},
+		{"fraction", good + "job \"j\" {\n  namespace = \"workspace-c\"\n  gpus = 1.5\n  duration = \"1h\"\n}\n", 14, "gpus = 1.5"},
+		{"missing", good + "job \"j\" {\n  namespace = \"workspace-c\"\n  duration = \"1h\"\n}\n", 12, "missing gpus"},
+		{"duplicate", good + "dev \"x\" {\n  namespace = \"workspace-c\"\n  count = 1\n}\njob \"x\" {\n  namespace = \"workspace-c\"\n  gpus = 1\n  duration = \"1h\"\n}\n", 16, "name used twice"},
+		{"move breaks L1", good + "quota_move \"m\" {\n  at = \"2026-12-07 00:30\"\n  gpus = { \"Quota1.1\" = 60 }\n}\n", 12, "Quota1"},
+		{"move unknown quota", good + "quota_move \"m\" {\n  at = \"2026-12-07 00:30\"\n  gpus = { \"Quota9\" = 6 }\n}\n", 14, `no quota node "Quota9"`},
+		{"bad gang", good + "training \"t\" {\n  trace = \"t.csv\"\n  trace_start = \"2017-10-23\"\n  gang = \"some\"\n  workspaces = { \"*\" = \"workspace-b\" }\n}\n", 15, `gang = "some"`},
+		{"missing quota file", strings.Replace(good, `"quota.hcl"`, `"nope.hcl"`, 1), 2, "nope.hcl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeScenario(t, tc.text, nil)
+			_, err := LoadFile(path)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "scenario.hcl") || !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q: want the file and %q", msg, tc.want)
+			}
+			if tc.line > 0 && !strings.Contains(msg, fmt.Sprintf("scenario.hcl:%d:", tc.line)) {
+				t.Errorf("error %q: want line %d", msg, tc.line)
+			}
+		})
+	}
+	// An L1 violation in the quota tree names the quota file and line.
+	path := writeScenario(t, good, map[string]string{"quota.hcl": "quota \"Q\" {\n  gpus = 8\n  quota \"R\" {\n    gpus = 9\n  }\n}\n"})
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), "quota.hcl:1") {
+		t.Errorf("bad tree: error %v, want quota.hcl:1", err)
+	}
+}
+
+const phillyHeader = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+func trainingScenario(trace string, extra string) string {
+	return header + `length = "24h"
+cluster {
+  nodes "n" {
+    count = 2
+    gpus  = 8
+  }
+}
+training "philly" {
+  trace       = "` + trace + `"
+  trace_start = "2017-10-23 00:00:00"
+  workspaces  = { "*" = "workspace-b" }
+` + extra + `}
+`
+}
+
+// Bad trace rows give errors with the trace file and line.
+func TestBadTraceRows(t *testing.T) {
+	for _, tc := range []struct{ name, rows, want string }{
+		{"timestamp", "2017-10-23 01:00:00,60.0,1,60.0,aa\n2017-10-23 25:00:00,60.0,1,60.0,aa\n", "t.csv:3: timestamp"},
+		{"duration", "2017-10-23 01:00:00,-5,1,-5,aa\n", "t.csv:2: duration"},
+		{"gpus", "2017-10-23 01:00:00,60.0,0,0,aa\n", "t.csv:2: num_gpus"},
+		{"gpu_time", "2017-10-23 01:00:00,60.0,2,60.0,aa\n", "t.csv:2: gpu_time"},
+		{"fields", "2017-10-23 01:00:00,60.0,1,aa\n", "t.csv:2: 4 fields"},
+		{"quoted", "\"2017-10-23 01:00:00\",60.0,1,60.0,aa\n", "t.csv:2: quoted"},
+		{"empty vc", "2017-10-23 01:00:00,60.0,1,60.0,\n", "t.csv:2: cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeScenario(t, trainingScenario("t.csv", ""), map[string]string{"t.csv": phillyHeader + tc.rows})
+			sc, err := LoadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = sc.Workload()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := trace.ReadPhilly(strings.NewReader("time,gpus\n"), "h.csv", time.UTC); err == nil || !strings.Contains(err.Error(), "h.csv:1: header") {
+		t.Errorf("bad header: %v", err)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"hour,requests\n0,1\n0,2\n", "s.csv:3: hour 0 given twice"},
+		{"hour,requests\n24,1\n", "s.csv:2: hour \"24\""},
+		{"hour,requests\n0,1\n", "hour 1 is missing"},
+		{"gmt_create,x\n2024-13-01 00:00:00,1\n", "s.csv:2: gmt_create"},
+		{"when,what\n", "s.csv:1: unknown shape header"},
+	} {
+		if _, err := trace.ReadShape(strings.NewReader(tc.text), "s.csv", 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("shape %q: error %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}
+
+// A truncated trace is reported, not silently cut: a last row without a
+// line end, a row count other than expect_rows, and a trace that ends
+// before the run.
+func TestTruncatedTrace(t *testing.T) {
+	rows := phillyHeader + "2017-10-23 01:00:00,600.0,1,600.0,aa\n2017-10-23 02:00:00,600.0,1,600.0,aa\n"
+	cut := rows + "2017-10-23 03:00:00,60"
+	path := writeScenario(t, trainingScenario("t.csv", ""), map[string]string{"t.csv": cut})
+	sc, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sc.Workload()
+	if !errors.Is(err, trace.ErrTruncated) || !strings.Contains(err.Error(), "t.csv:4:") {
+		t.Errorf("cut file: error %v, want ErrTruncated at t.csv:4", err)
+	}
+
+	path = writeScenario(t, trainingScenario("t.csv", "  expect_rows = 3\n"), map[string]string{"t.csv": rows})
+	if sc, err = LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = sc.Workload(); err == nil || !strings.Contains(err.Error(), "2 rows, expect_rows = 3") || !strings.Contains(err.Error(), "scenario.hcl:") {
+		t.Errorf("short file: error %v", err)
+	}
+
+	path = writeScenario(t, trainingScenario("t.csv", ""), map[string]string{"t.csv": rows})
+	if sc, err = LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, n := range w.Notes {
+		warned = warned || strings.Contains(n, "WARNING: the trace ends at 2017-10-23 02:00:00")
+	}
+	if !warned || len(w.Jobs) != 2 {
+		t.Errorf("a trace ending before the run: notes %q, %d jobs", w.Notes, len(w.Jobs))
+	}
+}
+
+// The trace falls back to the sample only when the primary does not exist.
+func TestTraceFallback(t *testing.T) {
+	rows := phillyHeader + "2017-10-23 01:00:00,600.0,1,600.0,aa\n"
+	path := writeScenario(t, trainingScenario("missing.csv", "  fallback = \"sample/t.csv\"\n"), map[string]string{"sample/t.csv": rows})
+	sc, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Jobs) != 1 || !strings.Contains(w.Jobs[0].Origin, filepath.Join("sample", "t.csv")+":2") {
+		t.Errorf("jobs %+v: want the sample's row", w.Jobs)
+	}
+	path = writeScenario(t, trainingScenario("missing.csv", ""), nil)
+	if sc, err = LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Workload(); err == nil || !strings.Contains(err.Error(), "missing.csv") || !strings.Contains(err.Error(), "scenario.hcl:") {
+		t.Errorf("missing trace: %v", err)
+	}
+}
