@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/cli"
+
 	"github.com/gputide/gputide/quota-broker/sim"
 	"github.com/gputide/gputide/quota-broker/sim/report"
 )
@@ -139,10 +141,13 @@ func (c *SimCommand) Run(args []string) int {
 	defer ev.Close()
 
 	stderr := c.Stderr
+	if bu, ok := c.Ui.(*cli.BasicUi); stderr == nil && ok && bu.ErrorWriter != nil {
+		stderr = bu.ErrorWriter
+	}
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	prog := &progress{w: stderr, name: sc.Name, days: sc.Length.Hours() / 24}
+	prog := &progress{w: stderr, name: sc.Name, days: sc.Length.Hours() / 24, tty: isTerminal(stderr)}
 	var policies []sim.Policy
 	if compare {
 		sh := sim.PolicyShares(sc, w)
@@ -198,26 +203,41 @@ func loadScenario(name string) (*sim.Scenario, error) {
 	return sim.LoadReference()
 }
 
-// progress shows how far a run is, on one line of stderr.
+// progress shows how far a run is: on a terminal one line updated every
+// percent, elsewhere a line every quarter.
 type progress struct {
 	w     io.Writer
 	name  string
 	days  float64
+	tty   bool
 	last  int
 	shown bool
 }
 
 func (p *progress) update(frac float64) {
 	pc := int(frac * 100)
-	if pc == p.last && p.shown {
+	if p.shown && (pc == p.last || !p.tty && pc/25 == p.last/25) {
 		return
 	}
 	p.last, p.shown = pc, true
-	fmt.Fprintf(p.w, "\rsimulating %s: %3d%% (day %.1f of %.1f)", p.name, pc, frac*p.days, p.days)
+	if p.tty {
+		fmt.Fprintf(p.w, "\rsimulating %s: %3d%% (day %.1f of %.1f)", p.name, pc, frac*p.days, p.days)
+		return
+	}
+	fmt.Fprintf(p.w, "simulating %s: %3d%% (day %.1f of %.1f)\n", p.name, pc, frac*p.days, p.days)
 }
 
 func (p *progress) done() {
-	if p.shown {
+	if p.shown && p.tty {
 		fmt.Fprintln(p.w)
 	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
