@@ -222,15 +222,34 @@ func TestRefreshFetchesTheSummariesEventsTouched(t *testing.T) {
 	f, s := listRecorded(t)
 	s.dirty["workspace-b/training"] = true
 	s.dirty["workspace-c/gone"] = true
-	s.jobs["workspace-c/gone"] = s.jobs["workspace-c/training"]
+	s.summaries["workspace-c/gone"] = s.summaries["workspace-c/training"]
+	// An event that was applied before the summary said so: the job is read.
+	delete(s.jobs, "workspace-a/inference")
+	s.dirty["workspace-a/inference"] = true
 	if err := s.Refresh(context.Background(), f.client()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.jobs["workspace-c/gone"]; ok {
-		t.Fatal("a job Nomad no longer knows was kept")
+	if _, ok := s.summaries["workspace-c/gone"]; ok {
+		t.Fatal("the summary of a job Nomad no longer knows was kept")
+	}
+	if j := s.jobs["workspace-a/inference"]; j == nil || str(j.ID) != "inference" {
+		t.Fatal("a job the state lacked was not read")
 	}
 	if f.count("GET", "/v1/job/training/summary") != 1 || len(s.dirty) != 0 {
 		t.Fatalf("summary reads = %d, dirty = %v", f.count("GET", "/v1/job/training/summary"), s.dirty)
+	}
+}
+
+// A job Nomad no longer knows (purged) leaves the state on a 404.
+func TestRefreshDropsAPurgedJob(t *testing.T) {
+	f, s := listRecorded(t)
+	s.jobs["workspace-c/gone"] = s.jobs["workspace-c/training"]
+	s.dirty["workspace-c/gone"] = true
+	if err := s.Refresh(context.Background(), f.client()); err != nil {
+		t.Fatal(err)
+	}
+	if s.jobs["workspace-c/gone"] != nil {
+		t.Fatal("a purged job was kept")
 	}
 }
 

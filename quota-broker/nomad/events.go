@@ -165,18 +165,36 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 			defer wg.Done()
 			for k := range next {
 				ns, id := splitKey(k)
+				s.mu.RLock()
+				before := s.jobs[k]
+				s.mu.RUnlock()
 				sum, _, err := c.Jobs().Summary(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+				gone := false
+				if isNotFound(err) {
+					// Purged, or not yet registered: ask for the job itself.
+					_, _, ierr := c.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+					gone = isNotFound(ierr)
+				}
 				s.mu.Lock()
+				missing := s.jobs[k] == nil && (s.governed == nil || s.governed(ns))
 				switch {
 				case err == nil:
 					s.summaries[k] = sum
 				case isNotFound(err):
 					delete(s.summaries, k)
-					delete(s.jobs, k)
+					missing = false
+					// Drop the job only if no event replaced it meanwhile: a
+					// 404 racing a new registration must not lose the new job.
+					if gone && s.jobs[k] == before {
+						delete(s.jobs, k)
+					}
 				default:
 					s.dirty[k] = true
 				}
 				s.mu.Unlock()
+				if err == nil && missing {
+					err = s.fetchJob(ctx, c, k)
+				}
 				if err != nil && !isNotFound(err) {
 					mu.Lock()
 					if first == nil {
@@ -193,6 +211,28 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	close(next)
 	wg.Wait()
 	return first
+}
+
+// fetchJob reads a job the state lacks (its event was older than a
+// summary that says it exists) and stores it unless a newer copy arrived.
+func (s *State) fetchJob(ctx context.Context, c *api.Client, k string) error {
+	ns, id := splitKey(k)
+	j, _, err := c.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		s.mu.Lock()
+		s.dirty[k] = true
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.jobs[k]; old == nil || old.ModifyIndex == nil || j.ModifyIndex == nil || *old.ModifyIndex < *j.ModifyIndex {
+		s.jobs[k] = j
+	}
+	return nil
 }
 
 func splitKey(k string) (string, string) {
