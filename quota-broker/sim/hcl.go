@@ -80,9 +80,6 @@ func (b *block) fail(r hcl.Range, format string, args ...any) {
 	}
 }
 
-// has reports whether the attribute is set.
-func (b *block) has(name string) bool { _, ok := b.attrs[name]; return ok }
-
 // pos is the position of the attribute, or of the block when it is absent.
 func (b *block) pos(name string) string {
 	if a, ok := b.attrs[name]; ok {
