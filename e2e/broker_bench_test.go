@@ -1,0 +1,269 @@
+package e2e
+
+// Speed of the broker on a real Nomad dev agent (issue 5, "Speed"; numbers
+// in docs/benchmarks.md, "Broker on Nomad"). Run with GPUTIDE_BENCH=1:
+//
+//	GPUTIDE_BENCH=1 NOMAD_BIN=... go test -count=1 -v -run TestBrokerSpeed ./e2e/
+//
+// On a full node (team C's training 2 x 2 GPUs and notebook 1 GPU, team
+// B's training 3 GPUs), team A's inference (4 GPUs, priority 80) is
+// registered and timed to its allocation running, three ways: (a) Nomad's
+// own preemption, broker off; (b) the broker's mechanism driven by hand on
+// the right victims (move the victim job to the empty holding pool, wait
+// for the 200, stop its allocations); (c) the broker.
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/hashicorp/nomad/api"
+)
+
+const benchTrials = 5
+
+func TestBrokerSpeed(t *testing.T) {
+	if os.Getenv("GPUTIDE_BENCH") == "" {
+		t.Skip("set GPUTIDE_BENCH=1 to run the broker's speed measurements against a real Nomad agent")
+	}
+	a := startGPUNomad(t)
+	c := a.Client
+	if _, err := c.NodePools().Register(&api.NodePool{Name: nomad.DefaultHoldingPool}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if self, err := c.Agent().Self(); err == nil {
+		t.Logf("Nomad %v", self.Member.Tags["build"])
+	}
+
+	var ta, tb, tc []time.Duration
+	for i := 0; i < benchTrials; i++ {
+		ta = append(ta, nomadPreemption(t, c))
+		cleanJobs(t, c)
+		tb = append(tb, byHand(t, c))
+		cleanJobs(t, c)
+	}
+	b := startBroker(t, a.Addr, 3, 5)
+	for i := 0; i < benchTrials; i++ {
+		tc = append(tc, viaBroker(t, c))
+		cleanJobs(t, c)
+	}
+	b.stop()
+	t.Logf("(a) Nomad's own preemption: median %s, all %v", median(ta), ta)
+	t.Logf("(b) by hand (move, 200, stop): median %s, all %v", median(tb), tb)
+	t.Logf("(c) broker: median %s, all %v", median(tc), tc)
+	t.Logf("(c) - (b) at the median: %s", median(tc)-median(tb))
+
+	victimChoice(t, a)
+	cleanJobs(t, c)
+	admissionRate(t, a)
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2].Round(time.Millisecond)
+}
+
+// fillDirect fills the node with jobs registered straight into "default".
+func fillDirect(t *testing.T, c *api.Client, pool string) (cTrain []string) {
+	submit(t, c, jobSpec{Namespace: "workspace-c", ID: "training", Type: "batch", Priority: 50, Count: 2, GPUs: 2, Pool: pool})
+	cTrain = waitRunning(t, c, "workspace-c", "training", 2, 30*time.Second)
+	submit(t, c, jobSpec{Namespace: "workspace-c", ID: "notebook", Type: "service", Priority: 60, Count: 1, GPUs: 1, Pool: pool})
+	waitRunning(t, c, "workspace-c", "notebook", 1, 30*time.Second)
+	submit(t, c, jobSpec{Namespace: "workspace-b", ID: "training", Type: "batch", Priority: 50, Count: 1, GPUs: 3, Pool: pool})
+	waitRunning(t, c, "workspace-b", "training", 1, 30*time.Second)
+	return cTrain
+}
+
+// timeToRunning registers the inference job and returns the time from the
+// call to its allocation running, as the server sees it; during is called
+// right after the register call returns.
+func timeToRunning(t *testing.T, c *api.Client, pool string, during func()) time.Duration {
+	t.Helper()
+	start := time.Now()
+	submit(t, c, jobSpec{Namespace: "workspace-a", ID: "inference", Type: "service", Priority: 80, Count: 1, GPUs: 4, Pool: pool})
+	if during != nil {
+		during()
+	}
+	for {
+		if len(running(t, c, "workspace-a", "inference")) == 1 {
+			return time.Since(start)
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatal("inference not running after 60s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func setNomadPreemption(t *testing.T, c *api.Client, on bool) {
+	t.Helper()
+	cfg, _, err := c.Operator().SchedulerGetConfiguration(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.SchedulerConfig
+	sc.PreemptionConfig.ServiceSchedulerEnabled = on
+	sc.PreemptionConfig.BatchSchedulerEnabled = on
+	if _, _, err := c.Operator().SchedulerSetConfiguration(sc, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// (a) Nomad's own preemption, broker off.
+func nomadPreemption(t *testing.T, c *api.Client) time.Duration {
+	fillDirect(t, c, "default")
+	setNomadPreemption(t, c, true)
+	defer setNomadPreemption(t, c, false)
+	return timeToRunning(t, c, "default", nil)
+}
+
+// (b) the broker's mechanism by hand, on team C's training.
+func byHand(t *testing.T, c *api.Client) time.Duration {
+	cTrain := fillDirect(t, c, "default")
+	return timeToRunning(t, c, "default", func() {
+		j := jobInfo(t, c, "workspace-c", "training")
+		pool := nomad.DefaultHoldingPool
+		j.NodePool = &pool
+		if _, _, err := c.Jobs().RegisterOpts(j, &api.RegisterOptions{PreserveCounts: true}, &api.WriteOptions{Namespace: "workspace-c"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range cTrain {
+			if _, err := c.Allocations().Stop(&api.Allocation{ID: id}, &api.QueryOptions{Namespace: "workspace-c"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// (c) the broker: everything is submitted into the holding pool.
+func viaBroker(t *testing.T, c *api.Client) time.Duration {
+	fillDirect(t, c, "")
+	return timeToRunning(t, c, "", nil)
+}
+
+// victimChoice shows, on one full node, which allocation Nomad's own
+// preemption stops and which the broker stops, when team C's training
+// (priority 50) runs within team C's quota and team B's idle job (priority
+// 60) borrows the rest.
+func victimChoice(t *testing.T, a *nomadAgent) {
+	c := a.Client
+	run := func(pool string) (stopped []string, cTrain, borrow []string) {
+		submit(t, c, jobSpec{Namespace: "workspace-c", ID: "training", Type: "batch", Priority: 50, Count: 2, GPUs: 2, Pool: pool})
+		cTrain = waitRunning(t, c, "workspace-c", "training", 2, 30*time.Second)
+		submit(t, c, jobSpec{Namespace: "workspace-b", ID: "borrow", Type: "batch", Priority: 60, Count: 4, GPUs: 1, Pool: pool,
+			Meta: map[string]string{"gputide_idle": "true", "gputide_elastic": "true"}})
+		borrow = waitRunning(t, c, "workspace-b", "borrow", 4, 30*time.Second)
+		before := stoppedAllocs(t, c)
+		timeToRunning(t, c, pool, nil)
+		return minus(stoppedAllocs(t, c), before), cTrain, borrow
+	}
+	setNomadPreemption(t, c, true)
+	stopped, cTrain, borrow := run("default")
+	setNomadPreemption(t, c, false)
+	t.Logf("Nomad's preemption stopped %d allocations: %d of team C's in-quota training, %d of team B's idle job",
+		len(stopped), len(intersect(stopped, cTrain)), len(intersect(stopped, borrow)))
+	cleanJobs(t, c)
+	b := startBroker(t, a.Addr, 3, 5)
+	stopped, cTrain, borrow = run("")
+	b.stop()
+	t.Logf("the broker stopped %d allocations: %d of team C's in-quota training, %d of team B's idle job",
+		len(stopped), len(intersect(stopped, cTrain)), len(intersect(stopped, borrow)))
+	if len(intersect(stopped, cTrain)) != 0 || len(intersect(stopped, borrow)) != 4 {
+		t.Errorf("the broker's victims are not team B's idle workers")
+	}
+}
+
+func intersect(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// admissionRate queues 500 small jobs (no GPU) in the holding pool, with
+// gputide_pool naming an empty pool so that Nomad accepts every admission
+// without 500 processes starting on the test machine, then starts the
+// broker and times the admissions (register calls Nomad accepted).
+func admissionRate(t *testing.T, a *nomadAgent) {
+	c := a.Client
+	const n = 500
+	if _, err := c.NodePools().Register(&api.NodePool{Name: "bench-empty"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				s := jobSpec{Namespace: "workspace-b", ID: fmt.Sprintf("small-%03d", i), Type: "batch", Priority: 50, Count: 1,
+					Meta: map[string]string{"gputide_pool": "bench-empty"}}
+				j := s.job()
+				j.TaskGroups[0].Tasks[0].Resources.Devices = nil
+				if _, _, err := c.Jobs().Register(j, &api.WriteOptions{Namespace: "workspace-b"}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	start := time.Now()
+	b := startBroker(t, a.Addr, 3, 5)
+	var first, last time.Time
+	for time.Since(start) < 120*time.Second {
+		got := admissions(t, b)
+		if got > 0 && first.IsZero() {
+			first = time.Now()
+		}
+		if got >= n {
+			last = time.Now()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.stop()
+	if last.IsZero() {
+		t.Fatalf("only %d of %d admitted", admissions(t, b), n)
+	}
+	t.Logf("admitted %d jobs: %.0f per second from the first admission, %s from broker start (list, plan and act)",
+		n, float64(n)/last.Sub(first).Seconds(), last.Sub(start).Round(time.Millisecond))
+	for i := 0; i < n; i++ {
+		_, _, _ = c.Jobs().Deregister(fmt.Sprintf("small-%03d", i), true, &api.WriteOptions{Namespace: "workspace-b"})
+	}
+}
+
+// admissions reads gputide_admissions_total from the broker's metrics.
+func admissions(t *testing.T, b *broker) int {
+	resp, err := http.Get("http://" + b.Addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	total := 0
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "gputide_admissions_total{") {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			total += int(v)
+		}
+	}
+	return total
+}
