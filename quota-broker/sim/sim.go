@@ -379,6 +379,11 @@ func (s *sim) handle(e event) {
 		s.active = append(s.active, j)
 		s.pend(j)
 		s.dirty = true
+		if j.spec.Gang {
+			// A gang still waiting after the longest flex wait expires
+			// (L11): plan then even if nothing else happens.
+			s.push(event{t: j.spec.Submit.Add(plan.MaxFlexWait).UnixNano() + 1, kind: evWake})
+		}
 		s.record(Event{Event: "submit", Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
 			Count: j.spec.Count, GPUs: j.spec.GPUs, Reason: j.spec.Origin})
 	case evFinish:
