@@ -325,6 +325,10 @@ func (a *Agent) cycle(ctx context.Context) {
 	}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
 	out := a.actor.Execute(actx, p, b)
+	if _, err := a.actor.EnforceMaxRun(actx, b, a.now()); err != nil {
+		out.Errors = append(out.Errors, err)
+		a.log.Error("failed to stop a flex request past its max_run", "error", err)
+	}
 	cancel()
 	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors) > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
