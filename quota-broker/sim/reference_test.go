@@ -347,3 +347,26 @@ func TestEmbeddedCopies(t *testing.T) {
 		}
 	}
 }
+
+// L3 holds throughout: no quota runs more non-idle GPUs than its nominal
+// (a child lowered by the quota move may carry debt until it is reclaimed),
+// and the cluster is never over-allocated.
+func TestReferenceEntitlement(t *testing.T) {
+	reference(t)
+	r := ref.gputide
+	move := r.Moves[0].At
+	for _, s := range r.Samples {
+		used := s.Stopping
+		for _, a := range s.Active {
+			used += a
+		}
+		if used > r.Capacity {
+			t.Fatalf("%s: %d GPUs allocated of %d", s.T, used, r.Capacity)
+		}
+		for qi, q := range r.Quotas {
+			if s.NonIdle[qi] > s.Nominal[qi] && (q.Quota != "Quota1.2" || s.T.Before(move)) {
+				t.Errorf("%s: %s runs %d non-idle GPUs, nominal %d", s.T.Format("Mon 15:04"), q.Quota, s.NonIdle[qi], s.Nominal[qi])
+			}
+		}
+	}
+}
