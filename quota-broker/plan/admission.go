@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -151,10 +152,18 @@ func poolOf(pool string) string {
 
 func modelMatches(want, have string) bool { return want == "" || want == have }
 
+// feasibilityKey is what decides which nodes can run an allocation.
+type feasibilityKey struct {
+	datacenters string // joined with NUL
+	pool        string
+	gpus        int
+	model       string
+}
+
 // feasibleNodes returns the indices of the nodes that can run allocations
 // of g, cached by the group's constraints.
-func (p *planner) feasibleNodes(g *Pending, cache map[string][]int) []int {
-	key := fmt.Sprintf("%q|%q|%d|%q", g.Datacenters, poolOf(g.NodePool), g.GPUs, g.Model)
+func (p *planner) feasibleNodes(g *Pending, cache map[feasibilityKey][]int) []int {
+	key := feasibilityKey{datacenters: strings.Join(g.Datacenters, "\x00"), pool: poolOf(g.NodePool), gpus: g.GPUs, model: g.Model}
 	if nodes, ok := cache[key]; ok {
 		return nodes
 	}

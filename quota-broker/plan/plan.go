@@ -24,6 +24,7 @@ package plan
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -40,7 +41,7 @@ func Compute(s *Snapshot) (*Plan, error) {
 	}
 	p := newPlanner(s)
 	jobs := p.pendingJobs()
-	cache := map[string][]int{}
+	cache := map[feasibilityKey][]int{}
 	for _, idlePass := range []bool{false, true} {
 		for _, j := range jobs {
 			if j.idle == idlePass {
@@ -52,7 +53,7 @@ func Compute(s *Snapshot) (*Plan, error) {
 }
 
 // decide makes the plan's actions for one pending job.
-func (p *planner) decide(j *job, cache map[string][]int) {
+func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 	if j.q == nil {
 		p.warnings = append(p.warnings, fmt.Sprintf("job %s/%s: namespace %q is not bound to any quota; not governed",
 			j.namespace, j.name, j.namespace))
@@ -101,7 +102,7 @@ func (p *planner) decide(j *job, cache map[string][]int) {
 // placeJob places the allocations of every group of j, one at a time, and
 // emits an admit action per group with the nodes and a wait action for the
 // rest. It returns how many allocations were placed and how many were not.
-func (p *planner) placeJob(j *job, cache map[string][]int) (placed, failed int, reason string) {
+func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) (placed, failed int, reason string) {
 	for _, g := range j.groups {
 		c := &claim{j: j, g: g, cid: p.claimantID(g.Key()), nodes: p.feasibleNodes(g, cache)}
 		var nodes []string
@@ -200,5 +201,5 @@ func placeText(g *Pending) string {
 	if len(g.Datacenters) > 0 {
 		dcs = "datacenter " + strings.Join(g.Datacenters, ",")
 	}
-	return fmt.Sprintf(" in %s, node pool %q", dcs, poolOf(g.NodePool))
+	return " in " + dcs + ", node pool " + strconv.Quote(poolOf(g.NodePool))
 }
