@@ -31,6 +31,7 @@ func TestBroker(t *testing.T) {
 		{"use case 2: quota moves live", useCase2QuotaMove},
 		{"use case 3: isolation between teams", useCase3Isolation},
 		{"bad meta is reported and the job left unadmitted", badMeta},
+		{"a job registered straight into a real pool is checked", straightRegistration},
 		{"nomad unreachable for 30s", nomadUnreachable},
 		{"restart in the middle of a preemption", restartMidPreemption},
 	} {
@@ -274,6 +275,45 @@ func badMeta(t *testing.T, a *nomadAgent) {
 		if got := allocs(t, c, "workspace-c", id); len(got) != 0 {
 			t.Fatalf("%s has allocations %d", id, len(got))
 		}
+	}
+}
+
+// straightRegistration: team B registers training straight into "default"
+// (not the holding pool) beyond its quota. Nomad places it at once; the
+// broker checks it against L3, suspends it (moves it to the holding pool and
+// stops its allocation) and, once nothing of it runs, writes why it waits.
+// A job within quota registered the same way is left running.
+func straightRegistration(t *testing.T, a *nomadAgent) {
+	c := a.Client
+	startBroker(t, a.Addr, 3, 5)
+	submit(t, c, jobSpec{Namespace: "workspace-b", ID: "fits", Type: "batch", Priority: 50, Count: 1, GPUs: 2, Pool: "default"})
+	fits := waitRunning(t, c, "workspace-b", "fits", 1, 30*time.Second)
+	before := stoppedAllocs(t, c)
+	submit(t, c, jobSpec{Namespace: "workspace-b", ID: "over", Type: "batch", Priority: 50, Count: 1, GPUs: 2, Pool: "default"})
+	err := waitFor(30*time.Second, 100*time.Millisecond, func() error {
+		j := jobInfo(t, c, "workspace-b", "over")
+		if *j.NodePool != nomad.DefaultHoldingPool || j.Meta["gputide_status"] != "waiting" {
+			return fmt.Errorf("pool %s meta %v", *j.NodePool, j.Meta)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := running(t, c, "workspace-b", "over"); len(got) != 0 {
+		t.Fatalf("the over-quota job still runs: %v", got)
+	}
+	for _, id := range minus(stoppedAllocs(t, c), before) {
+		if al, _, _ := c.Allocations().Info(id, nil); al.JobID != "over" {
+			t.Fatalf("stopped %s of %s", id, al.JobID)
+		}
+	}
+	if reason := jobInfo(t, c, "workspace-b", "over").Meta["gputide_reason"]; !strings.Contains(reason, "Quota1.1") {
+		t.Fatalf("reason %q", reason)
+	}
+	time.Sleep(2 * time.Second)
+	if !same(running(t, c, "workspace-b", "fits"), fits) {
+		t.Fatal("the job within quota was touched")
 	}
 }
 
