@@ -26,10 +26,10 @@ const MaxGPUs = math.MaxInt32
 // loader accepts can also be written in a JSON snapshot and read back.
 const MaxDepth = 32
 
-// MaxFileSize is the largest quota file LoadFile reads (16 MiB): far more
-// than any real tree, and a bound on what a wrong path (a device, a log
-// file) can cost.
-const MaxFileSize = 16 << 20
+// MaxFileSize is the largest quota file LoadFile reads (1 MiB): a tree of
+// 10,000 nodes takes about 300 KB, and the bound keeps what a wrong path
+// (a device, a log file) or a hostile file can cost in memory low.
+const MaxFileSize = 1 << 20
 
 // ParseError is a syntax, type or structure error in a quota file, found
 // before law L1 is checked (L1 violations are *ValidationError).
@@ -92,6 +92,9 @@ func LoadFile(path string) (*Node, Settings, error) {
 // of Validate. On error the returned tree is nil.
 func Parse(src []byte, filename string) (*Node, Settings, error) {
 	settings := DefaultSettings()
+	if err := checkNesting(src, filename); err != nil {
+		return nil, Settings{}, err
+	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if err := firstError(diags, ""); err != nil {
 		return nil, Settings{}, err
@@ -132,6 +135,65 @@ func Parse(src []byte, filename string) (*Node, Settings, error) {
 		return nil, Settings{}, err
 	}
 	return root, settings, nil
+}
+
+// maxNesting bounds how deep brackets, braces, parentheses, strings and
+// template sequences may nest in a quota file, and maxChain how many
+// operators, traversal steps and opening brackets one expression may
+// chain between two separators (a comma, a line break outside brackets, a
+// brace). A tree of MaxDepth levels with its lists needs about MaxDepth+3
+// levels and a handful of operators.
+const (
+	maxNesting = 2 * MaxDepth
+	maxChain   = 256
+)
+
+// checkNesting rejects sources that would make hclsyntax's recursive
+// descent parser recurse without bound: 100,000 nested "[" or "(" in a
+// file of 200 KB, or a chain of 200,000 "[*]", overflow the goroutine
+// stack, a fatal error that no recover catches, and long operator chains
+// cost a gigabyte of stack. The source is lexed (iteratively) first; lexing
+// errors are left to the parser to report.
+func checkNesting(src []byte, filename string) error {
+	tokens, diags := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil
+	}
+	var open []hclsyntax.TokenType
+	chain := 0
+	for _, tok := range tokens {
+		switch tok.Type {
+		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen, hclsyntax.TokenOQuote,
+			hclsyntax.TokenOHeredoc, hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
+			open = append(open, tok.Type)
+			if len(open) > maxNesting {
+				return &ParseError{Pos: pos(tok.Range), Message: fmt.Sprintf(
+					"brackets, braces, strings or templates nested more than %d levels deep", maxNesting)}
+			}
+		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenCQuote,
+			hclsyntax.TokenCHeredoc, hclsyntax.TokenTemplateSeqEnd:
+			if len(open) > 0 {
+				open = open[:len(open)-1]
+			}
+		}
+		switch tok.Type {
+		case hclsyntax.TokenComma, hclsyntax.TokenOBrace, hclsyntax.TokenCBrace:
+			chain = 0
+		case hclsyntax.TokenNewline:
+			if len(open) == 0 || open[len(open)-1] == hclsyntax.TokenOBrace {
+				chain = 0
+			}
+		case hclsyntax.TokenIdent, hclsyntax.TokenNumberLit, hclsyntax.TokenQuotedLit, hclsyntax.TokenStringLit,
+			hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenCQuote, hclsyntax.TokenCHeredoc,
+			hclsyntax.TokenTemplateSeqEnd, hclsyntax.TokenComment, hclsyntax.TokenEOF:
+		default: // operators, traversal steps, opening brackets
+			if chain++; chain > maxChain {
+				return &ParseError{Pos: pos(tok.Range), Message: fmt.Sprintf(
+					"an expression chains more than %d operators, brackets or traversal steps", maxChain)}
+			}
+		}
+	}
+	return nil
 }
 
 var topSchema = &hcl.BodySchema{
@@ -193,7 +255,7 @@ func (d decoder) quota(b *hcl.Block, depth int) (*Node, error) {
 		}
 	}
 	if a, ok := content.Attributes["namespaces"]; ok {
-		if err := d.attr(a, n.Name, &n.Namespaces); err != nil {
+		if err := d.namespaces(a, n); err != nil {
 			return nil, err
 		}
 	}
@@ -241,6 +303,42 @@ func (d decoder) gpus(a *hcl.Attribute, n *Node) error {
 	}
 	i, _ := v.Int64()
 	n.GPUs = int(i)
+	return nil
+}
+
+// namespaces reads a node's namespaces: a list of strings (null for none).
+// It converts element by element: go-cty's conversion of a whole tuple to a
+// list unifies the element types in quadratic time (20,000 namespaces
+// took 4 s).
+func (d decoder) namespaces(a *hcl.Attribute, n *Node) error {
+	var val cty.Value
+	if err := d.attr(a, n.Name, &val); err != nil {
+		return err
+	}
+	unsuitable := func(why string) error {
+		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(
+			"namespaces = %s: Unsuitable value type; Unsuitable value: %s", d.text(a.Expr.Range()), why)}
+	}
+	ty := val.Type()
+	switch {
+	case val.IsNull():
+		return nil
+	case !val.IsWhollyKnown():
+		return unsuitable("the value is not known")
+	case !ty.IsTupleType() && !ty.IsListType() && !ty.IsSetType():
+		return unsuitable("list of string required, but have " + ty.FriendlyName())
+	}
+	for i, it := 0, val.ElementIterator(); it.Next(); i++ {
+		_, el := it.Element()
+		s, err := convert.Convert(el, cty.String)
+		switch {
+		case err != nil:
+			return unsuitable(fmt.Sprintf("element %d: %s", i, err))
+		case s.IsNull():
+			return unsuitable(fmt.Sprintf("element %d: null value is not allowed", i))
+		}
+		n.Namespaces = append(n.Namespaces, s.AsString())
+	}
 	return nil
 }
 

@@ -289,7 +289,13 @@ func TestParseRejectsBadFiles(t *testing.T) {
 			`bad.hcl:3: quota "a": child_preemption = "sometimes": Unsuitable value type; Unsuitable value: a bool is required`},
 		{"namespaces given as a string is rejected with the value",
 			"quota \"a\" {\n  gpus = 1\n  namespaces = {a = 1}\n}\n",
-			`bad.hcl:3: quota "a": namespaces = {a = 1}: Unsuitable value type; Unsuitable value: list of string required`},
+			`bad.hcl:3: quota "a": namespaces = {a = 1}: Unsuitable value type; Unsuitable value: list of string required, but have object`},
+		{"a null namespace is rejected with its index",
+			"quota \"a\" {\n  gpus = 1\n  namespaces = [\"x\", null]\n}\n",
+			`bad.hcl:3: quota "a": namespaces = ["x", null]: Unsuitable value type; Unsuitable value: element 1: null value is not allowed`},
+		{"a list namespace is rejected with its index",
+			"quota \"a\" {\n  gpus = 1\n  namespaces = [\"x\", [\"y\"]]\n}\n",
+			`bad.hcl:3: quota "a": namespaces = ["x", ["y"]]: Unsuitable value type; Unsuitable value: element 1: string required, but have tuple`},
 		{"a duration without a unit is rejected with the value",
 			"settings {\n  min_runtime = \"10\"\n}\nquota \"a\" { gpus = 1 }\n",
 			`bad.hcl:2: settings.min_runtime = "10" is not a duration (Go syntax such as "90s", "10m", "1h30m")`},
@@ -387,8 +393,51 @@ func TestLoadFileRejectsAFileLargerThanMaxFileSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := LoadFile(p)
-	want := p + ": the file is larger than 16 MiB, the most a quota file may be"
+	want := p + ": the file is larger than 1 MiB, the most a quota file may be"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %s", err, want)
+	}
+}
+
+// TestParseRejectsSourcesThatWouldOverflowTheParsersStack checks shapes
+// that made hclsyntax's recursive parser overflow the goroutine stack (a
+// fatal error, not a panic: the process died) or take a gigabyte of stack.
+func TestParseRejectsSourcesThatWouldOverflowTheParsersStack(t *testing.T) {
+	const n = 5000 // the guard's limits are far lower; 200,000 crashed before it
+	for _, tt := range []struct{ name, src, want string }{
+		{"nested brackets", "quota \"q\" {\n  gpus = 1\n  namespaces = " + strings.Repeat("[", n) + strings.Repeat("]", n) + "\n}\n",
+			"bad.hcl:3: brackets, braces, strings or templates nested more than 64 levels deep"},
+		{"nested parentheses", "quota \"q\" {\n  gpus = " + strings.Repeat("(", n) + "1" + strings.Repeat(")", n) + "\n}\n",
+			"bad.hcl:2: brackets, braces, strings or templates nested more than 64 levels deep"},
+		{"nested templates", "quota \"q\" {\n  gpus = " + strings.Repeat(`"${`, n) + "1" + strings.Repeat(`}"`, n) + "\n}\n",
+			"bad.hcl:2: brackets, braces, strings or templates nested more than 64 levels deep"},
+		{"nested objects", "quota \"q\" {\n  gpus = 1\n  namespaces = " + strings.Repeat("{a = ", n) + "1" + strings.Repeat("}", n) + "\n}\n",
+			"bad.hcl:3: brackets, braces, strings or templates nested more than 64 levels deep"},
+		{"nested blocks", strings.Repeat("quota \"q\" {\n", n) + strings.Repeat("}\n", n),
+			"bad.hcl:65: brackets, braces, strings or templates nested more than 64 levels deep"},
+		{"a splat chain", "quota \"q\" {\n  gpus = 1\n  namespaces = [\"a\"]" + strings.Repeat("[*]", n) + "\n}\n",
+			"bad.hcl:3: an expression chains more than 256 operators, brackets or traversal steps"},
+		{"unary minus", "quota \"q\" {\n  gpus = " + strings.Repeat("-", n) + "1\n}\n",
+			"bad.hcl:2: an expression chains more than 256 operators, brackets or traversal steps"},
+		{"conditionals", "quota \"q\" {\n  gpus = (" + strings.Repeat("true ?\n 1 :\n ", n) + "1)\n}\n",
+			"bad.hcl:256: an expression chains more than 256 operators, brackets or traversal steps"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := Parse([]byte(tt.src), "bad.hcl")
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("err = %v, want %s", err, tt.want)
+			}
+		})
+	}
+	// Long lists are fine: commas separate their elements. (They are read
+	// element by element: go-cty's tuple-to-list conversion is quadratic,
+	// and this list took 4 s.)
+	ns := make([]string, 20000)
+	for i := range ns {
+		ns[i] = fmt.Sprintf("%q", fmt.Sprintf("ns-%d", i))
+	}
+	src := "quota \"q\" {\n  gpus = 1 + 1\n  namespaces = [\n" + strings.Join(ns, ",\n") + "\n  ]\n}\n"
+	if _, _, err := Parse([]byte(src), "long.hcl"); err != nil {
+		t.Errorf("a list of 20,000 namespaces is rejected: %v", err)
 	}
 }
