@@ -686,6 +686,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}}`))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}} []`))
 	f.Add([]byte(`[{"a": [1, 2.5, null, true, "x"]}]`))
+	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1, "namespaces": ["\ud83d\ude00", "a\u0000"]}}`))
+	f.Add([]byte("{\"time\": \"2026-12-01T08:00:00Z\", \"quota\": {\"name\": \"Q\xff\", \"gpus\": -0}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Unmarshal(data)
 		if err != nil {
@@ -696,6 +698,14 @@ func FuzzDecode(f *testing.F) {
 		}
 		if s == nil || s.Quota == nil {
 			t.Fatalf("nil snapshot or tree without an error")
+		}
+		// The decoder's own scanner accepts only JSON.
+		if !json.Valid(data) {
+			t.Fatalf("accepted a document that is not JSON")
+		}
+		// The planner takes every snapshot the decoder accepts.
+		if _, err := plan.Compute(s); err != nil {
+			t.Fatalf("plan.Compute of an accepted snapshot: %v", err)
 		}
 		out, err := Marshal(s)
 		if err != nil {
