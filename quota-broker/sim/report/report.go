@@ -232,7 +232,7 @@ func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string
 		Compare(w, compared)
 		p("\n")
 	}
-	p("## Files\n\n- `%s`: GPUs in use over time, stacked by workspace; lighter bands are borrowed GPUs, grey the GPUs of stopping allocations; dashed lines mark each quota's nominal above its workspace's base.\n", OccupancyFile)
+	p("## Files\n\n- `%s`: GPUs in use over time, stacked by workspace (lighter bands are borrowed GPUs, grey the GPUs of stopping allocations, dotted lines the quota moves); below it, a panel per child quota: its use (in quota; borrowed, lighter) against its nominal, a dashed step line.\n", OccupancyFile)
 	p("- `%s`: every plan action (stop, admit, wait, expire) with its rule, and every lifecycle event of the modelled cluster, one JSON object a line.\n", EventsFile)
 	p("- See docs/simulator.md for how the scenario, the traces and the policies are modelled.\n")
 }
