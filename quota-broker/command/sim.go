@@ -39,7 +39,8 @@ Usage: gputide sim [options]
     report.md       utilisation per quota and overall, GPU-hours used, idle
                     and lent, preemptions by rule, inference waits at each
                     scale-up, training queue waits, work lost to preemption
-    occupancy.svg   GPUs in use over time, stacked by workspace
+    occupancy.svg   GPUs in use over time, stacked by workspace, and each
+                    child quota's use against its nominal
     events.jsonl    every plan action with its rule, and every lifecycle
                     event of the modelled cluster
 
