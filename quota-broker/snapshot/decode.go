@@ -251,6 +251,7 @@ func (c *converter) nodeList(ws []wireNode) ([]plan.Node, error) {
 
 func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) {
 	ids := make(map[string]int, len(ws))
+	jobs := map[string]int{} // "ns/job" -> index of its first allocation
 	var out []plan.Allocation
 	if len(ws) > 0 {
 		out = make([]plan.Allocation, 0, len(ws))
@@ -302,6 +303,21 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 		started, err := parseTime(path+".started_at", w.StartedAt)
 		if err != nil {
 			return nil, err
+		}
+		// idle and elastic are job meta (gputide_idle, gputide_elastic):
+		// every allocation of a job has the same, as the Nomad adapter
+		// writes them. The planner preempts a batch job as one unit and
+		// relies on it.
+		jobKey := w.Namespace + "/" + w.Job
+		if j, ok := jobs[jobKey]; !ok {
+			jobs[jobKey] = i
+		} else if first := &ws[j]; w.Idle != first.Idle || w.Elastic != first.Elastic {
+			field, got, want := "idle", w.Idle, first.Idle
+			if w.Idle == first.Idle {
+				field, got, want = "elastic", w.Elastic, first.Elastic
+			}
+			return nil, errf(path+"."+field, "%v differs from %v in allocations[%d], an allocation of the same job %s",
+				got, want, j, quoteShort(jobKey))
 		}
 		out = append(out, plan.Allocation{
 			ID: w.ID, Namespace: w.Namespace, Job: w.Job, Group: w.Group,

@@ -317,3 +317,24 @@ func BenchmarkUnmarshal(b *testing.B) {
 		}
 	}
 }
+
+func TestUnmarshalRejectsAllocationsOfOneJobThatDisagreeOnJobMeta(t *testing.T) {
+	alloc := func(id, gpu string, idle, elastic bool) string {
+		return fmt.Sprintf(`{"id": %q, "namespace": "b", "job": "train", "group": %q, "type": "batch", "priority": 50,
+		  "node": "n1", "gpu_ids": [%q], "idle": %v, "elastic": %v, "started_at": "2026-12-01T07:00:00Z"}`, id, id, gpu, idle, elastic)
+	}
+	doc := func(allocs ...string) []byte {
+		return []byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 2, "namespaces": ["b"]},
+		  "nodes": [{"id": "n1", "gpus": [{"id": "g0"}, {"id": "g1"}, {"id": "g2"}]}],
+		  "allocations": [` + strings.Join(allocs, ",") + `]}`)
+	}
+	// The planner crashed on a batch job with an idle and a non-idle (debt)
+	// allocation; idle and elastic are job meta.
+	rejects(t, doc(alloc("x1", "g0", false, false), alloc("x2", "g1", true, false)),
+		`allocations[1].idle: true differs from false in allocations[0], an allocation of the same job "b/train"`)
+	rejects(t, doc(alloc("x1", "g0", false, true), alloc("x2", "g1", false, true), alloc("x3", "g2", false, false)),
+		`allocations[2].elastic: false differs from true in allocations[0], an allocation of the same job "b/train"`)
+	if _, err := Unmarshal(doc(alloc("x1", "g0", true, true), alloc("x2", "g1", true, true))); err != nil {
+		t.Errorf("allocations of one job that agree are rejected: %v", err)
+	}
+}
