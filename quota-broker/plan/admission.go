@@ -18,7 +18,8 @@ type job struct {
 	idle      bool
 	flex      *Flex
 	submitted time.Time
-	// asked is the total GPUs of all pending allocations of all groups.
+	// asked is the total GPUs of all pending allocations of all groups,
+	// saturated at MaxAsk so that no sum of counts can wrap around.
 	asked int
 }
 
@@ -62,7 +63,7 @@ func (p *planner) pendingJobs() []*job {
 			if j.flex == nil && g.Flex != nil {
 				j.flex = g.Flex
 			}
-			j.asked += g.Count * g.GPUs
+			j.asked = addAsk(j.asked, g.Count, g.GPUs)
 		}
 		jobs = append(jobs, j)
 	}
@@ -83,6 +84,22 @@ func (p *planner) pendingJobs() []*job {
 		return x.name < y.name
 	})
 	return jobs
+}
+
+// MaxAsk bounds the GPUs a job may ask for in total: a larger ask is
+// never entitled, and no arithmetic on it overflows.
+const MaxAsk = 1 << 31
+
+// addAsk returns total + count*gpus, saturated at MaxAsk; negative counts
+// count as 0.
+func addAsk(total, count, gpus int) int {
+	if count <= 0 || gpus <= 0 {
+		return total
+	}
+	if count > MaxAsk/gpus || total+count*gpus > MaxAsk {
+		return MaxAsk
+	}
+	return total + count*gpus
 }
 
 // entitlement checks DESIGN L3 for a non-idle job of node q asking for

@@ -568,3 +568,42 @@ func TestL1CapacityWarning(t *testing.T) {
 		t.Fatalf("warnings = %v", p.Warnings)
 	}
 }
+
+func TestL5BatchUnitWithIdleAndDebtAllocations(t *testing.T) {
+	// One batch job with a debt allocation (its quota B has nominal 0) and
+	// an idle one: the unit's key is the debt's, and both stop together.
+	tree := &quota.Node{Name: "R", GPUs: 8, Children: []*quota.Node{
+		{Name: "B", GPUs: 0, Namespaces: []string{"b"}},
+		{Name: "A", GPUs: 8, Namespaces: []string{"a"}},
+	}}
+	s := newSnap(tree).nodes(1, 2, h100).
+		alloc("x1", "b", "train", "node-01", 1).
+		alloc("x2", "b", "train", "node-01", 1, idle).
+		pending("a", "chat", 1, 2).build()
+	p := mustPlan(t, s)
+	st := actionsOf(p, ActionStop)
+	if len(st) != 2 || st[0].Rule != RuleIdleDebt || st[1].Rule != RuleIdleDebt {
+		t.Fatalf("stops = %+v, want both allocations by L5.1", st)
+	}
+	if !strings.Contains(st[0].Reason, "debt of B") || !strings.Contains(st[1].Reason, "idle allocation of B") {
+		t.Fatalf("reasons = %q, %q", st[0].Reason, st[1].Reason)
+	}
+}
+
+func TestL3HugeAsksNeverWrap(t *testing.T) {
+	// Counts whose product overflows an int32 sum must not wrap into an
+	// entitled ask.
+	const big = 1<<31 - 1
+	s := newSnap(referenceTree()).nodes(2, 8, h100).
+		pending("workspace-b", "huge", big, big, pGroup("a")).
+		pending("workspace-b", "huge", big, big, pGroup("b")).
+		pending("workspace-b", "huge", big, big, pGroup("c")).
+		pending("workspace-b", "huge", 16, 1, pGroup("d")).build()
+	p := mustPlan(t, s)
+	if a := actionsOf(p, ActionAdmit); len(a) != 0 {
+		t.Fatalf("admits = %+v, want none", a)
+	}
+	if w := actionsOf(p, ActionWait); len(w) != 4 || !strings.Contains(w[0].Reason, "Quota1.1: 0 of 48 GPUs in use") {
+		t.Fatalf("waits = %+v", w)
+	}
+}

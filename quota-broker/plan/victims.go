@@ -316,16 +316,22 @@ func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
 	}
 }
 
+// stopReason says why allocation a is stopped. The rule is its unit's
+// (the largest key among the unit's allocations); the text describes a
+// itself, which in a batch unit may be idle while the unit's worst
+// allocation is debt.
 func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	switch {
-	case k.step == stepIdleDebt && !k.debt:
+	case a.a.Idle:
 		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
-	case k.step == stepIdleDebt:
+	case a.debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
 			a.debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
 	case k.step == stepChild:
 		return fmt.Sprintf("child-level preemption for %s", c.j.q.node.Name)
-	default:
+	case k.step == stepPriority:
 		return fmt.Sprintf("priority preemption in %s: priority %d below %d", c.j.q.node.Name, a.a.Priority, c.j.priority)
+	default:
+		return fmt.Sprintf("stopped with its batch job for %s", c.j.q.node.Name)
 	}
 }
