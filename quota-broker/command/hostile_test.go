@@ -136,4 +136,3 @@ func TestPlanRejectsAJobWithIdleAndNonIdleAllocations(t *testing.T) {
 		t.Errorf("stderr = %s, want it to contain %s", errOut, want)
 	}
 }
-
