@@ -199,7 +199,7 @@ func TestParseRejectsTreesThatBreakL1(t *testing.T) {
   gpus = 1
   namespaces = [""]
 }`,
-			`l1.hcl:1: quota "r": empty namespace name`},
+			`l1.hcl:1: quota "r": namespaces[0] = "" is not a namespace name (empty, or with leading or trailing space)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -439,5 +439,38 @@ func TestParseRejectsSourcesThatWouldOverflowTheParsersStack(t *testing.T) {
 	src := "quota \"q\" {\n  gpus = 1 + 1\n  namespaces = [\n" + strings.Join(ns, ",\n") + "\n  ]\n}\n"
 	if _, _, err := Parse([]byte(src), "long.hcl"); err != nil {
 		t.Errorf("a list of 20,000 namespaces is rejected: %v", err)
+	}
+}
+
+func TestValidateBoundsDepthNamesAndMessages(t *testing.T) {
+	deep := &Node{Name: "n0", GPUs: 1}
+	n := deep
+	for i := 1; i <= MaxDepth; i++ { // MaxDepth+1 levels
+		c := &Node{Name: fmt.Sprintf("n%d", i), GPUs: 1}
+		n.Children = []*Node{c}
+		n = c
+	}
+	wide := &Node{Name: "wide", GPUs: 10}
+	for i := 0; i < 20; i++ {
+		wide.Children = append(wide.Children, &Node{Name: fmt.Sprintf("c%02d", i), GPUs: 1})
+	}
+	cases := []struct {
+		name string
+		root *Node
+		want string
+	}{
+		{"a tree deeper than MaxDepth is rejected", deep, `quota "n32": the tree is deeper than 32 levels`},
+		{"a namespace with spaces is rejected", &Node{Name: "r", GPUs: 1, Namespaces: []string{" x"}},
+			`quota "r": namespaces[0] = " x" is not a namespace name (empty, or with leading or trailing space)`},
+		{"a wide sum names the first eight children", wide,
+			`quota "wide": children's nominal GPUs sum to 20 (c00 1 + c01 1 + c02 1 + c03 1 + c04 1 + c05 1 + c06 1 + c07 1 + 12 more), more than its nominal 10`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Validate(tc.root)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("err = %v\nwant %s", err, tc.want)
+			}
+		})
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// maxListedChildren is how many children an L1 sum message names.
+const maxListedChildren = 8
+
 // DefaultDebtGrace is the default for Settings.DebtGrace (DESIGN L9: 10 minutes).
 const DefaultDebtGrace = 10 * time.Minute
 
@@ -124,8 +127,11 @@ func Validate(root *Node) error {
 	}
 	names := map[string]*Node{}
 	namespaces := map[string]string{}
-	var check func(n *Node) error
-	check = func(n *Node) error {
+	var check func(n *Node, depth int) error
+	check = func(n *Node, depth int) error {
+		if depth > MaxDepth {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("the tree is deeper than %d levels", MaxDepth)}
+		}
 		if strings.TrimSpace(n.Name) == "" {
 			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "a quota node needs a name"}
 		}
@@ -143,9 +149,10 @@ func Validate(root *Node) error {
 		if n.GPUs > MaxGPUs {
 			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus = %d is more than %d", n.GPUs, MaxGPUs)}
 		}
-		for _, ns := range n.Namespaces {
-			if strings.TrimSpace(ns) == "" {
-				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "empty namespace name"}
+		for i, ns := range n.Namespaces {
+			if ns == "" || strings.TrimSpace(ns) != ns {
+				return &ValidationError{Pos: n.Pos, Node: n.Name,
+					Message: fmt.Sprintf("namespaces[%d] = %q is not a namespace name (empty, or with leading or trailing space)", i, ns)}
 			}
 			if owner, dup := namespaces[ns]; dup {
 				return &ValidationError{Pos: n.Pos, Node: n.Name,
@@ -154,13 +161,18 @@ func Validate(root *Node) error {
 			namespaces[ns] = n.Name
 		}
 		sum := 0
-		parts := make([]string, 0, len(n.Children))
-		for _, c := range n.Children {
+		parts := make([]string, 0, min(len(n.Children), maxListedChildren+1))
+		for i, c := range n.Children {
 			if c == nil {
 				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "nil child"}
 			}
-			sum += c.GPUs
-			parts = append(parts, fmt.Sprintf("%s %d", c.Name, c.GPUs))
+			sum += min(max(c.GPUs, 0), MaxGPUs)
+			switch {
+			case i < maxListedChildren:
+				parts = append(parts, fmt.Sprintf("%s %d", c.Name, c.GPUs))
+			case i == maxListedChildren:
+				parts = append(parts, fmt.Sprintf("%d more", len(n.Children)-maxListedChildren))
+			}
 		}
 		if sum > n.GPUs {
 			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
@@ -168,13 +180,13 @@ func Validate(root *Node) error {
 				sum, strings.Join(parts, " + "), n.GPUs)}
 		}
 		for _, c := range n.Children {
-			if err := check(c); err != nil {
+			if err := check(c, depth+1); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return check(root)
+	return check(root, 1)
 }
 
 // CapacityWarning returns a warning text when the root's nominal exceeds the
