@@ -78,6 +78,7 @@ type Inference struct {
 	Windows                []string // as written, for the report
 	Default                int
 	Demand                 *Demand
+	NamespacePos           string // "file:line" of the namespace attribute
 	Placement
 }
 
@@ -113,7 +114,10 @@ type Training struct {
 }
 
 // VCMap maps one Philly virtual cluster to a workspace.
-type VCMap struct{ VC, Namespace string }
+type VCMap struct {
+	VC, Namespace string
+	Pos           string // "file:line" of the mapping
+}
 
 // Dev is a set of long-running interactive services (notebooks).
 type Dev struct {
@@ -122,6 +126,7 @@ type Dev struct {
 	Priority        int
 	At              time.Time
 	KillTimeout     time.Duration
+	NamespacePos    string // "file:line" of the namespace attribute
 	Placement
 }
 
@@ -135,6 +140,7 @@ type BatchJob struct {
 	Idle            bool
 	KillTimeout     time.Duration
 	Checkpoint      time.Duration
+	NamespacePos    string // "file:line" of the namespace attribute
 	Placement
 }
 
@@ -400,6 +406,7 @@ func (s *Scenario) parseInference(blk *hcl.Block, what string) error {
 	}
 	in := &Inference{Name: blk.Labels[0]}
 	in.Namespace = b.str("namespace", true, "")
+	in.NamespacePos = b.pos("namespace")
 	in.Group = b.str("group", false, "server")
 	in.Priority = b.integer("priority", false, 80, 1, 100)
 	in.GPUs = b.integer("gpus", true, 0, 1, 64)
@@ -495,7 +502,7 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	}
 	for _, e := range b.entries("workspaces", true) {
 		ns := b.entryString("workspaces", e)
-		t.VCs = append(t.VCs, VCMap{VC: e.Key, Namespace: ns})
+		t.VCs = append(t.VCs, VCMap{VC: e.Key, Namespace: ns, Pos: posOf(e.Pos)})
 	}
 	if b.err != nil {
 		return b.err
@@ -517,6 +524,7 @@ func (s *Scenario) parseDev(blk *hcl.Block, what string) error {
 	}
 	d := &Dev{Name: blk.Labels[0]}
 	d.Namespace = b.str("namespace", true, "")
+	d.NamespacePos = b.pos("namespace")
 	d.Count = b.integer("count", true, 0, 1, 100000)
 	d.GPUs = b.integer("gpus", false, 1, 1, 64)
 	d.Priority = b.integer("priority", false, 60, 1, 100)
@@ -535,6 +543,7 @@ func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 	}
 	j := &BatchJob{Name: blk.Labels[0]}
 	j.Namespace = b.str("namespace", true, "")
+	j.NamespacePos = b.pos("namespace")
 	j.At = b.instant("at", false, s.Start, s.Zone)
 	j.Count = b.integer("count", false, 1, 1, 100000)
 	j.GPUs = b.integer("gpus", true, 0, 1, 64)
@@ -589,23 +598,23 @@ func (s *Scenario) check() error {
 		return nil
 	}
 	for _, in := range s.Infer {
-		if err := ns(s.File, fmt.Sprintf("inference %q", in.Name), in.Namespace); err != nil {
+		if err := ns(in.NamespacePos, fmt.Sprintf("inference %q", in.Name), in.Namespace); err != nil {
 			return err
 		}
 	}
 	for _, d := range s.Dev {
-		if err := ns(s.File, fmt.Sprintf("dev %q", d.Name), d.Namespace); err != nil {
+		if err := ns(d.NamespacePos, fmt.Sprintf("dev %q", d.Name), d.Namespace); err != nil {
 			return err
 		}
 	}
 	for _, j := range s.Jobs {
-		if err := ns(s.File, fmt.Sprintf("job %q", j.Name), j.Namespace); err != nil {
+		if err := ns(j.NamespacePos, fmt.Sprintf("job %q", j.Name), j.Namespace); err != nil {
 			return err
 		}
 	}
 	for _, t := range s.Training {
 		for _, m := range t.VCs {
-			if err := ns(t.TracePos, fmt.Sprintf("training %q workspaces[%q]", t.Name, m.VC), m.Namespace); err != nil {
+			if err := ns(m.Pos, fmt.Sprintf("training %q workspaces[%q]", t.Name, m.VC), m.Namespace); err != nil {
 				return err
 			}
 		}
