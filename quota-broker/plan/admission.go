@@ -119,14 +119,14 @@ func (p *planner) entitlement(q *qnode, gpus int) string {
 		used, scope = l.ownNonIdle[q.index], " by its own namespaces"
 	}
 	if used+gpus > q.node.GPUs {
-		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %d more needed",
-			q.node.Name, used, q.node.GPUs, scope, gpus)
+		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
+			shortfall(gpus, q.node.GPUs-used))
 	}
 	for _, a := range q.ancestors {
 		used := l.nonIdle[a.index] - l.debt[a.index]
 		if used+gpus > a.node.GPUs {
-			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded; %d more needed",
-				a.node.Name, q.node.Name, used, a.node.GPUs, gpus)
+			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded; %s",
+				a.node.Name, q.node.Name, used, a.node.GPUs, shortfall(gpus, a.node.GPUs-used))
 		}
 	}
 	return ""
@@ -168,6 +168,20 @@ func poolOf(pool string) string {
 }
 
 func modelMatches(want, have string) bool { return want == "" || want == have }
+
+// shortfall says how many GPUs a job asking for gpus lacks when left GPUs
+// of a nominal remain: "8 more needed", and the ask when it differs
+// ("8 more needed for 16 asked").
+func shortfall(gpus, left int) string {
+	left = max(left, 0)
+	if left == 0 || gpus >= MaxAsk {
+		if gpus >= MaxAsk {
+			return fmt.Sprintf("more than %d GPUs asked", MaxAsk-1)
+		}
+		return fmt.Sprintf("%d more needed", gpus)
+	}
+	return fmt.Sprintf("%d more needed for %d asked", gpus-left, gpus)
+}
 
 // feasibilityKey is what decides which nodes can run an allocation.
 type feasibilityKey struct {

@@ -68,7 +68,7 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 					pending("workspace-b", "two", 1, 8, pGroup("b")).build()
 			},
 			wantAction: ActionWait,
-			wantReason: "Quota1.1: 40 of 48 GPUs in use; 16 more needed",
+			wantReason: "Quota1.1: 40 of 48 GPUs in use; 8 more needed for 16 asked",
 		},
 		"an ancestor's limit excludes debt but counts siblings": {
 			build: func() *Snapshot {
@@ -82,7 +82,7 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 					pending("ns-x", "j", 1, 8).build()
 			},
 			wantAction: ActionWait,
-			wantReason: "root (above x): 12 of 16 GPUs in use, debt excluded; 8 more needed",
+			wantReason: "root (above x): 12 of 16 GPUs in use, debt excluded; 4 more needed for 8 asked",
 		},
 	}
 	for name, tc := range cases {
