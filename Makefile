@@ -1,5 +1,7 @@
 # gputide: build, test and demo targets. Go only; no other toolchain needed.
 GO       ?= go
+# go-nvml's cgo code uses NVML calls its headers mark deprecated: keep the build quiet.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      ?= bin
 PKGS     ?= ./...
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
