@@ -33,9 +33,11 @@ func benchNodes(n int) []Node {
 // preemptionSnapshot: every GPU held by 1-, 2- and 4-GPU allocations of
 // training in Quota1.1 and Quota1.2, 10% of GPUs by idle jobs, and one
 // pending 8-GPU entitled inference allocation of team A (Quota1).
-func preemptionSnapshot(n int) *Snapshot {
+func preemptionSnapshot(n int, sizes ...int) *Snapshot {
 	s := &Snapshot{Time: t0, Quota: benchTree(8 * n), Settings: quota.DefaultSettings(), Nodes: benchNodes(n)}
-	sizes := []int{4, 2, 1, 1}
+	if len(sizes) == 0 {
+		sizes = []int{4, 2, 1, 1}
+	}
 	k := 0
 	for i, node := range s.Nodes {
 		g := 0
@@ -93,10 +95,21 @@ func admissionSnapshot(n int) *Snapshot {
 	return s
 }
 
+// BenchmarkPreemptionPlan: DESIGN's benchmark (a). Allocations of 4, 2, 1
+// and 1 GPUs (4 per node, 20,000 at 5,000 nodes), and, as "alloc=8", whole-
+// node allocations (one per node).
 func BenchmarkPreemptionPlan(b *testing.B) {
-	for _, n := range []int{100, 1000, 5000} {
-		s := preemptionSnapshot(n)
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+	for _, tc := range []struct {
+		n     int
+		sizes []int
+	}{{100, nil}, {1000, nil}, {5000, nil}, {5000, []int{8}}} {
+		n := tc.n
+		s := preemptionSnapshot(n, tc.sizes...)
+		name := fmt.Sprintf("nodes=%d", n)
+		if tc.sizes != nil {
+			name += "/alloc=8"
+		}
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				p, err := Compute(s)
