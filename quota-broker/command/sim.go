@@ -121,6 +121,15 @@ func (c *SimCommand) Run(args []string) int {
 	}
 	if days > 0 {
 		sc.Length = time.Duration(days * float64(24*time.Hour))
+		if min := sc.MinLength(); sc.Length < min {
+			c.Ui.Error(fmt.Sprintf("Invalid -days=%v: that is %s of simulated time; want at least %s (%.4g days: a minute, and two broker intervals of %s)",
+				days, report.Dur(sc.Length), report.Dur(min), min.Hours()/24, sc.Broker.Interval))
+			return 1
+		}
+	} else if min := sc.MinLength(); sc.Length < min {
+		c.Ui.Error(fmt.Sprintf("Invalid scenario length %s: want at least %s (a minute, and two broker intervals of %s)",
+			report.Dur(sc.Length), report.Dur(min), sc.Broker.Interval))
+		return 1
 	}
 	if seed >= 0 {
 		sc.Seed = uint64(seed)
@@ -148,7 +157,7 @@ func (c *SimCommand) Run(args []string) int {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	prog := &progress{w: stderr, name: sc.Name, days: sc.Length.Hours() / 24, tty: isTerminal(stderr)}
+	prog := &progress{w: stderr, name: sc.Name, length: sc.Length, tty: isTerminal(stderr)}
 	var policies []sim.Policy
 	if compare {
 		sh := sim.PolicyShares(sc, w)
@@ -207,12 +216,12 @@ func loadScenario(name string) (*sim.Scenario, error) {
 // progress shows how far a run is: on a terminal one line updated every
 // percent, elsewhere a line every quarter.
 type progress struct {
-	w     io.Writer
-	name  string
-	days  float64
-	tty   bool
-	last  int
-	shown bool
+	w      io.Writer
+	name   string
+	length time.Duration // simulated time
+	tty    bool
+	last   int
+	shown  bool
 }
 
 func (p *progress) update(frac float64) {
@@ -221,11 +230,16 @@ func (p *progress) update(frac float64) {
 		return
 	}
 	p.last, p.shown = pc, true
+	// Days for a run of a day or more, else the simulated time itself.
+	where := fmt.Sprintf("day %.1f of %.1f", frac*p.length.Hours()/24, p.length.Hours()/24)
+	if p.length < 24*time.Hour {
+		where = fmt.Sprintf("%s of %s", report.Dur(time.Duration(frac*float64(p.length))), report.Dur(p.length))
+	}
 	if p.tty {
-		fmt.Fprintf(p.w, "\rsimulating %s: %3d%% (day %.1f of %.1f)", p.name, pc, frac*p.days, p.days)
+		fmt.Fprintf(p.w, "\rsimulating %s: %3d%% (%s)", p.name, pc, where)
 		return
 	}
-	fmt.Fprintf(p.w, "simulating %s: %3d%% (day %.1f of %.1f)\n", p.name, pc, frac*p.days, p.days)
+	fmt.Fprintf(p.w, "simulating %s: %3d%% (%s)\n", p.name, pc, where)
 }
 
 func (p *progress) done() {

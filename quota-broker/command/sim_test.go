@@ -57,3 +57,30 @@ func TestSimCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// A run of a quarter of an hour works; one shorter than the minimum is
+// refused before anything is written.
+func TestSimCommandShort(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "o")
+	var stdout, errb bytes.Buffer
+	if code := Run([]string{"sim", "-days", "0.01", "-out", out}, nil, &stdout, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), errb.String())
+	}
+	if st, err := os.Stat(filepath.Join(out, "occupancy.svg")); err != nil || st.Size() < 1000 {
+		t.Errorf("occupancy.svg: %v", err)
+	}
+	if !strings.Contains(errb.String(), "100% (14m24s of 14m24s)") {
+		t.Errorf("progress %q, want 14m24s of 14m24s", errb.String())
+	}
+	out2 := filepath.Join(dir, "o2")
+	stdout.Reset()
+	errb.Reset()
+	code := Run([]string{"sim", "-days", "0.0005", "-out", out2}, nil, &stdout, &errb)
+	if want := "Invalid -days=0.0005: that is 43s of simulated time; want at least 1m00s"; code != 1 || !strings.Contains(errb.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Errorf("a refused run created %s", out2)
+	}
+}

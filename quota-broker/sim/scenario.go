@@ -648,3 +648,9 @@ func (s *Scenario) GPUs() int {
 
 // End is the end of the simulated time.
 func (s *Scenario) End() time.Time { return s.Start.Add(s.Length) }
+
+// MinLength is the shortest run the simulator accepts: a minute (the
+// shortest length a scenario file may give), and at least two broker
+// intervals, so that the broker plans more than once and the occupancy
+// chart has a time range.
+func (s *Scenario) MinLength() time.Duration { return max(time.Minute, 2*s.Broker.Interval) }

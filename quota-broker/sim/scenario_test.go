@@ -419,3 +419,23 @@ func TestTraceFallback(t *testing.T) {
 		t.Errorf("missing trace: %v", err)
 	}
 }
+
+// Run refuses a run shorter than two broker intervals.
+func TestMinLength(t *testing.T) {
+	sc, err := LoadReference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.MinLength(); got != time.Minute {
+		t.Errorf("MinLength %s, want 1m (interval %s)", got, sc.Broker.Interval)
+	}
+	sc.Broker.Interval = 5 * time.Minute
+	sc.Length = 9 * time.Minute
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(sc, w, Options{}); err == nil || !strings.Contains(err.Error(), "length 9m0s is below the minimum 10m0s") {
+		t.Errorf("error %v, want the length below the minimum 10m0s", err)
+	}
+}

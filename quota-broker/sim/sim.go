@@ -157,6 +157,9 @@ func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
 	if opt.Policy == nil {
 		opt.Policy = Gputide{}
 	}
+	if sc.Length < sc.MinLength() {
+		return nil, fmt.Errorf("length %s is below the minimum %s (a minute, and two broker intervals)", sc.Length, sc.MinLength())
+	}
 	wall := time.Now()
 	s := &sim{sc: sc, w: w, opt: opt, policy: opt.Policy, nodeIndex: map[string]int{}, jobByKey: map[string]*job{},
 		allocs: map[string]*alloc{}, nsIndex: map[string]int{}}
@@ -364,6 +367,10 @@ func (s *sim) loop() error {
 		}
 	}
 	s.advance(s.end)
+	// A sample at the end too, so that the samples span the whole run.
+	if n := len(s.res.Samples); n == 0 || s.res.Samples[n-1].T.UnixNano() < s.end {
+		s.sample(s.end)
+	}
 	if s.opt.Progress != nil {
 		s.opt.Progress(1)
 	}

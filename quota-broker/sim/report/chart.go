@@ -497,11 +497,13 @@ func compose(w io.Writer, tiles []tile) error {
 	return err
 }
 
-// ticks are the time axis labels at whole local hours or days, at most
-// about most.
+// ticks are the time axis labels at whole local minutes, hours or days, at
+// most about most; at least two (the ends of a run shorter than a step), so
+// that the axis has a range.
 func ticks(from, to time.Time, zone *time.Location, most int) []chart.Tick {
 	span := to.Sub(from)
-	steps := []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+	steps := []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+		time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
 		2 * 24 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour}
 	step := steps[len(steps)-1]
 	for _, s := range steps {
@@ -516,23 +518,36 @@ func ticks(from, to time.Time, zone *time.Location, most int) []chart.Tick {
 	}
 	var out []chart.Tick
 	t := from.In(zone)
-	t = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, zone)
+	if step >= time.Hour {
+		t = time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, zone)
+	} else {
+		t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, zone)
+	}
 	for ; !t.After(to); t = nextTick(t, step) {
 		if !t.Before(from) {
 			out = append(out, chart.Tick{Value: float64(t.UnixNano()), Label: t.Format(layout)})
 		}
 	}
+	if len(out) < 2 {
+		layout = "Mon 15:04:05"
+		out = []chart.Tick{{Value: float64(from.UnixNano()), Label: from.In(zone).Format(layout)},
+			{Value: float64(to.UnixNano()), Label: to.In(zone).Format(layout)}}
+	}
 	return out
 }
 
-// nextTick steps by whole local hours or days, so that ticks stay on
-// 00:00, 06:00... across daylight-saving changes.
+// nextTick steps by whole local minutes, hours or days, so that ticks stay
+// on 00:00, 06:00... across daylight-saving changes.
 func nextTick(t time.Time, step time.Duration) time.Time {
 	if step >= 24*time.Hour {
 		return t.AddDate(0, 0, int(step/(24*time.Hour)))
 	}
-	h := int(step / time.Hour)
 	n := t.Add(step)
+	if step < time.Hour {
+		m := int(step / time.Minute)
+		return time.Date(n.Year(), n.Month(), n.Day(), n.Hour(), n.Minute()/m*m, 0, 0, t.Location())
+	}
+	h := int(step / time.Hour)
 	return time.Date(n.Year(), n.Month(), n.Day(), n.Hour()/h*h, 0, 0, 0, t.Location())
 }
 

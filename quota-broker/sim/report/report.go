@@ -3,6 +3,7 @@
 package report
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -33,15 +34,12 @@ func Write(dir string, main *sim.Result, compared []*sim.Result, notes []string)
 		return err
 	}
 	write := func(name string, r *sim.Result) error {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if err := Occupancy(f, r); err != nil {
-			f.Close()
+		// Draw into memory first, so that a failure leaves no partial file.
+		var svg bytes.Buffer
+		if err := Occupancy(&svg, r); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		return f.Close()
+		return os.WriteFile(filepath.Join(dir, name), svg.Bytes(), 0o644)
 	}
 	if err := write(OccupancyFile, main); err != nil {
 		return err

@@ -271,3 +271,51 @@ func TestDur(t *testing.T) {
 		}
 	}
 }
+
+// A run of a few minutes draws: samples at its start and end, and time
+// ticks at whole minutes; a chart that cannot be drawn leaves no file.
+func TestShortRun(t *testing.T) {
+	sc, err := sim.LoadReference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Length = 14*time.Minute + 24*time.Second // -days 0.01
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sim.Run(sc, w, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Samples); n != 16 || !r.Samples[0].T.Equal(r.Start) || !r.Samples[n-1].T.Equal(r.End) {
+		t.Fatalf("%d samples from %v to %v, want 16 from %v to %v", n, r.Samples[0].T, r.Samples[n-1].T, r.Start, r.End)
+	}
+	dir := t.TempDir()
+	if err := Write(dir, r, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, OccupancyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := checkSVG(t, OccupancyFile, svg)
+	for _, want := range []string{"Mon 00:00", "Mon 00:02", "Mon 00:14"} {
+		if !f.texts[want] {
+			t.Errorf("no time tick %q", want)
+		}
+	}
+	// Shorter than a minute step: the ends.
+	got := ticks(r.Start, r.Start.Add(40*time.Second), r.Start.Location(), 12)
+	if len(got) != 2 || got[0].Label != "Mon 00:00:00" || got[1].Label != "Mon 00:00:40" {
+		t.Errorf("ticks over 40s: %+v, want the two ends", got)
+	}
+	r.Samples = r.Samples[:1]
+	dir = t.TempDir()
+	if err := Write(dir, r, nil, nil); err == nil || !strings.Contains(err.Error(), "too few samples") {
+		t.Errorf("one sample: error %v, want too few samples", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, OccupancyFile)); err == nil {
+		t.Errorf("a failed chart left %s", OccupancyFile)
+	}
+}
