@@ -58,6 +58,8 @@ Sim Options:
 
   -days=N
     Simulate N days (a decimal number), instead of the scenario's length.
+    0, the default, runs the scenario's length. At least a minute and two
+    broker intervals (0.0007 days on the reference).
 
   -seed=N
     The seed of the workload's random choices, instead of the scenario's.

@@ -84,3 +84,13 @@ func TestSimCommandShort(t *testing.T) {
 		t.Errorf("a refused run created %s", out2)
 	}
 }
+
+// -h says what -days 0 means and the shortest run.
+func TestSimHelpDays(t *testing.T) {
+	h := (&SimCommand{}).Help()
+	for _, want := range []string{"0, the default, runs the scenario's length", "At least a minute and two\n    broker intervals"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("help lacks %q:\n%s", want, h)
+		}
+	}
+}
