@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"reflect"
@@ -368,5 +369,33 @@ func TestReferenceEntitlement(t *testing.T) {
 				t.Errorf("%s: %s runs %d non-idle GPUs, nominal %d", s.T.Format("Mon 15:04"), q.Quota, s.NonIdle[qi], s.Nominal[qi])
 			}
 		}
+	}
+}
+
+// The nominal over time counts use case 2's move from Tuesday 12:00:
+// 36 hours at 48 and 12 at 56 for Quota1.1, 80 then 72 for Quota1.2.
+func TestReferenceNominalOverTime(t *testing.T) {
+	reference(t)
+	want := map[string]float64{"Quota1": 128 * 48, "Quota1.1": 48*36 + 56*12, "Quota1.2": 80*36 + 72*12}
+	for _, q := range ref.gputide.Quotas {
+		if got := q.NominalTime / 3600; got != want[q.Quota] {
+			t.Errorf("%s: nominal over time %.2f GPU-h, want %.0f", q.Quota, got, want[q.Quota])
+		}
+		if got, w := q.OfNominal(), q.Used/(want[q.Quota]*3600); got != w {
+			t.Errorf("%s: of nominal %.4f, want %.4f", q.Quota, got, w)
+		}
+	}
+}
+
+// A quota move records what it changed.
+func TestReferenceMoveChanges(t *testing.T) {
+	reference(t)
+	m := ref.gputide.Moves
+	if len(m) != 1 || len(m[0].Changes) != 2 {
+		t.Fatalf("moves %+v, want use-case-2 changing two quotas", m)
+	}
+	got := fmt.Sprintf("%s %s %+v", m[0].Name, m[0].At.Format("Mon 15:04"), m[0].Changes)
+	if want := "use-case-2 Tue 12:00 [{Quota:Quota1.1 From:48 To:56} {Quota:Quota1.2 From:80 To:72}]"; got != want {
+		t.Errorf("move %s, want %s", got, want)
 	}
 }

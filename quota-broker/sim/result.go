@@ -75,13 +75,17 @@ type WSStats struct {
 // QuotaStats are one quota node's figures over its subtree (DESIGN L4), in
 // GPU-seconds.
 type QuotaStats struct {
-	Quota    string
-	Nominal  int // at the start
-	Used     float64
-	NonIdle  float64
-	Borrowed float64
-	Lendable float64
-	Debt     float64
+	Quota   string
+	Nominal int // at the start
+	// NominalTime is the nominal over time, in GPU-seconds: a quota move
+	// counts from when it happens. Used, Borrowed and Lendable are measured
+	// against it.
+	NominalTime float64
+	Used        float64
+	NonIdle     float64
+	Borrowed    float64
+	Lendable    float64
+	Debt        float64
 }
 
 // RuleStats count the preemptions of one rule.
@@ -125,8 +129,15 @@ type Take struct {
 
 // MoveRecord is a quota move that happened.
 type MoveRecord struct {
-	Name string
-	At   time.Time
+	Name    string
+	At      time.Time
+	Changes []QuotaChange // in the order the move gives them
+}
+
+// QuotaChange is one quota node's nominal before and after a move.
+type QuotaChange struct {
+	Quota    string
+	From, To int
 }
 
 // Sample is the state at one instant, for the occupancy chart.
@@ -273,6 +284,7 @@ func (s *sim) advance(t int64) {
 		used, nonidle, debt := s.quotaFigures(q)
 		nom := q.node.GPUs
 		x := r.Quotas[qi]
+		x.NominalTime += float64(nom) * dt
 		x.Used += float64(used) * dt
 		x.NonIdle += float64(nonidle) * dt
 		x.Borrowed += float64(max(0, used-max(nom, nonidle))) * dt
@@ -387,4 +399,13 @@ func (s *sim) finishStats() {
 	for _, n := range names {
 		r.Rules = append(r.Rules, r.rules[n])
 	}
+}
+
+// OfNominal is q's use over its nominal over time (GPU-hours of nominal
+// during the run, moves included); -1 without nominal.
+func (q *QuotaStats) OfNominal() float64 {
+	if q.NominalTime == 0 {
+		return -1
+	}
+	return q.Used / q.NominalTime
 }

@@ -543,13 +543,15 @@ func (s *sim) inferCheck(st *inferState) {
 // move applies a quota move (use case 2): all its nodes change at once.
 func (s *sim) move(m *QuotaMove) {
 	at := s.tm(s.now)
+	rec := MoveRecord{Name: m.Name, At: at}
 	for _, g := range m.GPUs {
 		n := s.tree.Find(g.Quota)
 		from, to := n.GPUs, g.GPUs
 		n.GPUs, n.ChangedAt = g.GPUs, at
 		s.record(Event{Event: "quota_move", Rule: "L9", Namespace: "", Job: g.Quota, From: &from, To: &to, Reason: m.Name})
+		rec.Changes = append(rec.Changes, QuotaChange{Quota: g.Quota, From: from, To: to})
 	}
-	s.res.Moves = append(s.res.Moves, MoveRecord{Name: m.Name, At: at})
+	s.res.Moves = append(s.res.Moves, rec)
 	// Debt grace ends: victims may change then (DESIGN L9).
 	grace := s.sc.Settings.DebtGrace
 	s.push(event{t: s.now + int64(grace), kind: evWake})

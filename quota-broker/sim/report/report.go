@@ -159,8 +159,8 @@ func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string
 		pct(ratio(r.NightAlloc, float64(r.Capacity)*r.Night)), Dur(secs(r.NightDemand)), pct(r.NightAllocation()))
 
 	p("## Quotas (subtree figures, DESIGN L4)\n\n")
-	p("| quota | nominal | used GPU-h | of nominal | non-idle GPU-h | borrowed GPU-h | lendable (unused nominal) GPU-h | debt GPU-h |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| quota | nominal | nominal GPU-h (over time) | used GPU-h | of nominal GPU-h | non-idle GPU-h | borrowed GPU-h | lendable (unused nominal) GPU-h | debt GPU-h |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, q := range r.Quotas {
 		nominal := fmt.Sprint(q.Nominal)
 		if len(r.Moves) > 0 && len(r.Samples) > 0 {
@@ -171,9 +171,10 @@ func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string
 				}
 			}
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", q.Quota, nominal, gpuh(q.Used), pct(q.Used/(float64(q.Nominal)*span.Seconds())),
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", q.Quota, nominal, gpuh(q.NominalTime), gpuh(q.Used), pct(q.OfNominal()),
 			gpuh(q.NonIdle), gpuh(q.Borrowed), gpuh(q.Lendable), gpuh(q.Debt))
 	}
+	p("\n*Nominal GPU-h* is the nominal over time (a quota move counts from when it happens); *of nominal*, used over it; borrowed and lendable are measured against the same nominal over time.\n")
 	p("\n## Workspaces\n\n")
 	p("| workspace | quota | GPU-h | of which idle jobs | training jobs submitted | started | still waiting | mean wait | p50 | p90 | max | allocations preempted |\n")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -221,7 +222,11 @@ func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string
 	if len(r.Moves) > 0 {
 		p("## Quota moves\n\n")
 		for _, m := range r.Moves {
-			p("- %s: `%s`\n", m.At.Format("Mon 2006-01-02 15:04"), m.Name)
+			var ch []string
+			for _, c := range m.Changes {
+				ch = append(ch, fmt.Sprintf("%s %d -> %d", c.Quota, c.From, c.To))
+			}
+			p("- %s: `%s`: %s\n", m.At.Format("Mon 2006-01-02 15:04"), m.Name, strings.Join(ch, ", "))
 		}
 		p("\n")
 	}

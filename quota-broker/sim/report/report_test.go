@@ -319,3 +319,53 @@ func TestShortRun(t *testing.T) {
 		t.Errorf("a failed chart left %s", OccupancyFile)
 	}
 }
+
+// handMade is a small run of 4 hours with a quota move at 2 hours: Q.1
+// 6 -> 8, Q.2 10 -> 8.
+func handMade() *sim.Result {
+	zone := time.UTC
+	start := time.Date(2026, 12, 8, 10, 0, 0, 0, zone)
+	tree := &quota.Node{Name: "Q", GPUs: 16, Namespaces: []string{"a"}, Children: []*quota.Node{
+		{Name: "Q.1", GPUs: 6, Namespaces: []string{"b"}},
+		{Name: "Q.2", GPUs: 10, Namespaces: []string{"c"}},
+	}}
+	h := 3600.0
+	r := &sim.Result{Policy: "gputide", Scenario: &sim.Scenario{Name: "t", Zone: zone, Quota: tree},
+		Start: start, End: start.Add(4 * time.Hour), Capacity: 16, Namespaces: []string{"a", "b", "c"},
+		WS: []*sim.WSStats{{Namespace: "a", Quota: "Q"},
+			{Namespace: "b", Quota: "Q.1", Jobs: 4, Waits: []float64{0, 600, 1200}, Censored: []float64{9000}, Unstarted: 1},
+			{Namespace: "c", Quota: "Q.2"}},
+		Quotas: []*sim.QuotaStats{{Quota: "Q", Nominal: 16, NominalTime: 64 * h, Used: 60 * h},
+			{Quota: "Q.1", Nominal: 6, NominalTime: 28 * h, Used: 21 * h},
+			{Quota: "Q.2", Nominal: 10, NominalTime: 36 * h, Used: 27 * h}},
+		Moves: []sim.MoveRecord{{Name: "move", At: start.Add(2 * time.Hour),
+			Changes: []sim.QuotaChange{{Quota: "Q.1", From: 6, To: 8}, {Quota: "Q.2", From: 10, To: 8}}}}}
+	for i := 0; i <= 8; i++ {
+		s := sim.Sample{T: start.Add(time.Duration(i) * 30 * time.Minute),
+			Active: []int{2, 9, 4}, Borrowed: []int{0, 3, 0}, Nominal: []int{16, 6, 10}, NonIdle: []int{15, 6, 4}, Used: []int{15, 9, 4}}
+		if i >= 4 {
+			s.Nominal = []int{16, 8, 8}
+		}
+		r.Samples = append(r.Samples, s)
+	}
+	return r
+}
+
+// The Quotas table's of nominal is over the nominal over time; a quota
+// move shows what it changed.
+func TestMarkdownQuotas(t *testing.T) {
+	var b strings.Builder
+	Markdown(&b, handMade(), nil, nil)
+	md := b.String()
+	for _, want := range []string{
+		"| quota | nominal | nominal GPU-h (over time) | used GPU-h | of nominal GPU-h |",
+		"| Q.1 | 6 -> 8 | 28 | 21 | 75.0% |",
+		"| Q.2 | 10 -> 8 | 36 | 27 | 75.0% |",
+		"*of nominal*, used over it",
+		"## Quota moves\n\n- Tue 2026-12-08 12:00: `move`: Q.1 6 -> 8, Q.2 10 -> 8\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+}
