@@ -269,19 +269,31 @@ func TestBinaryProtocol(t *testing.T) {
 		t.Fatalf("unknown ID: got %v", err)
 	}
 
+	// The interval is asserted from the time the request was sent, not
+	// from gaps between messages: the plugin's ticker keeps its schedule
+	// and drops ticks a slow receiver missed, so one late message followed
+	// by an on-time one makes a gap shorter than the interval. Message k
+	// (the first is k=0, sent at once) cannot leave before k intervals
+	// after the request, however loaded the machine; and had the plugin
+	// ignored the interval and used its 1s default, it could not arrive
+	// before k seconds. The upper bound sits at that point, leaving a
+	// loaded machine k*(1s-interval) of slack.
+	const interval = 150 * time.Millisecond
+	const k = 5
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stats, err := l.device.Stats(sctx, &devicepb.StatsRequest{CollectionInterval: durationpb.New(200 * time.Millisecond)})
+	asked := time.Now()
+	stats, err := l.device.Stats(sctx, &devicepb.StatsRequest{CollectionInterval: durationpb.New(interval)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var times []time.Time
-	for len(times) < 4 {
+	var took time.Duration
+	for i := 0; i <= k; i++ {
 		s, err := stats.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
-		times = append(times, time.Now())
+		took = time.Since(asked)
 		if len(s.Groups) != 1 || len(s.Groups[0].InstanceStats) != 8 {
 			t.Fatalf("stats cover %v", s)
 		}
@@ -292,10 +304,17 @@ func TestBinaryProtocol(t *testing.T) {
 			t.Fatalf("stats of %s: %v", ids[0], st)
 		}
 	}
-	if gap := times[3].Sub(times[1]); gap < 300*time.Millisecond || gap > 1500*time.Millisecond {
-		t.Errorf("two stats intervals of 200ms took %s", gap)
+	if took < k*interval || took >= k*plugin.DefaultStatsInterval {
+		t.Errorf("%d stats intervals of %s took %s, want at least %s and well under the %s of the default interval",
+			k, interval, took, k*interval, k*plugin.DefaultStatsInterval)
 	}
 }
+
+// changeWithin bounds how long a test waits for a change that a short
+// configured period should bring: long enough for a loaded CI machine, and
+// half the default health check period, which the change could not beat
+// had the configured period been ignored.
+var changeWithin = plugin.DefaultConfig().HealthCheckPeriod / 2
 
 // TestBinaryHealthXid79 is the health test against the binary.
 func TestBinaryHealthXid79(t *testing.T) {
@@ -322,13 +341,14 @@ func TestBinaryHealthXid79(t *testing.T) {
 		t.Fatal(err)
 	}
 	injected := time.Now()
-	r = recv(t, ch, period+2*time.Second)
+	r = recv(t, ch, changeWithin)
 	d := find(r, gpu3)
 	if d.GetHealthy() {
 		t.Fatalf("next fingerprint still has GPU 3 healthy: %v", d)
 	}
-	// Within one health period, plus slack for a loaded CI machine.
-	if took := time.Since(injected); took > period+500*time.Millisecond {
+	// Within one health period; changeWithin leaves a loaded machine
+	// seconds of slack yet fails if the period were ignored.
+	if took := time.Since(injected); took >= changeWithin {
 		t.Errorf("GPU 3 unhealthy after %s; health period is %s", took, period)
 	}
 	if !strings.Contains(d.HealthDescription, "Xid 79") && !strings.Contains(d.HealthDescription, "ERROR_GPU_IS_LOST") {
@@ -356,10 +376,10 @@ func TestBinaryHealthXid79(t *testing.T) {
 	}
 	recovered := time.Now()
 	for !d.GetHealthy() {
-		r = recv(t, ch, period+2*time.Second)
+		r = recv(t, ch, changeWithin)
 		d = find(r, gpu3)
 	}
-	if took := time.Since(recovered); took > 2*period+500*time.Millisecond {
+	if took := time.Since(recovered); took >= changeWithin {
 		t.Errorf("recovery took %s", took)
 	}
 	if h, n := counts(r); h != 8 || n != 8 {

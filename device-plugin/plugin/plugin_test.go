@@ -227,6 +227,12 @@ func TestFingerprintMIGGroupsAndIgnoredIDs(t *testing.T) {
 	}
 }
 
+// changeWithin bounds how long a test waits for a change that a short
+// configured period should bring: long enough for a loaded CI machine, and
+// half the default health check period (the shortest default), which the
+// change could not beat had the configured period been ignored.
+var changeWithin = DefaultConfig().HealthCheckPeriod / 2
+
 // TestHealthXid79OnGPU3 is the health test in process: an Xid 79
 // injected on GPU 3 through the fault file makes the next fingerprint mark
 // it unhealthy within the health period, recovery makes it healthy, and a
@@ -249,17 +255,18 @@ func TestHealthXid79OnGPU3(t *testing.T) {
 	start := time.Now()
 	var d *devicepb.DetectedDevice
 	for d == nil || d.Healthy {
-		r = next(t, ch, period+2*time.Second)
+		r = next(t, ch, changeWithin)
 		d = device(r, gpu3)
 	}
-	// Within one health period, plus slack for a loaded CI machine.
-	if took := time.Since(start); took > period+500*time.Millisecond {
+	// Within one health period; changeWithin leaves a loaded machine
+	// seconds of slack yet fails if the period were ignored.
+	if took := time.Since(start); took >= changeWithin {
 		t.Errorf("unhealthy after %s, want within one health period (%s)", took, period)
 	}
 	// The event and the probe may land in one fingerprint or two.
 	for !strings.Contains(d.HealthDescription, "Xid 79 (GPU has fallen off the bus)") ||
 		!strings.Contains(d.HealthDescription, "ERROR_GPU_IS_LOST") {
-		r = next(t, ch, period+2*time.Second)
+		r = next(t, ch, changeWithin)
 		d = device(r, gpu3)
 	}
 	if d.Healthy {
@@ -288,7 +295,7 @@ func TestHealthXid79OnGPU3(t *testing.T) {
 		t.Fatal(err)
 	}
 	for !d.GetHealthy() {
-		r = next(t, ch, period+2*time.Second)
+		r = next(t, ch, changeWithin)
 		d = device(r, gpu3)
 	}
 	if d.HealthDescription != "" {
@@ -339,7 +346,7 @@ func TestHealthFaultKinds(t *testing.T) {
 			if err := os.WriteFile(faults, []byte(tc.file), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(40 * period)
+			deadline := time.Now().Add(changeWithin)
 			for {
 				bad := 0
 				ok := true
@@ -398,14 +405,16 @@ func TestStats(t *testing.T) {
 	fp := next(t, fingerprints(t, p), 5*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	var n atomic.Int32
-	var first, last *devicepb.StatsResponse
+	var first *devicepb.StatsResponse
+	var took time.Duration
+	const interval = 100 * time.Millisecond
 	start := time.Now()
-	err := p.Stats(ctx, 100*time.Millisecond, func(r *devicepb.StatsResponse) error {
+	err := p.Stats(ctx, interval, func(r *devicepb.StatsResponse) error {
 		if first == nil {
 			first = r
 		}
-		last = r
 		if n.Add(1) == 4 {
+			took = time.Since(start)
 			cancel()
 		}
 		return nil
@@ -413,10 +422,13 @@ func TestStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
-		t.Errorf("4 rounds at 100ms took %s", took)
+	// The first round is sent at once and round k no earlier than k
+	// intervals after the call, however loaded the machine. The upper bound
+	// is where the 1s default would put round 3 had the interval been
+	// ignored; under it, a loaded machine has 2.7s of slack.
+	if took < 3*interval || took >= 3*DefaultStatsInterval {
+		t.Errorf("4 rounds at %s took %s, want at least %s and under %s", interval, took, 3*interval, 3*DefaultStatsInterval)
 	}
-	_ = last
 	if len(first.Groups) != 2 {
 		t.Fatalf("want stats for 2 groups, got %d", len(first.Groups))
 	}
@@ -490,9 +502,14 @@ func TestMissingNVMLKeepsStreamOpen(t *testing.T) {
 	if len(r.DeviceGroup) != 0 {
 		t.Fatalf("want no devices, got %v", r)
 	}
-	time.Sleep(700 * time.Millisecond)
-	if n := opens.Load(); n < 3 {
-		t.Fatalf("backend opened %d times in 700ms at a 100ms period; want retries", n)
+	// Three opens take two periods (200ms); had the retry waited for the
+	// default 1m fingerprint period, there would be one.
+	start := time.Now()
+	for opens.Load() < 3 {
+		if time.Since(start) >= changeWithin {
+			t.Fatalf("backend opened %d times in %s at a 100ms period; want retries", opens.Load(), changeWithin)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -551,7 +568,7 @@ func TestFingerprintResendsOnlyOnChange(t *testing.T) {
 	quiet()
 
 	fb.set(func(inv *gpu.Inventory) { inv.Devices[0].Attrs.PowerLimitW = 250 })
-	r = next(t, ch, period+2*time.Second)
+	r = next(t, ch, changeWithin)
 	if got := r.DeviceGroup[0].Attributes["power"].GetIntVal(); got != 250 {
 		t.Fatalf("power after the change %d, want 250", got)
 	}
@@ -560,7 +577,7 @@ func TestFingerprintResendsOnlyOnChange(t *testing.T) {
 	fb.set(func(inv *gpu.Inventory) {
 		inv.Devices = append(inv.Devices, gpu.Device{UUID: "GPU-b", Model: "Test GPU", Attrs: inv.Devices[0].Attrs})
 	})
-	r = next(t, ch, period+2*time.Second)
+	r = next(t, ch, changeWithin)
 	if _, n := healthyCount(r); n != 2 {
 		t.Fatalf("after adding a GPU: %d devices", n)
 	}
