@@ -216,6 +216,7 @@ func (p *planner) freeOn(c *cnode, cid int32, model string) int {
 	if st.nodeFreeing[c.index] == 0 && modelMatches(model, c.model) {
 		return st.nodeFree[c.index]
 	}
+	p.resolve(c.index)
 	n := 0
 	for _, g := range c.gpus {
 		if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
@@ -252,6 +253,7 @@ func (p *planner) binPack(nodes []int, cid int32, g *Pending) int {
 // take assigns gpus GPUs of node c to a new allocation of claimant cid,
 // preferring GPUs being freed for cid, then free ones, in node order.
 func (p *planner) take(c *cnode, cid int32, model string, gpus int) {
+	p.resolve(c.index)
 	st := p.st
 	for pass := 0; pass < 2 && gpus > 0; pass++ {
 		for _, g := range c.gpus {

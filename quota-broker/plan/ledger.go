@@ -29,6 +29,15 @@ type planner struct {
 	claimants map[string]int32
 	// scratch is a reusable buffer of unit indices.
 	scratch []int
+	// gpuPool backs the GPU lists of allocations as nodes are resolved.
+	gpuPool []int32
+	// booked: the ledger and node counters are built, so resolving a node
+	// corrects them (for snapshots the decoder would have refused).
+	booked bool
+	// resolvedOrder lists nodes in the order they were resolved, so that
+	// a restored state (a flex request that did not fit) can book again
+	// the nodes resolved since it was saved.
+	resolvedOrder []int
 
 	st       *state
 	warnings []string
@@ -63,19 +72,28 @@ func newPlanner(s *Snapshot) *planner {
 	p.buildUnits()
 	for _, a := range p.allocs {
 		if a.q != nil {
-			p.st.ledger.add(a.q, len(a.gpus), a.a.Idle, false)
+			p.st.ledger.add(a.q, a.count, a.a.Idle, false)
 		}
 	}
 	p.classifyDebt()
 	for _, a := range p.allocs {
 		if a.debt != nil {
 			for n := a.q; n != nil; n = n.parent {
-				p.st.ledger.debt[n.index] += len(a.gpus)
+				p.st.ledger.debt[n.index] += a.count
 			}
 		}
 	}
 	sort.Strings(p.warnings)
+	p.booked = true
 	for i, c := range p.nodes {
+		if !c.resolved {
+			held := 0
+			for _, ai := range c.allocs {
+				held += p.allocs[ai].count
+			}
+			p.st.nodeFree[i] = max(0, len(c.gpus)-held)
+			continue
+		}
 		for _, g := range c.gpus {
 			if p.gpus[g].healthy && p.st.holder[g] == holderFree {
 				p.st.nodeFree[i]++
@@ -130,7 +148,7 @@ func (p *planner) indexNodes() {
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
-		nodeStore = append(nodeStore, cnode{n: n, index: len(p.nodes)})
+		nodeStore = append(nodeStore, cnode{n: n, index: len(p.nodes), allHealthy: true})
 		c := &nodeStore[len(nodeStore)-1]
 		p.nodeByID[n.ID] = c.index
 		c.gpus, gpuPool = gpuPool[:0:len(n.GPUs)], gpuPool[len(n.GPUs):]
@@ -139,6 +157,7 @@ func (p *planner) indexNodes() {
 			id := int32(len(p.gpus))
 			p.gpus = append(p.gpus, gpuInfo{node: int32(c.index), pos: int32(j), healthy: g.Healthy})
 			c.gpus = append(c.gpus, id)
+			c.allHealthy = c.allHealthy && g.Healthy
 			switch {
 			case j == 0:
 				c.model = g.Model
@@ -190,12 +209,13 @@ func (p *planner) indexAllocations() {
 			perNode[ni]++
 		}
 	}
-	gpuPool := make([]int32, total)
+	p.gpuPool = make([]int32, total)
 	allocPool := make([]int, len(p.snap.Allocations))
 	for ni, c := range p.nodes {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
 	}
 	lastID, lastNode := "", -1
+	eager := make([]bool, len(p.nodes))
 	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
 		node, ok := lastNode, lastNode >= 0 && a.Node == lastID
@@ -210,15 +230,47 @@ func (p *planner) indexAllocations() {
 		}
 		x := &store[len(p.allocs)]
 		*x = alloc{a: a, index: len(p.allocs), q: p.byNS[a.Namespace], node: node, started: a.StartedAt,
-			reserved: a.Reservation != "" && active[a.Reservation]}
-		x.gpus, gpuPool = gpuPool[:0:len(a.GPUIDs)], gpuPool[len(a.GPUIDs):]
+			reserved: a.Reservation != "" && active[a.Reservation], count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
+		if a.StoppingFor != "" {
+			eager[node] = true
+		}
+		p.allocs = append(p.allocs, x)
+		p.nodes[node].allocs = append(p.nodes[node].allocs, x.index)
+	}
+	// A node whose GPUs are all healthy and of one model needs no GPU-level
+	// booking until the plan touches it: its free GPUs are its GPUs less
+	// those its allocations hold. The others are booked now.
+	for ni, c := range p.nodes {
+		if eager[ni] || !c.allHealthy || c.model == "" {
+			p.resolve(ni)
+		}
+	}
+}
+
+// resolve books, GPU by GPU, the allocations of node ni (once). Every read
+// or change of state.holder or state.freeFor on a node resolves it first.
+// An allocation's GPU count is corrected, ledger included, when some of its
+// GPU IDs are not on its node or already held (a snapshot that the decoder
+// would have refused).
+func (p *planner) resolve(ni int) {
+	c := p.nodes[ni]
+	if c.resolved {
+		return
+	}
+	c.resolved = true
+	p.resolvedOrder = append(p.resolvedOrder, ni)
+	for _, ai := range c.allocs {
+		x := p.allocs[ai]
+		a := x.a
 		claimant := noClaimant
 		if a.StoppingFor != "" {
 			claimant = p.claimantID(a.StoppingFor)
 		}
+		x.gpus, p.gpuPool = p.gpuPool[:0:len(a.GPUIDs)], p.gpuPool[len(a.GPUIDs):]
+		x.healthy = 0
 		hint := 0
 		for _, id := range a.GPUIDs {
-			g, next := p.gpuOnNode(node, id, hint)
+			g, next := p.gpuOnNode(ni, id, hint)
 			hint = next
 			if g < 0 || p.st.holder[g] != holderFree {
 				p.warnings = append(p.warnings, fmt.Sprintf("allocation %q: GPU %q is not on node %q or already held; ignored", a.ID, id, a.Node))
@@ -231,8 +283,31 @@ func (p *planner) indexAllocations() {
 				x.healthy++
 			}
 		}
-		p.allocs = append(p.allocs, x)
-		p.nodes[node].allocs = append(p.nodes[node].allocs, x.index)
+		if d := len(x.gpus) - x.count; d != 0 && p.booked {
+			if x.q != nil && !p.st.stopped[x.index] {
+				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil)
+			}
+			p.st.nodeFree[ni] -= d
+		}
+		x.count = len(x.gpus)
+	}
+}
+
+// rebook writes again, GPU by GPU, the allocations of nodes resolved after
+// a state was saved, into that state once restored.
+func (p *planner) rebook(since int) {
+	for _, ni := range p.resolvedOrder[since:] {
+		for _, ai := range p.nodes[ni].allocs {
+			x := p.allocs[ai]
+			claimant := noClaimant
+			if x.a.StoppingFor != "" {
+				claimant = p.claimantID(x.a.StoppingFor)
+			}
+			for _, g := range x.gpus {
+				p.st.holder[g] = int32(x.index)
+				p.st.freeFor[g] = claimant
+			}
+		}
 	}
 }
 
@@ -280,7 +355,7 @@ func (p *planner) buildUnits() {
 	for _, a := range p.allocs {
 		u := p.units[a.unit]
 		u.allocs = append(u.allocs, a.index)
-		u.gpus += len(a.gpus)
+		u.gpus += a.count
 		if a.started.After(u.youngest) {
 			u.youngest = a.started
 		}
@@ -327,7 +402,7 @@ func (p *planner) classifyDebt() {
 		}
 		total := 0
 		for _, a := range members {
-			total += len(a.gpus)
+			total += a.count
 		}
 		if total <= q.node.GPUs {
 			continue
@@ -340,8 +415,8 @@ func (p *planner) classifyDebt() {
 		})
 		filled := 0
 		for _, a := range members {
-			if filled+len(a.gpus) <= q.node.GPUs {
-				filled += len(a.gpus)
+			if filled+a.count <= q.node.GPUs {
+				filled += a.count
 				continue
 			}
 			a.debt = q

@@ -86,10 +86,11 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 		}
 	}
 	if j.flex != nil {
-		saved := p.st.clone()
+		saved, resolved := p.st.clone(), len(p.resolvedOrder)
 		placed, failed, reason := p.placeJob(j, cache)
 		if failed > 0 {
 			p.st = saved
+			p.rebook(resolved)
 			p.waitAll(j, RuleFlex, fmt.Sprintf("flex request admitted only whole: %d of %d allocations fit now (%s)",
 				placed, placed+failed, reason))
 			return

@@ -124,7 +124,7 @@ func randomSnapshot(r *rand.Rand) *Snapshot {
 }
 
 func TestPlanProperties(t *testing.T) {
-	for seed := uint64(0); seed < 400; seed++ {
+	for seed := uint64(0); seed < 2000; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		s := randomSnapshot(r)
 		p, err := Compute(s)
@@ -287,7 +287,11 @@ func checkPlan(s *Snapshot, p *Plan) error {
 	}
 	for q := range touched {
 		n := byName[q]
-		used := nonIdle[q]
+		// At admission q's own check counts its debt, but a later
+		// admission below q checks q as an ancestor, debt excluded (debt
+		// never blocks the quota it was moved to): after the plan, q is
+		// within its nominal with its debt left out.
+		used := nonIdle[q] - debtSub[q]
 		if n.ChildPreemption {
 			used = ownNonIdle[q]
 		}
@@ -295,6 +299,13 @@ func checkPlan(s *Snapshot, p *Plan) error {
 			return fmt.Errorf("L3: %s holds %d non-idle GPUs after the plan, nominal %d", q, used, n.GPUs)
 		}
 		for a := parent[q]; a != ""; a = parent[a] {
+			if byName[a].ChildPreemption {
+				// A node with child-level preemption admits its own jobs on
+				// its own usage only (L3): its descendants yield to it only
+				// when GPUs run out, so its subtree may exceed its nominal
+				// on capacity beyond it.
+				continue
+			}
 			if nonIdle[a]-debtSub[a] > byName[a].GPUs {
 				return fmt.Errorf("L3: ancestor %s of %s holds %d, nominal %d", a, q, nonIdle[a]-debtSub[a], byName[a].GPUs)
 			}

@@ -78,8 +78,11 @@ type alloc struct {
 	index   int
 	q       *qnode // nil: its namespace is outside the tree
 	node    int    // index into planner.nodes, -1 if unknown
+	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
+	// (planner.resolve); count is how many it holds, known before that.
 	gpus    []int32
-	healthy int    // how many of gpus are healthy
+	count   int
+	healthy int // how many of its GPUs are healthy
 	unit    int    // index into planner.units
 	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
 	started time.Time
@@ -103,7 +106,13 @@ type cnode struct {
 	gpus  []int32 // global GPU indices, in the node's order
 	// model is the node's only GPU model, or "" when it has several.
 	model  string
-	allocs []int // allocation indices on this node, sorted
+	allocs []int // allocation indices on this node
+	// allHealthy: every GPU of the node is healthy.
+	allHealthy bool
+	// resolved: the GPUs of its allocations are booked GPU by GPU in
+	// state.holder. Until then the node's free count is derived from the
+	// allocations' GPU counts (see planner.resolve).
+	resolved bool
 }
 
 // state is everything a plan changes while it is built. It is copied to try

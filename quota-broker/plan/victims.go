@@ -255,8 +255,8 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 		}
 		for _, ai := range p.units[u].allocs {
 			a := p.allocs[ai]
-			set.gpus += len(a.gpus)
-			set.workLost += float64(len(a.gpus)) * max(0, p.now.Sub(a.started).Seconds())
+			set.gpus += a.count
+			set.workLost += float64(a.count) * max(0, p.now.Sub(a.started).Seconds())
 		}
 	}
 	return true
@@ -265,10 +265,11 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 // gpusOn counts the healthy GPUs of model that unit u holds on node n.
 func (p *planner) gpusOn(u int, n *cnode, model string) int {
 	if un := p.units[u]; len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
-		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == len(a.gpus) {
-			return len(a.gpus)
+		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == a.count {
+			return a.count
 		}
 	}
+	p.resolve(n.index)
 	count := 0
 	for _, ai := range p.units[u].allocs {
 		a := p.allocs[ai]
@@ -292,6 +293,7 @@ func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
 		k := keys[u]
 		for _, ai := range p.units[u].allocs {
 			a := p.allocs[ai]
+			p.resolve(a.node)
 			st.stopped[ai] = true
 			for _, g := range a.gpus {
 				if p.gpus[g].healthy && st.freeFor[g] == noClaimant {
@@ -299,7 +301,7 @@ func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
 				}
 				st.freeFor[g] = c.cid
 			}
-			st.ledger.add(a.q, -len(a.gpus), a.a.Idle, a.debt != nil)
+			st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil)
 			st.actions = append(st.actions, Action{
 				Action:    ActionStop,
 				Alloc:     a.a.ID,
@@ -307,7 +309,7 @@ func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
 				Job:       a.a.Job,
 				Group:     a.a.Group,
 				Node:      p.nodes[a.node].n.ID,
-				GPUs:      len(a.gpus),
+				GPUs:      a.count,
 				Rule:      k.step.rule(),
 				For:       c.g.Key(),
 				Reason:    p.stopReason(a, k, c),
