@@ -74,15 +74,15 @@ func (l ledger) add(q *qnode, gpus int, idle, debt bool) {
 
 // alloc is a snapshot allocation with what the planner derived for it.
 type alloc struct {
-	a       *Allocation
-	index   int
-	q       *qnode // nil: its namespace is outside the tree
-	node    int    // index into planner.nodes, -1 if unknown
+	a     *Allocation
+	index int
+	q     *qnode // nil: its namespace is outside the tree
+	node  int    // index into planner.nodes, -1 if unknown
 	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
 	// (planner.resolve); count is how many it holds, known before that.
 	gpus    []int32
 	count   int
-	healthy int // how many of its GPUs are healthy
+	healthy int    // how many of its GPUs are healthy
 	unit    int    // index into planner.units
 	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
 	started time.Time
