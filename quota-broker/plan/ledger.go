@@ -215,6 +215,10 @@ func (p *planner) indexAllocations() {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
 	}
 	lastID, lastNode := "", -1
+	lastNS, lastQ := "", (*qnode)(nil)
+	if q, ok := p.byNS[""]; ok {
+		lastQ = q // so that the cache is right from the first allocation
+	}
 	eager := make([]bool, len(p.nodes))
 	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
@@ -228,8 +232,11 @@ func (p *planner) indexAllocations() {
 			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
 			continue
 		}
+		if a.Namespace != lastNS {
+			lastNS, lastQ = a.Namespace, p.byNS[a.Namespace]
+		}
 		x := &store[len(p.allocs)]
-		*x = alloc{a: a, index: len(p.allocs), q: p.byNS[a.Namespace], node: node, started: a.StartedAt,
+		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt,
 			reserved: a.Reservation != "" && active[a.Reservation], count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
 		if a.StoppingFor != "" {
 			eager[node] = true
