@@ -166,12 +166,13 @@ http_bind  = "127.0.0.1:0"
 		}
 	}()
 
-	until(t, "acting", 5*time.Second, func() bool { return a.Health().Acting })
+	until(t, "acting", 10*time.Second, func() bool { return a.Health().Acting })
 	// The two jobs with bad meta get their error written: the agent acts.
-	until(t, "the meta writes", 5*time.Second, func() bool { return f.writeCount() >= 2 })
+	until(t, "the meta writes", 10*time.Second, func() bool { return f.writeCount() >= 2 })
 
 	f.setDown(true)
-	until(t, "not acting", 5*time.Second, func() bool { return !a.Health().Acting })
+	// Well under the 15s default staleness, which would be ignoring ours.
+	until(t, "not acting", 10*time.Second, func() bool { return !a.Health().Acting })
 	if h := a.Health(); h.Connected || h.Why == "" {
 		t.Fatalf("health while down = %+v", h)
 	}
@@ -188,7 +189,9 @@ http_bind  = "127.0.0.1:0"
 	resp.Body.Close()
 
 	f.setDown(false)
-	until(t, "acting again", 5*time.Second, func() bool { return a.Health().Acting })
+	// The watcher reconnects with backoff (1s, 2s, 4s, ...): allow for a
+	// loaded machine stretching the outage over a few of them.
+	until(t, "acting again", 20*time.Second, func() bool { return a.Health().Acting })
 	if h := a.Health(); h.Relists < 2 {
 		t.Fatalf("relists = %d, want a full list after reconnecting (L2)", h.Relists)
 	}

@@ -3,6 +3,7 @@ package nomad
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -264,7 +265,7 @@ func TestWatcherRelistsOnEveryReconnect(t *testing.T) {
 	w := &Watcher{Client: f.client(), Governed: everything, Logger: log, Backoff: 10 * time.Millisecond}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for w.Status().Relists < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -327,5 +328,81 @@ func TestIsNotFound(t *testing.T) {
 	}
 	if isNotFound(errors.New("x")) {
 		t.Fatal("plain error taken for 404")
+	}
+}
+
+func TestNextBackoff(t *testing.T) {
+	const limit = 30 * time.Second
+	d := time.Second
+	var got []time.Duration
+	for i := 0; i < 8; i++ {
+		got = append(got, d)
+		d = NextBackoff(d, limit)
+	}
+	want := []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("backoff sequence %v, want %v", got, want)
+	}
+	if got := NextBackoff(20*time.Second, limit); got != limit {
+		t.Fatalf("NextBackoff(20s) = %s, want the cap", got)
+	}
+}
+
+// While Nomad cannot be reached the watcher backs off exponentially to
+// the cap, logging the first failure at WARN and the rest at DEBUG; a
+// successful list resets the backoff and the next run of failures is
+// logged at WARN again.
+func TestWatcherBacksOffWhileNomadIsUnreachable(t *testing.T) {
+	f := newFakeNomad(t)
+	f.holdStream = false
+	f.down = true
+	setDown := func(down bool) {
+		f.mu.Lock()
+		f.down = down
+		f.mu.Unlock()
+	}
+	log, buf := testLogger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []time.Duration
+	w := &Watcher{Client: f.client(), Governed: everything, Logger: log}
+	w.sleep = func(ctx context.Context, d time.Duration) bool {
+		waits = append(waits, d)
+		switch len(waits) {
+		case 7: // Nomad comes up; its stream closes at once
+			setDown(false)
+		case 8:
+			setDown(true)
+		case 10:
+			cancel()
+			return false
+		}
+		return true
+	}
+	if err := w.Run(ctx); err != context.Canceled {
+		t.Fatalf("Run = %v", err)
+	}
+	s := time.Second
+	want := []time.Duration{1 * s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s, 1 * s, 2 * s, 4 * s}
+	if fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	if n := w.Status().Relists; n != 1 {
+		t.Fatalf("relists = %d, want 1", n)
+	}
+	var warnUnreachable, debugUnreachable, lost int
+	for _, line := range strings.Split(buf.String(), "\n") {
+		switch {
+		case strings.Contains(line, "[WARN]") && strings.Contains(line, "cannot reach Nomad at "+f.srv.URL+";"):
+			warnUnreachable++
+		case strings.Contains(line, "[DEBUG]") && strings.Contains(line, "Nomad still unreachable"):
+			debugUnreachable++
+		case strings.Contains(line, "[WARN]") && strings.Contains(line, "lost the Nomad event stream"):
+			lost++
+		}
+	}
+	if warnUnreachable != 2 || debugUnreachable != 7 || lost != 1 {
+		t.Fatalf("WARN unreachable %d (want 2), DEBUG unreachable %d (want 7), lost %d (want 1):\n%s",
+			warnUnreachable, debugUnreachable, lost, buf.String())
 	}
 }

@@ -15,8 +15,9 @@ import (
 var Topics = []api.Topic{api.TopicJob, api.TopicAllocation, api.TopicEvaluation, api.TopicNode, "Namespace"}
 
 // Watcher keeps a State in step with Nomad: a full list, then the event
-// stream from the list's index; when the stream breaks, it waits Backoff,
-// lists again and streams again. Every (re-)list replaces the state and
+// stream from the list's index; when the stream breaks or Nomad cannot be
+// reached, it waits (exponential backoff, see Backoff), lists again and
+// streams again. Every (re-)list replaces the state and
 // logs how the GPU ledger changed (law L2: the live state wins).
 type Watcher struct {
 	Client *api.Client
@@ -26,10 +27,16 @@ type Watcher struct {
 	// OnChange, if set, is called after every re-list and every batch of
 	// events applied. It must not block.
 	OnChange func()
-	// Backoff is the wait before a reconnect (default 1s).
-	Backoff time.Duration
+	// Backoff is the wait before the first reconnect after a failure
+	// (default 1s). Each further failed attempt doubles it up to
+	// MaxBackoff (default 30s); a successful list resets it.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// sleep, if set, replaces the reconnect wait (tests): it waits d or
+	// until ctx ends and reports whether it waited.
+	sleep func(ctx context.Context, d time.Duration) bool
 
 	mu        sync.Mutex
 	state     *State
@@ -95,14 +102,36 @@ func (w *Watcher) now() time.Time {
 	return time.Now()
 }
 
-// Run lists and streams until ctx ends; it returns ctx's error.
-func (w *Watcher) Run(ctx context.Context) error {
-	backoff := w.Backoff
-	if backoff <= 0 {
-		backoff = time.Second
+// DefaultMaxBackoff caps the reconnect backoff when MaxBackoff is unset.
+const DefaultMaxBackoff = 30 * time.Second
+
+// NextBackoff is the wait after one that failed again: doubled, at most
+// limit.
+func NextBackoff(d, limit time.Duration) time.Duration {
+	if d >= limit/2 {
+		return limit
 	}
+	return 2 * d
+}
+
+// Run lists and streams until ctx ends; it returns ctx's error. A stream
+// lost after a successful list is logged at WARN; so is the first failed
+// attempt to reach Nomad, and further failures in a row at DEBUG.
+func (w *Watcher) Run(ctx context.Context) error {
+	first, limit := w.Backoff, w.MaxBackoff
+	if first <= 0 {
+		first = time.Second
+	}
+	if limit <= 0 {
+		limit = DefaultMaxBackoff
+	}
+	if limit < first {
+		limit = first
+	}
+	wait := first
+	unreachable := false // the failure in a row was already logged at WARN
 	for {
-		err := w.once(ctx)
+		connected, err := w.once(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -110,30 +139,54 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.connected = false
 		w.lastErr = err
 		w.mu.Unlock()
-		w.Logger.Warn("lost the Nomad event stream; will list again", "error", err, "backoff", backoff)
-		w.changed()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		switch {
+		case connected:
+			wait, unreachable = first, false
+			w.Logger.Warn("lost the Nomad event stream; will list again", "error", err, "retry_in", wait)
+		case !unreachable:
+			unreachable = true
+			w.Logger.Warn(fmt.Sprintf("cannot reach Nomad at %s; will keep retrying", w.Client.Address()), "error", err, "retry_in", wait)
+		default:
+			w.Logger.Debug("Nomad still unreachable", "address", w.Client.Address(), "error", err, "retry_in", wait)
 		}
+		w.changed()
+		if !w.wait(ctx, wait) {
+			return ctx.Err()
+		}
+		wait = NextBackoff(wait, limit)
 	}
 }
 
-// once does one full list and follows the stream until it fails.
-func (w *Watcher) once(ctx context.Context) error {
+// wait sleeps d, or less if ctx ends first; it reports whether it slept.
+func (w *Watcher) wait(ctx context.Context, d time.Duration) bool {
+	if w.sleep != nil {
+		return w.sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// once does one full list and follows the stream until it fails; connected
+// says whether the list succeeded and the stream opened.
+func (w *Watcher) once(ctx context.Context) (connected bool, err error) {
 	s, err := ListAll(ctx, w.Client, w.Governed)
 	if err != nil {
-		return err
+		return false, err
 	}
 	stream, err := w.Client.EventStream().Stream(ctx, topicMap(), s.index+1, &api.QueryOptions{Namespace: "*"})
 	if err != nil {
-		return fmt.Errorf("failed to open the event stream: %w", err)
+		return false, fmt.Errorf("failed to open the event stream: %w", err)
 	}
 	w.replace(s)
 	for evs := range stream {
 		if evs.Err != nil {
-			return fmt.Errorf("event stream: %w", evs.Err)
+			return true, fmt.Errorf("event stream: %w", evs.Err)
 		}
 		s.Apply(evs, w.Logger)
 		w.mu.Lock()
@@ -142,9 +195,9 @@ func (w *Watcher) once(ctx context.Context) error {
 		w.changed()
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return true, ctx.Err()
 	}
-	return fmt.Errorf("event stream closed")
+	return true, fmt.Errorf("event stream closed")
 }
 
 // replace installs a freshly listed state and logs how the ledger changed.
