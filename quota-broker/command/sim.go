@@ -196,7 +196,7 @@ func (c *SimCommand) Run(args []string) int {
 		return 1
 	}
 	var b strings.Builder
-	report.Summary(&b, results[main], compared, out)
+	report.Summary(&b, results[main], compared, w.Notes, out)
 	c.Ui.Output(strings.TrimRight(b.String(), "\n"))
 	return 0
 }

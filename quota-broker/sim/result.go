@@ -409,3 +409,47 @@ func (q *QuotaStats) OfNominal() float64 {
 	}
 	return q.Used / q.NominalTime
 }
+
+// StartedWait is the mean queue wait of the training jobs submitted during
+// the run that started, and how many they are.
+func (r *Result) StartedWait() (time.Duration, int) {
+	sum, n := 0.0, 0
+	for _, w := range r.WS {
+		for _, x := range w.Waits {
+			sum += x
+		}
+		n += len(w.Waits)
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return time.Duration(sum / float64(n) * float64(time.Second)), n
+}
+
+// Waiting are the training jobs submitted during the run that never
+// started: still waiting at the end, or expired.
+func (r *Result) Waiting() int {
+	n := 0
+	for _, w := range r.WS {
+		n += len(w.Censored)
+	}
+	return n
+}
+
+// AllWait is the workspace's mean queue wait over all its training jobs
+// submitted during the run, counting one that never started with its wait
+// so far (to the end, or to its expiry).
+func (w *WSStats) AllWait() time.Duration {
+	sum := 0.0
+	for _, x := range w.Waits {
+		sum += x
+	}
+	for _, x := range w.Censored {
+		sum += x
+	}
+	n := len(w.Waits) + len(w.Censored)
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum / float64(n) * float64(time.Second))
+}

@@ -176,15 +176,18 @@ func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string
 	}
 	p("\n*Nominal GPU-h* is the nominal over time (a quota move counts from when it happens); *of nominal*, used over it; borrowed and lendable are measured against the same nominal over time.\n")
 	p("\n## Workspaces\n\n")
-	p("| workspace | quota | GPU-h | of which idle jobs | training jobs submitted | started | still waiting | mean wait | p50 | p90 | max | allocations preempted |\n")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| workspace | quota | GPU-h | of which idle jobs | training jobs submitted | started | still waiting | mean wait (started) | p50 (started) | p90 (started) | max (started) | mean wait (all, still waiting so far) | allocations preempted |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, ws := range r.WS {
-		p("| %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %d |\n", ws.Namespace, ws.Quota, gpuh(ws.Usage.Owned()), gpuh(ws.Usage.Idle),
+		p("| %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %d |\n", ws.Namespace, ws.Quota, gpuh(ws.Usage.Owned()), gpuh(ws.Usage.Idle),
 			ws.Jobs, len(ws.Waits), ws.Unstarted, Dur(secs(mean(ws.Waits))), Dur(secs(quantile(ws.Waits, .5))), Dur(secs(quantile(ws.Waits, .9))),
-			Dur(secs(quantile(ws.Waits, 1))), ws.Preempted)
+			Dur(secs(quantile(ws.Waits, 1))), Dur(ws.AllWait()), ws.Preempted)
 	}
-	p("\nWaits are from submission to first start, for the training jobs submitted during the run; the mean over all of them, counting those still waiting with their wait so far, is %s.\n\n",
-		Dur(r.TrainingWait()))
+	sw, sn := r.StartedWait()
+	p("\nWaits are from submission to first start, for the training jobs submitted during the run. The *(started)* columns count only the jobs that started; "+
+		"*(all)* counts every job, one that never started with its wait so far (to the end of the run, or to its expiry). "+
+		"Over all workspaces: %s mean over all %d jobs, %s mean over the %d that started.\n\n",
+		Dur(r.TrainingWait()), sn+r.Waiting(), Dur(sw), sn)
 
 	p("## Preemptions by rule\n\n")
 	if len(r.Rules) == 0 {
@@ -270,7 +273,8 @@ func Compare(w io.Writer, rs []*sim.Result) {
 	line("night allocation while idle training waits", func(r *sim.Result) string { return pct(r.NightAllocation()) })
 	line("inference wait at scheduled scale-ups (longest)", func(r *sim.Result) string { return Dur(r.MaxBoundaryWait()) })
 	line("inference wait, all scale-ups (mean)", func(r *sim.Result) string { return Dur(r.MeanScaleUpWait()) })
-	line("training queue wait (mean)", func(r *sim.Result) string { return Dur(r.TrainingWait()) })
+	line("training queue wait (mean, all: still waiting so far)", func(r *sim.Result) string { return Dur(r.TrainingWait()) })
+	line("training queue wait (mean, started)", func(r *sim.Result) string { w, _ := r.StartedWait(); return Dur(w) })
 	line("work lost to preemption (GPU-h)", func(r *sim.Result) string { return fmt.Sprintf("%.1f", r.LostGPUh) })
 	line("allocations preempted", func(r *sim.Result) string {
 		n := 0
@@ -283,8 +287,9 @@ func Compare(w io.Writer, rs []*sim.Result) {
 	})
 }
 
-// Summary writes the one-screen summary printed on stdout.
-func Summary(w io.Writer, r *sim.Result, compared []*sim.Result, dir string) {
+// Summary writes the one-screen summary printed on stdout; of notes (the
+// workload's), it repeats the warnings.
+func Summary(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string, dir string) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	sc := r.Scenario
 	p("gputide sim: %s, %s to %s (%s), %d GPUs, policy %s\n", sc.Name, r.Start.Format("Mon 2006-01-02 15:04"),
@@ -305,9 +310,15 @@ func Summary(w io.Writer, r *sim.Result, compared []*sim.Result, dir string) {
 	}
 	p("  preemptions          %d (%s), work lost %.1f GPU-h\n", stops, strings.Join(rules, ", "), r.LostGPUh)
 	p("  inference scale-ups  %d, longest wait at a scheduled one %s\n", len(r.ScaleUps), Dur(r.MaxBoundaryWait()))
-	p("  training wait        %s mean\n", Dur(r.TrainingWait()))
+	sw, sn := r.StartedWait()
+	p("  training wait        %s mean (all %d jobs, still waiting so far); %s mean (the %d started)\n", Dur(r.TrainingWait()), sn+r.Waiting(), Dur(sw), sn)
 	if len(r.Conflicts) > 0 {
 		p("  WARNING: %d plan actions could not be applied (see report.md)\n", len(r.Conflicts))
+	}
+	for _, n := range notes {
+		if strings.Contains(n, "WARNING:") {
+			p("  %s\n", n)
+		}
 	}
 	if len(compared) > 1 {
 		p("\n")

@@ -88,7 +88,7 @@ func TestWrite(t *testing.T) {
 		t.Errorf("%s: no borrowed band in the legend", OccupancyFile)
 	}
 	var b strings.Builder
-	Summary(&b, rs[2], rs, dir)
+	Summary(&b, rs[2], rs, w.Notes, dir)
 	if lines := strings.Count(b.String(), "\n"); lines > 24 {
 		t.Errorf("summary is %d lines, want one screen:\n%s", lines, b.String())
 	}
@@ -367,5 +367,38 @@ func TestMarkdownQuotas(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// The wait columns say what they count, and the means reconcile: b's jobs
+// waited 0, 10m and 20m, and one still waits at 2h30m.
+func TestMarkdownWaits(t *testing.T) {
+	r := handMade()
+	var b strings.Builder
+	Markdown(&b, r, nil, nil)
+	md := b.String()
+	for _, want := range []string{
+		"| mean wait (started) | p50 (started) | p90 (started) | max (started) | mean wait (all, still waiting so far) |",
+		"| b | Q.1 | 0 | 0 | 4 | 3 | 1 | 10m00s | 10m00s | 10m00s | 20m00s | 45m00s | 0 |",
+		"Over all workspaces: 45m00s mean over all 4 jobs, 10m00s mean over the 3 that started.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	b.Reset()
+	Summary(&b, r, nil, nil, "")
+	if want := "training wait        45m00s mean (all 4 jobs, still waiting so far); 10m00s mean (the 3 started)"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+}
+
+// The summary repeats the workload's warnings, and only them.
+func TestSummaryWarnings(t *testing.T) {
+	warn := `training "philly": WARNING: the trace ends at 2017-10-31 00:00:00 (simulated 2026-12-15T00:00:00-08:00), before the end of the run (2026-12-19T00:00:00-08:00): no training arrives in the last 96h0m0s`
+	var b strings.Builder
+	Summary(&b, handMade(), nil, []string{"training \"philly\": t.csv: 10 rows", warn}, "")
+	if !strings.Contains(b.String(), "\n  "+warn+"\n") || strings.Contains(b.String(), "10 rows") {
+		t.Errorf("summary:\n%s\nwant the warning alone", b.String())
 	}
 }
