@@ -35,6 +35,19 @@ func TestSimCommand(t *testing.T) {
 	if !strings.Contains(errb.String(), "100%") {
 		t.Errorf("no progress on stderr: %q", errb.String())
 	}
+	// The same folder without -compare: the compared charts go, other files stay.
+	os.WriteFile(filepath.Join(dir, "o", "notes.txt"), []byte("mine"), 0o644)
+	if code := Run([]string{"sim", "-days", "0.05", "-out", "o"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	for _, f := range []string{"occupancy-static.svg", "occupancy-kueue.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, "o", f)); err == nil {
+			t.Errorf("%s left from the -compare run", f)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "o", "notes.txt")); string(b) != "mine" {
+		t.Errorf("notes.txt: %q, %v; want it left alone", b, err)
+	}
 }
 
 func TestSimCommandErrors(t *testing.T) {

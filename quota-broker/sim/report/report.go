@@ -4,8 +4,10 @@ package report
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,8 +24,16 @@ const (
 	EventsFile    = "events.jsonl"
 )
 
+// CompareFiles are the charts of the compared policies (-compare), named
+// occupancy-<policy>.svg. Write removes those a run without them leaves
+// from an earlier run in the same folder.
+var CompareFiles = []string{compareFile("static"), compareFile("kueue")}
+
+func compareFile(policy string) string { return "occupancy-" + policy + ".svg" }
+
 // Write writes report.md and occupancy.svg for main into dir, and, for each
-// compared run, occupancy-<policy>.svg. notes are the workload's notes.
+// compared run, occupancy-<policy>.svg; it removes the CompareFiles it did
+// not write (left by an earlier run). notes are the workload's notes.
 func Write(dir string, main *sim.Result, compared []*sim.Result, notes []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -44,11 +54,21 @@ func Write(dir string, main *sim.Result, compared []*sim.Result, notes []string)
 	if err := write(OccupancyFile, main); err != nil {
 		return err
 	}
+	written := map[string]bool{}
 	for _, r := range compared {
 		if r != main {
-			if err := write("occupancy-"+r.Policy+".svg", r); err != nil {
+			if err := write(compareFile(r.Policy), r); err != nil {
 				return err
 			}
+			written[compareFile(r.Policy)] = true
+		}
+	}
+	for _, name := range CompareFiles {
+		if written[name] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	return nil
@@ -239,6 +259,11 @@ func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string
 		p("\n")
 	}
 	p("## Files\n\n- `%s`: GPUs in use over time, stacked by workspace (lighter bands are borrowed GPUs, grey the GPUs of stopping allocations, dotted lines the quota moves); below it, a panel per child quota: its use (in quota; borrowed, lighter) against its nominal, a dashed step line.\n", OccupancyFile)
+	for _, c := range compared {
+		if c != r {
+			p("- `%s`: the same chart for the %s policy's run (-compare), against the tree's nominals.\n", compareFile(c.Policy), c.Policy)
+		}
+	}
 	p("- `%s`: every plan action (stop, admit, wait, expire) with its rule, and every lifecycle event of the modelled cluster, one JSON object a line.\n", EventsFile)
 	p("- See docs/simulator.md for how the scenario, the traces and the policies are modelled.\n")
 }

@@ -46,7 +46,9 @@ func TestWrite(t *testing.T) {
 	}
 	for _, want := range []string{"# gputide simulation: reference", "## Utilisation", "## Quotas", "| Quota1.1 | 48 |",
 		"## Workspaces", "## Preemptions by rule", "| L5.1 |", "## Inference scale-ups", "| Mon 08:00 | workspace-a/chat/server | 1 -> 4 | schedule |",
-		"## Policy comparison", "| | static | kueue | gputide |", "philly-sample.csv"} {
+		"## Policy comparison", "| | static | kueue | gputide |", "philly-sample.csv",
+		"- `occupancy-static.svg`: the same chart for the static policy's run (-compare)",
+		"- `occupancy-kueue.svg`: the same chart for the kueue policy's run (-compare)"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
@@ -86,6 +88,21 @@ func TestWrite(t *testing.T) {
 	}
 	if f := checkSVG(t, OccupancyFile, svg); !f.texts["workspace-b borrowed"] || !f.texts["borrowed"] {
 		t.Errorf("%s: no borrowed band in the legend", OccupancyFile)
+	}
+	// The same folder again without -compare: the compared charts go.
+	if err := Write(dir, rs[2], nil, w.Notes); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"occupancy-static.svg", "occupancy-kueue.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s left from the -compare run", name)
+		}
+	}
+	if md, _ := os.ReadFile(filepath.Join(dir, ReportFile)); strings.Contains(string(md), "occupancy-static.svg") {
+		t.Errorf("report.md lists occupancy-static.svg without -compare")
+	}
+	if _, err := os.Stat(filepath.Join(dir, OccupancyFile)); err != nil {
+		t.Error(err)
 	}
 	var b strings.Builder
 	Summary(&b, rs[2], rs, w.Notes, dir)
