@@ -27,8 +27,8 @@ type planner struct {
 
 	// claimants maps a claimant key ("namespace/job/group") to its ID.
 	claimants map[string]int32
-	// scratch is a reusable buffer of unit indices.
-	scratch []int
+	// scratch is a reusable buffer of a node's candidate units.
+	scratch []unitGPUs
 	// gpuPool backs the GPU lists of allocations as nodes are resolved.
 	gpuPool []int32
 	// booked: the ledger and node counters are built, so resolving a node
@@ -201,12 +201,21 @@ func (p *planner) indexAllocations() {
 	store := make([]alloc, len(p.snap.Allocations))
 	p.allocs = make([]*alloc, 0, len(p.snap.Allocations))
 	perNode := make([]int, len(p.nodes))
+	nodeOf := make([]int32, len(p.snap.Allocations)) // -1: unknown node
 	total := 0
+	lastID, lastNode := "", int32(-1)
 	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
 		total += len(a.GPUIDs)
-		if ni, ok := p.nodeByID[a.Node]; ok {
-			perNode[ni]++
+		if a.Node != lastID || i == 0 {
+			lastID, lastNode = a.Node, -1
+			if ni, ok := p.nodeByID[a.Node]; ok {
+				lastNode = int32(ni)
+			}
+		}
+		nodeOf[i] = lastNode
+		if lastNode >= 0 {
+			perNode[lastNode]++
 		}
 	}
 	p.gpuPool = make([]int32, total)
@@ -214,7 +223,6 @@ func (p *planner) indexAllocations() {
 	for ni, c := range p.nodes {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
 	}
-	lastID, lastNode := "", -1
 	lastNS, lastQ := "", (*qnode)(nil)
 	if q, ok := p.byNS[""]; ok {
 		lastQ = q // so that the cache is right from the first allocation
@@ -222,13 +230,8 @@ func (p *planner) indexAllocations() {
 	eager := make([]bool, len(p.nodes))
 	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
-		node, ok := lastNode, lastNode >= 0 && a.Node == lastID
-		if !ok {
-			node, ok = p.nodeByID[a.Node]
-			lastID, lastNode = a.Node, node
-		}
-		if !ok {
-			lastNode = -1
+		node := int(nodeOf[i])
+		if node < 0 {
 			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
 			continue
 		}
@@ -236,8 +239,9 @@ func (p *planner) indexAllocations() {
 			lastNS, lastQ = a.Namespace, p.byNS[a.Namespace]
 		}
 		x := &store[len(p.allocs)]
-		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt,
+		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
 			reserved: a.Reservation != "" && active[a.Reservation], count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
+		x.victimable = x.q != nil && !x.reserved && a.StoppingFor == "" && (a.Type == JobService || a.Type == JobBatch)
 		if a.StoppingFor != "" {
 			eager[node] = true
 		}
@@ -363,7 +367,7 @@ func (p *planner) buildUnits() {
 		u := p.units[a.unit]
 		u.allocs = append(u.allocs, a.index)
 		u.gpus += a.count
-		if a.started.After(u.youngest) {
+		if a.started > u.youngest {
 			u.youngest = a.started
 		}
 	}
@@ -415,8 +419,8 @@ func (p *planner) classifyDebt() {
 			continue
 		}
 		sort.Slice(members, func(x, y int) bool {
-			if !members[x].started.Equal(members[y].started) {
-				return members[x].started.Before(members[y].started)
+			if members[x].started != members[y].started {
+				return members[x].started < members[y].started
 			}
 			return members[x].a.ID < members[y].a.ID
 		})

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"sort"
-	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
 )
@@ -85,7 +84,11 @@ type alloc struct {
 	healthy int    // how many of its GPUs are healthy
 	unit    int    // index into planner.units
 	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
-	started time.Time
+	started int64 // start, Unix nanoseconds
+	// victimable: its static facts allow it to be a victim at all (DESIGN
+	// L5): a service or batch job in the tree, not in an active
+	// reservation, not already being stopped.
+	victimable bool
 	// reserved: it names a reservation that is active now (L10).
 	reserved bool
 }
@@ -95,8 +98,9 @@ type alloc struct {
 type unit struct {
 	allocs []int // allocation indices, sorted
 	gpus   int   // GPUs of all its allocations
-	// youngest is the latest start among its allocations (its age).
-	youngest time.Time
+	// youngest is the latest start among its allocations (its age), Unix
+	// nanoseconds.
+	youngest int64
 }
 
 // cnode is a client node of the cluster.

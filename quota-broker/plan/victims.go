@@ -37,11 +37,11 @@ type victimKey struct {
 	debt     bool
 	priority int
 	started  int64 // Unix nanoseconds
-	id       string
+	alloc    int32 // the allocation, whose ID breaks ties
 }
 
-// less reports whether k goes before o.
-func (k victimKey) less(o victimKey) bool {
+// keyLess reports whether k goes before o.
+func (p *planner) keyLess(k, o victimKey) bool {
 	if k.step != o.step {
 		return k.step < o.step
 	}
@@ -54,7 +54,7 @@ func (k victimKey) less(o victimKey) bool {
 	if k.started != o.started {
 		return k.started > o.started
 	}
-	return k.id < o.id
+	return p.allocs[k.alloc].a.ID < p.allocs[o.alloc].a.ID
 }
 
 // tier is the part of a key that compares victim sets across nodes (L6):
@@ -103,7 +103,7 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 	ok = make([]bool, len(p.units))
 	q := c.j.q
 	for ui, u := range p.units {
-		if !allowYoung && p.settings.MinRuntime > 0 && p.now.Sub(u.youngest) < p.settings.MinRuntime {
+		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-u.youngest < int64(p.settings.MinRuntime) {
 			continue
 		}
 		good := true
@@ -115,7 +115,7 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 				good = false
 				break
 			}
-			if n == 0 || worst.less(k) {
+			if n == 0 || p.keyLess(worst, k) {
 				worst = k
 			}
 		}
@@ -126,16 +126,13 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 
 // classify returns the victim key of allocation a for claimant c in node q.
 func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
-	if a.q == nil || a.reserved || a.a.StoppingFor != "" || p.st.stopped[a.index] {
+	if !a.victimable || p.st.stopped[a.index] {
 		return victimKey{}, false
 	}
-	if a.a.Type != JobService && a.a.Type != JobBatch {
-		return victimKey{}, false
-	}
-	if a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
+	if a.q == c.j.q && a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
 		return victimKey{}, false // never the claimant's own job
 	}
-	k := victimKey{priority: a.a.Priority, started: a.started.UnixNano(), id: a.a.ID}
+	k := victimKey{priority: a.a.Priority, started: a.started, alloc: int32(a.index)}
 	switch {
 	case a.a.Idle:
 		k.step = stepIdleDebt
@@ -205,61 +202,65 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 // victimsOn builds node n's minimal victim set for claim c into set and
 // reports whether there is one.
 func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
-	units := p.scratch[:0]
+	// The node's candidate units, each with the GPUs it frees here.
+	cands := p.scratch[:0]
+	all := p.freeOn(n, c.cid, c.g.Model)
+	have := all
 	for _, ai := range n.allocs {
-		if u := p.allocs[ai].unit; ok[u] && !slices.Contains(units, u) {
-			units = append(units, u)
+		u := p.allocs[ai].unit
+		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
+			continue
 		}
+		g := p.gpusOn(u, n, c.g.Model)
+		cands = append(cands, unitGPUs{unit: u, gpus: g})
+		all += g
 	}
-	p.scratch = units
-	if len(units) == 0 {
-		return false
-	}
-	have := p.freeOn(n, c.cid, c.g.Model)
-	all := have
-	for _, u := range units {
-		all += p.gpusOn(u, n, c.g.Model)
-	}
-	if all < c.g.GPUs {
+	p.scratch = cands
+	if len(cands) == 0 || all < c.g.GPUs {
 		return false // even every candidate on the node is not enough
 	}
-	slices.SortFunc(units, func(a, b int) int {
-		if keys[a].less(keys[b]) {
+	slices.SortFunc(cands, func(a, b unitGPUs) int {
+		if p.keyLess(keys[a.unit], keys[b.unit]) {
 			return -1
 		}
 		return 1
 	})
-	taken := set.units[:0]
-	for _, u := range units {
-		if have >= c.g.GPUs {
-			break
-		}
-		taken = append(taken, u)
-		have += p.gpusOn(u, n, c.g.Model)
+	k := 0
+	for ; k < len(cands) && have < c.g.GPUs; k++ {
+		have += cands[k].gpus
 	}
-	if have < c.g.GPUs {
-		set.units = taken
-		return false
-	}
+	taken := cands[:k]
 	// Drop, from the last added backwards, each unit not needed.
+	units := set.units[:0]
 	for i := len(taken) - 1; i >= 0; i-- {
-		if g := p.gpusOn(taken[i], n, c.g.Model); have-g >= c.g.GPUs {
-			have -= g
-			taken = append(taken[:i], taken[i+1:]...)
+		if have-taken[i].gpus >= c.g.GPUs {
+			have -= taken[i].gpus
+			taken[i].gpus = -1 // dropped
 		}
 	}
-	*set = victimSet{node: n.index, units: taken}
-	for i, u := range taken {
-		if i == 0 || set.worst.less(keys[u]) {
+	for _, t := range taken {
+		if t.gpus >= 0 {
+			units = append(units, t.unit)
+		}
+	}
+	*set = victimSet{node: n.index, units: units}
+	for i, u := range units {
+		if i == 0 || p.keyLess(set.worst, keys[u]) {
 			set.worst = keys[u]
 		}
 		for _, ai := range p.units[u].allocs {
 			a := p.allocs[ai]
 			set.gpus += a.count
-			set.workLost += float64(a.count) * max(0, p.now.Sub(a.started).Seconds())
+			set.workLost += float64(a.count) * max(0, float64(p.now.UnixNano()-a.started)/1e9)
 		}
 	}
 	return true
+}
+
+// unitGPUs is a candidate unit with the GPUs it would free on one node.
+type unitGPUs struct {
+	unit int
+	gpus int
 }
 
 // gpusOn counts the healthy GPUs of model that unit u holds on node n.
