@@ -84,7 +84,7 @@ type alloc struct {
 	healthy int    // how many of its GPUs are healthy
 	unit    int    // index into planner.units
 	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
-	started int64 // start, Unix nanoseconds
+	started int64  // start, Unix nanoseconds
 	// victimable: its static facts allow it to be a victim at all (DESIGN
 	// L5): a service or batch job in the tree, not in an active
 	// reservation, not already being stopped.
