@@ -4,8 +4,8 @@ GO       ?= go
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      ?= bin
 PKGS     ?= ./...
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X github.com/gputide/gputide/quota-broker/command.Version=$(VERSION)
+COMMIT   ?= $(shell git describe --always --dirty --abbrev=12 --exclude='*' 2>/dev/null)
+LDFLAGS  := -X github.com/gputide/gputide/internal/version.Commit=$(COMMIT)
 
 .PHONY: all build test demo lint e2e bench fuzz clean
 

@@ -219,7 +219,7 @@ func TestBinaryProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.Type != basepb.PluginType_DEVICE || len(info.PluginApiVersions) != 1 || info.PluginApiVersions[0] != "v0.1.0" ||
-		info.Name != "gputide-gpu" || info.PluginVersion == "" {
+		info.Name != "gputide-gpu" || info.PluginVersion != "0.1.0-dev" {
 		t.Fatalf("PluginInfo %v", info)
 	}
 

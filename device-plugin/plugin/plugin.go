@@ -27,6 +27,7 @@ import (
 	"github.com/gputide/gputide/device-plugin/nvmlgpu"
 	"github.com/gputide/gputide/device-plugin/proto/basepb"
 	"github.com/gputide/gputide/device-plugin/proto/hclspecpb"
+	"github.com/gputide/gputide/internal/version"
 )
 
 // Identity of the plugin.
@@ -40,9 +41,9 @@ const (
 	DeviceType = "gpu"
 )
 
-// Version is the plugin's version; the build may set it with
-// -ldflags "-X github.com/gputide/gputide/device-plugin/plugin.Version=...".
-var Version = "0.1.0"
+// Version is the plugin's version (PluginInfo.plugin_version): gputide's
+// version number, which Nomad parses with go-version.
+const Version = version.Number
 
 // ErrDisabled is returned by Fingerprint, Stats and Reserve (with IDs) when
 // the config sets enabled = false; the text matches Nomad's own.

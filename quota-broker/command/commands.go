@@ -11,11 +11,9 @@ import (
 	"io"
 
 	"github.com/hashicorp/cli"
-)
 
-// Version is the version gputide reports; release builds set it with
-// -ldflags "-X github.com/gputide/gputide/quota-broker/command.Version=...".
-var Version = "v0.1.0-dev"
+	"github.com/gputide/gputide/internal/version"
+)
 
 // Meta is what every command is given: where to read standard input from
 // (for "-" arguments) and the UI to write to (Output goes to standard
@@ -49,7 +47,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c := &cli.CLI{
 		Name:        "gputide",
-		Version:     "gputide " + Version,
+		Version:     "gputide " + version.String(),
 		Args:        args,
 		Commands:    Commands(m),
 		HelpFunc:    cli.BasicHelpFunc("gputide"),

@@ -1,6 +1,10 @@
 package command
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gputide/gputide/internal/version"
+)
 
 // VersionCommand is "gputide version": it prints the version.
 type VersionCommand struct {
@@ -19,7 +23,7 @@ Usage: gputide version
 // Synopsis returns the one-line description shown in the command list.
 func (c *VersionCommand) Synopsis() string { return "Print the gputide version" }
 
-// Run prints "gputide <Version>" and returns 0; extra arguments are an
+// Run prints "gputide <version>" (see version.String) and returns 0; extra arguments are an
 // error (1).
 func (c *VersionCommand) Run(args []string) int {
 	if len(args) != 0 {
@@ -27,6 +31,6 @@ func (c *VersionCommand) Run(args []string) int {
 		c.Ui.Error(`For additional help try 'gputide version -help'`)
 		return 1
 	}
-	c.Ui.Output("gputide " + Version)
+	c.Ui.Output("gputide " + version.String())
 	return 0
 }

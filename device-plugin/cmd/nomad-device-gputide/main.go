@@ -11,11 +11,12 @@ import (
 	"os"
 
 	"github.com/gputide/gputide/device-plugin/plugin"
+	"github.com/gputide/gputide/internal/version"
 )
 
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "-version" || os.Args[1] == "--version" || os.Args[1] == "version") {
-		fmt.Printf("nomad-device-gputide %s (%s, device API %s)\n", plugin.Version, plugin.PluginName, plugin.DeviceAPIVersion)
+		fmt.Printf("nomad-device-gputide %s, plugin %s, device API %s\n", version.String(), plugin.PluginName, plugin.DeviceAPIVersion)
 		return
 	}
 	log := plugin.NewLogger()
