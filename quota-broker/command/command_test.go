@@ -343,13 +343,54 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestUnknownCommandExits127WithTheCommandList(t *testing.T) {
-	code, out, errOut := run(t, "", "frobnicate")
-	if code != 127 {
-		t.Errorf("exit %d, want 127", code)
+// The top level behaves like the nomad CLI's, plus "help [command]": help
+// that was asked for goes to stdout with 0; no command, or an unknown one,
+// shows the usage on stderr with 1, or 127 and a line naming the command.
+func TestTopLevelUsageHelpAndUnknownCommands(t *testing.T) {
+	const usage = "Usage: gputide [--version] [--help] <command> [<args>]\n\nAvailable commands are:\n"
+	const planUsage = "Usage: gputide plan [options] <snapshot.json>\n"
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		out, err string // prefixes; "" means empty
+	}{
+		{"no command shows the usage as an error", nil, 1, "", usage},
+		{"help shows the usage", []string{"help"}, 0, usage, ""},
+		{"-help shows the usage", []string{"-help"}, 0, usage, ""},
+		{"help plan shows plan's help", []string{"help", "plan"}, 0, planUsage, ""},
+		{"plan -help shows plan's help", []string{"plan", "-help"}, 0, planUsage, ""},
+		{"help version shows version's help", []string{"help", "version"}, 0, "Usage: gputide version\n", ""},
+		{"an unknown command is named", []string{"frobnicate"}, 127, "", "gputide: unknown command \"frobnicate\"\n\n" + usage},
+		{"help of an unknown command names it", []string{"help", "frobnicate"}, 127, "", "gputide: unknown command \"frobnicate\"\n\n" + usage},
+		{"a flag without a command is named", []string{"-frobnicate"}, 1, "", "gputide: unknown flag \"-frobnicate\"; give a command\n\n" + usage},
 	}
-	if out != "" || !strings.Contains(errOut, "plan") || !strings.Contains(errOut, "version") {
-		t.Errorf("stdout %q, stderr %q: want the command list on stderr", out, errOut)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := run(t, "", tt.args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d", code, tt.code)
+			}
+			if !strings.HasPrefix(out, tt.out) || (tt.out == "") != (out == "") {
+				t.Errorf("stdout %q, want it to start with %q", out, tt.out)
+			}
+			if !strings.HasPrefix(errOut, tt.err) || (tt.err == "") != (errOut == "") {
+				t.Errorf("stderr %q, want it to start with %q", errOut, tt.err)
+			}
+			if usageOut := out + errOut; strings.HasPrefix(usageOut, usage) || strings.Contains(usageOut, "unknown") {
+				for _, c := range []string{"agent", "plan", "sim", "version", "gputide help <command>"} {
+					if !strings.Contains(usageOut, c) {
+						t.Errorf("usage lacks %q:\n%s", c, usageOut)
+					}
+				}
+			}
+		})
+	}
+	// help <command> prints exactly what <command> -help does.
+	_, viaHelp, _ := run(t, "", "help", "plan")
+	_, viaFlag, _ := run(t, "", "plan", "-help")
+	if viaHelp != viaFlag {
+		t.Errorf("help plan:\n%s\nplan -help:\n%s", viaHelp, viaFlag)
 	}
 }
 

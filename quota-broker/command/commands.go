@@ -8,6 +8,7 @@
 package command
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/hashicorp/cli"
@@ -36,23 +37,52 @@ func Commands(m Meta) map[string]cli.CommandFactory {
 }
 
 // Run runs the gputide CLI with args (without the program name) and
-// returns the exit code: 0 on success, 1 on an error (bad input, bad
-// flags), 127 for an unknown command. Normal output and requested help
-// (-help, -version) go to stdout; errors, and the help shown for a wrong
-// command, to stderr.
+// returns the exit code, as the nomad CLI does:
+//
+//   - 0: success, and help or a version that was asked for ("gputide help",
+//     "gputide help <command>", which is "gputide <command> -help",
+//     -help, -version), printed to stdout;
+//   - 1: an error (bad input, bad flags), or no command at all; errors and
+//     the usage shown with them go to stderr;
+//   - 127: an unknown command: stderr names it, then lists the commands.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	m := Meta{
 		Ui:    &cli.BasicUi{Reader: stdin, Writer: stdout, ErrorWriter: stderr},
 		Stdin: stdin,
 	}
+	commands := Commands(m)
+	if len(args) > 0 && args[0] == "help" {
+		// "help [command...]" is "[command...] -help".
+		args = append(append([]string(nil), args[1:]...), "-help")
+	}
+	help := cli.BasicHelpFunc("gputide")
 	c := &cli.CLI{
-		Name:        "gputide",
-		Version:     "gputide " + version.String(),
-		Args:        args,
-		Commands:    Commands(m),
-		HelpFunc:    cli.BasicHelpFunc("gputide"),
+		Name:     "gputide",
+		Version:  "gputide " + version.String(),
+		Args:     args,
+		Commands: commands,
+		HelpFunc: func(cs map[string]cli.CommandFactory) string {
+			return help(cs) + "\n\nRun 'gputide help <command>' for a command's usage and options."
+		},
 		HelpWriter:  stdout,
 		ErrorWriter: stderr,
+	}
+	if sub := c.Subcommand(); !c.IsHelp() || sub != "" {
+		if _, ok := commands[sub]; !ok && !c.IsVersion() {
+			switch {
+			case sub != "":
+				m.Ui.Error(fmt.Sprintf("gputide: unknown command %q\n", sub))
+				m.Ui.Error(c.HelpFunc(commands))
+				return 127
+			case len(args) == 0:
+				m.Ui.Error(c.HelpFunc(commands))
+				return 1
+			default:
+				m.Ui.Error(fmt.Sprintf("gputide: unknown flag %q; give a command\n", args[0]))
+				m.Ui.Error(c.HelpFunc(commands))
+				return 1
+			}
+		}
 	}
 	code, err := c.Run()
 	if err != nil {
