@@ -34,6 +34,8 @@ type planner struct {
 	// booked: the ledger and node counters are built, so resolving a node
 	// corrects them (for snapshots the decoder would have refused).
 	booked bool
+	// buf holds the large working arrays, reused across plans.
+	buf *buffers
 	// resolvedOrder lists nodes in the order they were resolved, so that
 	// a restored state (a flex request that did not fit) can book again
 	// the nodes resolved since it was saved.
@@ -45,8 +47,9 @@ type planner struct {
 
 // newPlanner indexes the snapshot and builds the ledger (L2: derived from
 // the live allocations only) and the debt of lowered quotas (L9).
-func newPlanner(s *Snapshot) *planner {
+func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p := &planner{
+		buf:       buf,
 		snap:      s,
 		now:       s.Time,
 		settings:  s.Settings,
@@ -57,10 +60,10 @@ func newPlanner(s *Snapshot) *planner {
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
 	p.st = &state{
-		holder:      make([]int32, len(p.gpus)),
-		freeFor:     make([]int32, len(p.gpus)),
-		nodeFree:    make([]int, len(p.nodes)),
-		nodeFreeing: make([]int, len(p.nodes)),
+		holder:      sized(buf.holder, len(p.gpus)),
+		freeFor:     sized(buf.freeFor, len(p.gpus)),
+		nodeFree:    sized(buf.nodeFree, len(p.nodes)),
+		nodeFreeing: sized(buf.nodeFreeing, len(p.nodes)),
 		ledger:      newLedger(len(p.quotas)),
 	}
 	for i := range p.st.holder {
@@ -68,7 +71,9 @@ func newPlanner(s *Snapshot) *planner {
 		p.st.freeFor[i] = noClaimant
 	}
 	p.indexAllocations()
-	p.st.stopped = make([]bool, len(p.allocs))
+	buf.holder, buf.freeFor, buf.nodeFree, buf.nodeFreeing = p.st.holder, p.st.freeFor, p.st.nodeFree, p.st.nodeFreeing
+	p.st.stopped = sized(buf.stopped, len(p.allocs))
+	buf.stopped = p.st.stopped
 	p.buildUnits()
 	for _, a := range p.allocs {
 		if a.q != nil {
@@ -127,7 +132,8 @@ func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 }
 
 func (p *planner) indexNodes() {
-	order := make([]int, len(p.snap.Nodes))
+	order := sized(p.buf.order, len(p.snap.Nodes))
+	p.buf.order = order
 	for i := range order {
 		order[i] = i
 	}
@@ -138,10 +144,11 @@ func (p *planner) indexNodes() {
 	for i := range p.snap.Nodes {
 		total += len(p.snap.Nodes[i].GPUs)
 	}
-	p.gpus = make([]gpuInfo, 0, total)
-	gpuPool := make([]int32, total)
-	nodeStore := make([]cnode, 0, len(order))
-	p.nodes = make([]*cnode, 0, len(order))
+	p.gpus = sized(p.buf.gpus, total)[:0]
+	gpuPool := sized(p.buf.nodeGPUs, total)
+	nodeStore := sized(p.buf.nodeStore, len(order))[:0]
+	p.nodes = sized(p.buf.nodes, len(order))[:0]
+	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
 	for _, i := range order {
 		n := &p.snap.Nodes[i]
 		if _, dup := p.nodeByID[n.ID]; dup {
@@ -198,10 +205,11 @@ func (p *planner) indexAllocations() {
 			active[r.ID] = true
 		}
 	}
-	store := make([]alloc, len(p.snap.Allocations))
-	p.allocs = make([]*alloc, 0, len(p.snap.Allocations))
-	perNode := make([]int, len(p.nodes))
-	nodeOf := make([]int32, len(p.snap.Allocations)) // -1: unknown node
+	store := sized(p.buf.allocStore, len(p.snap.Allocations))
+	p.allocs = sized(p.buf.allocs, len(p.snap.Allocations))[:0]
+	perNode := sized(p.buf.perNode, len(p.nodes))
+	nodeOf := sized(p.buf.nodeOf, len(p.snap.Allocations)) // -1: unknown node
+	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeOf = store, p.allocs, perNode, nodeOf
 	total := 0
 	lastID, lastNode := "", int32(-1)
 	for i := range p.snap.Allocations {
@@ -218,8 +226,9 @@ func (p *planner) indexAllocations() {
 			perNode[lastNode]++
 		}
 	}
-	p.gpuPool = make([]int32, total)
-	allocPool := make([]int, len(p.snap.Allocations))
+	p.gpuPool = sized(p.buf.gpuPool, total)
+	allocPool := sized(p.buf.allocPool, len(p.snap.Allocations))
+	p.buf.gpuPool, p.buf.allocPool = p.gpuPool, allocPool
 	for ni, c := range p.nodes {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
 	}
@@ -227,7 +236,8 @@ func (p *planner) indexAllocations() {
 	if q, ok := p.byNS[""]; ok {
 		lastQ = q // so that the cache is right from the first allocation
 	}
-	eager := make([]bool, len(p.nodes))
+	eager := sized(p.buf.eager, len(p.nodes))
+	p.buf.eager = eager
 	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
 		node := int(nodeOf[i])
@@ -342,7 +352,7 @@ func (p *planner) gpuOnNode(ni int, id string, hint int) (int32, int) {
 func (p *planner) buildUnits() {
 	type jobKey struct{ namespace, job string }
 	jobs := map[jobKey]int{}
-	sizes := make([]int, 0, len(p.allocs))
+	sizes := sized(p.buf.sizes, len(p.allocs))[:0]
 	for _, a := range p.allocs {
 		if a.a.Type == JobBatch && !a.a.Elastic {
 			key := jobKey{a.a.Namespace, a.a.Job}
@@ -356,9 +366,11 @@ func (p *planner) buildUnits() {
 		a.unit = len(sizes)
 		sizes = append(sizes, 1)
 	}
-	store := make([]unit, len(sizes))
-	pool := make([]int, len(p.allocs))
-	p.units = make([]*unit, len(sizes))
+	p.buf.sizes = sizes
+	store := sized(p.buf.unitStore, len(sizes))
+	pool := sized(p.buf.unitPool, len(p.allocs))
+	p.units = sized(p.buf.units, len(sizes))
+	p.buf.unitStore, p.buf.unitPool, p.buf.units = store, pool, p.units
 	for u, n := range sizes {
 		store[u].allocs, pool = pool[:0:n], pool[n:]
 		p.units[u] = &store[u]

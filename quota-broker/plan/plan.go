@@ -39,7 +39,9 @@ func Compute(s *Snapshot) (*Plan, error) {
 	if err := quota.Validate(s.Quota); err != nil {
 		return nil, err
 	}
-	p := newPlanner(s)
+	buf := bufferPool.Get().(*buffers)
+	defer bufferPool.Put(buf)
+	p := newPlanner(s, buf)
 	jobs := p.pendingJobs()
 	cache := map[feasibilityKey][]int{}
 	for _, idlePass := range []bool{false, true} {
