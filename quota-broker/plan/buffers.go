@@ -8,17 +8,17 @@ import "sync"
 // little. Nothing in a returned Plan refers to them.
 type buffers struct {
 	holder, freeFor, gpuPool, nodeGPUs, nodeOf []int32
-	nodeFree, nodeFreeing, order, perNode     []int
-	allocPool, sizes, unitPool                []int
-	stopped, eager, ok                        []bool
-	gpus                                      []gpuInfo
-	nodeStore                                 []cnode
-	nodes                                     []*cnode
-	allocStore                                []alloc
-	allocs                                    []*alloc
-	unitStore                                 []unit
-	units                                     []*unit
-	keys                                      []victimKey
+	nodeFree, nodeFreeing, order, perNode      []int
+	allocPool, sizes, unitPool                 []int
+	stopped, eager, ok                         []bool
+	gpus                                       []gpuInfo
+	nodeStore                                  []cnode
+	nodes                                      []*cnode
+	allocStore                                 []alloc
+	allocs                                     []*alloc
+	unitStore                                  []unit
+	units                                      []*unit
+	keys                                       []victimKey
 }
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
