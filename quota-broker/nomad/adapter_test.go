@@ -406,3 +406,36 @@ func TestWatcherBacksOffWhileNomadIsUnreachable(t *testing.T) {
 			warnUnreachable, debugUnreachable, lost, buf.String())
 	}
 }
+
+// A successful probe (Touch) while the watcher waits out its backoff makes
+// it list again at once: a Nomad that comes back is not left waiting for
+// the backoff, which here is an hour.
+func TestWatcherListsAtOnceWhenTouchedDuringBackoff(t *testing.T) {
+	f := newFakeNomad(t)
+	f.down = true
+	log, _ := testLogger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watcher{Client: f.client(), Governed: everything, Logger: log, Backoff: time.Hour}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; status %+v", what, w.Status())
+			}
+			w.Touch() // as the agent's probe does, until the watcher lists
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitUntil("the first failure", func() bool { return f.count("GET", "/v1/namespaces") >= 1 && w.Status().LastError != "" })
+	f.mu.Lock()
+	f.down = false
+	f.mu.Unlock()
+	waitUntil("a list after Touch", func() bool { return w.Status().Relists == 1 && w.Status().Connected })
+}

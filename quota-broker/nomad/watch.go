@@ -44,6 +44,7 @@ type Watcher struct {
 	syncedAt  time.Time // last moment the state was known to match Nomad
 	relists   int
 	lastErr   error
+	retry     chan struct{} // see Touch
 }
 
 // Status is the watcher's view of its connection to Nomad.
@@ -76,14 +77,30 @@ func (w *Watcher) Status() Status {
 	return st
 }
 
-// Touch records that Nomad answered while the stream was open: the state is
-// current as of now. The agent calls it after a successful probe.
+// Touch records that Nomad answered: while the stream is open the state is
+// current as of now; while it is not, Run stops waiting out its backoff and
+// lists again at once. The agent calls it after a successful probe, so a
+// Nomad that comes back is listed within a probe period, however long the
+// backoff has grown.
 func (w *Watcher) Touch() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.connected {
 		w.syncedAt = w.now()
+		return
 	}
+	select {
+	case w.retryC() <- struct{}{}:
+	default:
+	}
+}
+
+// retryC is the channel Touch wakes Run's backoff with; w.mu must be held.
+func (w *Watcher) retryC() chan struct{} {
+	if w.retry == nil {
+		w.retry = make(chan struct{}, 1)
+	}
+	return w.retry
 }
 
 // Disconnected marks the state as no longer known to be current (a probe
@@ -157,10 +174,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// wait sleeps d, or less if ctx ends first; it reports whether it slept.
+// wait sleeps d, or less if ctx ends or Touch finds Nomad back first; it
+// reports false when ctx ended.
 func (w *Watcher) wait(ctx context.Context, d time.Duration) bool {
 	if w.sleep != nil {
 		return w.sleep(ctx, d)
+	}
+	w.mu.Lock()
+	retry := w.retryC()
+	w.mu.Unlock()
+	// A Touch from before this failure says nothing about Nomad now.
+	select {
+	case <-retry:
+	default:
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -168,6 +194,9 @@ func (w *Watcher) wait(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
+	case <-retry:
+		w.Logger.Debug("Nomad answers again; listing without waiting out the backoff")
 		return true
 	}
 }
