@@ -14,7 +14,7 @@ all: build
 ## build: the broker CLI and daemon, and the device plugin, into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gputide ./quota-broker/cmd/gputide
-	$(GO) build -o $(BIN)/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
 
 ## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN)
 test:
