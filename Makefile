@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN      ?= bin
 PKGS     ?= ./...
 COMMIT   ?= $(shell git describe --always --dirty --abbrev=12 --exclude='*' 2>/dev/null)
-LDFLAGS  := -X github.com/gputide/gputide/internal/version.Commit=$(COMMIT)
+LDFLAGS  := -X github.com/gputide/gputide/quota-broker/version.Commit=$(COMMIT)
 
 .PHONY: all build test demo lint e2e bench fuzz clean
 

@@ -27,7 +27,7 @@ import (
 	"github.com/gputide/gputide/device-plugin/nvmlgpu"
 	"github.com/gputide/gputide/device-plugin/proto/basepb"
 	"github.com/gputide/gputide/device-plugin/proto/hclspecpb"
-	"github.com/gputide/gputide/internal/version"
+	"github.com/gputide/gputide/quota-broker/version"
 )
 
 // Identity of the plugin.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/internal/version"
+	"github.com/gputide/gputide/quota-broker/version"
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/cli"
 
-	"github.com/gputide/gputide/internal/version"
+	"github.com/gputide/gputide/quota-broker/version"
 )
 
 // Meta is what every command is given: where to read standard input from

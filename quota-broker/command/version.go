@@ -3,7 +3,7 @@ package command
 import (
 	"strings"
 
-	"github.com/gputide/gputide/internal/version"
+	"github.com/gputide/gputide/quota-broker/version"
 )
 
 // VersionCommand is "gputide version": it prints the version.

@@ -11,7 +11,7 @@ import (
 	"os"
 
 	"github.com/gputide/gputide/device-plugin/plugin"
-	"github.com/gputide/gputide/internal/version"
+	"github.com/gputide/gputide/quota-broker/version"
 )
 
 func main() {

@@ -10,7 +10,7 @@ const Number = "0.1.0-dev"
 
 // Commit is the git commit the binary was built from, empty unless the
 // build sets it: make build passes
-// -ldflags "-X github.com/gputide/gputide/internal/version.Commit=<sha>".
+// -ldflags "-X github.com/gputide/gputide/quota-broker/version.Commit=<sha>".
 var Commit = ""
 
 // String is the version as the binaries print it: "v0.1.0-dev (<commit>)"
