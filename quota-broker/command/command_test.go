@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/version"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/version"
 )
 
 var referenceSnapshot = filepath.Join("..", "..", "examples", "reference", "snapshot.json")
