@@ -2,6 +2,8 @@ package mockgpu
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,12 +101,7 @@ var profiles = map[string]profile{
 // Profiles lists the profile names ("dgxa100", "dgxb200", "dgxh100",
 // "dgxh200") in order.
 func Profiles() []string {
-	out := make([]string, 0, len(profiles))
-	for n := range profiles {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(profiles))
 }
 
 // ParseProfile parses "<profile>" or "<profile>:<gpus>", e.g. "dgxa100" (8

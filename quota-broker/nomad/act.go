@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -279,11 +280,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 			}
 		}
 	}
-	keys := make([]string, 0, len(b.Jobs))
-	for k := range b.Jobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(b.Jobs))
 	for _, k := range keys {
 		v := b.Jobs[k]
 		if v.MetaErr == nil {

@@ -1,6 +1,8 @@
 package nomad
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -123,11 +125,7 @@ func (s *State) Build(in BuildInput) *Build {
 		live[a.JobKey()][a.Group]++
 	}
 
-	keys := make([]string, 0, len(s.jobs))
-	for k := range s.jobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(s.jobs))
 	for _, k := range keys {
 		j := s.jobs[k]
 		ns := nsOrDefault(str(j.Namespace))
@@ -206,11 +204,7 @@ func (s *State) Build(in BuildInput) *Build {
 		}
 	}
 
-	ids := make([]string, 0, len(s.allocs))
-	for id := range s.allocs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(s.allocs))
 	for _, id := range ids {
 		a := s.allocs[id]
 		if !a.Live() || len(a.GPUIDs) == 0 {

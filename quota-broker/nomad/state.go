@@ -1,6 +1,8 @@
 package nomad
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -129,12 +131,7 @@ func (s *State) Allocs() []Alloc {
 func (s *State) Namespaces() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.namespaces))
-	for ns := range s.namespaces {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s.namespaces))
 }
 
 // BlockedEvals returns how many blocked evaluations each job has, keyed by

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,7 +52,7 @@ func (p *planner) pendingJobs() []*job {
 		j.groups = append(j.groups, g)
 	}
 	jobs := make([]*job, 0, len(byKey))
-	for _, key := range sortedKeys(byKey) {
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
 		j := byKey[key]
 		sort.SliceStable(j.groups, func(a, b int) bool { return j.groups[a].Group < j.groups[b].Group })
 		first := j.groups[0]

@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"sort"
-
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -150,14 +148,4 @@ type gpuInfo struct {
 	node    int32 // index into planner.nodes
 	pos     int32 // index into that node's GPUs
 	healthy bool
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

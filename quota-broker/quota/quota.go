@@ -7,7 +7,8 @@ package quota
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -213,10 +214,5 @@ func Namespaces(root *Node) map[string]string {
 // SortedNamespaces returns the tree's bound namespaces in lexical order.
 func SortedNamespaces(root *Node) []string {
 	m := Namespaces(root)
-	out := make([]string, 0, len(m))
-	for ns := range m {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }

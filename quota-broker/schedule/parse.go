@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -97,11 +98,7 @@ func ParseWindow(spec string) (WindowConfig, error) {
 // Keys are checked in sorted order, so the error for a given map is always the
 // same. Every error is a *ConfigError naming the key and the value.
 func Parse(cfg map[string]string) (*Schedule, error) {
-	keys := make([]string, 0, len(cfg))
-	for k := range cfg {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(cfg))
 
 	var (
 		s           = &Schedule{loc: time.UTC}

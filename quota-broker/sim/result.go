@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -391,11 +393,7 @@ func (s *sim) finishStats() {
 			w.Censored = append(w.Censored, float64(j.spec.Submit.Add(plan.MaxFlexWait).UnixNano()-j.spec.Submit.UnixNano())/1e9)
 		}
 	}
-	names := make([]string, 0, len(r.rules))
-	for n := range r.rules {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(r.rules))
 	for _, n := range names {
 		r.Rules = append(r.Rules, r.rules[n])
 	}
