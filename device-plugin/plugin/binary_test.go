@@ -187,28 +187,11 @@ func recv(t testing.TB, ch <-chan *devicepb.FingerprintResponse, within time.Dur
 	return nil
 }
 
-func find(r *devicepb.FingerprintResponse, id string) *devicepb.DetectedDevice {
-	for _, g := range r.GetDeviceGroup() {
-		for _, d := range g.GetDevices() {
-			if d.GetID() == id {
-				return d
-			}
-		}
-	}
-	return nil
-}
-
-func counts(r *devicepb.FingerprintResponse) (healthy, total int) {
-	for _, g := range r.GetDeviceGroup() {
-		for _, d := range g.GetDevices() {
-			total++
-			if d.GetHealthy() {
-				healthy++
-			}
-		}
-	}
-	return healthy, total
-}
+// find and counts are the in-package test helpers device and healthyCount.
+var (
+	find   = plugin.FindDevice
+	counts = plugin.CountHealthy
+)
 
 func TestBinaryProtocol(t *testing.T) {
 	l := launch(t)

@@ -1,0 +1,8 @@
+package plugin
+
+// Test helpers of this package that the external tests (package
+// plugin_test) share.
+var (
+	FindDevice   = device
+	CountHealthy = healthyCount
+)
