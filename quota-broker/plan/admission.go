@@ -104,34 +104,73 @@ func addAsk(total, count, gpus int) int {
 	return total + count*gpus
 }
 
+// yielded is what a job's own node gives back when its lower-priority
+// allocations yield to the job (DESIGN L3 and L5 step 3, priority
+// preemption; Kueue's withinClusterQueue: LowerPriority). gpus are their
+// non-idle GPUs, debt included, left out of the node's own figure; nonDebt
+// is the part that is not debt, left out of each ancestor's figure (which
+// leaves debt out already). The zero value yields nothing.
+type yielded struct{ gpus, nonDebt int }
+
 // entitlement checks DESIGN L3 for a non-idle job of node q asking for
-// gpus more GPUs. It returns "" when the job is entitled, or the reason it
-// is not, naming the quota and the numbers.
+// gpus more GPUs, with y left out of the figures. It returns "" when the
+// job is entitled, or the reason it is not, naming the quota and the
+// numbers.
 //
-//   - q's non-idle usage, debt included, plus gpus stays within q's nominal;
-//     when q has child-level preemption only q's own namespaces count, as its
-//     descendants yield to it (L5 step 2);
+//   - q's non-idle usage, debt included, less y.gpus, plus gpus stays
+//     within q's nominal; when q has child-level preemption only q's own
+//     namespaces count, as its descendants yield to it (L5 step 2);
 //   - for every ancestor a of q, a's non-idle subtree usage, debt excluded
-//     (debt never blocks the quota it was moved to), plus gpus stays within
-//     a's nominal.
-func (p *planner) entitlement(q *qnode, gpus int) string {
+//     (debt never blocks the quota it was moved to), less y.nonDebt, plus
+//     gpus stays within a's nominal.
+func (p *planner) entitlement(q *qnode, gpus int, y yielded) string {
 	l := p.st.ledger
 	used, scope := l.nonIdle[q.index], ""
 	if q.node.ChildPreemption {
 		used, scope = l.ownNonIdle[q.index], " by its own namespaces"
 	}
+	if y.gpus > 0 {
+		used -= y.gpus
+		scope += fmt.Sprintf(", not counting %d of lower priority that yield", y.gpus)
+	}
 	if used+gpus > q.node.GPUs {
 		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
 			shortfall(gpus, q.node.GPUs-used))
 	}
+	scope = ""
+	if y.nonDebt > 0 {
+		scope = fmt.Sprintf(", not counting %d of lower priority in %s that yield", y.nonDebt, q.node.Name)
+	}
 	for _, a := range q.ancestors {
-		used := l.nonIdle[a.index] - l.debt[a.index]
+		used := l.nonIdle[a.index] - l.debt[a.index] - y.nonDebt
 		if used+gpus > a.node.GPUs {
-			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded; %s",
-				a.node.Name, q.node.Name, used, a.node.GPUs, shortfall(gpus, a.node.GPUs-used))
+			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded%s; %s",
+				a.node.Name, q.node.Name, used, a.node.GPUs, scope, shortfall(gpus, a.node.GPUs-used))
 		}
 	}
 	return ""
+}
+
+// entitled decides DESIGN L3 for non-idle job j: it returns "" and what
+// yields to j (zero when j is entitled without it), or the reason j waits.
+// Only when j is not entitled on the plain figures and its node has
+// priority preemption are the node's lower-priority allocations that L5
+// step 3 may stop (min_runtime aside, as the search may allow them) left
+// out; the plan must then restore the quota (restoreQuota).
+func (p *planner) entitled(j *job) (string, yielded) {
+	reason := p.entitlement(j.q, j.asked, yielded{})
+	if reason == "" || !j.q.node.PriorityPreemption {
+		return reason, yielded{}
+	}
+	var y yielded
+	for _, u := range p.yieldUnits(j, true) {
+		y.gpus += u.gpus
+		y.nonDebt += u.nonDebt
+	}
+	if y.gpus == 0 {
+		return reason, yielded{}
+	}
+	return p.entitlement(j.q, j.asked, y), y
 }
 
 // feasible reports whether node c can ever run an allocation of g: its

@@ -25,6 +25,9 @@ type planner struct {
 	allocs   []*alloc
 	units    []*unit
 
+	// byQuota lists, per quota node, the non-idle allocations of its own
+	// namespaces; built on first use (planner.ownNonIdle).
+	byQuota [][]int
 	// claimants maps a claimant key ("namespace/job/group") to its ID.
 	claimants map[string]int32
 	// scratch is a reusable buffer of a node's candidate units.

@@ -81,45 +81,78 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 			return
 		}
 	}
+	var y yielded
 	if !j.idle {
-		if reason := p.entitlement(j.q, j.asked); reason != "" {
+		var reason string
+		if reason, y = p.entitled(j); reason != "" {
 			p.waitAll(j, RuleAdmission, reason)
 			return
 		}
 	}
-	if j.flex != nil {
-		saved, resolved := p.st.clone(), len(p.resolvedOrder)
-		placed, failed, reason := p.placeJob(j, cache)
-		if failed > 0 {
-			p.st = saved
-			p.rebook(resolved)
-			p.waitAll(j, RuleFlex, fmt.Sprintf("flex request admitted only whole: %d of %d allocations fit now (%s)",
-				placed, placed+failed, reason))
-			return
-		}
+	if j.flex == nil && y.gpus == 0 {
+		p.placeJob(j, cache)
 		return
 	}
-	p.placeJob(j, cache)
+	// Tried as a whole, on a copy of the state: a flex request is admitted
+	// only whole (L11); a job entitled on what yields to it only if the
+	// quota is then restored (L3, L6).
+	saved, resolved, start := p.st.clone(), len(p.resolvedOrder), len(p.st.actions)
+	r := p.placeJob(j, cache)
+	if j.flex != nil && r.failed > 0 {
+		p.st = saved
+		p.rebook(resolved)
+		p.waitAll(j, RuleFlex, fmt.Sprintf("flex request admitted only whole: %d of %d allocations fit now (%s)",
+			r.placed, r.placed+r.failed, r.reason))
+		return
+	}
+	if y.gpus == 0 || r.first == nil {
+		return
+	}
+	if !p.restoreQuota(j, r.first) {
+		// Cannot happen while the ledger agrees with the allocations
+		// (entitlement counted exactly these units); kept as L6 says.
+		p.st = saved
+		p.rebook(resolved)
+		p.waitAll(j, RuleAdmission, fmt.Sprintf("%s: too few allocations of lower priority to stop to restore its nominal of %d GPUs",
+			j.q.node.Name, j.q.node.GPUs))
+		return
+	}
+	for i := start; i < len(p.st.actions); i++ {
+		if a := &p.st.actions[i]; a.Action == ActionAdmit {
+			a.Reason = p.admitReason(j) + "; allocations of lower priority yield (L5.3)"
+		}
+	}
+}
+
+// placement is what placeJob did for one job.
+type placement struct {
+	placed, failed int    // allocations placed and not placed
+	reason         string // why the last allocation not placed did not fit
+	first          *claim // the claim of the first group placed, or nil
 }
 
 // placeJob places the allocations of every group of j, one at a time, and
 // emits an admit action per group with the nodes and a wait action for the
-// rest. It returns how many allocations were placed and how many were not.
-func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) (placed, failed int, reason string) {
+// rest.
+func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) placement {
+	var r placement
 	for _, g := range j.groups {
 		c := &claim{j: j, g: g, cid: p.claimantID(g.Key()), nodes: p.feasibleNodes(g, cache)}
 		var nodes []string
 		why := ""
 		for i := 0; i < g.Count; i++ {
-			ni, r := p.placeOne(c)
+			ni, msg := p.placeOne(c)
 			if ni < 0 {
-				why = r
+				why = msg
 				break
 			}
 			nodes = append(nodes, p.nodes[ni].n.ID)
 		}
-		placed += len(nodes)
+		r.placed += len(nodes)
 		if len(nodes) > 0 {
+			if r.first == nil {
+				r.first = c
+			}
 			rule := RuleAdmission
 			if j.idle {
 				rule = RuleIdle
@@ -128,15 +161,15 @@ func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) (placed, fail
 				Count: len(nodes), GPUs: g.GPUs, Nodes: nodes, Rule: rule, Reason: p.admitReason(j)})
 		}
 		if rest := g.Count - len(nodes); rest > 0 {
-			failed += rest
-			reason = why
+			r.failed += rest
+			r.reason = why
 			if j.flex == nil {
 				p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
 					Count: rest, GPUs: g.GPUs, Rule: RuleAdmission, Reason: why})
 			}
 		}
 	}
-	return placed, failed, reason
+	return r
 }
 
 // placeOne places one allocation of claim c: on free GPUs by bin-packing,

@@ -57,11 +57,11 @@ func (p *planner) keyLess(k, o victimKey) bool {
 	return p.allocs[k.alloc].a.ID < p.allocs[o.alloc].a.ID
 }
 
-// tier is the part of a key that compares victim sets across nodes (L6):
-// step, idle-or-debt and priority. Within a tier, fewer GPUs stopped and
-// then less work lost decide, which is what "most recently started" stands
-// for in the key.
-func (k victimKey) tierLess(o victimKey) bool {
+// class is the part of a key that compares victim sets across nodes
+// (DESIGN L6): step, then idle before debt, then job priority. Recency and
+// the allocation ID order candidates within a node only; between nodes,
+// work lost and then GPUs stopped decide (victimSet.better).
+func (k victimKey) classLess(o victimKey) bool {
 	if k.step != o.step {
 		return k.step < o.step
 	}
@@ -71,7 +71,7 @@ func (k victimKey) tierLess(o victimKey) bool {
 	return k.priority < o.priority
 }
 
-func (k victimKey) tierEqual(o victimKey) bool {
+func (k victimKey) classEqual(o victimKey) bool {
 	return k.step == o.step && k.debt == o.debt && k.priority == o.priority
 }
 
@@ -151,25 +151,29 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 
 // victimSet is the units one node would stop for a claimant allocation.
 type victimSet struct {
-	node     int
-	units    []int
-	worst    victimKey
-	gpus     int     // GPUs stopped, all allocations of each unit
-	workLost float64 // GPU-seconds since each victim allocation started
+	node  int
+	units []int
+	worst victimKey // the largest key of its units
+	// workLost is GPU-seconds: the sum, over every allocation the set
+	// stops (all allocations of a batch unit, on any node), of its GPUs
+	// times the seconds since it started (DESIGN L6).
+	workLost float64
+	gpus     int // GPUs stopped, all allocations of each unit
 }
 
 // better reports whether s is a better set than o (DESIGN L6): the set
-// whose worst victim is in the lower tier, then fewer GPUs stopped, then
-// less work lost, then the lower node ID.
+// whose worst victim is in the lower class (step, idle before debt, job
+// priority), then the set that loses less work, then the one that stops
+// fewer GPUs, then the lower node ID.
 func (s *victimSet) better(o *victimSet, p *planner) bool {
-	if !s.worst.tierEqual(o.worst) {
-		return s.worst.tierLess(o.worst)
-	}
-	if s.gpus != o.gpus {
-		return s.gpus < o.gpus
+	if !s.worst.classEqual(o.worst) {
+		return s.worst.classLess(o.worst)
 	}
 	if s.workLost != o.workLost {
 		return s.workLost < o.workLost
+	}
+	if s.gpus != o.gpus {
+		return s.gpus < o.gpus
 	}
 	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
 }
@@ -287,36 +291,40 @@ func (p *planner) gpusOn(u int, n *cnode, model string) int {
 	return count
 }
 
-// stopUnits stops every allocation of the set's units for claim c: their
-// GPUs are freed for c only (L7) and they leave the ledger.
+// stopUnits stops every allocation of the set's units for claim c.
 func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
-	st := p.st
 	for _, u := range set.units {
-		k := keys[u]
-		for _, ai := range p.units[u].allocs {
-			a := p.allocs[ai]
-			p.resolve(a.node)
-			st.stopped[ai] = true
-			for _, g := range a.gpus {
-				if p.gpus[g].healthy && st.freeFor[g] == noClaimant {
-					st.nodeFreeing[a.node]++
-				}
-				st.freeFor[g] = c.cid
+		p.stopUnit(u, keys[u], c)
+	}
+}
+
+// stopUnit stops every allocation of unit u, of key k, for claim c: their
+// GPUs are freed for c only (L7) and they leave the ledger.
+func (p *planner) stopUnit(u int, k victimKey, c *claim) {
+	st := p.st
+	for _, ai := range p.units[u].allocs {
+		a := p.allocs[ai]
+		p.resolve(a.node)
+		st.stopped[ai] = true
+		for _, g := range a.gpus {
+			if p.gpus[g].healthy && st.freeFor[g] == noClaimant {
+				st.nodeFreeing[a.node]++
 			}
-			st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil)
-			st.actions = append(st.actions, Action{
-				Action:    ActionStop,
-				Alloc:     a.a.ID,
-				Namespace: a.a.Namespace,
-				Job:       a.a.Job,
-				Group:     a.a.Group,
-				Node:      p.nodes[a.node].n.ID,
-				GPUs:      a.count,
-				Rule:      k.step.rule(),
-				For:       c.g.Key(),
-				Reason:    p.stopReason(a, k, c),
-			})
+			st.freeFor[g] = c.cid
 		}
+		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil)
+		st.actions = append(st.actions, Action{
+			Action:    ActionStop,
+			Alloc:     a.a.ID,
+			Namespace: a.a.Namespace,
+			Job:       a.a.Job,
+			Group:     a.a.Group,
+			Node:      p.nodes[a.node].n.ID,
+			GPUs:      a.count,
+			Rule:      k.step.rule(),
+			For:       c.g.Key(),
+			Reason:    p.stopReason(a, k, c),
+		})
 	}
 }
 
@@ -338,4 +346,171 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	default:
 		return fmt.Sprintf("stopped with its batch job for %s", c.j.q.node.Name)
 	}
+}
+
+// yieldUnit is a unit that yields to a claimant under priority preemption
+// (DESIGN L3, L5 step 3).
+type yieldUnit struct {
+	unit int
+	key  victimKey // its step-3 key: priority, recency, allocation ID
+	// gpus are the non-idle GPUs it gives back to the claimant's node
+	// (debt included); nonDebt the part of them that is not debt, given
+	// back to each ancestor.
+	gpus, nonDebt int
+}
+
+// yieldsTo reports whether allocation a may be stopped for job j under
+// priority preemption (DESIGN L5 step 3): it is in j's node's own
+// namespaces, of lower job priority, not of j, and may be a victim at all
+// (a service or batch allocation, not in an active reservation, not being
+// stopped, not stopped by this plan).
+func (p *planner) yieldsTo(a *alloc, j *job) bool {
+	return a.q == j.q && a.a.Priority < j.priority && a.victimable && !p.st.stopped[a.index] &&
+		(a.a.Namespace != j.namespace || a.a.Job != j.name)
+}
+
+// ownNonIdle returns the indices of the non-idle allocations of quota node
+// q's own namespaces, indexed once per plan on first use.
+func (p *planner) ownNonIdle(q *qnode) []int {
+	if p.byQuota == nil {
+		p.byQuota = make([][]int, len(p.quotas))
+		for _, a := range p.allocs {
+			if a.q != nil && !a.a.Idle {
+				p.byQuota[a.q.index] = append(p.byQuota[a.q.index], a.index)
+			}
+		}
+	}
+	return p.byQuota[q.index]
+}
+
+// yieldUnits returns, in key order, the units that yield to job j: its
+// node's own non-idle allocations of lower priority that L5 step 3 may
+// stop, a batch unit only when every allocation of it may be. Units younger
+// than min_runtime are left out unless allowYoung. Keys are step-3 keys
+// (lower priority, then most recently started, then allocation ID), also
+// for debt that L5 step 1 could take.
+func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
+	var out []yieldUnit
+	seen := map[int]bool{}
+	for _, ai := range p.ownNonIdle(j.q) {
+		u := p.allocs[ai].unit
+		if seen[u] {
+			continue
+		}
+		seen[u] = true
+		un := p.units[u]
+		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-un.youngest < int64(p.settings.MinRuntime) {
+			continue
+		}
+		y := yieldUnit{unit: u}
+		ok := true
+		for n, ai := range un.allocs {
+			a := p.allocs[ai]
+			if !p.yieldsTo(a, j) {
+				ok = false
+				break
+			}
+			k := victimKey{step: stepPriority, priority: a.a.Priority, started: a.started, alloc: int32(a.index)}
+			if n == 0 || p.keyLess(y.key, k) {
+				y.key = k
+			}
+			if !a.a.Idle {
+				y.gpus += a.count
+				if a.debt == nil {
+					y.nonDebt += a.count
+				}
+			}
+		}
+		if ok && y.gpus > 0 {
+			out = append(out, y)
+		}
+	}
+	slices.SortFunc(out, func(a, b yieldUnit) int {
+		if p.keyLess(a.key, b.key) {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// restoreQuota runs the end of DESIGN L6 for job j, placed on the yield of
+// its node's lower-priority allocations (L3): it stops, for claim c, the
+// units that yield to j in key order, on any node, until j's node's
+// non-idle figure (own namespaces only under child-level preemption) is
+// within its nominal again, and so is every ancestor's (debt excluded), as
+// entitlement counted them; then, as L6 does, it drops from the last added
+// backwards each one not needed. Each stop has rule L5.3. Units younger
+// than min_runtime are taken only when the others are not enough (the
+// whole choice is then made again with them). It reports false, having
+// stopped nothing, when even all of them are not enough.
+func (p *planner) restoreQuota(j *job, c *claim) bool {
+	over := p.overNominal(j.q)
+	for _, allowYoung := range []bool{false, true} {
+		if allowYoung && p.settings.MinRuntime <= 0 {
+			break
+		}
+		units := p.yieldUnits(j, allowYoung)
+		taken, ok := pickToRestore(units, over)
+		if !ok {
+			continue
+		}
+		for _, y := range taken {
+			p.stopUnit(y.unit, y.key, c)
+		}
+		return true
+	}
+	return false
+}
+
+// overNominal returns how many GPUs q's figure exceeds its nominal by
+// (index 0; negative when within it), and then each ancestor's, nearest
+// first, as entitlement counts them (L3).
+func (p *planner) overNominal(q *qnode) []int {
+	l := p.st.ledger
+	over := make([]int, 1+len(q.ancestors))
+	over[0] = l.nonIdle[q.index] - q.node.GPUs
+	if q.node.ChildPreemption {
+		over[0] = l.ownNonIdle[q.index] - q.node.GPUs
+	}
+	for i, a := range q.ancestors {
+		over[1+i] = l.nonIdle[a.index] - l.debt[a.index] - a.node.GPUs
+	}
+	return over
+}
+
+// pickToRestore takes units in order until over (see overNominal) is
+// nowhere positive, then drops, from the last added backwards, each one
+// not needed. It reports false when all of them are not enough. over is
+// not changed.
+func pickToRestore(units []yieldUnit, over []int) ([]yieldUnit, bool) {
+	left := slices.Clone(over)
+	within := func() bool { return !slices.ContainsFunc(left, func(x int) bool { return x > 0 }) }
+	give := func(y yieldUnit, sign int) {
+		left[0] -= sign * y.gpus
+		for i := 1; i < len(left); i++ {
+			left[i] -= sign * y.nonDebt
+		}
+	}
+	k := 0
+	for ; k < len(units) && !within(); k++ {
+		give(units[k], 1)
+	}
+	if !within() {
+		return nil, false
+	}
+	keep := make([]bool, k)
+	for i := k - 1; i >= 0; i-- {
+		give(units[i], -1)
+		if keep[i] = !within(); keep[i] {
+			give(units[i], 1)
+		}
+	}
+	var taken []yieldUnit
+	for i, y := range units[:k] {
+		if keep[i] {
+			taken = append(taken, y)
+		}
+	}
+	return taken, true
 }
