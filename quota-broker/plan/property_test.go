@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -124,6 +126,12 @@ func randomSnapshot(r *rand.Rand) *Snapshot {
 }
 
 func TestPlanProperties(t *testing.T) {
+	yielding := 0 // admits that relied on lower-priority allocations yielding
+	defer func() {
+		if yielding == 0 && !t.Failed() {
+			t.Errorf("no plan of the corpus admits a job on what yields to it (L3, L5.3): the corpus no longer tests it")
+		}
+	}()
 	for seed := uint64(0); seed < 2000; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		s := randomSnapshot(r)
@@ -133,6 +141,11 @@ func TestPlanProperties(t *testing.T) {
 		}
 		if err := checkPlan(s, p); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
+		}
+		for _, a := range p.Actions {
+			if a.Action == ActionAdmit && strings.HasSuffix(a.Reason, "yield (L5.3)") {
+				yielding++
+			}
 		}
 		// Same input, byte-identical output, even with the input shuffled.
 		again := shuffled(s, r)
@@ -207,6 +220,13 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		if !v.Idle && a.Rule == RuleIdleDebt && !strings.Contains(a.Reason, "debt") {
 			return fmt.Errorf("stop %s: non-idle stopped as idle", a.Alloc)
 		}
+		// L5 step 3 (also when it restores the quota, L6): only the
+		// claimant's node's own allocations of lower priority.
+		if c := pend[a.For]; a.Rule == RulePriority &&
+			(c == nil || owner[v.Namespace] != owner[c.Namespace] || v.Priority >= c.Priority || !byName[owner[c.Namespace]].PriorityPreemption) {
+			return fmt.Errorf("stop %s (%s, priority %d) by L5.3 for %s: not its node's own allocation of lower priority",
+				a.Alloc, v.Namespace, v.Priority, a.For)
+		}
 	}
 	// Placement: per node, GPUs left after the stops must hold the admits.
 	held := map[string]int{}
@@ -258,7 +278,11 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		}
 	}
 	// L3: after the plan, every quota node that admitted non-idle work is
-	// within its nominal, and so is every ancestor (debt excluded).
+	// within its nominal, and so is every ancestor (debt excluded). Every
+	// allocation the plan stops counts as stopped, those that yielded to a
+	// claimant under priority preemption (L5.3) included: such a claimant
+	// is entitled without them, and the plan must have stopped enough of
+	// them to restore its node and the ancestors.
 	debt := debtOf(s)
 	nonIdle := map[string]int{}
 	ownNonIdle := map[string]int{}
@@ -358,4 +382,24 @@ func debtOf(s *Snapshot) map[string]bool {
 	}
 	visit(s.Quota)
 	return debt
+}
+
+// TestComputeLeavesSnapshotUnchanged plans every snapshot of the property
+// corpus twice (as given, then shuffled, which shares its inner slices and
+// its tree) with the pooled buffers of the plans before, and compares it
+// with the same snapshot made again from the same seed.
+func TestComputeLeavesSnapshotUnchanged(t *testing.T) {
+	for seed := uint64(0); seed < 2000; seed++ {
+		s := randomSnapshot(rand.New(rand.NewPCG(seed, 7)))
+		want := randomSnapshot(rand.New(rand.NewPCG(seed, 7)))
+		if _, err := Compute(s); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if _, err := Compute(shuffled(s, rand.New(rand.NewPCG(seed, 8)))); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if diff := cmp.Diff(want, s); diff != "" {
+			t.Fatalf("seed %d: Compute changed the snapshot (-before +after):\n%s", seed, diff)
+		}
+	}
 }
