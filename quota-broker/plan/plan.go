@@ -10,10 +10,18 @@
 //     allocations (L2), with over-quota debt (L9).
 //  2. Pending groups are gathered into jobs and ordered (L3).
 //  3. Non-idle jobs are decided first, in that order: flex requests past
-//     max_wait expire (L11); a job that is not entitled waits (L3); an
-//     entitled job's allocations are placed one at a time, on free GPUs by
-//     bin-packing or else on GPUs freed by the best victim set (L5, L6). A
-//     flex request is admitted whole or not at all (L11).
+//     max_wait expire (L11); a job that is not entitled waits (L3), where a
+//     job of a node with priority preemption leaves out of the node's and
+//     the ancestors' figures the node's own lower-priority allocations that
+//     L5 step 3 may stop (they yield to it); an entitled job's allocations
+//     are placed one at a time, on free GPUs by bin-packing or else on GPUs
+//     freed by the best victim set (L5, L6: lower class of the worst
+//     victim, then less work lost, then fewer GPUs, then node ID). A flex
+//     request is admitted whole or not at all (L11). A job entitled only on
+//     what yields to it then has those allocations stopped in key order, on
+//     any node, until its node and the ancestors are within their nominal
+//     again (rule L5.3); if they cannot be, it waits and nothing is stopped
+//     for it.
 //  4. Idle jobs are then placed on the GPUs still free, never causing a
 //     preemption (L3, L4). Deciding them after the non-idle work keeps an
 //     idle job admitted in this plan, which may not be a victim in it, from
@@ -93,9 +101,15 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 		p.placeJob(j, cache)
 		return
 	}
-	// Tried as a whole, on a copy of the state: a flex request is admitted
-	// only whole (L11); a job entitled on what yields to it only if the
-	// quota is then restored (L3, L6).
+	p.placeWhole(j, y, cache)
+}
+
+// placeWhole decides job j on a copy of the state, kept only if the job is
+// admitted as the laws require: a flex request only whole (L11), and a job
+// entitled on y, what yields to it, only if its node and the ancestors can
+// then be restored within their nominal (L3, L6, rule L5.3). Otherwise the
+// state is restored and the job waits whole, nothing stopped for it.
+func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) {
 	saved, resolved, start := p.st.clone(), len(p.resolvedOrder), len(p.st.actions)
 	r := p.placeJob(j, cache)
 	if j.flex != nil && r.failed > 0 {
