@@ -122,7 +122,8 @@ func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) 
 	if y.gpus == 0 || r.first == nil {
 		return
 	}
-	if !p.restoreQuota(j, r.first) {
+	c := &claim{j: j, g: r.first, cid: p.claimantID(r.first.Key())}
+	if !p.restoreQuota(j, c) {
 		// Cannot happen while the ledger agrees with the allocations
 		// (entitlement counted exactly these units); kept as L6 says.
 		p.st = saved
@@ -140,9 +141,9 @@ func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) 
 
 // placement is what placeJob did for one job.
 type placement struct {
-	placed, failed int    // allocations placed and not placed
-	reason         string // why the last allocation not placed did not fit
-	first          *claim // the claim of the first group placed, or nil
+	placed, failed int      // allocations placed and not placed
+	reason         string   // why the last allocation not placed did not fit
+	first          *Pending // the first group with an allocation placed, or nil
 }
 
 // placeJob places the allocations of every group of j, one at a time, and
@@ -165,7 +166,7 @@ func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) placement {
 		r.placed += len(nodes)
 		if len(nodes) > 0 {
 			if r.first == nil {
-				r.first = c
+				r.first = g
 			}
 			rule := RuleAdmission
 			if j.idle {
