@@ -174,7 +174,7 @@ func TestL6SpreadFreeGPUsDoNotMakeRoom(t *testing.T) {
 	if len(admit) != 1 || admit[0].Nodes[0] != st[0].Node {
 		t.Fatalf("admit %+v is not on the victim's node %s", admit, st[0].Node)
 	}
-	// Fewest GPUs stopped ties (7 each), so least work lost: the youngest.
+	// Same class (idle, priority 50) everywhere: least work lost, the youngest.
 	if st[0].Alloc != "i1" {
 		t.Fatalf("victim = %s, want i1 (least work lost)", st[0].Alloc)
 	}
