@@ -330,3 +330,30 @@ func TestL6PriorityPreemptionRestoresAncestorsToo(t *testing.T) {
 		t.Errorf("R non-idle after the plan = %d, want 32", got.NonIdle)
 	}
 }
+
+func TestL6PriorityPreemptionRollsBackWhenTheQuotaCannotBeRestored(t *testing.T) {
+	// Entitlement counted 8 GPUs that yield, but none do (all three jobs
+	// have a higher priority): as a ledger that disagrees with the
+	// allocations would make it. placeWhole places the job on the free
+	// node, cannot restore Quota1.1, and undoes everything: the job waits
+	// and nothing is stopped or booked for it.
+	s := newSnap(yieldTree()).nodes(4, 8, h100).
+		alloc("b1", "workspace-b", "b1", "node-01", 8, priority(95)).
+		alloc("b2", "workspace-b", "b2", "node-02", 8, priority(95)).
+		alloc("b3", "workspace-b", "b3", "node-03", 8, priority(95)).
+		pending("workspace-b", "urgent", 1, 8, pPriority(90)).build()
+	p := newPlanner(s, new(buffers))
+	jobs := p.pendingJobs()
+	p.placeWhole(jobs[0], yielded{gpus: 8, nonDebt: 8}, map[feasibilityKey][]int{})
+	want := []Action{{Action: ActionWait, Namespace: "workspace-b", Job: "urgent", Group: "server", Count: 1, GPUs: 8,
+		Rule: RuleAdmission, Reason: "Quota1.1: too few allocations of lower priority to stop to restore its nominal of 24 GPUs"}}
+	if diff := cmp.Diff(want, p.st.actions); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	if got := usageOf(t, &Plan{Usage: p.usage()}, "Quota1.1"); got.NonIdle != 24 || got.Used != 24 {
+		t.Errorf("Quota1.1 after the rollback = %+v, want 24 used, as before", got)
+	}
+	if free := p.freeOn(p.nodes[3], noClaimant, h100); free != 8 {
+		t.Errorf("node-04 has %d free GPUs after the rollback, want 8", free)
+	}
+}
