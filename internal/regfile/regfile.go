@@ -43,8 +43,8 @@ func (e *Error) Error() string {
 	if errors.Is(e.Err, ErrNotRegular) {
 		return fmt.Sprintf("%s: not a regular file (%s): want a regular file", e.Path, kind(e.Mode))
 	}
-	return fmt.Sprintf("%s: the file is larger than %s (%s read or listed), the most this kind of file may be",
-		e.Path, Size(e.Limit), Size(e.Size))
+	return fmt.Sprintf("%s: larger than %s, the most this kind of file may be (%d bytes or more)",
+		e.Path, Size(e.Limit), e.Size)
 }
 
 // Unwrap returns ErrNotRegular or ErrTooLarge.
