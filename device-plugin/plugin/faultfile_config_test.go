@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // mock_fault_file must name a regular file or a path where one may appear:
@@ -32,5 +33,20 @@ func TestMockFaultFileMustBeARegularFile(t *testing.T) {
 	cfg, err := DecodeConfig(encode(t, `mock_fault_file = "`+absent+`"`))
 	if err != nil || cfg.MockFaultFile != absent {
 		t.Errorf("an absent file: config %q, error %v; want it accepted", cfg.MockFaultFile, err)
+	}
+}
+
+// A FIFO that appears at mock_fault_file after the config was accepted
+// does not block the first fingerprint (it did: the health check's read
+// waited for a writer): the read is refused and all GPUs are reported.
+func TestAFIFOAtTheFaultFileDoesNotBlockTheFirstFingerprint(t *testing.T) {
+	faults := filepath.Join(t.TempDir(), "faults")
+	p := newPlugin(t, "backend = \"mock\"\nmock_uuid_seed = \"f\"\nmock_fault_file = \""+faults+"\"")
+	if err := syscall.Mkfifo(faults, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := next(t, fingerprints(t, p), 5*time.Second)
+	if h, n := healthyCount(r); h != 8 || n != 8 {
+		t.Errorf("first fingerprint: %d/%d healthy, want 8/8", h, n)
 	}
 }
