@@ -1,17 +1,17 @@
 package mockgpu
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gputide/gputide/internal/regfile"
 )
 
 // The fault control file (option mock_fault_file) describes the mock GPUs'
@@ -46,6 +46,19 @@ import (
 //
 // The plugin reads the file at the start of every health check, so a
 // relaunched plugin derives the same health from it again.
+//
+// The file must be a regular file of at most MaxFaultFileBytes; a line
+// longer than MaxFaultLineBytes is skipped and reported like any bad line.
+// A path that is not a regular file (a folder, a device, a FIFO) or a file
+// over the cap is an error naming it, read without blocking and without
+// reading more than the cap, and leaves the faults as they were.
+
+// MaxFaultFileBytes is the largest fault file read (1 MiB): a line per
+// fault is under 100 bytes, so this is thousands of faults per GPU.
+const MaxFaultFileBytes = 1 << 20
+
+// MaxFaultLineBytes is the longest line of the fault file (64 KiB).
+const MaxFaultLineBytes = 64 << 10
 
 // faultSpec is the faults of one target.
 type faultSpec struct {
@@ -87,14 +100,21 @@ func (l *Lib) resolve(target string) (key string, gpuIndex int, err error) {
 	return "", 0, fmt.Errorf("unknown GPU %q (want an index or a GPU/MIG UUID)", target)
 }
 
-// parseFaults reads the fault file's text. Lines with errors are skipped and
-// reported.
+// parseFaults reads the fault file's text. Lines with errors, including
+// lines longer than MaxFaultLineBytes, are skipped and reported with their
+// number; the lines after them are read.
 func (l *Lib) parseFaults(text []byte) (map[string]faultSpec, []error) {
 	out := map[string]faultSpec{}
 	var errs []error
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	for n := 1; sc.Scan(); n++ {
-		line, _, _ := strings.Cut(sc.Text(), "#")
+	for n := 1; len(text) > 0; n++ {
+		var raw []byte
+		raw, text, _ = bytes.Cut(text, []byte("\n"))
+		if len(raw) > MaxFaultLineBytes {
+			errs = append(errs, fmt.Errorf("line %d %q...: longer than %d KiB (%d bytes), the most a line may be",
+				n, clip(raw), MaxFaultLineBytes>>10, len(raw)))
+			continue
+		}
+		line, _, _ := strings.Cut(strings.TrimSuffix(string(raw), "\r"), "#")
 		f := strings.Fields(line)
 		if len(f) == 0 {
 			continue
@@ -160,13 +180,25 @@ func (l *Lib) parseFaults(text []byte) (map[string]faultSpec, []error) {
 	return out, errs
 }
 
+// clip is the start of a long line, for messages.
+func clip(b []byte) string {
+	const n = 40
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
+}
+
 // ApplyFaultFile reads Options.FaultFile and applies it when its content
 // changed since the last read. It is the nvmlgpu BeforeHealthCheck hook.
+// A missing file means no faults; a path that is not a regular file or a
+// file over MaxFaultFileBytes is an error naming it, and the faults stay
+// as they were.
 func (l *Lib) ApplyFaultFile() error {
 	if l.opts.FaultFile == "" {
 		return nil
 	}
-	text, err := os.ReadFile(l.opts.FaultFile)
+	text, err := regfile.Read(l.opts.FaultFile, MaxFaultFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		text, err = []byte{}, nil
 	}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/gputide/gputide/device-plugin/health"
 	"github.com/gputide/gputide/device-plugin/mockgpu"
 	"github.com/gputide/gputide/device-plugin/proto/hclspecpb"
+	"github.com/gputide/gputide/internal/regfile"
 )
 
 // Backend names for the backend option.
@@ -137,8 +139,21 @@ var options = []option{
 	}},
 	{"mock_fault_file", "string", cty.String, `""`, func(c *Config, v cty.Value) error {
 		s := v.AsString()
-		if s != "" && !filepath.IsAbs(s) {
+		if s == "" {
+			c.MockFaultFile = s
+			return nil
+		}
+		if !filepath.IsAbs(s) {
 			return errors.New("must be an absolute path")
+		}
+		if strings.HasSuffix(s, "/") {
+			return errors.New("names a folder: want the path of a regular file (it may not exist yet)")
+		}
+		// The file may appear later (a missing file means no faults), but
+		// what is there must be a regular file: a folder, device or FIFO
+		// would fail or block every health check.
+		if err := regfile.Check(s); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 		c.MockFaultFile = s
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -62,7 +63,8 @@ Sim Options:
     broker intervals (0.0007 days on the reference).
 
   -seed=N
-    The seed of the workload's random choices, instead of the scenario's.
+    The seed of the workload's random choices, instead of the scenario's:
+    a whole number from 0 to 2^53.
 
   -compare
     Also run the same workload under static quotas and a Kueue-like
@@ -90,7 +92,7 @@ func (c *SimCommand) Run(args []string) int {
 	flags.StringVar(&scenario, "scenario", "", "")
 	flags.StringVar(&out, "out", filepath.Join("out", "sim"), "")
 	flags.Float64Var(&days, "days", 0, "")
-	flags.Int64Var(&seed, "seed", -1, "")
+	flags.Int64Var(&seed, "seed", 0, "")
 	flags.BoolVar(&compare, "compare", false, "")
 	if err := flags.Parse(args); err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing flags: %s", err))
@@ -101,12 +103,14 @@ func (c *SimCommand) Run(args []string) int {
 		c.Ui.Error("This command takes no arguments; give the scenario with -scenario=FILE")
 		return 1
 	}
-	if days < 0 || days > 5*366 {
+	if math.IsNaN(days) || days < 0 || days > 5*366 {
 		c.Ui.Error(fmt.Sprintf("Invalid -days=%v: want a number of days from 0 (the scenario's length) to %d", days, 5*366))
 		return 1
 	}
-	if seed < -1 {
-		c.Ui.Error(fmt.Sprintf("Invalid -seed=%d: want a number >= 0", seed))
+	seedSet := false
+	flags.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
+	if seedSet && (seed < 0 || seed > sim.MaxSeed) {
+		c.Ui.Error(fmt.Sprintf("Invalid -seed=%d: want a whole number from 0 to %d", seed, int64(sim.MaxSeed)))
 		return 1
 	}
 	// The simulator is a batch program with a small live heap: trade memory
@@ -121,6 +125,9 @@ func (c *SimCommand) Run(args []string) int {
 		c.Ui.Error(fmt.Sprintf("Error loading scenario: %s", err))
 		return 1
 	}
+	for _, n := range sc.Notes {
+		c.Ui.Warn("Warning: " + n)
+	}
 	if days > 0 {
 		sc.Length = time.Duration(days * float64(24*time.Hour))
 		if min := sc.MinLength(); sc.Length < min {
@@ -133,7 +140,7 @@ func (c *SimCommand) Run(args []string) int {
 			report.Dur(sc.Length), report.Dur(min), sc.Broker.Interval))
 		return 1
 	}
-	if seed >= 0 {
+	if seedSet {
 		sc.Seed = uint64(seed)
 	}
 	w, err := sc.Workload()

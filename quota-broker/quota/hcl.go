@@ -307,7 +307,8 @@ func (d decoder) gpus(a *hcl.Attribute, n *Node) error {
 }
 
 // namespaces reads a node's namespaces: a list of strings (null for none).
-// It converts element by element: go-cty's conversion of a whole tuple to a
+// Each element must be a string: a number or a bool is an error naming it,
+// not converted ([1] is not namespace "1"). It reads element by element: go-cty's conversion of a whole tuple to a
 // list unifies the element types in quadratic time (20,000 namespaces
 // took 4 s).
 func (d decoder) namespaces(a *hcl.Attribute, n *Node) error {
@@ -330,14 +331,19 @@ func (d decoder) namespaces(a *hcl.Attribute, n *Node) error {
 	}
 	for i, it := 0, val.ElementIterator(); it.Next(); i++ {
 		_, el := it.Element()
-		s, err := convert.Convert(el, cty.String)
 		switch {
-		case err != nil:
-			return unsuitable(fmt.Sprintf("element %d: %s", i, err))
-		case s.IsNull():
+		case el.IsNull():
 			return unsuitable(fmt.Sprintf("element %d: null value is not allowed", i))
+		case !el.IsKnown():
+			return unsuitable(fmt.Sprintf("element %d: the value is not known", i))
+		case el.Type() == cty.Number:
+			return unsuitable(fmt.Sprintf("element %d: string required, but have number %s", i, el.AsBigFloat().Text('g', -1)))
+		case el.Type() == cty.Bool:
+			return unsuitable(fmt.Sprintf("element %d: string required, but have bool %t", i, el.True()))
+		case el.Type() != cty.String:
+			return unsuitable(fmt.Sprintf("element %d: string required, but have %s", i, el.Type().FriendlyName()))
 		}
-		n.Namespaces = append(n.Namespaces, s.AsString())
+		n.Namespaces = append(n.Namespaces, el.AsString())
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ type block struct {
 	rng   hcl.Range
 	attrs hcl.Attributes
 	err   error
+	notes []string // warnings on values read as something else, e.g. a time in a DST gap
 }
 
 // open reads body against the given attribute names (all optional; required
@@ -168,17 +169,36 @@ func (b *block) duration(name string, required bool, def, lo, hi time.Duration) 
 // offset is accepted as well.
 var timeLayouts = []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"}
 
-func parseTime(s string, loc *time.Location) (time.Time, bool) {
+// parseTime reads s as RFC 3339 or as a local time in loc. gap is true
+// when s is a local time that does not exist in loc (it falls in a
+// daylight-saving gap): t is then read with the UTC offset before the gap,
+// as RFC 5545 (3.3.5) and java.time do, so it moves forward by the gap:
+// 02:30 on the spring-forward night in America/Los_Angeles is 03:30 PDT.
+// (Go's time.Date leaves the choice open; it gives 01:30 PST there.)
+func parseTime(s string, loc *time.Location) (t time.Time, gap, ok bool) {
 	s = strings.TrimSpace(s)
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.In(loc), true
+		return t.In(loc), false, true
 	}
 	for _, l := range timeLayouts {
 		if t, err := time.ParseInLocation(l, s, loc); err == nil {
-			return t, true
+			wall, _ := time.Parse(l, s) // the same wall clock, in UTC, where every one exists
+			y, mo, d := t.Date()
+			wy, wmo, wd := wall.Date()
+			gap := y != wy || mo != wmo || d != wd || t.Hour() != wall.Hour() || t.Minute() != wall.Minute() || t.Second() != wall.Second()
+			if gap {
+				// t was made with one side's offset and lies on the other
+				// side; clocks jump forward at a gap, so the offset before
+				// it is the smaller of the two.
+				used := wall.Sub(t.UTC().Truncate(0).In(time.UTC))
+				_, real := t.Zone()
+				before := min(used, time.Duration(real)*time.Second)
+				t = wall.Add(-before).In(loc)
+			}
+			return t, gap, true
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, false, false
 }
 
 // instant reads a time: local in loc ("2026-12-07 08:00") or RFC 3339.
@@ -188,10 +208,18 @@ func (b *block) instant(name string, required bool, def time.Time, loc *time.Loc
 	if !ok {
 		return def
 	}
-	t, ok := parseTime(s, loc)
+	t, gap, ok := parseTime(s, loc)
 	if !ok {
 		b.fail(r, "%s = %q: want a local time \"2006-01-02 15:04\" (in %s) or RFC 3339", name, s, loc)
 		return def
+	}
+	if gap {
+		prefix := ""
+		if b.what != "" {
+			prefix = b.what + ": "
+		}
+		b.notes = append(b.notes, fmt.Sprintf("%s: %s%s = %q does not exist in %s (a daylight-saving gap): using %s (%s)",
+			posOf(r), prefix, name, s, loc, t.Format("2006-01-02 15:04:05 MST"), t.UTC().Format(time.RFC3339)))
 	}
 	return t
 }

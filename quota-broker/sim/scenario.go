@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/gputide/gputide/internal/regfile"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/schedule"
 )
@@ -40,6 +40,11 @@ type Scenario struct {
 	Dev      []*Dev
 	Jobs     []*BatchJob
 	Moves    []*QuotaMove
+	// Notes are warnings on values read as something other than written
+	// ("file:line: ..."), e.g. a local time in a daylight-saving gap and
+	// the instant used instead; the command prints them and Workload
+	// passes them on to the report.
+	Notes []string
 }
 
 // Broker holds the broker's and the autoscaler's simulated settings.
@@ -158,22 +163,47 @@ type QuotaGPUs struct {
 	GPUs  int
 }
 
+// MaxSeed is the largest seed a scenario or -seed may give (2^53, so that
+// every seed is exact in HCL's numbers).
+const MaxSeed = 1 << 53
+
+// Caps on the files a scenario reads (docs/simulator.md, "Input limits"):
+// each is far above what a real file of its kind needs, and keeps what a
+// wrong path (a device, a log file) or a hostile file costs in memory low.
+const (
+	// MaxScenarioBytes is the largest scenario file read (1 MiB); the
+	// reference scenario is 4 KB.
+	MaxScenarioBytes = 1 << 20
+	// MaxQuotaBytes is the largest quota file read: the broker's own cap.
+	MaxQuotaBytes = quota.MaxFileSize
+	// MaxTraceBytes is the largest trace or fallback trace read (64 MiB):
+	// the whole Philly job trace is 3.4 MB, the Alibaba GenAI request
+	// trace 2 MB; the replay holds about 200 bytes per Philly row.
+	MaxTraceBytes = 64 << 20
+)
+
 // Source opens the files a scenario names, relative to the scenario.
 type Source interface {
 	// Open returns the file at rel (relative to the scenario's folder, or
-	// absolute) and the name to use for it in messages.
-	Open(rel string) (io.ReadCloser, string, error)
+	// absolute) and the name to use for it in messages. Reading more than
+	// limit bytes of it fails. An absent file's error wraps fs.ErrNotExist.
+	Open(rel string, limit int64) (io.ReadCloser, string, error)
 }
 
+// osSource reads regular files only (package regfile): a device, FIFO or
+// folder is refused before anything is read.
 type osSource struct{ dir string }
 
-func (s osSource) Open(rel string) (io.ReadCloser, string, error) {
+func (s osSource) Open(rel string, limit int64) (io.ReadCloser, string, error) {
 	p := rel
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(s.dir, rel)
 	}
-	f, err := os.Open(p)
-	return f, p, err
+	f, err := regfile.Open(p, limit)
+	if err != nil {
+		return nil, p, err
+	}
+	return f, p, nil
 }
 
 type fsSource struct {
@@ -182,20 +212,20 @@ type fsSource struct {
 	tag  string
 }
 
-func (s fsSource) Open(rel string) (io.ReadCloser, string, error) {
+func (s fsSource) Open(rel string, limit int64) (io.ReadCloser, string, error) {
 	p := path.Clean(path.Join(s.dir, rel))
 	name := s.tag + p
 	if path.IsAbs(rel) || !fs.ValidPath(p) {
 		return nil, name, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
-	f, err := s.fsys.Open(p)
+	f, err := s.fsys.Open(p) // embedded files are part of the binary: no cap
 	return f, name, err
 }
 
-// LoadFile reads the scenario file at p; the paths it names are relative
-// to its folder.
+// LoadFile reads the scenario file at p, a regular file of at most
+// MaxScenarioBytes; the paths it names are relative to its folder.
 func LoadFile(p string) (*Scenario, error) {
-	src, err := os.ReadFile(p)
+	src, err := regfile.Read(p, MaxScenarioBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -214,11 +244,11 @@ func LoadFS(fsys fs.FS, p, tag string) (*Scenario, error) {
 
 // openFallback opens primary, or fallback when primary does not exist.
 func openFallback(src Source, primary, fallback string) (io.ReadCloser, string, error) {
-	f, name, err := src.Open(primary)
+	f, name, err := src.Open(primary, MaxTraceBytes)
 	if err == nil || fallback == "" || !errors.Is(err, fs.ErrNotExist) {
 		return f, name, err
 	}
-	return src.Open(fallback)
+	return src.Open(fallback, MaxTraceBytes)
 }
 
 // Parse reads a scenario from HCL source. file names it in messages; src
@@ -256,13 +286,14 @@ func Parse(text []byte, file string, src Source) (*Scenario, error) {
 	}
 	s.Start = top.instant("start", true, time.Time{}, s.Zone)
 	s.Length = top.duration("length", true, 0, time.Minute, 5*366*24*time.Hour)
-	s.Seed = uint64(top.integer("seed", false, 1, 0, 1<<53))
+	s.Seed = uint64(top.integer("seed", false, 1, 0, MaxSeed))
 	if top.err != nil {
 		return nil, top.err
 	}
+	s.Notes = append(s.Notes, top.notes...)
 
 	// The quota tree.
-	qf, qname, err := src.Open(quotaFile)
+	qf, qname, err := src.Open(quotaFile, MaxQuotaBytes)
 	if err != nil {
 		return nil, &Error{Pos: s.QuotaPos, Msg: fmt.Sprintf("quota = %q: %v", quotaFile, err)}
 	}
@@ -513,6 +544,7 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	}
 	sort.Slice(t.VCs, func(i, j int) bool { return t.VCs[i].VC < t.VCs[j].VC })
 	s.Training = append(s.Training, t)
+	s.Notes = append(s.Notes, b.notes...)
 	return nil
 }
 
@@ -532,6 +564,7 @@ func (s *Scenario) parseDev(blk *hcl.Block, what string) error {
 	d.KillTimeout = b.duration("kill_timeout", false, 5*time.Second, 0, time.Hour)
 	d.Placement = b.placement()
 	s.Dev = append(s.Dev, d)
+	s.Notes = append(s.Notes, b.notes...)
 	return b.err
 }
 
@@ -554,6 +587,7 @@ func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 	j.Checkpoint = b.duration("checkpoint", false, 30*time.Minute, 0, 365*24*time.Hour)
 	j.Placement = b.placement()
 	s.Jobs = append(s.Jobs, j)
+	s.Notes = append(s.Notes, b.notes...)
 	return b.err
 }
 
@@ -583,6 +617,7 @@ func (s *Scenario) parseMove(blk *hcl.Block, what string) error {
 		return b.err
 	}
 	s.Moves = append(s.Moves, m)
+	s.Notes = append(s.Notes, b.notes...)
 	return nil
 }
 

@@ -42,7 +42,7 @@ type Workload struct {
 // Workload reads the traces and builds the jobs of the scenario. It is
 // deterministic for the scenario's seed.
 func (s *Scenario) Workload() (*Workload, error) {
-	w := &Workload{}
+	w := &Workload{Notes: append([]string(nil), s.Notes...)}
 	end := s.End()
 	for _, in := range s.Infer {
 		if in.Demand == nil {

@@ -34,12 +34,14 @@ func (j *PhillyJob) Key() string {
 // loc is the zone the timestamps are read in. The header must name the
 // columns timestamp, duration, num_gpus and cluster (gpu_time is optional
 // and, when present, must equal duration*num_gpus within rounding). Rows
-// may come in any order; they are returned in file order.
+// may come in any order; they are returned in file order. A trace with a
+// header and no rows is an error: it has no jobs to replay.
 func ReadPhilly(r io.Reader, file string, loc *time.Location) ([]PhillyJob, error) {
 	var (
-		cols map[string]int
-		n    int
-		jobs []PhillyJob
+		cols  map[string]int
+		n     int
+		jobs  []PhillyJob
+		hline int // line of the header
 	)
 	err := lines(r, file, func(no int, line string) error {
 		if strings.HasPrefix(line, "#") {
@@ -50,7 +52,7 @@ func ReadPhilly(r io.Reader, file string, loc *time.Location) ([]PhillyJob, erro
 			if err != nil {
 				return err
 			}
-			cols, n = c, strings.Count(line, ",")+1
+			cols, n, hline = c, strings.Count(line, ",")+1, no
 			return nil
 		}
 		f, err := split(file, no, line, n)
@@ -90,6 +92,9 @@ func ReadPhilly(r io.Reader, file string, loc *time.Location) ([]PhillyJob, erro
 	}
 	if cols == nil {
 		return nil, &Error{File: file, Msg: "empty trace: no header"}
+	}
+	if len(jobs) == 0 {
+		return nil, &Error{File: file, Line: hline, Msg: "the trace has no jobs: a header and no rows"}
 	}
 	return jobs, nil
 }

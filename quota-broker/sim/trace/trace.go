@@ -39,20 +39,31 @@ type truncErr struct{ e *Error }
 func (t truncErr) Error() string { return t.e.Error() }
 func (t truncErr) Unwrap() error { return ErrTruncated }
 
+// MaxLineBytes is the longest line a trace may have (64 KiB, line end
+// included): rows of the traces read here are under 200 bytes. It bounds
+// the memory of one line whatever the file holds.
+const MaxLineBytes = 64 << 10
+
 // lines calls fn for each line of r (without the line end, "\r\n" or "\n"),
 // with its 1-based number. Empty lines are skipped. A last line without a
-// line end is a truncation error.
+// line end is a truncation error; a line longer than MaxLineBytes is an
+// error naming it, found without holding more than MaxLineBytes of it.
 func lines(r io.Reader, file string, fn func(no int, line string) error) error {
-	br := bufio.NewReaderSize(r, 1<<16)
+	br := bufio.NewReaderSize(r, MaxLineBytes)
 	no := 0
 	for {
-		s, err := br.ReadString('\n')
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			return &Error{File: file, Line: no + 1, Msg: fmt.Sprintf(
+				"line longer than %d KiB, the most a trace line may be: %q", MaxLineBytes>>10, clip(string(b)))}
+		}
 		if err != nil && err != io.EOF {
 			return &Error{File: file, Line: no + 1, Msg: err.Error()}
 		}
-		if s == "" && err == io.EOF {
+		if len(b) == 0 && err == io.EOF {
 			return nil
 		}
+		s := string(b)
 		no++
 		if err == io.EOF {
 			return truncErr{&Error{File: file, Line: no, Msg: fmt.Sprintf(
