@@ -265,6 +265,7 @@ func TestConformanceWithNomad(t *testing.T) {
 		}
 		rec.Cases = append(rec.Cases, recordedCase{Name: tc.name, Secret: fake[secret], Nomad: nomadSays, CheckedAt: time.Now().UTC()})
 	}
+	checkExamples(t, c, agent.addr, res)
 	// The broker's admin token is refused with ACLs on.
 	if _, err := res.Resolve(context.Background(), "broker-admin"); !isKind(err, ErrDenied) {
 		t.Errorf("admin token with ACLs on: want ErrDenied, got %v", err)
@@ -364,31 +365,41 @@ func makeToken(t *testing.T, c *api.Client, i int, tc tableCase) string {
 // nomadMatrix asks Nomad what secret may do in each namespace.
 func nomadMatrix(t *testing.T, addr, secret string) matrix {
 	t.Helper()
-	return answer(func(ns string, c Capability) bool {
-		var req *http.Request
-		switch c {
-		case CapReadJob:
-			req, _ = http.NewRequest(http.MethodGet, addr+"/v1/job/probe?namespace="+ns, nil)
-		case CapSubmitJob:
-			body, _ := json.Marshal(map[string]any{"Job": probeJob(ns), "Diff": false})
-			req, _ = http.NewRequest(http.MethodPost, addr+"/v1/job/probe/plan?namespace="+ns, bytes.NewReader(body))
-		}
-		req.Header.Set("X-Nomad-Token", secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch resp.StatusCode {
-		case 200:
-			return true
-		case 403:
-			return false
-		}
-		t.Fatalf("%s %s: unexpected %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
+	return answer(func(ns string, c Capability) bool { return nomadSays(t, addr, secret, ns, c) })
+}
+
+// nomadAllowed gives Nomad's (read-job, submit-job) answers in ns.
+func nomadAllowed(t *testing.T, addr, secret, ns string) [2]bool {
+	return [2]bool{nomadSays(t, addr, secret, ns, CapReadJob), nomadSays(t, addr, secret, ns, CapSubmitJob)}
+}
+
+// nomadSays asks Nomad whether secret holds c (read-job or submit-job) in
+// ns: 200 yes, 403 no, anything else fails the test.
+func nomadSays(t *testing.T, addr, secret, ns string, c Capability) bool {
+	t.Helper()
+	var req *http.Request
+	switch c {
+	case CapReadJob:
+		req, _ = http.NewRequest(http.MethodGet, addr+"/v1/job/probe?namespace="+ns, nil)
+	case CapSubmitJob:
+		body, _ := json.Marshal(map[string]any{"Job": probeJob(ns), "Diff": false})
+		req, _ = http.NewRequest(http.MethodPost, addr+"/v1/job/probe/plan?namespace="+ns, bytes.NewReader(body))
+	}
+	req.Header.Set("X-Nomad-Token", secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case 200:
+		return true
+	case 403:
 		return false
-	})
+	}
+	t.Fatalf("%s %s: unexpected %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
+	return false
 }
 
 // checkExpansions compares Nomad's RulesJSON capabilities for read, write
@@ -433,5 +444,45 @@ func checkExpansions(t *testing.T, addr, mgmt string) {
 	}
 	if len(got.RulesJSON.Namespaces) != 3 {
 		t.Errorf("RulesJSON has %d namespace rules, want 3", len(got.RulesJSON.Namespaces))
+	}
+}
+
+// checkExamples applies examples/reference/acl in Nomad (which must accept
+// them) and compares team B's rights on workspace-b and workspace-c, as
+// Nomad answers them, with the broker's.
+func checkExamples(t *testing.T, c *api.Client, addr string, res *Resolver) {
+	t.Helper()
+	for _, name := range []string{"team-a", "team-b", "team-c", "gputide-admin"} {
+		b, err := os.ReadFile(filepath.Join(examplesDir, name+".policy.hcl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ACLPolicies().Upsert(&api.ACLPolicy{Name: name, Rules: string(b)}, nil); err != nil {
+			t.Fatalf("Nomad refuses examples/reference/acl/%s.policy.hcl: %v", name, err)
+		}
+	}
+	for _, ns := range []string{"workspace-b", "workspace-c"} {
+		if _, err := c.Namespaces().Register(&api.Namespace{Name: ns}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Jobs().Register(probeJob(ns), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, _, err := c.ACLTokens().Create(&api.ACLToken{Name: "team-b", Type: "client", Policies: []string{"team-b"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := res.Resolve(context.Background(), tok.SecretID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"workspace-b", "workspace-c"} {
+		nomad := nomadAllowed(t, addr, tok.SecretID, ns)
+		ours := [2]bool{a.Allowed(ns, CapReadJob), a.Allowed(ns, CapSubmitJob)}
+		want := [2]bool{ns == "workspace-b", ns == "workspace-b"}
+		if nomad != want || ours != want {
+			t.Errorf("team-b on %s: Nomad %v, broker %v, want %v (read-job, submit-job)", ns, nomad, ours, want)
+		}
 	}
 }
