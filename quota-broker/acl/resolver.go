@@ -312,17 +312,11 @@ func (r *Resolver) resolve(ctx context.Context, token string, now time.Time) (*A
 	if err != nil {
 		return nil, err
 	}
-	policies := make([]Policy, 0, len(names))
-	for _, name := range names {
-		p, err := r.policy(ctx, token, name)
-		if err != nil {
-			return nil, err
-		}
-		policies = append(policies, p)
-		if r.cfg.AdminPolicy != "" && name == r.cfg.AdminPolicy {
-			a.admin = true
-		}
+	policies, err := fetchAll(names, func(name string) (Policy, error) { return r.policy(ctx, token, name) })
+	if err != nil {
+		return nil, err
 	}
+	a.admin = r.cfg.AdminPolicy != "" && slices.Contains(names, r.cfg.AdminPolicy)
 	a.rules = Merge(policies...)
 	return a, nil
 }
@@ -363,12 +357,16 @@ func (r *Resolver) policyNames(ctx context.Context, token string, self tokenSelf
 	if len(self.Roles) > maxRoles {
 		return nil, &Error{Kind: ErrDenied, Op: "token/self", Msg: fmt.Sprintf("%d roles, more than %d", len(self.Roles), maxRoles)}
 	}
-	names := slices.Clone(self.Policies)
-	for _, link := range self.Roles {
+	roles, err := fetchAll(self.Roles, func(link struct{ ID, Name string }) (roleBody, error) {
 		var role roleBody
-		if err := r.getJSON(ctx, token, "role "+link.ID, "/v1/acl/role/"+url.PathEscape(link.ID), &role); err != nil {
-			return nil, err
-		}
+		err := r.getJSON(ctx, token, "role "+link.ID, "/v1/acl/role/"+url.PathEscape(link.ID), &role)
+		return role, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	names := slices.Clone(self.Policies)
+	for _, role := range roles {
 		for _, p := range role.Policies {
 			names = append(names, p.Name)
 		}
@@ -471,4 +469,23 @@ func scrub(err error, token string) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), token, "<token>"))
+}
+
+// fetchAll runs get on every item at once (roles, then policies: one
+// round trip each instead of one per item) and returns the results in
+// item order, or the error of the first failing item in that order.
+func fetchAll[T, R any](items []T, get func(T) (R, error)) ([]R, error) {
+	out := make([]R, len(items))
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Go(func() { out[i], errs[i] = get(it) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
