@@ -532,6 +532,28 @@ func BenchmarkTokenCheckWarm(b *testing.B) {
 	}
 }
 
+// The same from many goroutines at once (the load test's 200 clients).
+func BenchmarkTokenCheckWarmParallel(b *testing.B) {
+	f := newFixture(b, Config{})
+	secret := f.rec.secret(b, "closest glob wins")
+	ctx := context.Background()
+	if _, err := f.res.Resolve(ctx, secret); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			a, err := f.res.Resolve(ctx, secret)
+			if err != nil || !a.Allowed("prod-api", CapSubmitJob) {
+				b.Error("warm check failed")
+				return
+			}
+		}
+	})
+}
+
 // Token check with a cold cache: three Nomad reads (token/self and two
 // policies) on loopback against the recorded answers; reports the median
 // and p99 of one check.
