@@ -209,15 +209,9 @@ func TestReplayExpiry(t *testing.T) {
 	if err != nil || !a.Allowed("team-b", CapReadJob) {
 		t.Fatalf("before expiry: want read-job on team-b, got %v", err)
 	}
-	reads := f.rp.reads.Load()
 	f.clock.now = *self.ExpirationTime
 	if a, err := f.res.Resolve(context.Background(), secret); !errors.Is(err, ErrDenied) || a != nil {
 		t.Fatalf("at expiry: want ErrDenied, got %v %v", a, err)
-	}
-	if f.rp.reads.Load() != reads {
-		// The cache entry ends at expiry, so Nomad was asked again and the
-		// recorded 200 body, checked against the clock, still denies.
-		t.Logf("asked Nomad again at expiry")
 	}
 	f.rp.set(answerWith(f.rec.ExpiredSelf))
 	f.res.Forget()

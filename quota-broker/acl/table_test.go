@@ -10,12 +10,9 @@ import (
 // merged here), the replay tests (Nomad's recorded answers) and the
 // conformance test against a real Nomad (conformance_test.go).
 
-// tableNamespaces are the namespaces every case is checked in.
+// tableNamespaces are the namespaces every case is checked in, for
+// read-job (Nomad: GET /v1/job/<id>) and submit-job (POST /v1/job/<id>/plan).
 var tableNamespaces = []string{"default", "team-a", "team-b", "team-c", "prod-api", "prod-web", "dev-x"}
-
-// tableCaps are the capabilities checked: Nomad answers read-job on
-// GET /v1/job/<id> and submit-job on POST /v1/job/<id>/plan.
-var tableCaps = []Capability{CapReadJob, CapSubmitJob}
 
 // tablePolicies are the policies the cases use, by name.
 var tablePolicies = map[string]string{
