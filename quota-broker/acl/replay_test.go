@@ -413,6 +413,40 @@ func TestCache(t *testing.T) {
 	}
 }
 
+// Concurrent cold checks of one token ask Nomad once.
+func TestConcurrentColdChecksShareOneResolution(t *testing.T) {
+	f := newFixture(t, Config{})
+	secret := f.rec.secret(t, "exact label beats glob")
+	release := make(chan struct{})
+	f.rp.set(func(w http.ResponseWriter, r *http.Request) bool {
+		<-release // hold token/self until every caller is waiting
+		return false
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Go(func() {
+			a, err := f.res.Resolve(context.Background(), secret)
+			if err == nil && !a.Allowed("prod-web", CapSubmitJob) {
+				err = fmt.Errorf("no submit-job on prod-web")
+			}
+			errs <- err
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.rp.reads.Load(); got != 3 {
+		t.Fatalf("50 concurrent cold checks made %d Nomad reads, want 3", got)
+	}
+}
+
 // Secrets, and their SHA-256 (hex or base64), appear in no error and no
 // log line, whatever happens.
 func TestSecretsNeverInErrorsOrLogs(t *testing.T) {

@@ -75,8 +75,9 @@ type Resolver struct {
 	client *http.Client
 	log    hclog.Logger
 
-	mu    sync.Mutex
-	cache map[[sha256.Size]byte]entry
+	mu       sync.Mutex
+	cache    map[[sha256.Size]byte]entry
+	inflight map[[sha256.Size]byte]*call
 	// mode is the ACL state last seen on token/self, for requests without
 	// a token (open reads while ACLs are off); valid until modeUntil.
 	modeOff   bool
@@ -117,7 +118,7 @@ func NewResolver(cfg Config) (*Resolver, error) {
 		log = hclog.NewNullLogger()
 	}
 	return &Resolver{cfg: cfg, base: base, client: client, log: log.Named("acl"),
-		cache: map[[sha256.Size]byte]entry{}}, nil
+		cache: map[[sha256.Size]byte]entry{}, inflight: map[[sha256.Size]byte]*call{}}, nil
 }
 
 // Resolve gives the rights of token. Errors: ErrDenied (no token, expired,
@@ -137,16 +138,44 @@ func (r *Resolver) Resolve(ctx context.Context, token string) (*Authorizer, erro
 	if a, err, ok := r.cached(key, now); ok {
 		return a, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
-	defer cancel()
-	a, err := r.resolve(ctx, token, now)
-	if err != nil {
-		r.log.Debug("token check failed", "error", err)
-	} else {
-		r.log.Debug("token resolved", "accessor_id", a.accessorID, "management", a.management, "admin", a.IsAdmin())
+	r.mu.Lock()
+	if c, ok := r.inflight[key]; ok {
+		r.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.auth, c.err
+		case <-ctx.Done():
+			return nil, &Error{Kind: ErrUnavailable, Op: "token", Msg: "gave up waiting for the check in flight", Err: ctx.Err()}
+		}
 	}
-	r.store(key, a, err, now)
-	return a, err
+	c := &call{done: make(chan struct{})}
+	r.inflight[key] = c
+	r.mu.Unlock()
+
+	// The check serves every caller waiting on it, so one caller going
+	// away does not cancel it; Timeout bounds it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Timeout)
+	c.auth, c.err = r.resolve(rctx, token, now)
+	cancel()
+	if c.err != nil {
+		r.log.Debug("token check failed", "error", c.err)
+	} else {
+		r.log.Debug("token resolved", "accessor_id", c.auth.accessorID, "management", c.auth.management, "admin", c.auth.IsAdmin())
+	}
+	r.store(key, c.auth, c.err, now)
+	r.mu.Lock()
+	delete(r.inflight, key)
+	r.mu.Unlock()
+	close(c.done)
+	return c.auth, c.err
+}
+
+// call is one resolution in flight; callers with the same token wait for
+// it instead of asking Nomad again.
+type call struct {
+	done chan struct{}
+	auth *Authorizer
+	err  error
 }
 
 // cached returns a live cache entry; an entry whose token expired since
