@@ -148,26 +148,29 @@ func (r *Resolver) Resolve(ctx context.Context, token string) (*Authorizer, erro
 			return nil, &Error{Kind: ErrUnavailable, Op: "token", Msg: "gave up waiting for the check in flight", Err: ctx.Err()}
 		}
 	}
-	c := &call{done: make(chan struct{})}
+	c := &call{done: make(chan struct{}), err: &Error{Kind: ErrUnavailable, Op: "token", Msg: "check did not finish"}}
 	r.inflight[key] = c
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.inflight, key)
+		r.mu.Unlock()
+		close(c.done)
+	}()
 
 	// The check serves every caller waiting on it, so one caller going
 	// away does not cancel it; Timeout bounds it.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Timeout)
-	c.auth, c.err = r.resolve(rctx, token, now)
-	cancel()
-	if c.err != nil {
-		r.log.Debug("token check failed", "error", c.err)
+	defer cancel()
+	auth, err := r.resolve(rctx, token, now)
+	if err != nil {
+		r.log.Debug("token check failed", "error", err)
 	} else {
-		r.log.Debug("token resolved", "accessor_id", c.auth.accessorID, "management", c.auth.management, "admin", c.auth.IsAdmin())
+		r.log.Debug("token resolved", "accessor_id", auth.accessorID, "management", auth.management, "admin", auth.IsAdmin())
 	}
-	r.store(key, c.auth, c.err, now)
-	r.mu.Lock()
-	delete(r.inflight, key)
-	r.mu.Unlock()
-	close(c.done)
-	return c.auth, c.err
+	r.store(key, auth, err, now)
+	c.auth, c.err = auth, err
+	return auth, err
 }
 
 // call is one resolution in flight; callers with the same token wait for
