@@ -252,7 +252,8 @@ func (r *Resolver) anonymous(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 		defer cancel()
 		status, body, err := r.get(ctx, "", "/v1/acl/token/self")
-		if err != nil {
+		if err != nil || (status != http.StatusOK && status != http.StatusBadRequest) {
+			// Unknown state: denied, and asked again next time.
 			return &Error{Kind: ErrDenied, Op: "token", Msg: "none given"}
 		}
 		var self tokenSelf
