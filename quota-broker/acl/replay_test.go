@@ -304,6 +304,10 @@ func TestACLsOffOnlyOnExactAnswer(t *testing.T) {
 				if _, err := f.res.Resolve(context.Background(), ""); !errors.Is(err, ErrACLDisabled) {
 					t.Fatalf("no token with ACLs off: want ErrACLDisabled, got %v", err)
 				}
+				f.res.Forget() // the no-token probe itself
+				if _, err := f.res.Resolve(context.Background(), ""); !errors.Is(err, ErrACLDisabled) {
+					t.Fatalf("no token with ACLs off, probed: want ErrACLDisabled, got %v", err)
+				}
 			}
 		})
 	}
