@@ -140,6 +140,9 @@ func (a *Agent) loadQuota() error {
 	if err != nil {
 		return fmt.Errorf("failed to load the quota tree: %w", err)
 	}
+	if err := a.cfg.CheckNamespaces(quota.Namespaces(tree), a.cfg.QuotaFile); err != nil {
+		return err
+	}
 	if a.cfg.MinRuntime != nil {
 		settings.MinRuntime = *a.cfg.MinRuntime
 	}
@@ -197,7 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	a.log.Info("gputide agent started", "nomad", a.cfg.Nomad.Address, "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
+	a.log.Info("gputide agent started", "nomad", nomad.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
 		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
 
 	var wg sync.WaitGroup
