@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/history"
+	"github.com/gputide/gputide/quota-broker/metrics"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -35,8 +37,8 @@ type Agent struct {
 	prober   *api.Client // with a timeout, for the L12 probe
 	watcher  *nomad.Watcher
 	actor    *nomad.Actor
-	recorder *nomad.Recorder
-	metrics  *nomad.Metrics
+	recorder *history.Recorder
+	metrics  *metrics.Metrics
 	registry *prometheus.Registry
 	now      func() time.Time
 	trigger  chan struct{}
@@ -75,7 +77,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		now = time.Now
 	}
 	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
-		recorder: &nomad.Recorder{}, registry: prometheus.NewRegistry()}
+		recorder: &history.Recorder{}, registry: prometheus.NewRegistry()}
 	if err := a.loadQuota(); err != nil {
 		return nil, err
 	}
@@ -94,10 +96,10 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	if a.prober, err = api.NewClient(probeCfg); err != nil {
 		return nil, fmt.Errorf("failed to create the Nomad client: %w", err)
 	}
-	a.metrics = nomad.NewMetrics(a.registry)
+	a.metrics = metrics.New(a.registry)
 	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
-		Recorder: a.recorder, Metrics: a.metrics, Now: now}
+		Now: now}
 	return a, nil
 }
 
@@ -179,7 +181,7 @@ func (a *Agent) Addr() string {
 }
 
 // Recorder returns the preemption record.
-func (a *Agent) Recorder() *nomad.Recorder { return a.recorder }
+func (a *Agent) Recorder() *history.Recorder { return a.recorder }
 
 // Run runs the agent until ctx ends: it creates the holding pool, serves
 // HTTP, watches Nomad, probes it, and plans on every change and at least
@@ -333,6 +335,8 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.log.Error("failed to stop a flex request past its max_run", "error", err)
 	}
 	cancel()
+	a.recorder.AddOutcome(out)
+	a.metrics.ObserveOutcome(out)
 	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors) > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
 			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),
