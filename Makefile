@@ -16,7 +16,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gputide ./quota-broker/cmd/gputide
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
 
-## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN)
+## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN, fail without it under CI)
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 $(PKGS)
