@@ -131,6 +131,9 @@ func (a *Agent) loadQuota() error {
 	if err != nil {
 		return fmt.Errorf("failed to read the quota file: %w", err)
 	}
+	if !st.Mode().IsRegular() { // a FIFO would block the reload, a device never end
+		return &ConfigError{File: a.cfg.QuotaFile, Err: ErrNotRegular, Why: fmt.Sprintf("quota file: not a regular file (%s)", st.Mode().Type())}
+	}
 	a.mu.Lock()
 	same := a.tree != nil && st.ModTime().Equal(a.quotaMTime)
 	old := a.tree

@@ -43,6 +43,14 @@ func TestAgentRefusesBadConfiguration(t *testing.T) {
 		"unbound ns":     {write("n.hcl", `namespaces = ["team-b"]`), `quota.hcl: namespaces = "team-b": listed in the agent configuration's namespaces but bound to no quota`},
 		"missing config": {filepath.Join(dir, "none.hcl"), `none.hcl: no such file or directory`},
 	}
+	zero := filepath.Join(dir, "z.hcl")
+	if err := os.WriteFile(zero, []byte(`quota_file = "/dev/zero"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases["quota file /dev/zero"] = struct {
+		path string
+		want string
+	}{zero, `/dev/zero: quota file: not a regular file`}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := run(t, "", "agent", "-config", tc.path)
