@@ -284,19 +284,23 @@ func (a *Agent) cycle(ctx context.Context) {
 		return
 	}
 	ok, why := a.fresh()
-	a.setActing(ok, why)
 	if !ok {
+		a.setActing(false, why)
 		return
 	}
 	if err := a.loadQuota(); err != nil {
 		a.log.Error("keeping the running quota tree", "error", err)
 	}
+	// The holding pool exists before the agent says it acts: jobs are
+	// submitted into it, and Nomad refuses a job in a pool it lacks.
 	if !a.dryRun && !a.poolOK {
 		if err := a.ensureHoldingPool(ctx); err != nil {
 			a.log.Error("failed to create the holding pool", "pool", a.cfg.HoldingPool, "error", err)
+			a.setActing(false, fmt.Sprintf("failed to create the holding pool %q: %v", a.cfg.HoldingPool, err))
 			return
 		}
 	}
+	a.setActing(true, "")
 	rctx, rcancel := context.WithTimeout(ctx, refreshTimeout)
 	err := state.Refresh(rctx, a.client)
 	rcancel()

@@ -321,3 +321,52 @@ namespaces = ["workspace-a", "workspace-z"]
 		t.Fatalf("running tree's Quota1.1 namespaces = %v, want the old [workspace-b]", got)
 	}
 }
+
+// The agent says it acts only once the holding pool exists: jobs are
+// submitted into it, and Nomad refuses a job in a pool it lacks (seen as a
+// flaky e2e start). Here Nomad refuses to create the pool.
+func TestAgentDoesNotActWithoutItsHoldingPool(t *testing.T) {
+	f := newFakeNomad(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+nomad { address = %q }
+quota_file   = "quota.hcl"
+holding_pool = "missing-pool"
+http_bind    = "127.0.0.1:0"
+`, f.srv.URL)), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interval, cfg.Staleness = 50*time.Millisecond, 300*time.Millisecond
+	a, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	until(t, "a refused pool", 10*time.Second, func() bool {
+		return strings.Contains(a.Health().Why, `failed to create the holding pool "missing-pool"`)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if h := a.Health(); h.Acting {
+		t.Fatalf("health = %+v, want not acting", h)
+	}
+	f.mu.Lock()
+	writes := append([]string(nil), f.writes...)
+	f.mu.Unlock()
+	for _, w := range writes {
+		if w != "PUT /v1/node/pools" {
+			t.Fatalf("wrote %s without a holding pool; all writes: %v", w, writes)
+		}
+	}
+}
