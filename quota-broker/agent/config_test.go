@@ -80,6 +80,7 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"address without host": {`nomad { address = "http://:4646" }`, &ConfigError{Key: "nomad.address", Value: "http://:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "http://:4646": the URL has no host`},
 		"bare host":            {`nomad { address = "nomad.example:4646" }`, &ConfigError{Key: "nomad.address", Value: "nomad.example:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "nomad.example:4646": want an http or https URL such as http://127.0.0.1:4646`},
 		"address with secret":  {`nomad { address = "ftp://user:secret@h" }`, &ConfigError{Key: "nomad.address", Value: "ftp://redacted@h", Err: ErrInvalid}, `broker.hcl: nomad.address = "ftp://redacted@h": want an http or https URL such as http://127.0.0.1:4646`},
+		"scheme-less secret":   {`nomad { address = "user:pw@10.0.0.1:4646" }`, &ConfigError{Key: "nomad.address", Value: "redacted@10.0.0.1:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "redacted@10.0.0.1:4646": want an http or https URL such as http://127.0.0.1:4646`},
 		"unknown log level":    {`log_level = "verbose"`, &ConfigError{Key: "log_level", Value: "verbose", Err: ErrInvalid}, `broker.hcl: log_level = "verbose": want trace, debug, info, warn, error or off`},
 		"default pool":         {`holding_pool = "default"`, &ConfigError{Key: "holding_pool", Value: "default", Err: ErrInvalid}, `broker.hcl: holding_pool = "default": is one of Nomad's built-in pools, which hold nodes; the holding pool must have none`},
 		"all pool":             {`holding_pool = "all"`, &ConfigError{Key: "holding_pool", Value: "all", Err: ErrInvalid}, `broker.hcl: holding_pool = "all": is one of Nomad's built-in pools, which hold nodes; the holding pool must have none`},
@@ -106,7 +107,7 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 			if tc.msg != "" && err.Error() != tc.msg {
 				t.Errorf("message = %q, want %q", err.Error(), tc.msg)
 			}
-			if strings.Contains(err.Error(), "secret") {
+			if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "pw@") {
 				t.Errorf("message %q shows the address's secret", err.Error())
 			}
 		})
