@@ -16,10 +16,10 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gputide ./quota-broker/cmd/gputide
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
 
-## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN)
+## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN, fail without it under CI)
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 30m $(PKGS)
 
 ## demo: the simulator on the reference scenario (no Nomad, Consul or GPU needed)
 demo:
@@ -33,7 +33,7 @@ lint:
 
 ## e2e: tests against a real Nomad agent (NOMAD_BIN or nomad on PATH)
 e2e:
-	$(GO) test -count=1 -v ./e2e/...
+	$(GO) test -count=1 -timeout 30m -v ./e2e/...
 
 ## bench: the go test benchmarks whose numbers are in docs/benchmarks.md
 bench:

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/agent"
+	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -200,9 +201,9 @@ func (b *broker) waitActing(t *testing.T, timeout time.Duration) {
 	}
 }
 
-func (b *broker) preemptions(t *testing.T) []nomad.Preemption {
+func (b *broker) preemptions(t *testing.T) []history.Preemption {
 	t.Helper()
-	var out []nomad.Preemption
+	var out []history.Preemption
 	if err := getJSON("http://"+b.Addr+"/v1/preemptions", &out); err != nil {
 		t.Fatal(err)
 	}

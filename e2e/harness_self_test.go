@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,4 +73,36 @@ func processesWithArg(arg string) []string {
 		}
 	}
 	return out
+}
+
+// stopTB records how a test was stopped instead of stopping it.
+type stopTB struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (s *stopTB) Helper()                        {}
+func (s *stopTB) Fatalf(format string, a ...any) { s.fatal = fmt.Sprintf(format, a...) }
+func (s *stopTB) Skip(a ...any)                  { s.skip = fmt.Sprint(a...) }
+
+// Under CI a test that needs an agent and has none fails; elsewhere it
+// skips with the same message (issue 8, item 6).
+func TestNeedAgentFailsUnderCIAndSkipsElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		ci          string
+		fatal, skip string
+	}{
+		{"true", "CI=true: no agent", ""},
+		{"1", "CI=1: no agent", ""},
+		{"", "", "no agent"},
+		{"false", "", "no agent"},
+		{"0", "", "no agent"},
+	} {
+		t.Setenv("CI", tc.ci)
+		s := &stopTB{TB: t}
+		needAgent(s, "no agent")
+		if s.fatal != tc.fatal || s.skip != tc.skip {
+			t.Errorf("CI=%q: fatal %q skip %q, want fatal %q skip %q", tc.ci, s.fatal, s.skip, tc.fatal, tc.skip)
+		}
+	}
 }

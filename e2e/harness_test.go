@@ -27,7 +27,9 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// nomadBinary finds the Nomad binary or skips the test.
+// nomadBinary finds the Nomad binary: NOMAD_BIN, else `nomad` on PATH.
+// Without one the test skips with a message, or fails when the CI
+// environment variable is set (CI must run every end-to-end test).
 func nomadBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("NOMAD_BIN"); p != "" {
@@ -38,9 +40,27 @@ func nomadBinary(t testing.TB) string {
 	}
 	p, err := exec.LookPath("nomad")
 	if err != nil {
-		t.Skip("no Nomad binary: set NOMAD_BIN to a nomad executable (or put nomad on PATH) to run the end-to-end tests")
+		needAgent(t, "no Nomad binary: set NOMAD_BIN to a nomad executable (or put nomad on PATH) to run the end-to-end tests")
 	}
 	return p
+}
+
+// needAgent stops a test that needs a real agent and has none: under CI
+// (the environment variable CI set to anything but "" or "false") it
+// fails, elsewhere it skips with the same message.
+func needAgent(t testing.TB, msg string) {
+	t.Helper()
+	if inCI() {
+		t.Fatalf("CI=%s: %s", os.Getenv("CI"), msg)
+	} else {
+		t.Skip(msg)
+	}
+}
+
+// inCI reports whether the CI environment variable asks for a CI run.
+func inCI() bool {
+	v := os.Getenv("CI")
+	return v != "" && v != "false" && v != "0"
 }
 
 // nomadOptions configure startNomad.

@@ -1,6 +1,8 @@
 # gputide agent configuration for the reference scenario:
 #   gputide agent -config examples/reference/broker.hcl [-dry-run]
 nomad {
+  # http or https with a host; default NOMAD_ADDR, else this. Userinfo
+  # (http://user:pw@host) is accepted and never printed.
   address = "http://127.0.0.1:4646"
   # token = ""   # default: NOMAD_TOKEN; a management token, or one whose
   #              # policy can read nodes and submit/read jobs in the governed
@@ -12,24 +14,27 @@ nomad {
 # invalid tree is rejected and the running tree kept (L1).
 quota_file = "quota.hcl"
 
-# Namespaces to govern (default: every namespace bound in the tree).
+# Namespaces to govern (default: every namespace bound in the tree); each
+# must be bound in the tree.
 namespaces = ["workspace-a", "workspace-b", "workspace-c"]
 
-# The node pool with no nodes that governed jobs are submitted into.
+# The node pool with no nodes that governed jobs are submitted into: a Nomad
+# pool name, not "default" or "all".
 holding_pool = "gputide-queue"
 
-# Plan on every Nomad event and at least this often.
+# Plan on every Nomad event and at least this often (1s at least).
 interval = "30s"
 
 # Overrides the tree's settings.min_runtime (L5).
 min_runtime = "10m"
 
 # L12: never act on state older than this; stop acting while Nomad is
-# unreachable.
+# unreachable. 1s at least (Nomad is probed every third of it).
 staleness = "15s"
 
 # Metrics (/metrics) and reads (/v1/agent/health, /v1/plan, /v1/snapshot,
 # /v1/preemptions). Loopback only.
 http_bind = "127.0.0.1:4780"
 
+# trace, debug, info, warn, error or off.
 log_level = "info"

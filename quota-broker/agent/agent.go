@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/history"
+	"github.com/gputide/gputide/quota-broker/metrics"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -35,8 +37,8 @@ type Agent struct {
 	prober   *api.Client // with a timeout, for the L12 probe
 	watcher  *nomad.Watcher
 	actor    *nomad.Actor
-	recorder *nomad.Recorder
-	metrics  *nomad.Metrics
+	recorder *history.Recorder
+	metrics  *metrics.Metrics
 	registry *prometheus.Registry
 	now      func() time.Time
 	trigger  chan struct{}
@@ -75,7 +77,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		now = time.Now
 	}
 	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
-		recorder: &nomad.Recorder{}, registry: prometheus.NewRegistry()}
+		recorder: &history.Recorder{}, registry: prometheus.NewRegistry()}
 	if err := a.loadQuota(); err != nil {
 		return nil, err
 	}
@@ -94,10 +96,10 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	if a.prober, err = api.NewClient(probeCfg); err != nil {
 		return nil, fmt.Errorf("failed to create the Nomad client: %w", err)
 	}
-	a.metrics = nomad.NewMetrics(a.registry)
+	a.metrics = metrics.New(a.registry)
 	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
-		Recorder: a.recorder, Metrics: a.metrics, Now: now}
+		Now: now}
 	return a, nil
 }
 
@@ -129,6 +131,9 @@ func (a *Agent) loadQuota() error {
 	if err != nil {
 		return fmt.Errorf("failed to read the quota file: %w", err)
 	}
+	if !st.Mode().IsRegular() { // a FIFO would block the reload, a device never end
+		return &ConfigError{File: a.cfg.QuotaFile, Err: ErrNotRegular, Why: fmt.Sprintf("quota file: not a regular file (%s)", st.Mode().Type())}
+	}
 	a.mu.Lock()
 	same := a.tree != nil && st.ModTime().Equal(a.quotaMTime)
 	old := a.tree
@@ -139,6 +144,9 @@ func (a *Agent) loadQuota() error {
 	tree, settings, err := quota.LoadFile(a.cfg.QuotaFile)
 	if err != nil {
 		return fmt.Errorf("failed to load the quota tree: %w", err)
+	}
+	if err := a.cfg.CheckNamespaces(quota.Namespaces(tree), a.cfg.QuotaFile); err != nil {
+		return err
 	}
 	if a.cfg.MinRuntime != nil {
 		settings.MinRuntime = *a.cfg.MinRuntime
@@ -176,7 +184,7 @@ func (a *Agent) Addr() string {
 }
 
 // Recorder returns the preemption record.
-func (a *Agent) Recorder() *nomad.Recorder { return a.recorder }
+func (a *Agent) Recorder() *history.Recorder { return a.recorder }
 
 // Run runs the agent until ctx ends: it creates the holding pool, serves
 // HTTP, watches Nomad, probes it, and plans on every change and at least
@@ -197,7 +205,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	a.log.Info("gputide agent started", "nomad", a.cfg.Nomad.Address, "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
+	a.log.Info("gputide agent started", "nomad", nomad.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
 		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
 
 	var wg sync.WaitGroup
@@ -276,19 +284,23 @@ func (a *Agent) cycle(ctx context.Context) {
 		return
 	}
 	ok, why := a.fresh()
-	a.setActing(ok, why)
 	if !ok {
+		a.setActing(false, why)
 		return
 	}
 	if err := a.loadQuota(); err != nil {
 		a.log.Error("keeping the running quota tree", "error", err)
 	}
+	// The holding pool exists before the agent says it acts: jobs are
+	// submitted into it, and Nomad refuses a job in a pool it lacks.
 	if !a.dryRun && !a.poolOK {
 		if err := a.ensureHoldingPool(ctx); err != nil {
 			a.log.Error("failed to create the holding pool", "pool", a.cfg.HoldingPool, "error", err)
+			a.setActing(false, fmt.Sprintf("failed to create the holding pool %q: %v", a.cfg.HoldingPool, err))
 			return
 		}
 	}
+	a.setActing(true, "")
 	rctx, rcancel := context.WithTimeout(ctx, refreshTimeout)
 	err := state.Refresh(rctx, a.client)
 	rcancel()
@@ -330,6 +342,8 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.log.Error("failed to stop a flex request past its max_run", "error", err)
 	}
 	cancel()
+	a.recorder.AddOutcome(out)
+	a.metrics.ObserveOutcome(out)
 	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors) > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
 			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -145,13 +147,14 @@ func TestAgentStopsActingWhileNomadIsUnreachable(t *testing.T) {
 	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
 nomad { address = %q }
 quota_file = "quota.hcl"
-interval   = "50ms"
-staleness  = "300ms"
 http_bind  = "127.0.0.1:0"
 `, f.srv.URL)), filepath.Join(dir, "broker.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Below the configuration's 1s floor, to keep the test short: set on
+	// the parsed value, as no file may.
+	cfg.Interval, cfg.Staleness = 50*time.Millisecond, 300*time.Millisecond
 	a, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -194,5 +197,176 @@ http_bind  = "127.0.0.1:0"
 	until(t, "acting again", 20*time.Second, func() bool { return a.Health().Acting })
 	if h := a.Health(); h.Relists < 2 {
 		t.Fatalf("relists = %d, want a full list after reconnecting (L2)", h.Relists)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The Nomad address's userinfo is printed nowhere: not at start, not when
+// Nomad cannot be reached, not on the retries (issue 8, item 5).
+func TestAgentNeverPrintsTheAddressUserinfo(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+nomad { address = "http://alice:s3cr3t-pw@127.0.0.1:%d" }
+quota_file = "quota.hcl"
+http_bind  = "127.0.0.1:0"
+`, port)), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interval, cfg.Staleness = 50*time.Millisecond, 300*time.Millisecond
+	var logs syncBuffer
+	a, err := New(cfg, Options{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	// The first failure, then a retry after the 1s backoff.
+	until(t, "a retry", 10*time.Second, func() bool { return strings.Contains(logs.String(), "Nomad still unreachable") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	for _, want := range []string{
+		fmt.Sprintf("nomad=http://redacted@127.0.0.1:%d", port),
+		fmt.Sprintf("cannot reach Nomad at http://redacted@127.0.0.1:%d", port),
+		fmt.Sprintf("address=http://redacted@127.0.0.1:%d", port),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	for _, secret := range []string{"s3cr3t-pw", "alice"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log shows %q:\n%s", secret, out)
+		}
+	}
+	if h := a.Health(); strings.Contains(h.Error, "s3cr3t") || strings.Contains(h.Why, "s3cr3t") {
+		t.Errorf("health shows the secret: %+v", h)
+	}
+}
+
+// A namespace the configuration governs must be bound in the quota tree:
+// New refuses it, naming the key and the namespace; a reload that unbinds
+// it keeps the running tree.
+func TestNewRefusesAGovernedNamespaceNotInTheTree(t *testing.T) {
+	dir := t.TempDir()
+	quotaFile := filepath.Join(dir, "quota.hcl")
+	if err := os.WriteFile(quotaFile, []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(`
+quota_file = "quota.hcl"
+namespaces = ["workspace-a", "workspace-z"]
+`), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(cfg, Options{Logger: hclog.NewNullLogger()})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrNotGoverned) || ce.Key != "namespaces" || ce.Value != "workspace-z" || ce.File != quotaFile {
+		t.Fatalf("err = %#v, want a ConfigError for namespaces = workspace-z in %s", err, quotaFile)
+	}
+	want := quotaFile + `: namespaces = "workspace-z": listed in the agent configuration's namespaces but bound to no quota in this tree`
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("message = %q, want it to contain %q", err, want)
+	}
+
+	cfg.Namespaces = []string{"workspace-b"}
+	a, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound := strings.Replace(e2eQuota, `namespaces = ["workspace-b"]`, `namespaces = ["workspace-x"]`, 1)
+	if err := os.WriteFile(quotaFile, []byte(unbound), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(quotaFile, future, future); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.loadQuota(); !errors.Is(err, ErrNotGoverned) {
+		t.Fatalf("reload err = %v, want ErrNotGoverned", err)
+	}
+	if got := a.tree.Find("Quota1.1").Namespaces; len(got) != 1 || got[0] != "workspace-b" {
+		t.Fatalf("running tree's Quota1.1 namespaces = %v, want the old [workspace-b]", got)
+	}
+}
+
+// The agent says it acts only once the holding pool exists: jobs are
+// submitted into it, and Nomad refuses a job in a pool it lacks (seen as a
+// flaky e2e start). Here Nomad refuses to create the pool.
+func TestAgentDoesNotActWithoutItsHoldingPool(t *testing.T) {
+	f := newFakeNomad(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+nomad { address = %q }
+quota_file   = "quota.hcl"
+holding_pool = "missing-pool"
+http_bind    = "127.0.0.1:0"
+`, f.srv.URL)), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interval, cfg.Staleness = 50*time.Millisecond, 300*time.Millisecond
+	a, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	until(t, "a refused pool", 10*time.Second, func() bool {
+		return strings.Contains(a.Health().Why, `failed to create the holding pool "missing-pool"`)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if h := a.Health(); h.Acting {
+		t.Fatalf("health = %+v, want not acting", h)
+	}
+	f.mu.Lock()
+	writes := append([]string(nil), f.writes...)
+	f.mu.Unlock()
+	for _, w := range writes {
+		if w != "PUT /v1/node/pools" {
+			t.Fatalf("wrote %s without a holding pool; all writes: %v", w, writes)
+		}
 	}
 }

@@ -6,12 +6,18 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -23,7 +29,58 @@ const (
 	DefaultStaleness = 15 * time.Second
 	DefaultHTTPBind  = "127.0.0.1:4780"
 	DefaultNomadAddr = "http://127.0.0.1:4646"
+	DefaultPool      = "gputide-queue"
+
+	// MinPeriod is the floor of interval and staleness: the agent ticks at
+	// interval and probes Nomad every staleness/3 (L12), so a shorter
+	// value would spin a core (and staleness < 3ns panics NewTicker).
+	MinPeriod = time.Second
+
+	// MaxConfigBytes caps the configuration file read by LoadConfig: a
+	// broker.hcl is a few hundred bytes; a larger file is refused unread.
+	MaxConfigBytes = 1 << 20
 )
+
+// Errors of the configuration, for errors.Is; every one comes wrapped in a
+// *ConfigError naming the file, the key and the value.
+var (
+	ErrInvalid     = errors.New("invalid value")
+	ErrTooShort    = errors.New("below the floor")
+	ErrNotRegular  = errors.New("not a regular file")
+	ErrTooLarge    = errors.New("too large")
+	ErrNotGoverned = errors.New("not bound in the quota tree")
+)
+
+// ConfigError is the one error shape of this package's configuration: the
+// file, the key (empty for the file itself), the value and what is wrong.
+type ConfigError struct {
+	File  string
+	Key   string // "interval", "nomad.address", ...
+	Value string
+	Err   error // one of the Err... sentinels, possibly wrapped
+	Why   string
+}
+
+func (e *ConfigError) Error() string {
+	msg := e.Err.Error()
+	if e.Why != "" {
+		msg = e.Why
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", e.File, msg)
+	}
+	return fmt.Sprintf("%s: %s = %q: %s", e.File, e.Key, e.Value, msg)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// poolName is Nomad's rule for node pool names: 1 to 128 letters, digits,
+// '-' or '_'.
+var poolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
+// reservedPools are Nomad's built-in node pools: a holding pool must be
+// empty of nodes, and "default" and "all" never are.
+var reservedPools = map[string]bool{"default": true, "all": true}
 
 // Config is the agent's configuration, read from HCL:
 //
@@ -35,14 +92,18 @@ const (
 //	quota_file   = "quota.hcl"           # required: the quota tree (reloaded when it changes)
 //	namespaces   = ["workspace-a"]       # namespaces to govern; default: every namespace in the tree
 //	holding_pool = "gputide-queue"       # default; created by the broker
-//	interval     = "30s"                 # plan at least this often
+//	interval     = "30s"                 # plan at least this often; at least 1s
 //	min_runtime  = "10m"                 # overrides the tree's settings when set
-//	staleness    = "15s"                 # L12: never act on state older than this
+//	staleness    = "15s"                 # L12: never act on state older than this; at least 1s
 //	http_bind    = "127.0.0.1:4780"      # metrics and reads; loopback only
-//	log_level    = "info"
+//	log_level    = "info"                # trace, debug, info, warn, error or off
 //	dump_dir     = ""                    # write each snapshot and plan here (for gputide plan)
 //
-// Relative paths are relative to the configuration file.
+// Relative paths are relative to the configuration file. The address is
+// http or https with a host; its userinfo, if any, is never printed
+// (nomad.RedactAddress). The holding pool is a valid Nomad pool name other than
+// "default" and "all". Every listed namespace must be bound in the quota
+// tree (checked by New, which reads the tree).
 type Config struct {
 	Nomad       NomadConfig
 	QuotaFile   string
@@ -84,13 +145,52 @@ type fileNomad struct {
 
 // LoadConfig reads the configuration file at path and applies the defaults
 // and the environment (NOMAD_ADDR, NOMAD_TOKEN, NOMAD_REGION where the file
-// leaves them unset). Errors name the file position or the key and value.
+// leaves them unset). The file must be a regular file of at most
+// MaxConfigBytes. Errors name the file position or the key and value.
 func LoadConfig(path string) (*Config, error) {
-	src, err := os.ReadFile(path)
+	src, err := readConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return ParseConfig(src, path)
+}
+
+// readConfigFile reads a regular file of at most MaxConfigBytes; a device,
+// FIFO or directory is refused before reading (/dev/zero would never end).
+func readConfigFile(path string) ([]byte, error) {
+	notRegular := func(st os.FileInfo) error {
+		if st.Mode().IsRegular() {
+			return nil
+		}
+		return &ConfigError{File: path, Err: ErrNotRegular, Why: fmt.Sprintf("not a regular file (%s)", st.Mode().Type())}
+	}
+	// Stat before opening: opening a FIFO blocks until a writer comes.
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := notRegular(st); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil { // the file opened may not be the one stat saw
+		return nil, err
+	}
+	if err := notRegular(st); err != nil {
+		return nil, err
+	}
+	src, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	if len(src) > MaxConfigBytes {
+		return nil, &ConfigError{File: path, Err: ErrTooLarge, Why: fmt.Sprintf("larger than the %d-byte cap of a configuration file", MaxConfigBytes)}
+	}
+	return src, nil
 }
 
 // ParseConfig parses HCL configuration source; filename is used for
@@ -118,28 +218,36 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	}
 	c.QuotaFile = rel(c.QuotaFile)
 	c.DumpDir = rel(c.DumpDir)
+	bad := func(key, v string, err error, why string) error {
+		return &ConfigError{File: filename, Key: key, Value: v, Err: err, Why: why}
+	}
 	dur := func(key, v string, def time.Duration) (time.Duration, error) {
 		if v == "" {
 			return def, nil
 		}
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return 0, fmt.Errorf("%s: %s = %q: want a non-negative duration such as \"30s\"", filename, key, v)
+			return 0, bad(key, v, ErrInvalid, `want a non-negative duration such as "30s"`)
+		}
+		return d, nil
+	}
+	// period reads interval or staleness: at least MinPeriod.
+	period := func(key, v string, def time.Duration) (time.Duration, error) {
+		d, err := dur(key, v, def)
+		if err != nil {
+			return 0, err
+		}
+		if d < MinPeriod {
+			return 0, bad(key, v, ErrTooShort, fmt.Sprintf("must be at least %s", MinPeriod))
 		}
 		return d, nil
 	}
 	var err error
-	if c.Interval, err = dur("interval", fc.Interval, DefaultInterval); err != nil {
+	if c.Interval, err = period("interval", fc.Interval, DefaultInterval); err != nil {
 		return nil, err
 	}
-	if c.Interval == 0 {
-		return nil, fmt.Errorf("%s: interval = %q: must be positive", filename, fc.Interval)
-	}
-	if c.Staleness, err = dur("staleness", fc.Staleness, DefaultStaleness); err != nil {
+	if c.Staleness, err = period("staleness", fc.Staleness, DefaultStaleness); err != nil {
 		return nil, err
-	}
-	if c.Staleness == 0 {
-		return nil, fmt.Errorf("%s: staleness = %q: must be positive", filename, fc.Staleness)
 	}
 	if fc.MinRuntime != "" {
 		d, err := dur("min_runtime", fc.MinRuntime, 0)
@@ -148,21 +256,31 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 		}
 		c.MinRuntime = &d
 	}
-	if err := c.applyDefaults(); err != nil {
-		return nil, fmt.Errorf("%s: %w", filename, err)
+	if err := c.applyDefaults(filename); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Config) applyDefaults() error {
-	if c.QuotaFile == "" {
-		return fmt.Errorf("quota_file is required")
+// applyDefaults fills what the file left unset and checks every value;
+// filename goes into the errors.
+func (c *Config) applyDefaults(filename string) error {
+	bad := func(key, v string, why string) error {
+		return &ConfigError{File: filename, Key: key, Value: v, Err: ErrInvalid, Why: why}
 	}
+	if c.QuotaFile == "" {
+		return &ConfigError{File: filename, Err: ErrInvalid, Why: "quota_file is required"}
+	}
+	addrKey := "nomad.address"
 	if c.Nomad.Address == "" {
 		c.Nomad.Address = os.Getenv("NOMAD_ADDR")
+		addrKey = "NOMAD_ADDR"
 	}
 	if c.Nomad.Address == "" {
 		c.Nomad.Address = DefaultNomadAddr
+	}
+	if why := checkAddress(c.Nomad.Address); why != "" {
+		return bad(addrKey, nomad.RedactAddress(c.Nomad.Address), why)
 	}
 	if c.Nomad.Token == "" {
 		c.Nomad.Token = os.Getenv("NOMAD_TOKEN")
@@ -171,20 +289,63 @@ func (c *Config) applyDefaults() error {
 		c.Nomad.Region = os.Getenv("NOMAD_REGION")
 	}
 	if c.HoldingPool == "" {
-		c.HoldingPool = "gputide-queue"
+		c.HoldingPool = DefaultPool
+	}
+	if reservedPools[c.HoldingPool] {
+		return bad("holding_pool", c.HoldingPool, "is one of Nomad's built-in pools, which hold nodes; the holding pool must have none")
+	}
+	if !poolName.MatchString(c.HoldingPool) {
+		return bad("holding_pool", c.HoldingPool, "not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')")
 	}
 	if c.HTTPBind == "" {
 		c.HTTPBind = DefaultHTTPBind
 	}
 	host, _, err := net.SplitHostPort(c.HTTPBind)
 	if err != nil {
-		return fmt.Errorf("http_bind = %q: %v", c.HTTPBind, err)
+		return bad("http_bind", c.HTTPBind, err.Error())
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("http_bind = %q: must be a loopback address (the broker's reads are not authenticated)", c.HTTPBind)
+		return bad("http_bind", c.HTTPBind, "must be a loopback address (the broker's reads are not authenticated)")
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
+	}
+	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+		return bad("log_level", c.LogLevel, "want trace, debug, info, warn, error or off")
+	}
+	for _, ns := range c.Namespaces {
+		if ns == "" {
+			return bad("namespaces", ns, "empty namespace name")
+		}
+	}
+	return nil
+}
+
+// checkAddress says what is wrong with a Nomad address, or "": it must be
+// an absolute http or https URL with a host.
+func checkAddress(addr string) string {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "not a URL; want an http or https URL such as " + DefaultNomadAddr
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "want an http or https URL such as " + DefaultNomadAddr
+	}
+	if u.Hostname() == "" {
+		return "the URL has no host"
+	}
+	return ""
+}
+
+// CheckNamespaces checks that every namespace the configuration lists is
+// bound in the quota tree (bound: the tree's namespace set, from
+// quota.Namespaces); file names the quota file in the error.
+func (c *Config) CheckNamespaces(bound map[string]string, quotaFile string) error {
+	for _, ns := range c.Namespaces {
+		if _, ok := bound[ns]; !ok {
+			return &ConfigError{File: quotaFile, Key: "namespaces", Value: ns, Err: ErrNotGoverned,
+				Why: "listed in the agent configuration's namespaces but bound to no quota in this tree"}
+		}
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -42,7 +42,7 @@ func (a *Agent) handler() http.Handler {
 	mux.HandleFunc("GET /v1/preemptions", func(w http.ResponseWriter, r *http.Request) {
 		list := a.recorder.List()
 		if list == nil {
-			list = []nomad.Preemption{}
+			list = []history.Preemption{}
 		}
 		writeJSON(w, list)
 	})

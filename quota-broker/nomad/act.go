@@ -31,17 +31,18 @@ const DefaultWorkers = 16
 // registered straight into a real pool that L3 does not admit is suspended
 // (moved to the holding pool, its allocations stopped). It remembers which
 // allocations it stopped for which claimant, and which jobs it admitted.
+// It counts and records nothing itself: Execute reports what it did in
+// its Outcome, and the broker (package agent) feeds its metrics and
+// preemption record from that.
 type Actor struct {
 	Client      *api.Client
 	State       *State // updated at once after each successful call
 	HoldingPool string
 	Logger      hclog.Logger
 	// DryRun logs what would be done and calls nothing.
-	DryRun   bool
-	Recorder *Recorder
-	Metrics  *Metrics
-	Now      func() time.Time
-	Workers  int
+	DryRun  bool
+	Now     func() time.Time
+	Workers int
 
 	mu       sync.Mutex
 	stopping map[string]string // alloc ID -> claimant
@@ -51,13 +52,47 @@ type Actor struct {
 	lastDeferred int
 }
 
-// Outcome counts what an Execute call did.
+// Outcome reports what an Execute call did: counts, and for the broker to
+// count and record, each preemption, each job moved between pools and each
+// failed call's action.
 type Outcome struct {
 	Admitted, Suspended, Stopped, MetaWrites, Expired int
 	// Deferred counts stop actions held back because other allocations are
 	// still stopping for a claimant the broker cannot name.
 	Deferred int
 	Errors   []error
+	// Preempted lists the allocations stopped for a claimant, in the
+	// plan's order (DESIGN L8). Empty in a dry run.
+	Preempted []Stop
+	// Moves lists the jobs registered into another node pool: admissions
+	// to their pool, victims' jobs and suspended jobs to the holding pool.
+	Moves []Move
+	// Failed lists the action of each failed Nomad call ("stop", "admit",
+	// "suspend", "expire", "meta"), in the order they failed.
+	Failed []string
+}
+
+// Stop is one allocation the Actor stopped for a claimant (DESIGN L8).
+type Stop struct {
+	Time      time.Time // when Nomad accepted the stop, UTC
+	Claimant  string    // "namespace/job/group", the plan's Action.For
+	Namespace string    // the victim's
+	Job       string
+	Alloc     string
+	Node      string
+	GPUs      int
+	Rule      plan.Rule
+	Reason    string
+}
+
+// Move is one job the Actor registered into another node pool.
+type Move struct {
+	Namespace string
+	Job       string
+	Pool      string // the pool it went to
+	// Admission: to the pool it asked for; else to the holding pool (a
+	// victim's job, or a suspended straight registration).
+	Admission bool
 }
 
 func (a *Actor) now() time.Time {
@@ -143,80 +178,133 @@ func (a *Actor) accept(k string) {
 	a.accepted[k] = true
 }
 
-// Execute carries out p, made from b, in this order:
+// Execute carries out p, made from b, in these steps (each a method of
+// execution below):
 //
-//  1. preemptions, in the plan's order: for each stop, the victim's job is
-//     moved to the holding pool (once per job) and, after Nomad's 200, the
-//     allocation is stopped. If b has allocations stopping for a claimant
-//     the broker cannot name, stops are deferred (and their claimants not
-//     admitted) until those are gone, so that nothing is stopped twice;
-//  2. admissions, concurrently: jobs in the holding pool move to their pool
-//     (claimants whose stops failed or were deferred are skipped), and so do
-//     jobs there that ask for no GPU; a job registered straight into a real
-//     pool is accepted as it is;
-//  3. waits: a job registered straight into a real pool is suspended; a job
-//     waiting in the holding pool with no live allocation gets the reason
-//     in its meta; 4. expiries: the flex request is stopped (Stop = true)
-//     with its status in meta; 5. jobs with a bad meta value in the holding
-//     pool get the error in their meta, and straight registrations with one
-//     are suspended.
+//  1. deferStops: if b has allocations stopping for a claimant the broker
+//     cannot name, every stop is deferred (and its claimant not admitted)
+//     until those are gone, so that nothing is stopped twice;
+//  2. preempt: in the plan's order, for each stop the victim's job is moved
+//     to the holding pool (once per job) and, after Nomad's 200, the
+//     allocation is stopped;
+//  3. admit, concurrently: jobs in the holding pool move to their pool
+//     (claimants whose stops failed or were deferred are skipped), and so
+//     do jobs there that ask for no GPU; a job registered straight into a
+//     real pool is accepted as it is;
+//  4. waitOrExpire: a job registered straight into a real pool that must
+//     wait is suspended; a job waiting in the holding pool with no live
+//     allocation gets the reason in its meta; an expired flex request is
+//     stopped (Stop = true) with its status in meta;
+//  5. reportMetaErrors: jobs with a bad meta value in the holding pool get
+//     the error in their meta, and straight registrations with one are
+//     suspended;
+//  6. writeMeta, concurrently: the status meta of steps 4 and 5.
 //
 // Errors of single calls are collected in the outcome; the rest of the
 // plan is still carried out.
 func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
-	var out Outcome
-	var omu sync.Mutex
-	fail := func(action string, err error) {
-		omu.Lock()
-		out.Errors = append(out.Errors, err)
-		omu.Unlock()
-		a.Logger.Error("failed to carry out a plan action", "action", action, "error", err)
-		if a.Metrics != nil {
-			a.Metrics.ActionErrors.WithLabelValues(action).Inc()
-		}
-	}
-	skip := map[string]bool{} // claimants not to admit now
-	if len(b.UnknownStopping) == 0 {
+	x := &execution{a: a, p: p, b: b, skip: map[string]bool{}, admitted: map[string]bool{}, metaText: map[string][2]string{}}
+	x.deferStops()
+	x.preempt(ctx)
+	x.admit(ctx)
+	x.waitOrExpire(ctx)
+	x.reportMetaErrors(ctx)
+	x.writeMeta(ctx)
+	return x.out
+}
+
+// execution is the state of one Execute call.
+type execution struct {
+	a *Actor
+	p *plan.Plan
+	b *Build
+
+	mu  sync.Mutex // guards out in the concurrent steps
+	out Outcome
+
+	skip     map[string]bool // claimants ("namespace/job/group") not to admit now
+	admitted map[string]bool // jobs ("namespace/job") admitted or accepted in step 3
+	metaJobs []*JobView      // jobs whose status meta step 6 writes
+	metaText map[string][2]string
+}
+
+// fail records a failed call of the given action.
+func (x *execution) fail(action string, err error) {
+	x.mu.Lock()
+	x.out.Errors = append(x.out.Errors, err)
+	x.out.Failed = append(x.out.Failed, action)
+	x.mu.Unlock()
+	x.a.Logger.Error("failed to carry out a plan action", "action", action, "error", err)
+}
+
+// moved records a job registered into another pool.
+func (x *execution) moved(m Move) {
+	x.mu.Lock()
+	x.out.Moves = append(x.out.Moves, m)
+	x.mu.Unlock()
+}
+
+// deferStops is step 1.
+func (x *execution) deferStops() {
+	a := x.a
+	if len(x.b.UnknownStopping) == 0 {
 		a.mu.Lock()
 		a.lastDeferred = 0
 		a.mu.Unlock()
-	} else {
-		for _, act := range p.Actions {
-			if act.Action == plan.ActionStop {
-				skip[act.For] = true
-				out.Deferred++
-			}
-		}
-		a.mu.Lock()
-		changed := a.lastDeferred != out.Deferred
-		a.lastDeferred = out.Deferred
-		a.mu.Unlock()
-		if out.Deferred > 0 && changed {
-			a.Logger.Info("deferring preemption until allocations already stopping are gone",
-				"stopping", len(b.UnknownStopping), "deferred_stops", out.Deferred)
+		return
+	}
+	for _, act := range x.p.Actions {
+		if act.Action == plan.ActionStop {
+			x.skip[act.For] = true
+			x.out.Deferred++
 		}
 	}
-	moved := map[string]bool{}
-	for _, act := range p.Actions {
-		if act.Action != plan.ActionStop || skip[act.For] {
-			continue
-		}
-		if err := a.preempt(ctx, act, b, moved); err != nil {
-			skip[act.For] = true
-			fail("stop", err)
-			continue
-		}
-		out.Stopped++
+	a.mu.Lock()
+	changed := a.lastDeferred != x.out.Deferred
+	a.lastDeferred = x.out.Deferred
+	a.mu.Unlock()
+	if x.out.Deferred > 0 && changed {
+		a.Logger.Info("deferring preemption until allocations already stopping are gone",
+			"stopping", len(x.b.UnknownStopping), "deferred_stops", x.out.Deferred)
 	}
+}
 
-	admitted := map[string]bool{}
-	var admits []*JobView
-	for _, act := range p.Actions {
-		k := act.Namespace + "/" + act.Job
-		if act.Action != plan.ActionAdmit || admitted[k] || skip[act.Namespace+"/"+act.Job+"/"+act.Group] {
+// preempt is step 2.
+func (x *execution) preempt(ctx context.Context) {
+	moved := map[string]bool{}
+	for _, act := range x.p.Actions {
+		if act.Action != plan.ActionStop || x.skip[act.For] {
 			continue
 		}
-		admitted[k] = true
+		stop, err := x.a.preempt(ctx, act, x.b, moved)
+		if err != nil {
+			x.skip[act.For] = true
+			x.fail("stop", err)
+			continue
+		}
+		x.out.Stopped++
+		if stop != nil {
+			x.out.Preempted = append(x.out.Preempted, *stop)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(moved)) {
+		if moved[k] {
+			ns, id := splitKey(k)
+			x.moved(Move{Namespace: ns, Job: id, Pool: x.a.holding()})
+		}
+	}
+}
+
+// admit is step 3.
+func (x *execution) admit(ctx context.Context) {
+	a, b := x.a, x.b
+	var admits []*JobView
+	for _, act := range x.p.Actions {
+		k := act.Namespace + "/" + act.Job
+		if act.Action != plan.ActionAdmit || x.admitted[k] || x.skip[act.Namespace+"/"+act.Job+"/"+act.Group] {
+			continue
+		}
+		x.admitted[k] = true
 		v := b.Jobs[k]
 		if v == nil {
 			continue
@@ -230,28 +318,34 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 		}
 	}
 	for _, k := range b.NoGPU {
-		if v := b.Jobs[k]; v != nil && !admitted[k] {
-			admitted[k] = true
+		if v := b.Jobs[k]; v != nil && !x.admitted[k] {
+			x.admitted[k] = true
 			admits = append(admits, v)
 		}
 	}
 	a.parallel(admits, func(v *JobView) {
 		if err := a.admit(ctx, v); err != nil {
-			fail("admit", err)
+			x.fail("admit", err)
 			return
 		}
-		omu.Lock()
-		out.Admitted++
-		omu.Unlock()
+		x.mu.Lock()
+		x.out.Admitted++
+		x.mu.Unlock()
+		if !a.DryRun {
+			ns, id := splitKey(v.Key)
+			x.moved(Move{Namespace: ns, Job: id, Pool: v.Options.Pool, Admission: true})
+		}
 	})
+}
 
+// waitOrExpire is step 4.
+func (x *execution) waitOrExpire(ctx context.Context) {
+	a := x.a
 	waited := map[string]bool{}
-	var metaJobs []*JobView
-	metaText := map[string][2]string{}
-	for _, act := range p.Actions {
+	for _, act := range x.p.Actions {
 		k := act.Namespace + "/" + act.Job
-		v := b.Jobs[k]
-		if v == nil || admitted[k] || waited[k] {
+		v := x.b.Jobs[k]
+		if v == nil || x.admitted[k] || waited[k] {
 			continue
 		}
 		switch act.Action {
@@ -260,59 +354,71 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 			a.logWait(k, act)
 			switch {
 			case v.Direct:
-				if err := a.suspend(ctx, v, act.Reason); err != nil {
-					fail("suspend", err)
-				} else {
-					out.Suspended++
-				}
+				x.suspend(ctx, v, act.Reason)
 			case v.Holding && v.Live == 0:
-				metaJobs = append(metaJobs, v)
-				metaText[k] = [2]string{StatusWaiting, string(act.Rule) + ": " + act.Reason}
+				x.metaJobs = append(x.metaJobs, v)
+				x.metaText[k] = [2]string{StatusWaiting, string(act.Rule) + ": " + act.Reason}
 			}
 		case plan.ActionExpire:
 			waited[k] = true
 			if v.Holding && v.Live == 0 {
 				if err := a.expire(ctx, v, act.Reason); err != nil {
-					fail("expire", err)
+					x.fail("expire", err)
 				} else {
-					out.Expired++
+					x.out.Expired++
 				}
 			}
 		}
 	}
-	keys := slices.Sorted(maps.Keys(b.Jobs))
-	for _, k := range keys {
-		v := b.Jobs[k]
+}
+
+// suspend suspends one job for step 4 or 5 and records it.
+func (x *execution) suspend(ctx context.Context, v *JobView, reason string) {
+	moved, err := x.a.suspend(ctx, v, reason)
+	if moved {
+		ns, id := splitKey(v.Key)
+		x.moved(Move{Namespace: ns, Job: id, Pool: x.a.holding()})
+	}
+	if err != nil {
+		x.fail("suspend", err)
+		return
+	}
+	x.out.Suspended++
+}
+
+// reportMetaErrors is step 5.
+func (x *execution) reportMetaErrors(ctx context.Context) {
+	for _, k := range slices.Sorted(maps.Keys(x.b.Jobs)) {
+		v := x.b.Jobs[k]
 		if v.MetaErr == nil {
 			continue
 		}
-		a.logWait(k, plan.Action{Rule: "meta", Reason: v.MetaErr.Error()})
+		x.a.logWait(k, plan.Action{Rule: "meta", Reason: v.MetaErr.Error()})
 		switch {
 		case v.Direct:
-			if err := a.suspend(ctx, v, v.MetaErr.Error()); err != nil {
-				fail("suspend", err)
-			} else {
-				out.Suspended++
-			}
+			x.suspend(ctx, v, v.MetaErr.Error())
 		case v.Holding && v.Live == 0:
-			metaJobs = append(metaJobs, v)
-			metaText[k] = [2]string{StatusError, v.MetaErr.Error()}
+			x.metaJobs = append(x.metaJobs, v)
+			x.metaText[k] = [2]string{StatusError, v.MetaErr.Error()}
 		}
 	}
-	a.parallel(metaJobs, func(v *JobView) {
-		t := metaText[v.Key]
-		wrote, err := a.writeStatus(ctx, v, t[0], t[1], false)
+}
+
+// writeMeta is step 6.
+func (x *execution) writeMeta(ctx context.Context) {
+	x.a.parallel(x.metaJobs, func(v *JobView) {
+		t := x.metaText[v.Key]
+		wrote, err := x.a.writeStatus(ctx, v, t[0], t[1], false)
 		if err != nil {
-			fail("meta", err)
+			x.fail("meta", err)
 			return
 		}
 		if wrote {
-			omu.Lock()
-			out.MetaWrites++
-			omu.Unlock()
+			x.mu.Lock()
+			x.out.MetaWrites++
+			x.mu.Unlock()
 		}
 	})
-	return out
 }
 
 // logWait logs a job's wait reason when it changed since the last time.
@@ -354,29 +460,30 @@ func (a *Actor) parallel(jobs []*JobView, fn func(*JobView)) {
 }
 
 // preempt moves the victim's job to the holding pool (once per job per
-// Execute), waits for the answer, and stops the allocation.
-func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[string]bool) error {
+// Execute: moved[job] is set true when this call moved it), waits for the
+// answer, and stops the allocation. It returns the stop done, nil in a dry
+// run.
+func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[string]bool) (*Stop, error) {
 	k := act.Namespace + "/" + act.Job
 	v := b.Jobs[k]
 	if v == nil {
-		return fmt.Errorf("failed to preempt allocation %s: job %s is not known", act.Alloc, k)
+		return nil, fmt.Errorf("failed to preempt allocation %s: job %s is not known", act.Alloc, k)
 	}
 	if a.DryRun {
 		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For, "rule", act.Rule, "reason", act.Reason)
-		return nil
+		return nil, nil
 	}
-	if !moved[k] && !v.Holding {
+	if _, done := moved[k]; !done && !v.Holding {
 		if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
-			return fmt.Errorf("failed to move victim job %s to the holding pool: %w", k, err)
+			return nil, fmt.Errorf("failed to move victim job %s to the holding pool: %w", k, err)
 		}
-		if a.Metrics != nil {
-			a.Metrics.Suspensions.WithLabelValues(act.Namespace).Inc()
-		}
+		moved[k] = true
+	} else if !done {
+		moved[k] = false // already in the holding pool
 	}
-	moved[k] = true
 	q := (&api.QueryOptions{Namespace: act.Namespace}).WithContext(ctx)
 	if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: act.Alloc}, q); err != nil {
-		return fmt.Errorf("failed to stop allocation %s of job %s: %w", act.Alloc, k, err)
+		return nil, fmt.Errorf("failed to stop allocation %s of job %s: %w", act.Alloc, k, err)
 	}
 	a.mu.Lock()
 	if a.stopping == nil {
@@ -387,18 +494,10 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 	if a.State != nil {
 		a.State.markStopping(act.Alloc)
 	}
-	rec := Preemption{Time: a.now().UTC(), Claimant: act.For, Namespace: act.Namespace, Job: act.Job, Alloc: act.Alloc,
-		Node: act.Node, GPUs: act.GPUs, Rule: act.Rule, Reason: act.Reason}
-	if a.Recorder != nil {
-		a.Recorder.Add(rec)
-	}
-	if a.Metrics != nil {
-		a.Metrics.Preemptions.WithLabelValues(string(act.Rule), act.Namespace, namespaceOf(act.For)).Inc()
-		a.Metrics.PreemptedGPUs.WithLabelValues(string(act.Rule)).Add(float64(act.GPUs))
-	}
 	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k, "node", act.Node, "gpus", act.GPUs,
 		"claimant", act.For, "rule", act.Rule, "reason", act.Reason)
-	return nil
+	return &Stop{Time: a.now().UTC(), Claimant: act.For, Namespace: act.Namespace, Job: act.Job, Alloc: act.Alloc,
+		Node: act.Node, GPUs: act.GPUs, Rule: act.Rule, Reason: act.Reason}, nil
 }
 
 // admit moves a job from the holding pool to its pool, clearing the
@@ -416,28 +515,23 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 		return fmt.Errorf("failed to admit job %s into node pool %q: %w", v.Key, v.Options.Pool, err)
 	}
 	a.accept(v.Key)
-	if a.Metrics != nil {
-		a.Metrics.Admissions.WithLabelValues(namespaceOf(v.Key)).Inc()
-	}
 	a.Logger.Debug("admitted", "job", v.Key, "pool", v.Options.Pool)
 	return nil
 }
 
 // suspend moves a job to the holding pool and stops its live allocations.
-func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) error {
+// It reports whether the job was moved (even when a stop then failed).
+func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, error) {
 	if a.DryRun {
 		a.Logger.Info("dry run: would suspend", "job", v.Key, "reason", reason)
-		return nil
+		return false, nil
 	}
 	if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
-		return fmt.Errorf("failed to suspend job %s: %w", v.Key, err)
+		return false, fmt.Errorf("failed to suspend job %s: %w", v.Key, err)
 	}
 	a.mu.Lock()
 	delete(a.accepted, v.Key)
 	a.mu.Unlock()
-	if a.Metrics != nil {
-		a.Metrics.Suspensions.WithLabelValues(namespaceOf(v.Key)).Inc()
-	}
 	ns, id := splitKey(v.Key)
 	var errs []error
 	for _, al := range a.State.Allocs() {
@@ -452,7 +546,7 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) error {
 		a.State.markStopping(al.ID)
 	}
 	a.Logger.Info("suspended a job registered straight into a pool", "job", v.Key, "reason", reason)
-	return errors.Join(errs...)
+	return true, errors.Join(errs...)
 }
 
 // expire stops a flex request that waited too long and says so in its meta.
@@ -555,9 +649,4 @@ func (a *Actor) liveAllocs(key string) int {
 		}
 	}
 	return n
-}
-
-func namespaceOf(key string) string {
-	ns, _ := splitKey(key)
-	return ns
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
@@ -28,7 +30,7 @@ func claimTree() *quota.Node {
 
 func newActor(f *fakeNomad, s *State) (*Actor, *syncBuffer) {
 	log, buf := testLogger(f.t)
-	return &Actor{Client: f.client(), State: s, Logger: log, Recorder: &Recorder{}, Metrics: NewMetrics(nil), Workers: 1}, buf
+	return &Actor{Client: f.client(), State: s, Logger: log, Workers: 1}, buf
 }
 
 func planFor(t *testing.T, s *State, a *Actor, tree *quota.Node) (*plan.Plan, *Build) {
@@ -100,11 +102,24 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	if !strings.Contains(log.String(), `gputide_idle = \"maybe\"`) {
 		t.Fatalf("the meta error is not in the log:\n%s", log.String())
 	}
-	// Every preemption is recorded (L8).
-	rec := a.Recorder.List()
-	if len(rec) != 2 || rec[0].Alloc != allocC1 || rec[0].Claimant != "workspace-b/training/worker" || rec[0].GPUs != 2 ||
-		rec[0].Rule != plan.RuleChild || rec[0].Namespace != "workspace-c" {
-		t.Fatalf("record = %+v", rec)
+	// Every preemption and every move is reported, for the broker to count
+	// and record (L8).
+	wantStops := []Stop{
+		{Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: allocC1, Node: p.Actions[0].Node,
+			GPUs: 2, Rule: plan.RuleChild, Reason: p.Actions[0].Reason},
+		{Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: allocC2, Node: p.Actions[1].Node,
+			GPUs: p.Actions[1].GPUs, Rule: plan.RuleChild, Reason: p.Actions[1].Reason},
+	}
+	if diff := cmp.Diff(wantStops, out.Preempted, cmpopts.IgnoreFields(Stop{}, "Time")); diff != "" {
+		t.Errorf("preempted (-want +got):\n%s", diff)
+	}
+	wantMoves := []Move{{Namespace: "workspace-c", Job: "training", Pool: DefaultHoldingPool},
+		{Namespace: "workspace-b", Job: "training", Pool: "default", Admission: true}}
+	if diff := cmp.Diff(wantMoves, out.Moves); diff != "" {
+		t.Errorf("moves (-want +got):\n%s", diff)
+	}
+	if len(out.Failed) != 0 {
+		t.Errorf("failed = %v", out.Failed)
 	}
 	// The next plan does not stop them again, and keeps their GPUs for the claimant.
 	p2, b2 := planFor(t, s, a, claimTree())
@@ -264,5 +279,26 @@ func TestEnforceMaxRunStopsAFlexRequestThatRanOut(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "past its max_run") {
 		t.Fatal("not logged")
+	}
+}
+
+// A failed call is reported by its action; the claimant of a failed stop is
+// not admitted and nothing is reported preempted or moved for it.
+func TestExecuteReportsAFailedStopAndSkipsItsClaimant(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	p, b := planFor(t, s, a, claimTree())
+	f.mu.Lock()
+	delete(f.files, "/v1/job/training?namespace=workspace-c") // the victim's job cannot be read
+	f.mu.Unlock()
+	out := a.Execute(context.Background(), p, b)
+	if diff := cmp.Diff([]string{"stop"}, out.Failed); diff != "" {
+		t.Errorf("failed (-want +got):\n%s", diff)
+	}
+	if len(out.Errors) != 1 || !strings.Contains(out.Errors[0].Error(), "failed to move victim job workspace-c/training to the holding pool") {
+		t.Errorf("errors = %v", out.Errors)
+	}
+	if out.Stopped != 0 || out.Admitted != 0 || len(out.Preempted) != 0 || len(out.Moves) != 0 || out.MetaWrites != 2 {
+		t.Fatalf("outcome = %+v", out)
 	}
 }

@@ -27,4 +27,10 @@
 //
 // Job meta is written only on jobs with no live allocations: a meta change
 // is a destructive update that would replace running allocations.
+//
+// Reporting: the adapter counts and records nothing. Actor.Execute returns
+// an Outcome listing each preemption, each job moved between pools and each
+// failed call; the agent feeds the Prometheus metrics
+// (quota-broker/metrics) and the preemption record (quota-broker/history)
+// from it.
 package nomad

@@ -3,7 +3,6 @@ package nomad
 import (
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -66,20 +65,25 @@ type Build struct {
 	NoGPU []string
 }
 
-// Build turns the state into a snapshot for the planning core:
+// Build turns the state into a snapshot for the planning core, in these
+// steps (each a function below):
 //
-//   - nodes with their nvidia/gpu instances; GPUs of nodes that are not
-//     ready, ineligible or draining are passed as unhealthy (never free);
-//   - live allocations that hold GPUs (L2), with the job's priority and
-//     gputide meta; stopping ones carry their claimant (StoppingFor), or
-//     UnknownClaimant;
-//   - pending groups of governed jobs: in the holding pool, the allocations
-//     Nomad has queued (job summary) up to the group count less its live
-//     allocations; in a real pool, the queued allocations of admitted jobs,
-//     and every allocation of a job registered straight into the pool
-//     (whose live allocations are then left out, so that L3 decides on
-//     it). Jobs with a bad meta value, stopped jobs and system jobs are
-//     not pending.
+//  1. snapshotNodes: nodes with their nvidia/gpu instances; GPUs of nodes
+//     that are not ready, ineligible or draining are passed as unhealthy
+//     (never free);
+//  2. liveByGroup: live allocations per job and task group (L2);
+//  3. jobView: each job of a governed namespace, with its pool, meta
+//     options (or meta error), live count and whether it was registered
+//     straight into a real pool;
+//  4. pendingGroups: the pending groups of a job (pendingCount decides how
+//     many allocations). Jobs with a bad meta value, stopped jobs, system
+//     jobs, periodic and parameterized parents are not pending; jobs that
+//     ask for no GPU and wait in the holding pool are listed in NoGPU;
+//  5. snapshotAllocations: live allocations that hold GPUs, with the job's
+//     priority and gputide meta; stopping ones carry their claimant
+//     (StoppingFor), or UnknownClaimant. The live allocations of a job
+//     registered straight into a pool are left out (L3 decides on it as
+//     pending).
 func (s *State) Build(in BuildInput) *Build {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -97,25 +101,48 @@ func (s *State) Build(in BuildInput) *Build {
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
 	b := &Build{Snapshot: snap, Jobs: map[string]*JobView{}}
 
-	nodeIDs := make([]string, 0, len(s.nodes))
-	for id, n := range s.nodes {
-		if len(n.GPUs) > 0 {
-			nodeIDs = append(nodeIDs, id)
+	snap.Nodes = snapshotNodes(s.nodes)
+	live := liveByGroup(s.allocs)
+	for _, k := range slices.Sorted(maps.Keys(s.jobs)) {
+		j := s.jobs[k]
+		if !governed(nsOrDefault(str(j.Namespace))) {
+			continue
 		}
+		v := jobView(k, j, live[k], holding, in.Accepted)
+		b.Jobs[k] = v
+		pending, noGPU := pendingGroups(v, live[k], s.summaries[k])
+		if noGPU {
+			b.NoGPU = append(b.NoGPU, k)
+		}
+		snap.Pending = append(snap.Pending, pending...)
 	}
-	sort.Strings(nodeIDs)
-	for _, id := range nodeIDs {
-		n := s.nodes[id]
+	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
+	return b
+}
+
+// snapshotNodes is step 1: the nodes that have GPUs, by ID.
+func snapshotNodes(nodes map[string]*Node) []plan.Node {
+	var out []plan.Node
+	for _, id := range slices.Sorted(maps.Keys(nodes)) {
+		n := nodes[id]
+		if len(n.GPUs) == 0 {
+			continue
+		}
 		pn := plan.Node{ID: n.ID, Datacenter: n.Datacenter, NodePool: n.NodePool, GPUs: make([]plan.GPU, len(n.GPUs))}
 		for i, g := range n.GPUs {
 			g.Healthy = g.Healthy && n.Schedulable
 			pn.GPUs[i] = g
 		}
-		snap.Nodes = append(snap.Nodes, pn)
+		out = append(out, pn)
 	}
+	return out
+}
 
-	live := map[string]map[string]int{} // job key -> group -> live allocations
-	for _, a := range s.allocs {
+// liveByGroup is step 2: live allocations by job key ("namespace/job") and
+// task group.
+func liveByGroup(allocs map[string]*Alloc) map[string]map[string]int {
+	live := map[string]map[string]int{}
+	for _, a := range allocs {
 		if !a.Live() {
 			continue
 		}
@@ -124,95 +151,132 @@ func (s *State) Build(in BuildInput) *Build {
 		}
 		live[a.JobKey()][a.Group]++
 	}
+	return live
+}
 
-	keys := slices.Sorted(maps.Keys(s.jobs))
-	for _, k := range keys {
-		j := s.jobs[k]
-		ns := nsOrDefault(str(j.Namespace))
-		if !governed(ns) {
-			continue
-		}
-		v := &JobView{Key: k, Job: j, Pool: str(j.NodePool)}
-		if v.Pool == "" {
-			v.Pool = "default"
-		}
-		v.Holding = v.Pool == holding
-		v.Options, v.MetaErr = ParseJobOptions(j.Meta, holding)
-		for _, n := range live[k] {
-			v.Live += n
-		}
-		v.Direct = !v.Holding && in.Accepted != nil && !in.Accepted(k)
-		b.Jobs[k] = v
-		for _, tg := range j.TaskGroups {
-			if gpus, _ := groupGPUs(tg); gpus > 0 {
-				v.GPUGroups++
-			}
-		}
-		if v.MetaErr != nil || (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0 {
-			continue
-		}
-		if v.GPUGroups == 0 {
-			if v.Holding {
-				b.NoGPU = append(b.NoGPU, k)
-			}
-			continue
-		}
-		typ := plan.JobType(str(j.Type))
-		if typ != plan.JobService && typ != plan.JobBatch {
-			continue
-		}
-		if j.IsPeriodic() || j.IsParameterized() {
-			continue
-		}
-		sum := s.summaries[k]
-		for _, tg := range j.TaskGroups {
-			gpus, model := groupGPUs(tg)
-			if gpus == 0 || tg.Name == nil {
-				continue
-			}
-			group := *tg.Name
-			want := 1
-			if tg.Count != nil {
-				want = *tg.Count
-			}
-			queued, hasSum := queuedOf(sum, group)
-			lv := live[k][group]
-			count := 0
-			switch {
-			case v.Direct:
-				count = min(want, lv+queued)
-				if !hasSum {
-					count = want
-				}
-			case v.Holding:
-				count = want - lv
-				if hasSum {
-					count = min(count, queued)
-				}
-			default:
-				count = min(queued, want-lv)
-			}
-			if count <= 0 {
-				continue
-			}
-			v.Pending += count
-			p := plan.Pending{Namespace: ns, Job: str(j.ID), Group: group, Type: typ, Priority: prio(j),
-				Count: count, GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
-				Idle: v.Options.Idle, Elastic: v.Options.Elastic, Reservation: v.Options.Reservation,
-				SubmittedAt: submitted(j), Flex: v.Options.Flex}
-			snap.Pending = append(snap.Pending, p)
+// jobView is step 3: the broker's view of governed job j (key k) with its
+// live allocations per group. A job outside the holding pool that accepted
+// does not know is Direct (registered straight into its pool).
+func jobView(k string, j *api.Job, live map[string]int, holding string, accepted func(string) bool) *JobView {
+	v := &JobView{Key: k, Job: j, Pool: str(j.NodePool)}
+	if v.Pool == "" {
+		v.Pool = "default"
+	}
+	v.Holding = v.Pool == holding
+	v.Options, v.MetaErr = ParseJobOptions(j.Meta, holding)
+	for _, n := range live {
+		v.Live += n
+	}
+	v.Direct = !v.Holding && accepted != nil && !accepted(k)
+	for _, tg := range j.TaskGroups {
+		if gpus, _ := groupGPUs(tg); gpus > 0 {
+			v.GPUGroups++
 		}
 	}
+	return v
+}
 
-	ids := slices.Sorted(maps.Keys(s.allocs))
-	for _, id := range ids {
-		a := s.allocs[id]
+// pendingGroups is step 4: the pending groups of job view v (its live
+// allocations per group, its summary), adding their count to v.Pending.
+// noGPU reports a job that waits in the holding pool and asks for no GPU.
+func pendingGroups(v *JobView, live map[string]int, sum *api.JobSummary) (pending []plan.Pending, noGPU bool) {
+	j := v.Job
+	if v.MetaErr != nil || (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0 {
+		return nil, false
+	}
+	if v.GPUGroups == 0 {
+		return nil, v.Holding
+	}
+	typ := plan.JobType(str(j.Type))
+	if typ != plan.JobService && typ != plan.JobBatch {
+		return nil, false
+	}
+	if j.IsPeriodic() || j.IsParameterized() {
+		return nil, false
+	}
+	place := placeAdmitted
+	switch {
+	case v.Direct:
+		place = placeDirect
+	case v.Holding:
+		place = placeHolding
+	}
+	ns := nsOrDefault(str(j.Namespace))
+	for _, tg := range j.TaskGroups {
+		gpus, model := groupGPUs(tg)
+		if gpus == 0 || tg.Name == nil {
+			continue
+		}
+		group := *tg.Name
+		want := 1
+		if tg.Count != nil {
+			want = *tg.Count
+		}
+		queued, hasSum := queuedOf(sum, group)
+		count := pendingCount(place, want, live[group], queued, hasSum)
+		if count <= 0 {
+			continue
+		}
+		v.Pending += count
+		pending = append(pending, plan.Pending{Namespace: ns, Job: str(j.ID), Group: group, Type: typ, Priority: prio(j),
+			Count: count, GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
+			Idle: v.Options.Idle, Elastic: v.Options.Elastic, Reservation: v.Options.Reservation,
+			SubmittedAt: submitted(j), Flex: v.Options.Flex})
+	}
+	return pending, false
+}
+
+// jobPlace is where a governed job is, for pendingCount.
+type jobPlace int
+
+const (
+	placeHolding  jobPlace = iota // in the holding pool, waiting for admission
+	placeAdmitted                 // in a real pool, admitted by the broker (or there when it started)
+	placeDirect                   // in a real pool, registered straight into it: not yet checked (L3)
+)
+
+// pendingCount is how many allocations of a task group are passed to the
+// core as pending (DESIGN §5), from the group's count (want), its live
+// allocations, and the allocations Nomad has queued for it in the job
+// summary (queued; hasSummary false when the summary lacks the group):
+//
+//   - holding pool: want - live, at most queued when there is a summary
+//     (Nomad queues nothing for a group it has not evaluated yet);
+//   - admitted: the queued allocations Nomad could not place (a service
+//     scaled up, a victim's replacement), at most want - live;
+//   - direct: every allocation, live or queued (L3 decides on the whole
+//     group), at most want; want itself when there is no summary yet.
+//
+// A result of zero or less means the group is not pending.
+func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
+	switch place {
+	case placeDirect:
+		if !hasSummary {
+			return want
+		}
+		return min(want, live+queued)
+	case placeHolding:
+		if !hasSummary {
+			return want - live
+		}
+		return min(want-live, queued)
+	default:
+		return min(queued, want-live)
+	}
+}
+
+// snapshotAllocations is step 5: the live allocations that hold GPUs, by
+// ID, and the governed ones stopping for a claimant the broker cannot name.
+func snapshotAllocations(allocs map[string]*Alloc, jobs map[string]*JobView, stopping map[string]string,
+	governed func(string) bool) (out []plan.Allocation, unknown []string) {
+	for _, id := range slices.Sorted(maps.Keys(allocs)) {
+		a := allocs[id]
 		if !a.Live() || len(a.GPUIDs) == 0 {
 			continue
 		}
-		v := b.Jobs[a.JobKey()]
+		v := jobs[a.JobKey()]
 		if v != nil && v.Direct && !a.Stopping() {
-			continue // decided as pending above
+			continue // decided as pending in step 4
 		}
 		pa := plan.Allocation{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Group: a.Group,
 			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: append([]string(nil), a.GPUIDs...),
@@ -225,17 +289,17 @@ func (s *State) Build(in BuildInput) *Build {
 		if !pa.Type.Valid() {
 			pa.Type = plan.JobService
 		}
-		if c, ok := in.Stopping[a.ID]; ok {
+		if c, ok := stopping[a.ID]; ok {
 			pa.StoppingFor = c
 		} else if a.Stopping() {
 			pa.StoppingFor = UnknownClaimant
 			if governed(a.Namespace) {
-				b.UnknownStopping = append(b.UnknownStopping, a.ID)
+				unknown = append(unknown, a.ID)
 			}
 		}
-		snap.Allocations = append(snap.Allocations, pa)
+		out = append(out, pa)
 	}
-	return b
+	return out, unknown
 }
 
 // groupGPUs returns the nvidia/gpu devices one allocation of tg asks for,

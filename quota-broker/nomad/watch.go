@@ -162,9 +162,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.Logger.Warn("lost the Nomad event stream; will list again", "error", err, "retry_in", wait)
 		case !unreachable:
 			unreachable = true
-			w.Logger.Warn(fmt.Sprintf("cannot reach Nomad at %s; will keep retrying", w.Client.Address()), "error", err, "retry_in", wait)
+			w.Logger.Warn(fmt.Sprintf("cannot reach Nomad at %s; will keep retrying", RedactAddress(w.Client.Address())), "error", err, "retry_in", wait)
 		default:
-			w.Logger.Debug("Nomad still unreachable", "address", w.Client.Address(), "error", err, "retry_in", wait)
+			w.Logger.Debug("Nomad still unreachable", "address", RedactAddress(w.Client.Address()), "error", err, "retry_in", wait)
 		}
 		w.changed()
 		if !w.wait(ctx, wait) {

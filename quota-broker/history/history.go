@@ -1,9 +1,14 @@
-package nomad
+// Package history keeps the quota broker's preemption record (DESIGN L8):
+// every allocation the broker stopped for a claimant, as the Nomad adapter
+// reported it (nomad.Outcome.Preempted), served by the agent at
+// GET /v1/preemptions.
+package history
 
 import (
 	"sync"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 
@@ -18,6 +23,12 @@ type Preemption struct {
 	GPUs      int       `json:"gpus"`
 	Rule      plan.Rule `json:"rule"`
 	Reason    string    `json:"reason,omitempty"`
+}
+
+// FromStop is the record of one stop the adapter reported.
+func FromStop(s nomad.Stop) Preemption {
+	return Preemption{Time: s.Time, Claimant: s.Claimant, Namespace: s.Namespace, Job: s.Job, Alloc: s.Alloc,
+		Node: s.Node, GPUs: s.GPUs, Rule: s.Rule, Reason: s.Reason}
 }
 
 // Recorder keeps the preemptions of this broker process in memory, the
@@ -39,6 +50,13 @@ func (r *Recorder) Add(p Preemption) {
 	}
 	if len(r.list) > limit {
 		r.list = append([]Preemption(nil), r.list[len(r.list)-limit:]...)
+	}
+}
+
+// AddOutcome records every preemption of one Execute, in order.
+func (r *Recorder) AddOutcome(o nomad.Outcome) {
+	for _, s := range o.Preempted {
+		r.Add(FromStop(s))
 	}
 }
 

@@ -1,6 +1,12 @@
-package nomad
+// Package metrics holds the quota broker's Prometheus metrics. The agent
+// feeds them from each plan (ObservePlan) and from what the Nomad adapter
+// reports it did (ObserveOutcome); the adapter counts nothing itself.
+package metrics
 
 import (
+	"strings"
+
+	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,8 +33,8 @@ type Metrics struct {
 	WaitingActions prometheus.Gauge
 }
 
-// NewMetrics creates the metrics and registers them with reg (when not nil).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// New creates the metrics and registers them with reg (when not nil).
+func New(reg prometheus.Registerer) *Metrics {
 	q := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gputide_quota_" + name, Help: help}, []string{"quota"})
 	}
@@ -90,5 +96,30 @@ func (m *Metrics) ObservePlan(p *plan.Plan) {
 		m.QuotaBorrowed.WithLabelValues(u.Quota).Set(float64(u.Borrowed))
 		m.QuotaDebt.WithLabelValues(u.Quota).Set(float64(u.Debt))
 		m.QuotaLendable.WithLabelValues(u.Quota).Set(float64(u.Lendable))
+	}
+}
+
+// ObserveOutcome counts what one nomad.Actor.Execute did: each preemption
+// (by rule, victim namespace and claimant namespace) and its GPUs, each job
+// moved to its pool (admission) or to the holding pool (suspension, a
+// victim's job included), and each failed call by action.
+func (m *Metrics) ObserveOutcome(o nomad.Outcome) {
+	if m == nil {
+		return
+	}
+	for _, s := range o.Preempted {
+		claimantNS, _, _ := strings.Cut(s.Claimant, "/")
+		m.Preemptions.WithLabelValues(string(s.Rule), s.Namespace, claimantNS).Inc()
+		m.PreemptedGPUs.WithLabelValues(string(s.Rule)).Add(float64(s.GPUs))
+	}
+	for _, mv := range o.Moves {
+		if mv.Admission {
+			m.Admissions.WithLabelValues(mv.Namespace).Inc()
+		} else {
+			m.Suspensions.WithLabelValues(mv.Namespace).Inc()
+		}
+	}
+	for _, action := range o.Failed {
+		m.ActionErrors.WithLabelValues(action).Inc()
 	}
 }
