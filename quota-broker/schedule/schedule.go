@@ -479,3 +479,24 @@ func (s *Schedule) WindowAt(t time.Time) (name string, count int, ok bool) {
 	}
 	return name, count, ok
 }
+
+// Change is one step of Changes: from At on the count is Count, under the
+// window Window ("" outside all windows).
+type Change struct {
+	At     time.Time // in the schedule's location
+	Count  int
+	Window string
+}
+
+// Changes is Preview with the window in force at each step named (see
+// WindowAt): the count at `from`, then every change in (from, from+d), each
+// ramp step one change. `gputide schedule preview` prints it (issue 11 item 2).
+func (s *Schedule) Changes(from time.Time, d time.Duration) []Change {
+	steps := s.Preview(from, d)
+	out := make([]Change, len(steps))
+	for i, st := range steps {
+		name, _, _ := s.WindowAt(st.At)
+		out[i] = Change{At: st.At, Count: st.Count, Window: name}
+	}
+	return out
+}
