@@ -21,8 +21,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
-	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/hashicorp/nomad-autoscaler/sdk"
+	nomadapi "github.com/hashicorp/nomad/api"
 )
 
 // ScheduleStrategy is the name of the gputide-schedule strategy.

@@ -9,10 +9,10 @@ import (
 
 func TestSniff(t *testing.T) {
 	for src, want := range map[string]Kind{
-		` {"Job": {}}`:                         KindJSONJob,
+		` {"Job": {}}`:                           KindJSONJob,
 		"job \"x\" {\n  group \"g\" {\n  }\n}\n": KindHCLJob,
 		"scaling \"x\" {\n  max = 1\n}\n":        KindPolicyFile,
-		"scaling \"x\" {":                       KindPolicyFile,
+		"scaling \"x\" {":                        KindPolicyFile,
 	} {
 		if got := Sniff("f.hcl", []byte(src)); got != want {
 			t.Errorf("Sniff(%q) = %d, want %d", src, got, want)
