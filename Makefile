@@ -11,10 +11,11 @@ LDFLAGS  := -X github.com/gputide/gputide/quota-broker/version.Commit=$(COMMIT)
 
 all: build
 
-## build: the broker CLI and daemon, and the device plugin, into bin/
+## build: the broker CLI and daemon, and the device plugin, into bin/; the autoscaler plugins into bin/plugins/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gputide ./quota-broker/cmd/gputide
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
+	$(GO) build -o $(BIN)/plugins/ ./autoscaler-plugin/cmd/...
 
 ## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN)
 test:

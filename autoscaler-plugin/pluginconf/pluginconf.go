@@ -44,7 +44,7 @@ func Check(plugin string, cfg map[string]string, known ...string) error {
 		if strings.HasPrefix(k, NomadPrefix) || slices.Contains(known, k) {
 			continue
 		}
-		reason := "unknown key; this plugin takes no keys in its agent plugin block (its settings go in the check's strategy block)"
+		reason := "unknown key; this plugin takes no keys here"
 		if len(known) > 0 {
 			reason = "unknown key; known keys are " + strings.Join(known, ", ")
 		}

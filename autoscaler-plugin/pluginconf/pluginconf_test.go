@@ -17,9 +17,9 @@ func TestCheck(t *testing.T) {
 		{"an unknown key is refused by name", map[string]string{"adress": "http://x"}, []string{"address", "token"},
 			`gputide-apm: config key "adress": unknown key; known keys are address, token`},
 		{"a plugin without keys says where its settings go", map[string]string{"timezone": "UTC"}, nil,
-			`gputide-apm: config key "timezone": unknown key; this plugin takes no keys in its agent plugin block (its settings go in the check's strategy block)`},
+			`gputide-apm: config key "timezone": unknown key; this plugin takes no keys here`},
 		{"the first unknown key in sorted order is named", map[string]string{"zeta": "1", "alpha": "2"}, nil,
-			`gputide-apm: config key "alpha": unknown key; this plugin takes no keys in its agent plugin block (its settings go in the check's strategy block)`},
+			`gputide-apm: config key "alpha": unknown key; this plugin takes no keys here`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,7 +88,11 @@ func (s *Strategy) PluginInfo() (*base.PluginInfo, error) {
 // which it ignores; any other key is refused by name (the schedule belongs in
 // the check's strategy block).
 func (s *Strategy) SetConfig(cfg map[string]string) error {
-	return pluginconf.Check(Name, cfg)
+	err := pluginconf.Check(Name, cfg)
+	if e, ok := err.(*pluginconf.Error); ok {
+		e.Reason += " (the schedule goes in the check's strategy block)"
+	}
+	return err
 }
 
 // Run sets eval.Action to the count the schedule in the check's strategy block

@@ -136,8 +136,8 @@ func TestSetConfig(t *testing.T) {
 		t.Errorf("SetConfig with the agent's nomad_* keys: %v", err)
 	}
 	err := s.SetConfig(map[string]string{"nomad_token": "secret", "timezone": "UTC"})
-	if !errors.Is(err, pluginconf.ErrUnknownKey) {
-		t.Errorf("SetConfig with timezone = %v, want ErrUnknownKey", err)
+	if !errors.Is(err, pluginconf.ErrUnknownKey) || err.Error() != `gputide-schedule: config key "timezone": unknown key; this plugin takes no keys here (the schedule goes in the check's strategy block)` {
+		t.Errorf("SetConfig with timezone = %v, want ErrUnknownKey naming it", err)
 	}
 }
 
