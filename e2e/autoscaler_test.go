@@ -8,11 +8,14 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -344,6 +347,163 @@ job "inference" {
 	out, err = cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "give the job as JSON instead") {
 		t.Errorf("preview without Nomad: %v\n%s; want an error saying to use JSON", err, out)
+	}
+}
+
+// TestAutoscalerIdleFitScalesOncePerCooldown: a gputide-idle policy reading
+// idle_fit through gputide-apm from a broker stand-in (an httptest server
+// giving the figures the test sets, in the JSON shape of quota-broker/api:
+// the broker's own handler comes with issues 10 and 11's server side). The
+// figure going 16 -> 8 -> 16 within cooldown_on_scale_up gives one Scale call
+// (1 + 16 = 17); with the broker stopped, the idle policy does not scale.
+func TestAutoscalerIdleFitScalesOncePerCooldown(t *testing.T) {
+	needNomad(t)
+	asBin := autoscalerBinary(t)
+	nomad := newNomadAgent(t, nomadOptions{})
+	dir := t.TempDir()
+	pluginDir := filepath.Join(dir, "plugins")
+	policyDir := filepath.Join(dir, "policies")
+	for _, d := range []string{pluginDir, policyDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"gputide-apm", "gputide-idle"} {
+		goBuild(t, "github.com/gputide/gputide/autoscaler-plugin/cmd/"+p, pluginDir, p)
+	}
+	var figure atomic.Int64
+	figure.Store(16)
+	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != "/v1/idle-fit" || q.Get("namespace") != "default" || q.Get("job") != "e2e-idle" || q.Get("group") != "train" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error": "no such idle group"}`))
+			return
+		}
+		fmt.Fprintf(w, `{"state_age_seconds": 0.5, "staleness_seconds": 15, "namespace": "default", "job": "e2e-idle", "group": "train", "idle_fit": %d}`, figure.Load())
+	}))
+	defer broker.Close()
+
+	const jobID, group = "e2e-idle", "train"
+	const interval, cooldownUp = 5 * time.Second, 45 * time.Second
+	job := &api.Job{
+		ID: ptr(jobID), Name: ptr(jobID), Type: ptr("batch"), Datacenters: []string{"dc1"},
+		TaskGroups: []*api.TaskGroup{{
+			Name: ptr(group), Count: ptr(1),
+			Tasks: []*api.Task{{
+				Name: "sleep", Driver: "raw_exec",
+				Config:    map[string]any{"command": "/bin/sleep", "args": []string{"3600"}},
+				Resources: &api.Resources{CPU: ptr(10), MemoryMB: ptr(10)},
+			}},
+		}},
+	}
+	if _, _, err := nomad.Client.Jobs().Register(job, nil); err != nil {
+		t.Fatal(err)
+	}
+	policy := fmt.Sprintf(`
+scaling "idle" {
+  enabled = true
+  min     = 1
+  max     = 40
+  policy {
+    evaluation_interval  = "%s"
+    cooldown             = "%s"
+    cooldown_on_scale_up = "%s"
+    on_check_error       = "fail"
+    check "idle" {
+      source = "gputide-apm"
+      query  = "idle_fit{namespace=\"default\", job=\"%s\", group=\"%s\"}"
+      strategy "gputide-idle" {}
+    }
+    target "nomad-target" {
+      Job       = %q
+      Group     = %q
+      Namespace = "default"
+    }
+  }
+}
+`, interval, interval, cooldownUp, jobID, group, jobID, group)
+	if err := os.WriteFile(filepath.Join(policyDir, "idle.hcl"), []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePorts(t, 1)[0]
+	as := startAutoscaler(t, asBin, dir, fmt.Sprintf(`
+log_level  = "DEBUG"
+plugin_dir = %q
+
+nomad {
+  address = %q
+}
+
+http {
+  bind_address = "127.0.0.1"
+  bind_port    = %d
+}
+
+policy {
+  dir = %q
+  source "nomad" {
+    enabled = false
+  }
+}
+
+apm "gputide-apm" {
+  driver = "gputide-apm"
+  config = {
+    address = %q
+    timeout = "1s"
+  }
+}
+
+strategy "gputide-idle" {
+  driver = "gputide-idle"
+}
+`, pluginDir, nomad.Addr, port, policyDir, broker.URL))
+
+	// The first scale: 1 + 16 = 17.
+	var first time.Time
+	err := waitFor(90*time.Second, 500*time.Millisecond, func() error {
+		select {
+		case <-as.exited:
+			return errStop{fmt.Errorf("autoscaler exited:\n%s", tail(as.log.String(), 4000))}
+		default:
+		}
+		ev := scaleEvents(t, nomad.Client, jobID, group)
+		if len(ev) == 0 {
+			return fmt.Errorf("no scale event yet")
+		}
+		if ev[0].Count == nil || *ev[0].Count != 17 {
+			return errStop{fmt.Errorf("first scale event %+v, want count 17", ev[0])}
+		}
+		first = time.Unix(0, int64(ev[0].Time))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Within the cooldown the figure drops to 8 and comes back to 16.
+	figure.Store(8)
+	time.Sleep(3 * interval)
+	figure.Store(16)
+	time.Sleep(time.Until(first.Add(cooldownUp - interval)))
+	if ev := scaleEvents(t, nomad.Client, jobID, group); len(ev) != 1 {
+		t.Fatalf("%d scale events within cooldown_on_scale_up, want 1: %+v", len(ev), ev)
+	}
+	// The broker stops: past the cooldown the idle policy does not scale.
+	broker.Close()
+	time.Sleep(time.Until(first.Add(cooldownUp + 3*interval)))
+	if ev := scaleEvents(t, nomad.Client, jobID, group); len(ev) != 1 {
+		t.Fatalf("%d scale events after the broker stopped, want still 1: %+v", len(ev), ev)
+	}
+	if !strings.Contains(as.log.String(), "broker unreachable at "+broker.URL) {
+		t.Errorf("the autoscaler log does not show %q", "broker unreachable at "+broker.URL)
+	}
+	got, _, err := nomad.Client.Jobs().Info(jobID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := *got.TaskGroups[0].Count; c != 17 {
+		t.Errorf("job count read back from Nomad = %d, want 17", c)
 	}
 }
 
