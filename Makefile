@@ -38,13 +38,15 @@ e2e:
 
 ## bench: the go test benchmarks whose numbers are in docs/benchmarks.md
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./quota-broker/... ./device-plugin/...
+	$(GO) test -run '^$$' -bench . -benchmem ./quota-broker/... ./device-plugin/... ./autoscaler-plugin/...
 
 ## fuzz: a short run of every fuzz target
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./quota-broker/snapshot
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/quota
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/schedule
+	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 30s ./autoscaler-plugin/apmplugin
+	$(GO) test -run '^$$' -fuzz FuzzPreviewInput -fuzztime 30s ./quota-broker/scalingpolicy
 
 clean:
 	rm -rf $(BIN) out
