@@ -271,10 +271,10 @@ func parseHCLWithNomad(src []byte) (*nomadapi.Job, error) {
 	}
 	job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src)})
 	if err != nil {
-		return nil, fmt.Errorf("Nomad at %s: %w", cfg.Address, err)
+		return nil, fmt.Errorf("nomad at %s: %w", cfg.Address, err)
 	}
 	if job == nil || job.ID == nil {
-		return nil, errors.New("Nomad at " + cfg.Address + " returned no job")
+		return nil, errors.New("nomad at " + cfg.Address + " returned no job")
 	}
 	return job, nil
 }
