@@ -376,8 +376,8 @@ func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
 	if a.dryRun {
 		for _, act := range p.Actions {
 			if act.Action != plan.ActionWait {
-				a.log.Info("dry run: plan action", "action", act.Action, "job", act.Namespace+"/"+act.Job, "group", act.Group,
-					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For, "reason", act.Reason)
+				a.log.Info("dry run: plan action", "action", act.Action, "namespace", act.Namespace, "job", act.Job, "group", act.Group,
+					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For.String(), "reason", act.Reason)
 			}
 		}
 	}

@@ -102,7 +102,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	}
 	// Every preemption is recorded (L8).
 	rec := a.Recorder.List()
-	if len(rec) != 2 || rec[0].Alloc != allocC1 || rec[0].Claimant != "workspace-b/training/worker" || rec[0].GPUs != 2 ||
+	if len(rec) != 2 || rec[0].Alloc != allocC1 || rec[0].Claimant != (plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}) || rec[0].GPUs != 2 ||
 		rec[0].Rule != plan.RuleChild || rec[0].Namespace != "workspace-c" {
 		t.Fatalf("record = %+v", rec)
 	}

@@ -16,7 +16,7 @@ import (
 // for a claimant the broker cannot name (it was stopped before a restart,
 // or by someone else): the core never chooses it again and gives its GPUs
 // to nobody until it is gone.
-const UnknownClaimant = "unknown/unknown/unknown"
+var UnknownClaimant = plan.GroupKey{Namespace: "unknown", Job: "unknown", Group: "unknown"}
 
 // DefaultHoldingPool is the node pool with no nodes that governed jobs wait
 // in (DESIGN §5).
@@ -31,9 +31,8 @@ type BuildInput struct {
 	// Governed says which namespaces the broker governs; nil means every
 	// namespace bound in the quota tree.
 	Governed func(namespace string) bool
-	// Stopping maps allocations the broker stopped to their claimant
-	// ("namespace/job/group").
-	Stopping map[string]string
+	// Stopping maps allocations the broker stopped to their claimant.
+	Stopping map[string]plan.GroupKey
 	// Accepted says whether a job in a real pool was admitted by the broker
 	// (or was there when it started). A job in a real pool that is not
 	// accepted was registered straight into it and is checked as pending.

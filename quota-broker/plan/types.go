@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -25,6 +26,49 @@ func (t JobType) Valid() bool {
 		return true
 	}
 	return false
+}
+
+// JobKey names a Nomad job: its namespace and job ID. It is a value, never
+// a joined string: the IDs of Nomad's periodic and dispatched child jobs
+// ("batch/periodic-1700000000", "render/dispatch-1700000000-3f2a") contain
+// "/", so "namespace/job" cannot be split back.
+type JobKey struct {
+	Namespace string `json:"namespace"`
+	Job       string `json:"job"`
+}
+
+// String renders the key as "namespace/job" for messages and logs only;
+// it is not parsed back.
+func (k JobKey) String() string { return k.Namespace + "/" + k.Job }
+
+// Compare orders keys by namespace, then job ID (DESIGN L3's last tie
+// break); it returns -1, 0 or +1 as cmp.Compare does.
+func (k JobKey) Compare(o JobKey) int {
+	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Job, o.Job))
+}
+
+// GroupKey names a task group of a Nomad job: the claimant of a stop
+// (DESIGN L6). Group names, like job IDs, may contain "/". In JSON it is
+// the object {"namespace": ..., "job": ..., "group": ...}.
+type GroupKey struct {
+	Namespace string `json:"namespace"`
+	Job       string `json:"job"`
+	Group     string `json:"group"`
+}
+
+// JobKey returns the key of the group's job.
+func (k GroupKey) JobKey() JobKey { return JobKey{Namespace: k.Namespace, Job: k.Job} }
+
+// IsZero reports whether k is the zero key (no claimant).
+func (k GroupKey) IsZero() bool { return k == GroupKey{} }
+
+// String renders the key as "namespace/job/group" for messages and logs
+// only; it is not parsed back.
+func (k GroupKey) String() string { return k.Namespace + "/" + k.Job + "/" + k.Group }
+
+// Compare orders keys by namespace, job ID, then group name.
+func (k GroupKey) Compare(o GroupKey) int {
+	return cmp.Or(k.JobKey().Compare(o.JobKey()), cmp.Compare(k.Group, o.Group))
 }
 
 // GPU is one GPU device instance of a node.
@@ -60,17 +104,22 @@ type Allocation struct {
 	Elastic bool
 	// Reservation is the reservation ID the job names, if any.
 	Reservation string
-	// StoppingFor is the claimant ("namespace/job/group") the broker already
-	// stopped this allocation for, or "" (DESIGN L6).
-	StoppingFor string
+	// StoppingFor is the claimant the broker already stopped this
+	// allocation for, or the zero GroupKey (DESIGN L6).
+	StoppingFor GroupKey
 	StartedAt   time.Time
 }
 
 // GPUs is the number of GPUs the allocation holds (L2).
 func (a *Allocation) GPUs() int { return len(a.GPUIDs) }
 
-// JobKey returns "namespace/job".
-func (a *Allocation) JobKey() string { return a.Namespace + "/" + a.Job }
+// JobKey returns the key of the allocation's job.
+func (a *Allocation) JobKey() JobKey { return JobKey{Namespace: a.Namespace, Job: a.Job} }
+
+// GroupKey returns the key of the allocation's task group.
+func (a *Allocation) GroupKey() GroupKey {
+	return GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}
+}
 
 // Flex holds the flex-start settings of a pending group (DESIGN L11).
 type Flex struct {
@@ -100,11 +149,12 @@ type Pending struct {
 	Flex        *Flex // nil = not a flex request
 }
 
-// Key returns "namespace/job/group", the claimant name used in StoppingFor.
-func (p *Pending) Key() string { return p.Namespace + "/" + p.Job + "/" + p.Group }
+// Key returns the key of the group, the claimant named in StoppingFor and
+// in a stop's For.
+func (p *Pending) Key() GroupKey { return GroupKey{Namespace: p.Namespace, Job: p.Job, Group: p.Group} }
 
-// JobKey returns "namespace/job".
-func (p *Pending) JobKey() string { return p.Namespace + "/" + p.Job }
+// JobKey returns the key of the group's job.
+func (p *Pending) JobKey() JobKey { return JobKey{Namespace: p.Namespace, Job: p.Job} }
 
 // Reservation is a calendar booking of GPUs for a workspace (DESIGN L10).
 type Reservation struct {
@@ -171,9 +221,10 @@ type Action struct {
 	Count int      `json:"count,omitempty"` // allocations admitted or waiting
 	GPUs  int      `json:"gpus,omitempty"`  // GPUs stopped (stop) or per allocation (admit, wait)
 	Rule  Rule     `json:"rule"`
-	// For is the claimant ("namespace/job/group") a stop is for.
-	For    string `json:"for,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	// For is the claimant a stop is for (zero for other actions); in JSON
+	// an object {"namespace", "job", "group"}.
+	For    GroupKey `json:"for,omitzero"`
+	Reason string   `json:"reason,omitempty"`
 }
 
 // Usage is a quota node's accounting after the plan (DESIGN L4, L9). All

@@ -294,11 +294,9 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 			ref.holder = i + 1
 			c.gpus[id] = ref
 		}
-		if w.StoppingFor != "" {
-			parts := strings.SplitN(w.StoppingFor, "/", 3)
-			if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-				return nil, errf(path+".stopping_for", "%s is not a claimant of the form \"namespace/job/group\"", quoteShort(w.StoppingFor))
-			}
+		stoppingFor, err := claimant(path+".stopping_for", w.StoppingFor)
+		if err != nil {
+			return nil, err
 		}
 		started, err := parseTime(path+".started_at", w.StartedAt)
 		if err != nil {
@@ -324,7 +322,7 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 			Type: typ, Priority: int(w.Priority), Node: w.Node,
 			GPUIDs: append([]string{}, w.GPUIDs...),
 			Idle:   w.Idle, Elastic: w.Elastic, Reservation: w.Reservation,
-			StoppingFor: w.StoppingFor, StartedAt: started,
+			StoppingFor: stoppingFor, StartedAt: started,
 		})
 	}
 	return out, nil
@@ -518,6 +516,28 @@ func (c *converter) within(name string, q *quota.Node) bool {
 		}
 	}
 	return false
+}
+
+// claimant converts a claimant reference. The object form needs its three
+// keys non-empty; the older string form "namespace/job/group" must have
+// exactly three non-empty parts, so an ID or group name that contains "/"
+// (a periodic or dispatched child job) can only be given as an object.
+func claimant(path string, w wireClaimant) (plan.GroupKey, error) {
+	if w.Key != nil {
+		if err := nonEmpty(path, "namespace", w.Key.Namespace, "job", w.Key.Job, "group", w.Key.Group); err != nil {
+			return plan.GroupKey{}, err
+		}
+		return plan.GroupKey{Namespace: w.Key.Namespace, Job: w.Key.Job, Group: w.Key.Group}, nil
+	}
+	if w.Text == "" {
+		return plan.GroupKey{}, nil
+	}
+	parts := strings.Split(w.Text, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return plan.GroupKey{}, errf(path, "%s is not a claimant of the form \"namespace/job/group\" (three non-empty parts; "+
+			"a job ID or group with \"/\" needs the object form {\"namespace\": ..., \"job\": ..., \"group\": ...})", quoteShort(w.Text))
+	}
+	return plan.GroupKey{Namespace: parts[0], Job: parts[1], Group: parts[2]}, nil
 }
 
 // nonEmpty checks pairs of (key, value) for empty strings.
