@@ -93,7 +93,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	}
 	sort.Strings(errs)
 	want := []string{`bad-idle: job meta gputide_idle = "maybe": want "true" or "false"`,
-		`bad-maxrun: job meta gputide_flex_max_run = "-1h": must be positive`}
+		`bad-maxrun: job meta gputide_flex_max_run = "-1h": must be more than 0`}
 	if strings.Join(errs, "|") != strings.Join(want, "|") {
 		t.Fatalf("meta errors = %q", errs)
 	}

@@ -140,7 +140,7 @@ func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
 	if got := b.Jobs["workspace-c/bad-idle"].MetaErr.Error(); got != `job meta gputide_idle = "maybe": want "true" or "false"` {
 		t.Fatalf("bad-idle error = %q", got)
 	}
-	if got := b.Jobs["workspace-c/bad-maxrun"].MetaErr.Error(); got != `job meta gputide_flex_max_run = "-1h": must be positive` {
+	if got := b.Jobs["workspace-c/bad-maxrun"].MetaErr.Error(); got != `job meta gputide_flex_max_run = "-1h": must be more than 0` {
 		t.Fatalf("bad-maxrun error = %q", got)
 	}
 	// The core agrees: workspace-b/training waits, naming the quota and numbers.

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"cmp"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -122,13 +124,69 @@ func (a *Allocation) GroupKey() GroupKey {
 }
 
 // Flex holds the flex-start settings of a pending group (DESIGN L11).
+// Check holds their rule; a snapshot whose flex settings fail it does not
+// pass Validate, and the planner trusts them.
 type Flex struct {
-	MaxWait time.Duration // at most MaxFlexWait
-	MaxRun  time.Duration // 0 = unbounded
+	MaxWait time.Duration // 0 < MaxWait <= MaxFlexWait; DefaultFlexWait when the job sets none
+	MaxRun  time.Duration // 0 < MaxRun <= MaxFlexRun; required
 }
 
-// MaxFlexWait is the largest (and default) flex max_wait (DESIGN L11: 168h).
-const MaxFlexWait = 168 * time.Hour
+// The flex limits (DESIGN L11): max_wait defaults to and may not exceed
+// 168h; max_run is required, more than 0 and at most 168h.
+const (
+	MaxFlexWait     = 168 * time.Hour
+	DefaultFlexWait = MaxFlexWait
+	MaxFlexRun      = 168 * time.Hour
+)
+
+// FlexError is a flex setting that breaks DESIGN L11. Key is "max_wait"
+// or "max_run"; Problem says what is wrong with Value, without it (see
+// Message).
+type FlexError struct {
+	Key     string
+	Value   time.Duration
+	Missing bool // the key is required and not given
+	Problem string
+}
+
+func (e *FlexError) Error() string { return e.Key + ": " + e.Message(strconv.Quote(e.Value.String())) }
+
+// Message is the problem with the value written as value (a reader quotes
+// the text it read, such as "11520m").
+func (e *FlexError) Message(value string) string {
+	if e.Missing {
+		return e.Problem
+	}
+	return value + " " + e.Problem
+}
+
+// Check returns a *FlexError when f breaks DESIGN L11, else nil. The
+// readers of flex settings (the snapshot decoder, the Nomad adapter's job
+// meta) fill MaxWait with DefaultFlexWait when the job gives none.
+func (f *Flex) Check() error {
+	switch {
+	case f.MaxWait <= 0:
+		return &FlexError{Key: "max_wait", Value: f.MaxWait, Problem: "must be more than 0 (leave max_wait out for the default 168h)"}
+	case f.MaxWait > MaxFlexWait:
+		return &FlexError{Key: "max_wait", Value: f.MaxWait, Problem: "is above the maximum of 168h"}
+	case f.MaxRun == 0:
+		return &FlexError{Key: "max_run", Missing: true, Problem: "missing: a flex request needs max_run (more than 0, at most 168h)"}
+	case f.MaxRun < 0:
+		return &FlexError{Key: "max_run", Value: f.MaxRun, Problem: "must be more than 0"}
+	case f.MaxRun > MaxFlexRun:
+		return &FlexError{Key: "max_run", Value: f.MaxRun, Problem: "is above the maximum of 168h"}
+	}
+	return nil
+}
+
+// String renders the settings for messages and comparison: "flex
+// {max_wait 24h0m0s, max_run 4h0m0s}", or "no flex" for nil.
+func (f *Flex) String() string {
+	if f == nil {
+		return "no flex"
+	}
+	return fmt.Sprintf("flex {max_wait %s, max_run %s}", f.MaxWait, f.MaxRun)
+}
 
 // Pending is a task group with allocations still to place.
 type Pending struct {

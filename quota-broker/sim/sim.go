@@ -580,8 +580,9 @@ func (s *sim) record(e Event) {
 }
 
 // gangFlex makes a gang all-or-nothing: a flex request with the longest
-// wait and no max_run (DESIGN L11).
-var gangFlex = &plan.Flex{MaxWait: plan.MaxFlexWait}
+// wait and the longest max_run (DESIGN L11 requires one; the simulator
+// does not stop a gang at its max_run).
+var gangFlex = &plan.Flex{MaxWait: plan.MaxFlexWait, MaxRun: plan.MaxFlexRun}
 
 // snapshot builds the planner's view of the modelled cluster.
 func (s *sim) snapshot() *plan.Snapshot {
@@ -610,7 +611,7 @@ func (s *sim) snapshot() *plan.Snapshot {
 			p := plan.Pending{Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
 				Count: m, GPUs: sp.GPUs, Model: sp.Model, Datacenters: sp.Datacenters, NodePool: sp.NodePool,
 				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC()}
-			if sp.Gang {
+			if sp.Gang && !sp.Idle { // an idle job cannot be a flex request (L11)
 				p.Flex = gangFlex
 			}
 			snap.Pending = append(snap.Pending, p)
@@ -629,6 +630,9 @@ func (s *sim) plan() error {
 	if len(snap.Pending) == 0 {
 		// Nothing is waiting: a plan has no claimant to act for.
 		return nil
+	}
+	if err := snap.Validate(); err != nil {
+		return fmt.Errorf("the simulated snapshot at %s breaks a rule: %w", s.fmt(s.now), err)
 	}
 	p, err := s.policy.Plan(snap)
 	s.res.Plans++

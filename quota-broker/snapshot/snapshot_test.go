@@ -47,7 +47,7 @@ const base = `{
                "flex": {"max_wait": "1440m", "max_run": "4h"}},
               {"namespace": "workspace-b", "job": "big", "group": "g", "type": "batch",
                "priority": 50, "count": 1, "gpus": 2, "submitted_at": "2026-12-01T07:00:00Z",
-               "flex": {}}],
+               "flex": {"max_run": "2h"}}],
   "reservations": [{"id": "r-1", "namespace": "workspace-b", "quota": "Quota1.1", "gpus": 2,
                     "start": "2026-12-01T00:00:00Z", "end": "2026-12-08T00:00:00Z"}]
 }`
@@ -106,7 +106,7 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 				Flex: &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}},
 			{Namespace: "workspace-b", Job: "big", Group: "g", Type: plan.JobBatch, Priority: 50,
 				Count: 1, GPUs: 2, SubmittedAt: mustTime(t, "2026-12-01T07:00:00Z"),
-				Flex: &plan.Flex{MaxWait: 168 * time.Hour}},
+				Flex: &plan.Flex{MaxWait: 168 * time.Hour, MaxRun: 2 * time.Hour}},
 		},
 		Reservations: []plan.Reservation{
 			{ID: "r-1", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 2,
@@ -274,7 +274,7 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			`pending[2].flex.max_wait: "11520m" is above the maximum of 168h`},
 		{"a zero max_wait is rejected",
 			func(m map[string]any) { at(m, "pending", 2, "flex")["max_wait"] = "0s" },
-			`pending[2].flex.max_wait: "0s" must be positive (leave max_wait out for the default 168h)`},
+			`pending[2].flex.max_wait: "0s" must be more than 0 (leave max_wait out for the default 168h)`},
 		{"a bad max_run is rejected",
 			func(m map[string]any) { at(m, "pending", 2, "flex")["max_run"] = "4 hours" },
 			`pending[2].flex.max_run: "4 hours" is not a Go duration (such as "90s", "10m" or "1h30m")`},
