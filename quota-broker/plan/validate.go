@@ -195,14 +195,15 @@ type checker struct {
 	gpus   map[string]gpuRef      // GPU ID -> where, GPUs of nodes that passed
 }
 
+// gpuRef is where a GPU is: 12 bytes, so that the index of a cluster's
+// GPUs stays small next to the snapshot itself.
 type gpuRef struct {
-	node   string // node ID
-	ni, gi int    // nodes[ni].gpus[gi]
-	holder int    // 1 + the index of the allocation holding it, or 0
+	ni, gi int32 // nodes[ni].gpus[gi]
+	holder int32 // 1 + the index of the allocation holding it, or 0
 }
 
-func gpuPath(ni, gi int) string {
-	return "nodes[" + strconv.Itoa(ni) + "].gpus[" + strconv.Itoa(gi) + "].id"
+func gpuPath(ni, gi int32) string {
+	return "nodes[" + strconv.Itoa(int(ni)) + "].gpus[" + strconv.Itoa(int(gi)) + "].id"
 }
 
 // fatal checks the time, the tree (L1) and the settings.
@@ -272,9 +273,9 @@ func (c *checker) node(i int) *Fault {
 	for k, g := range n.GPUs {
 		var f *Fault
 		if g.ID == "" {
-			f = bad(gpuPath(i, k), "must not be empty")
+			f = bad(gpuPath(int32(i), int32(k)), "must not be empty")
 		} else if prev, dup := c.gpus[g.ID]; dup {
-			f = bad(gpuPath(i, k), "GPU %s is listed twice (also %s)", Quote(g.ID), gpuPath(prev.ni, prev.gi))
+			f = bad(gpuPath(int32(i), int32(k)), "GPU %s is listed twice (also %s)", Quote(g.ID), gpuPath(prev.ni, prev.gi))
 		}
 		if f != nil {
 			for _, x := range n.GPUs[:k] { // the node is left out with its GPUs
@@ -282,7 +283,7 @@ func (c *checker) node(i int) *Fault {
 			}
 			return f
 		}
-		c.gpus[g.ID] = gpuRef{node: n.ID, ni: i, gi: k}
+		c.gpus[g.ID] = gpuRef{ni: int32(i), gi: int32(k)}
 	}
 	c.nodeAt[n.ID] = i
 	return nil
@@ -366,9 +367,9 @@ func (c *checker) book(i int, path string, bad func(p, format string, args ...an
 		switch {
 		case !ok:
 			f = bad(gpath, "GPU %s is not on node %s (no node has it)", Quote(id), Quote(a.Node))
-		case ref.node != a.Node:
-			f = bad(gpath, "GPU %s is not on node %s (it is on node %s)", Quote(id), Quote(a.Node), Quote(ref.node))
-		case ref.holder == i+1:
+		case c.s.Nodes[ref.ni].ID != a.Node:
+			f = bad(gpath, "GPU %s is not on node %s (it is on node %s)", Quote(id), Quote(a.Node), Quote(c.s.Nodes[ref.ni].ID))
+		case ref.holder == int32(i+1):
 			f = bad(gpath, "GPU %s is listed twice in this allocation", Quote(id))
 		case ref.holder != 0:
 			f = bad(gpath, "GPU %s is used twice (also by allocations[%d])", Quote(id), ref.holder-1)
@@ -377,7 +378,7 @@ func (c *checker) book(i int, path string, bad func(p, format string, args ...an
 			c.unbook(i, a.GPUIDs[:k])
 			return f
 		}
-		ref.holder = i + 1
+		ref.holder = int32(i + 1)
 		c.gpus[id] = ref
 	}
 	return nil
@@ -386,7 +387,7 @@ func (c *checker) book(i int, path string, bad func(p, format string, args ...an
 // unbook releases the GPUs ids that allocations[i] booked.
 func (c *checker) unbook(i int, ids []string) {
 	for _, id := range ids {
-		if ref, ok := c.gpus[id]; ok && ref.holder == i+1 {
+		if ref, ok := c.gpus[id]; ok && ref.holder == int32(i+1) {
 			ref.holder = 0
 			c.gpus[id] = ref
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -61,24 +62,68 @@ func Decode(r io.Reader) (*plan.Snapshot, error) {
 		// (/dev/zero) or huge (a binary file).
 		return Unmarshal(head)
 	}
-	data, err := io.ReadAll(io.LimitReader(br, int64(maxSize)+1))
+	data, err := readAll(br, sizeHint(r))
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > maxSize {
 		return nil, &Error{Message: fmt.Sprintf("the input is larger than %d MiB, the most a snapshot may be", maxSize>>20)}
 	}
-	return Unmarshal(data)
+	w, err := decodeWire(&data)
+	if err != nil {
+		return nil, err
+	}
+	return convert(w)
+}
+
+// sizeHint is the size of r when it is a regular file (os.File), else 0.
+func sizeHint(r io.Reader) int {
+	st, ok := r.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return 0
+	}
+	fi, err := st.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > int64(maxSize) {
+		return 0
+	}
+	return int(fi.Size())
+}
+
+// readAll reads r up to maxSize+1 bytes into a buffer of size hint+1 when
+// the size is known, so that a large file is not copied through doubling
+// buffers (which would hold up to three times its size at once).
+func readAll(r io.Reader, hint int) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(r, int64(maxSize)+1))
+	return buf.Bytes(), err
 }
 
 // Unmarshal is Decode for a document held in memory (of any size).
 func Unmarshal(data []byte) (*plan.Snapshot, error) {
-	var w wireSnapshot
-	if err := decodeStrict(data, &w); err != nil {
+	w, err := decodeWire(&data)
+	if err != nil {
 		return nil, err
 	}
+	return convert(w)
+}
+
+// decodeWire reads the document into its wire form and clears *data: the
+// wire form holds copies of its strings, so the text can be collected
+// while the snapshot is converted and checked.
+func decodeWire(data *[]byte) (*wireSnapshot, error) {
+	w := &wireSnapshot{}
+	err := decodeStrict(*data, w)
+	*data = nil
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// convert turns the wire form into a checked snapshot.
+func convert(w *wireSnapshot) (*plan.Snapshot, error) {
 	c := converter{}
-	s, err := c.snapshot(&w)
+	s, err := c.snapshot(w)
 	if err != nil {
 		return nil, err
 	}
@@ -122,13 +167,18 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 			}
 		}
 	}
-	s.Nodes = c.nodeList(w.Nodes)
+	// Each wire list is let go once converted, so that the garbage
+	// collector may take it back while the next one is converted: the
+	// peak is then one list in both forms, not the whole document.
+	s.Nodes, w.Nodes = c.nodeList(w.Nodes), nil
 	if s.Allocations, err = c.allocations(w.Allocations); err != nil {
 		return nil, err
 	}
+	w.Allocations = nil
 	if s.Pending, err = c.pending(w.Pending); err != nil {
 		return nil, err
 	}
+	w.Pending = nil
 	if s.Reservations, err = c.reservations(w.Reservations); err != nil {
 		return nil, err
 	}
