@@ -45,8 +45,8 @@ type Actor struct {
 
 	mu       sync.Mutex
 	stopping map[string]plan.GroupKey // alloc ID -> claimant
-	accepted map[string]bool          // jobs in a real pool the broker let run
-	reasons  map[string]string        // last logged wait reason per job
+	accepted map[plan.JobKey]bool     // jobs in a real pool the broker let run
+	reasons  map[plan.JobKey]string   // last logged wait reason per job
 	// lastDeferred is the number of stops deferred by the last Execute.
 	lastDeferred int
 }
@@ -99,7 +99,7 @@ func (a *Actor) Forget(s *State) {
 
 // Accepted reports whether the job in a real pool was admitted by the
 // broker or was running when it started.
-func (a *Actor) Accepted(key string) bool {
+func (a *Actor) Accepted(key plan.JobKey) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.accepted[key]
@@ -112,7 +112,7 @@ func (a *Actor) AcceptRunning(b *Build) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.accepted == nil {
-		a.accepted = map[string]bool{}
+		a.accepted = map[plan.JobKey]bool{}
 	}
 	for k, v := range b.Jobs {
 		if !v.Holding {
@@ -134,11 +134,11 @@ func (a *Actor) Observe(b *Build) {
 	}
 }
 
-func (a *Actor) accept(k string) {
+func (a *Actor) accept(k plan.JobKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.accepted == nil {
-		a.accepted = map[string]bool{}
+		a.accepted = map[plan.JobKey]bool{}
 	}
 	a.accepted[k] = true
 }
@@ -196,7 +196,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 				"stopping", len(b.UnknownStopping), "deferred_stops", out.Deferred)
 		}
 	}
-	moved := map[string]bool{}
+	moved := map[plan.JobKey]bool{}
 	for _, act := range p.Actions {
 		if act.Action != plan.ActionStop || skip[act.For] {
 			continue
@@ -209,10 +209,10 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 		out.Stopped++
 	}
 
-	admitted := map[string]bool{}
+	admitted := map[plan.JobKey]bool{}
 	var admits []*JobView
 	for _, act := range p.Actions {
-		k := act.Namespace + "/" + act.Job
+		k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
 		if act.Action != plan.ActionAdmit || admitted[k] || skip[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}] {
 			continue
 		}
@@ -224,7 +224,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 		switch {
 		case v.Direct:
 			a.accept(k)
-			a.Logger.Info("accepted a job registered straight into its pool", "job", k, "pool", v.Pool, "reason", act.Reason)
+			a.Logger.Info("accepted a job registered straight into its pool", "job", k.String(), "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
 			admits = append(admits, v)
 		}
@@ -245,11 +245,11 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 		omu.Unlock()
 	})
 
-	waited := map[string]bool{}
+	waited := map[plan.JobKey]bool{}
 	var metaJobs []*JobView
-	metaText := map[string][2]string{}
+	metaText := map[plan.JobKey][2]string{}
 	for _, act := range p.Actions {
-		k := act.Namespace + "/" + act.Job
+		k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
 		v := b.Jobs[k]
 		if v == nil || admitted[k] || waited[k] {
 			continue
@@ -280,7 +280,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 			}
 		}
 	}
-	keys := slices.Sorted(maps.Keys(b.Jobs))
+	keys := slices.SortedFunc(maps.Keys(b.Jobs), plan.JobKey.Compare)
 	for _, k := range keys {
 		v := b.Jobs[k]
 		if v.MetaErr == nil {
@@ -316,17 +316,17 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 }
 
 // logWait logs a job's wait reason when it changed since the last time.
-func (a *Actor) logWait(k string, act plan.Action) {
+func (a *Actor) logWait(k plan.JobKey, act plan.Action) {
 	a.mu.Lock()
 	if a.reasons == nil {
-		a.reasons = map[string]string{}
+		a.reasons = map[plan.JobKey]string{}
 	}
 	text := string(act.Rule) + ": " + act.Reason
 	changed := a.reasons[k] != text
 	a.reasons[k] = text
 	a.mu.Unlock()
 	if changed {
-		a.Logger.Info("job waits", "job", k, "rule", act.Rule, "reason", act.Reason)
+		a.Logger.Info("job waits", "job", k.String(), "rule", act.Rule, "reason", act.Reason)
 	}
 }
 
@@ -355,14 +355,14 @@ func (a *Actor) parallel(jobs []*JobView, fn func(*JobView)) {
 
 // preempt moves the victim's job to the holding pool (once per job per
 // Execute), waits for the answer, and stops the allocation.
-func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[string]bool) error {
-	k := act.Namespace + "/" + act.Job
+func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[plan.JobKey]bool) error {
+	k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
 	v := b.Jobs[k]
 	if v == nil {
 		return fmt.Errorf("failed to preempt allocation %s: job %s is not known", act.Alloc, k)
 	}
 	if a.DryRun {
-		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For.String(), "rule", act.Rule, "reason", act.Reason)
+		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k.String(), "gpus", act.GPUs, "claimant", act.For.String(), "rule", act.Rule, "reason", act.Reason)
 		return nil
 	}
 	if !moved[k] && !v.Holding {
@@ -396,7 +396,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 		a.Metrics.Preemptions.WithLabelValues(string(act.Rule), act.Namespace, act.For.Namespace).Inc()
 		a.Metrics.PreemptedGPUs.WithLabelValues(string(act.Rule)).Add(float64(act.GPUs))
 	}
-	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k, "node", act.Node, "gpus", act.GPUs,
+	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k.String(), "node", act.Node, "gpus", act.GPUs,
 		"claimant", act.For.String(), "rule", act.Rule, "reason", act.Reason)
 	return nil
 }
@@ -405,7 +405,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 // broker's status meta when the job has no live allocation.
 func (a *Actor) admit(ctx context.Context, v *JobView) error {
 	if a.DryRun {
-		a.Logger.Info("dry run: would admit", "job", v.Key, "pool", v.Options.Pool)
+		a.Logger.Info("dry run: would admit", "job", v.Key.String(), "pool", v.Options.Pool)
 		return nil
 	}
 	var meta map[string]*string
@@ -417,16 +417,16 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 	}
 	a.accept(v.Key)
 	if a.Metrics != nil {
-		a.Metrics.Admissions.WithLabelValues(namespaceOf(v.Key)).Inc()
+		a.Metrics.Admissions.WithLabelValues(v.Key.Namespace).Inc()
 	}
-	a.Logger.Debug("admitted", "job", v.Key, "pool", v.Options.Pool)
+	a.Logger.Debug("admitted", "job", v.Key.String(), "pool", v.Options.Pool)
 	return nil
 }
 
 // suspend moves a job to the holding pool and stops its live allocations.
 func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) error {
 	if a.DryRun {
-		a.Logger.Info("dry run: would suspend", "job", v.Key, "reason", reason)
+		a.Logger.Info("dry run: would suspend", "job", v.Key.String(), "reason", reason)
 		return nil
 	}
 	if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
@@ -436,9 +436,9 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) error {
 	delete(a.accepted, v.Key)
 	a.mu.Unlock()
 	if a.Metrics != nil {
-		a.Metrics.Suspensions.WithLabelValues(namespaceOf(v.Key)).Inc()
+		a.Metrics.Suspensions.WithLabelValues(v.Key.Namespace).Inc()
 	}
-	ns, id := splitKey(v.Key)
+	ns, id := v.Key.Namespace, v.Key.Job
 	var errs []error
 	for _, al := range a.State.Allocs() {
 		if al.Namespace != ns || al.JobID != id || !al.Live() || al.Stopping() {
@@ -451,19 +451,19 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) error {
 		}
 		a.State.markStopping(al.ID)
 	}
-	a.Logger.Info("suspended a job registered straight into a pool", "job", v.Key, "reason", reason)
+	a.Logger.Info("suspended a job registered straight into a pool", "job", v.Key.String(), "reason", reason)
 	return errors.Join(errs...)
 }
 
 // expire stops a flex request that waited too long and says so in its meta.
 func (a *Actor) expire(ctx context.Context, v *JobView, reason string) error {
 	if a.DryRun {
-		a.Logger.Info("dry run: would expire", "job", v.Key, "reason", reason)
+		a.Logger.Info("dry run: would expire", "job", v.Key.String(), "reason", reason)
 		return nil
 	}
 	_, err := a.writeStatus(ctx, v, StatusExpired, "L11: "+reason, true)
 	if err == nil {
-		a.Logger.Info("flex request expired", "job", v.Key, "reason", reason)
+		a.Logger.Info("flex request expired", "job", v.Key.String(), "reason", reason)
 	}
 	return err
 }
@@ -479,7 +479,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 		return false, nil
 	}
 	if a.DryRun {
-		a.Logger.Info("dry run: would write job status", "job", v.Key, "status", status, "reason", reason)
+		a.Logger.Info("dry run: would write job status", "job", v.Key.String(), "status", status, "reason", reason)
 		return false, nil
 	}
 	meta := map[string]*string{MetaStatus: &status, MetaReason: &reason}
@@ -496,7 +496,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 // refuses to change the meta of a job with live allocations: that would be
 // a destructive update.
 func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[string]*string, stop bool) (*api.Job, error) {
-	ns, id := splitKey(v.Key)
+	ns, id := v.Key.Namespace, v.Key.Job
 	j, _, err := a.Client.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
 	if err != nil {
 		return nil, err
@@ -543,11 +543,11 @@ func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[
 	return j, nil
 }
 
-func (a *Actor) liveAllocs(key string) int {
+func (a *Actor) liveAllocs(key plan.JobKey) int {
 	if a.State == nil {
 		return 0
 	}
-	ns, id := splitKey(key)
+	ns, id := key.Namespace, key.Job
 	n := 0
 	for _, al := range a.State.Allocs() {
 		if al.Namespace == ns && al.JobID == id && al.Live() {
@@ -555,9 +555,4 @@ func (a *Actor) liveAllocs(key string) int {
 		}
 	}
 	return n
-}
-
-func namespaceOf(key string) string {
-	ns, _ := splitKey(key)
-	return ns
 }

@@ -34,7 +34,7 @@ func newActor(f *fakeNomad, s *State) (*Actor, *syncBuffer) {
 func planFor(t *testing.T, s *State, a *Actor, tree *quota.Node) (*plan.Plan, *Build) {
 	t.Helper()
 	b := s.Build(BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
-		Stopping: a.Stopping(), Accepted: func(string) bool { return true }})
+		Stopping: a.Stopping(), Accepted: func(plan.JobKey) bool { return true }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 			t.Fatalf("second plan stops again: %+v", act)
 		}
 	}
-	if v := b2.Jobs["workspace-c/training"]; !v.Holding {
+	if v := b2.Jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]; !v.Holding {
 		t.Fatal("the victim's job is not in the holding pool in the broker's state")
 	}
 }
@@ -163,7 +163,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 	// quota (C) is now 1 GPU, so L3 does not admit its 4.
 	tree := claimTree()
 	tree.Children[0].GPUs = 1
-	b := s.Build(BuildInput{Now: at(t), Quota: tree, Accepted: func(k string) bool { return k != "workspace-c/training" }})
+	b := s.Build(BuildInput{Now: at(t), Quota: tree, Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 func TestRegisterRefusesMetaOnAJobWithLiveAllocations(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	v := &JobView{Key: "workspace-a/inference"}
+	v := &JobView{Key: plan.JobKey{Namespace: "workspace-a", Job: "inference"}}
 	status := "x"
 	_, err := a.register(context.Background(), v, "", map[string]*string{MetaStatus: &status}, false)
 	if err == nil || !strings.Contains(err.Error(), "1 live allocations") {
@@ -222,10 +222,10 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 	j.ID, j.Name = &id, &id
 	j.Meta = map[string]string{MetaPool: "default"}
 	j.TaskGroups[0].Tasks[0].Resources.Devices = nil
-	s.jobs["workspace-b/web"] = &j
+	s.jobs[plan.JobKey{Namespace: "workspace-b", Job: "web"}] = &j
 	a, _ := newActor(f, s)
 	p, b := planFor(t, s, a, e2eTree())
-	if len(b.NoGPU) != 1 || b.NoGPU[0] != "workspace-b/web" {
+	if len(b.NoGPU) != 1 || b.NoGPU[0] != (plan.JobKey{Namespace: "workspace-b", Job: "web"}) {
 		t.Fatalf("NoGPU = %v", b.NoGPU)
 	}
 	f.files["/v1/job/web?namespace=workspace-b"] = "job-workspace-b-training.json"
@@ -242,11 +242,11 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 func TestEnforceMaxRunStopsAFlexRequestThatRanOut(t *testing.T) {
 	f, s := listRecorded(t)
 	a, log := newActor(f, s)
-	j := *s.jobs["workspace-c/training"]
+	j := *s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]
 	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
-	s.jobs["workspace-c/training"] = &j
-	b := s.Build(BuildInput{Quota: e2eTree(), Accepted: func(string) bool { return true }})
-	start := a.firstStart("workspace-c/training")
+	s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}] = &j
+	b := s.Build(BuildInput{Quota: e2eTree(), Accepted: func(plan.JobKey) bool { return true }})
+	start := a.firstStart(plan.JobKey{Namespace: "workspace-c", Job: "training"})
 	if start.IsZero() {
 		t.Fatal("no start time")
 	}
@@ -255,7 +255,7 @@ func TestEnforceMaxRunStopsAFlexRequestThatRanOut(t *testing.T) {
 		t.Fatalf("due = %v, %v", due, err)
 	}
 	due, err := a.EnforceMaxRun(context.Background(), b, start.Add(61*time.Minute))
-	if err != nil || len(due) != 1 || due[0] != "workspace-c/training" {
+	if err != nil || len(due) != 1 || due[0] != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) {
 		t.Fatalf("due = %v, %v", due, err)
 	}
 	w := f.writes()

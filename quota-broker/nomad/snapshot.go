@@ -36,12 +36,12 @@ type BuildInput struct {
 	// Accepted says whether a job in a real pool was admitted by the broker
 	// (or was there when it started). A job in a real pool that is not
 	// accepted was registered straight into it and is checked as pending.
-	Accepted func(jobKey string) bool
+	Accepted func(job plan.JobKey) bool
 }
 
 // JobView is a governed job as the broker sees it.
 type JobView struct {
-	Key       string // "namespace/job"
+	Key       plan.JobKey
 	Job       *api.Job
 	Options   JobOptions
 	MetaErr   error // a bad gputide meta value; the job is left unadmitted
@@ -56,13 +56,13 @@ type JobView struct {
 // Build is a snapshot together with the job views it was made from.
 type Build struct {
 	Snapshot *plan.Snapshot
-	Jobs     map[string]*JobView // governed jobs by "namespace/job"
+	Jobs     map[plan.JobKey]*JobView // governed jobs
 	// UnknownStopping lists live allocations in governed namespaces that
 	// are being stopped for a claimant the broker cannot name.
 	UnknownStopping []string
 	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
 	// all: the quota does not concern them, so they are admitted at once.
-	NoGPU []string
+	NoGPU []plan.JobKey
 	// Left lists the nodes, allocations and pending jobs that break a rule
 	// of plan.Snapshot.Check, each with what is wrong: they are left out
 	// of Snapshot, and so of the plan; the caller reports them.
@@ -105,7 +105,7 @@ func (s *State) Build(in BuildInput) *Build {
 		return in.Governed == nil || in.Governed(ns)
 	}
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
-	b := &Build{Snapshot: snap, Jobs: map[string]*JobView{}}
+	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
 
 	nodeIDs := make([]string, 0, len(s.nodes))
 	for id, n := range s.nodes {
@@ -124,7 +124,7 @@ func (s *State) Build(in BuildInput) *Build {
 		snap.Nodes = append(snap.Nodes, pn)
 	}
 
-	live := map[string]map[string]int{} // job key -> group -> live allocations
+	live := map[plan.JobKey]map[string]int{} // job -> group -> live allocations
 	for _, a := range s.allocs {
 		if !a.Live() {
 			continue
@@ -135,7 +135,7 @@ func (s *State) Build(in BuildInput) *Build {
 		live[a.JobKey()][a.Group]++
 	}
 
-	keys := slices.Sorted(maps.Keys(s.jobs))
+	keys := slices.SortedFunc(maps.Keys(s.jobs), plan.JobKey.Compare)
 	for _, k := range keys {
 		j := s.jobs[k]
 		ns := nsOrDefault(str(j.Namespace))

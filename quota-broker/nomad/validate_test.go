@@ -34,7 +34,7 @@ func TestBuildLeavesOutItemsThatBreakASnapshotRule(t *testing.T) {
 		t.Fatal("no allocation holds GPUs of the node")
 	}
 	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
-		Stopping: map[string]plan.GroupKey{}, Accepted: func(string) bool { return true }})
+		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid != nil {
 		t.Fatalf("Invalid = %v; a bad node is not a fault of the tree", b.Invalid)
 	}
@@ -69,7 +69,7 @@ func TestBuildReportsAnInvalidTree(t *testing.T) {
 	tree := e2eTree()
 	tree.Children[0].GPUs = tree.GPUs + 1
 	b := s.Build(BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
-		Stopping: map[string]plan.GroupKey{}, Accepted: func(string) bool { return true }})
+		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid == nil || !strings.Contains(b.Invalid.Error(), "children's nominal GPUs sum to") {
 		t.Fatalf("Invalid = %v, want the L1 fault", b.Invalid)
 	}
