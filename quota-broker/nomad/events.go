@@ -236,11 +236,3 @@ func (s *State) fetchJob(ctx context.Context, c *api.Client, k plan.JobKey) erro
 	return nil
 }
 
-func splitKey(k string) (string, string) {
-	for i := 0; i < len(k); i++ {
-		if k[i] == '/' {
-			return k[:i], k[i+1:]
-		}
-	}
-	return "default", k
-}

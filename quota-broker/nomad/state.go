@@ -55,7 +55,7 @@ func (a *Alloc) Stopping() bool {
 	return a.Live() && (a.DesiredStatus == api.AllocDesiredStatusStop || a.DesiredStatus == api.AllocDesiredStatusEvict)
 }
 
-// JobKey returns "namespace/job".
+// JobKey returns the key of the allocation's job.
 func (a *Alloc) JobKey() plan.JobKey { return plan.JobKey{Namespace: a.Namespace, Job: a.JobID} }
 
 // State is the broker's copy of the Nomad state it plans on. Its methods
