@@ -235,4 +235,3 @@ func (s *State) fetchJob(ctx context.Context, c *api.Client, k plan.JobKey) erro
 	}
 	return nil
 }
-
