@@ -102,6 +102,9 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 			return JobOptions{}, &MetaError{k, v, "unknown gputide key (known: " + strings.Join(knownKeys, ", ") + ")"}
 		}
 	}
+	if hasFlex && o.Reservation != "" {
+		return JobOptions{}, &MetaError{MetaReservation, o.Reservation, "a flex request (gputide_flex_*) cannot name a reservation (L11)"}
+	}
 	if hasFlex {
 		if _, set := meta[MetaFlexMaxWait]; !set {
 			flex.MaxWait = plan.DefaultFlexWait

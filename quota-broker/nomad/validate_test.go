@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -72,5 +73,36 @@ func TestBuildReportsAnInvalidTree(t *testing.T) {
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid == nil || !strings.Contains(b.Invalid.Error(), "children's nominal GPUs sum to") {
 		t.Fatalf("Invalid = %v, want the L1 fault", b.Invalid)
+	}
+}
+
+// The job meta reader applies the core's flex rule (plan.Flex.Check,
+// DESIGN L11) and names the meta key and the value.
+func TestParseJobOptionsAppliesTheCoresFlexRule(t *testing.T) {
+	for _, tt := range []struct {
+		meta map[string]string
+		want string
+	}{
+		{map[string]string{MetaFlexMaxRun: "4h"}, ""},
+		{map[string]string{MetaFlexMaxWait: "24h"},
+			`job meta gputide_flex_max_run = "": missing or 0: a flex request needs max_run, more than 0 and at most 168h`},
+		{map[string]string{MetaFlexMaxWait: "169h", MetaFlexMaxRun: "1h"},
+			`job meta gputide_flex_max_wait = "169h": is above the maximum of 168h`},
+		{map[string]string{MetaFlexMaxRun: "200h"}, `job meta gputide_flex_max_run = "200h": is above the maximum of 168h`},
+		{map[string]string{MetaFlexMaxRun: "0s"}, `job meta gputide_flex_max_run = "0s": missing or 0: a flex request needs max_run, more than 0 and at most 168h`},
+		{map[string]string{MetaFlexMaxRun: "1h", MetaReservation: "r-1"},
+			`job meta gputide_reservation = "r-1": a flex request (gputide_flex_*) cannot name a reservation (L11)`},
+	} {
+		o, err := ParseJobOptions(tt.meta, DefaultHoldingPool)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("ParseJobOptions(%v) error = %q, want %q", tt.meta, got, tt.want)
+		}
+		if err == nil && (o.Flex == nil || o.Flex.MaxWait != plan.DefaultFlexWait || o.Flex.MaxRun != 4*time.Hour) {
+			t.Errorf("ParseJobOptions(%v) flex = %v, want max_wait 168h (the default), max_run 4h", tt.meta, o.Flex)
+		}
 	}
 }

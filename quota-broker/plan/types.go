@@ -170,7 +170,7 @@ func (f *Flex) Check() error {
 	case f.MaxWait > MaxFlexWait:
 		return &FlexError{Key: "max_wait", Value: f.MaxWait, Problem: "is above the maximum of 168h"}
 	case f.MaxRun == 0:
-		return &FlexError{Key: "max_run", Missing: true, Problem: "missing: a flex request needs max_run (more than 0, at most 168h)"}
+		return &FlexError{Key: "max_run", Missing: true, Problem: "missing or 0: a flex request needs max_run, more than 0 and at most 168h"}
 	case f.MaxRun < 0:
 		return &FlexError{Key: "max_run", Value: f.MaxRun, Problem: "must be more than 0"}
 	case f.MaxRun > MaxFlexRun:

@@ -93,7 +93,8 @@ func (f *Fault) Unwrap() []error {
 // idle and elastic flags as the other allocations of their job; pending
 // groups have names, a type and priority, count and GPUs in 1-quota.MaxGPUs
 // and a job asking for at most quota.MaxGPUs, datacenters non-empty and
-// listed once, flex settings within L11 and not on an idle job, and the
+// listed once, flex settings within L11 and not on an idle job or one
+// that names a reservation, and the
 // same job-level settings as the other groups of their job; reservations
 // have unique IDs, a known quota bound at or above their namespace,
 // positive GPUs and an end after their start.
@@ -453,6 +454,9 @@ func (c *checker) group(i int, groups map[GroupKey]int, jobs map[JobKey]*pending
 	if g.Flex != nil {
 		if g.Idle {
 			return bad(path+".flex", "an idle job (idle: true) cannot be a flex request")
+		}
+		if g.Reservation != "" {
+			return bad(path+".reservation", "%s: a flex request cannot name a reservation (L11)", Quote(g.Reservation))
 		}
 		if err := g.Flex.Check(); err != nil {
 			var fe *FlexError

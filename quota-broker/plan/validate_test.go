@@ -65,13 +65,17 @@ func TestValidateNamesTheFieldAndTheValue(t *testing.T) {
 		{"max_wait 0 (the planner used to cap it silently)", func(s *Snapshot) { s.Pending[0].Flex = &Flex{MaxRun: time.Hour} },
 			`pending[0].flex.max_wait: "0s" must be more than 0 (leave max_wait out for the default 168h)`},
 		{"no max_run", func(s *Snapshot) { s.Pending[0].Flex = &Flex{MaxWait: time.Hour} },
-			`pending[0].flex.max_run: missing: a flex request needs max_run (more than 0, at most 168h)`},
+			`pending[0].flex.max_run: missing or 0: a flex request needs max_run, more than 0 and at most 168h`},
 		{"max_run above 168h", func(s *Snapshot) { s.Pending[0].Flex = &Flex{MaxWait: time.Hour, MaxRun: 200 * time.Hour} },
 			`pending[0].flex.max_run: "200h0m0s" is above the maximum of 168h`},
 		{"an idle flex request", func(s *Snapshot) {
 			s.Pending[0].Idle = true
 			s.Pending[0].Flex = &Flex{MaxWait: time.Hour, MaxRun: time.Hour}
 		}, `pending[0].flex: an idle job (idle: true) cannot be a flex request`},
+		{"a flex request that names a reservation", func(s *Snapshot) {
+			s.Pending[0].Reservation = "r-1"
+			s.Pending[0].Flex = &Flex{MaxWait: time.Hour, MaxRun: time.Hour}
+		}, `pending[0].reservation: "r-1": a flex request cannot name a reservation (L11)`},
 		{"a priority out of range", func(s *Snapshot) { s.Allocations[0].Priority = 0 },
 			`allocations[0].priority: 0 is outside 1-100`},
 		{"allocations of one job that differ in idle", func(s *Snapshot) { s.Allocations[1].Idle = true },
