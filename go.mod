@@ -13,7 +13,6 @@ require (
 	github.com/hashicorp/nomad-autoscaler v0.5.0
 	github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a
 	github.com/prometheus/client_golang v1.25.0
-	github.com/ryanuber/columnize v2.1.2+incompatible
 	github.com/wcharczuk/go-chart/v2 v2.1.2
 	github.com/zclconf/go-cty v1.20.0
 	google.golang.org/grpc v1.85.0

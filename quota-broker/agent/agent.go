@@ -56,6 +56,9 @@ type Agent struct {
 	cycles     int
 	addr       string // the HTTP address actually bound
 	poolOK     bool   // the holding pool is known to exist (cycle goroutine only)
+	// left are the snapshot faults logged by the last cycle (cycle
+	// goroutine only): a fault is logged when it appears, not every cycle.
+	left map[string]bool
 }
 
 // Options are the run-time options of New.
@@ -323,6 +326,12 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.actor.AcceptRunning(b)
 		b = state.Build(in)
 	}
+	a.logLeft(b.Left)
+	if b.Invalid != nil {
+		a.log.Error("not acting: the quota tree or the settings are invalid (L12)", "error", b.Invalid)
+		a.setActing(false, b.Invalid.Error())
+		return
+	}
 	a.actor.Observe(b)
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
@@ -349,6 +358,21 @@ func (a *Agent) cycle(ctx context.Context) {
 			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),
 			"dry_run", a.dryRun)
 	}
+}
+
+// logLeft logs each item left out of the plan for breaking a snapshot
+// rule, once while it stays left out.
+func (a *Agent) logLeft(faults []*plan.Fault) {
+	now := make(map[string]bool, len(faults))
+	for _, f := range faults {
+		key := f.Item.String() + "\x00" + f.ID + "\x00" + f.Job.String() + "\x00" + f.Error()
+		now[key] = true
+		if !a.left[key] {
+			a.log.Warn("left out of the plan: it breaks a snapshot rule", "item", f.Item.String(), "id", f.ID,
+				"job", f.Job.String(), "path", f.Path, "problem", f.Message)
+		}
+	}
+	a.left = now
 }
 
 func (a *Agent) setActing(ok bool, why string) {
@@ -390,8 +414,8 @@ func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
 	if a.dryRun {
 		for _, act := range p.Actions {
 			if act.Action != plan.ActionWait {
-				a.log.Info("dry run: plan action", "action", act.Action, "job", act.Namespace+"/"+act.Job, "group", act.Group,
-					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For, "reason", act.Reason)
+				a.log.Info("dry run: plan action", "action", act.Action, "namespace", act.Namespace, "job", act.Job, "group", act.Group,
+					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For.String(), "reason", act.Reason)
 			}
 		}
 	}

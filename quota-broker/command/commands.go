@@ -1,6 +1,6 @@
 // Package command holds gputide's CLI commands, in the style of the nomad
 // CLI (github.com/hashicorp/cli): one type per command with Help, Synopsis
-// and Run, a shared Meta for input and output, tables drawn with columnize
+// and Run, a shared Meta for input and output, tables drawn by formatList
 // and a -json flag where a command prints data.
 //
 // The command registry is Commands, in this file: a new command is one

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -66,7 +67,7 @@ func ListAll(ctx context.Context, c *api.Client, governed func(namespace string)
 	for _, j := range jobs {
 		ns := nsOrDefault(j.Namespace)
 		if j.JobSummary != nil {
-			s.summaries[ns+"/"+j.ID] = j.JobSummary
+			s.summaries[plan.JobKey{Namespace: ns, Job: j.ID}] = j.JobSummary
 		}
 		if governed(ns) {
 			want = append(want, j)
