@@ -105,8 +105,8 @@ func addAsk(total, count, gpus int) int {
 }
 
 // entitlement checks DESIGN L3 for a non-idle job of node q asking for
-// gpus more GPUs. It returns "" when the job is entitled, or the reason it
-// is not, naming the quota and the numbers.
+// gpus more GPUs. It returns "" when the job is entitled, or the quota node
+// that binds it and the reason, naming the quota and the numbers.
 //
 //   - q's non-idle usage, debt included, plus gpus stays within q's nominal;
 //     when q has child-level preemption only q's own namespaces count, as its
@@ -114,24 +114,24 @@ func addAsk(total, count, gpus int) int {
 //   - for every ancestor a of q, a's non-idle subtree usage, debt excluded
 //     (debt never blocks the quota it was moved to), plus gpus stays within
 //     a's nominal.
-func (p *planner) entitlement(q *qnode, gpus int) string {
+func (p *planner) entitlement(q *qnode, gpus int) (bound, reason string) {
 	l := p.st.ledger
 	used, scope := l.nonIdle[q.index], ""
 	if q.node.ChildPreemption {
 		used, scope = l.ownNonIdle[q.index], " by its own namespaces"
 	}
 	if used+gpus > q.node.GPUs {
-		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
+		return q.node.Name, fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
 			shortfall(gpus, q.node.GPUs-used))
 	}
 	for _, a := range q.ancestors {
 		used := l.nonIdle[a.index] - l.debt[a.index]
 		if used+gpus > a.node.GPUs {
-			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded; %s",
+			return a.node.Name, fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded; %s",
 				a.node.Name, q.node.Name, used, a.node.GPUs, shortfall(gpus, a.node.GPUs-used))
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // feasible reports whether node c can ever run an allocation of g: its

@@ -82,8 +82,11 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 		}
 	}
 	if !j.idle {
-		if reason := p.entitlement(j.q, j.asked); reason != "" {
-			p.waitAll(j, RuleAdmission, reason)
+		if bound, reason := p.entitlement(j.q, j.asked); reason != "" {
+			for _, g := range j.groups {
+				p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+					Count: g.Count, GPUs: g.GPUs, Rule: RuleAdmission, Quota: bound, Reason: reason})
+			}
 			return
 		}
 	}

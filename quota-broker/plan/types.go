@@ -172,7 +172,11 @@ type Action struct {
 	GPUs  int      `json:"gpus,omitempty"`  // GPUs stopped (stop) or per allocation (admit, wait)
 	Rule  Rule     `json:"rule"`
 	// For is the claimant ("namespace/job/group") a stop is for.
-	For    string `json:"for,omitempty"`
+	For string `json:"for,omitempty"`
+	// Quota is, for a wait by entitlement (L3), the quota node whose
+	// nominal bound it: the job's own node or the ancestor that is full.
+	// Empty for other waits (no room on the nodes, idle jobs, flex).
+	Quota  string `json:"quota,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
 
