@@ -205,7 +205,9 @@ func expired(s *plan.Snapshot, j *pjob) bool {
 	return j.gang && s.Time.Sub(j.sub) > plan.MaxFlexWait
 }
 
-func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy string) {
+// emitPlaced emits the admits of j's placed allocations and a wait for the
+// rest, bound by bound (a label of waits.go, "" for no room on the nodes).
+func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy, bound string) {
 	for gi, g := range j.groups {
 		if len(nodes) > gi && len(nodes[gi]) > 0 {
 			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
@@ -217,7 +219,7 @@ func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason,
 		}
 		if rest := g.Count - placed; rest > 0 {
 			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-				Count: rest, GPUs: g.GPUs, Rule: rule, Reason: waitWhy})
+				Count: rest, GPUs: g.GPUs, Rule: rule, Quota: bound, Reason: waitWhy})
 		}
 	}
 }
@@ -254,6 +256,9 @@ func NewStatic(sh *Shares) *Static {
 
 // Name implements Policy.
 func (*Static) Name() string { return "static" }
+
+// Limits implements Limiter: the hard limits.
+func (p *Static) Limits() (string, map[string]int) { return "hard limit (static partition)", p.limit }
 
 // Plan implements Policy.
 func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
@@ -295,7 +300,11 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			n += len(nodes[gi]) * j.groups[gi].GPUs
 		}
 		used[j.ns] += n
-		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns])
+		bound := ""
+		if room < j.ask {
+			bound = StaticBound(j.ns)
+		}
+		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns], bound)
 	}
 	return out, nil
 }
@@ -346,6 +355,10 @@ func NewKueue(sh *Shares) *Kueue {
 
 // Name implements Policy.
 func (*Kueue) Name() string { return "kueue" }
+
+// Limits implements Limiter: the queues' nominal quotas (borrowing above
+// them is allowed).
+func (p *Kueue) Limits() (string, map[string]int) { return "Kueue nominal quota", p.nominal }
 
 // Plan implements Policy.
 func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
@@ -413,7 +426,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	for _, j := range jobs {
 		if still[j.ns+"/"+j.name] {
 			nodes := free.place(j, all)
-			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet")
+			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet", "")
 		}
 	}
 	for _, j := range jobs {
@@ -462,7 +475,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			}
 		}
 		if !fits {
-			emitPlaced(out, j, nil, RuleKueueWait, "", "no quota: the cohort is full and the queue may not reclaim")
+			emitPlaced(out, j, nil, RuleKueueWait, "", "no quota: the cohort is full and the queue may not reclaim", BoundCohort)
 			continue
 		}
 		// Quota reserved (admitted by Kueue); its pods start where nodes
@@ -477,7 +490,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		if placed < j.ask {
 			p.reserved[j.ns+"/"+j.name] = true
 		}
-		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet")
+		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet", "")
 	}
 	return out, nil
 }
