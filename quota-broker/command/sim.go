@@ -39,8 +39,12 @@ Usage: gputide sim [options]
     report.md       utilisation per quota and overall, GPU-hours used, idle
                     and lent, preemptions by rule, inference waits at each
                     scale-up, training queue waits, work lost to preemption
+    report.html     the same report with the charts inline, one file a
+                    browser opens from disk (its path is printed last)
     occupancy.svg   GPUs in use over time, stacked by workspace, and each
                     child quota's use against its nominal
+    queue.svg       GPUs waiting over time by workspace
+    losses.svg      GPU-hours lost to preemption per hour, by rule
     events.jsonl    every plan action with its rule, and every lifecycle
                     event of the modelled cluster
 

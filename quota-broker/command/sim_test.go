@@ -22,7 +22,7 @@ func TestSimCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
-	for _, f := range []string{"report.md", "occupancy.svg", "events.jsonl", "occupancy-static.svg", "occupancy-kueue.svg"} {
+	for _, f := range []string{"report.md", "report.html", "occupancy.svg", "queue.svg", "losses.svg", "events.jsonl", "occupancy-static.svg", "occupancy-kueue.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, "o", f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -31,6 +31,9 @@ func TestSimCommand(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
+	}
+	if !strings.HasSuffix(out.String(), "report: o/report.html\n") {
+		t.Errorf("summary does not end with the HTML report's path:\n%s", out.String())
 	}
 	if !strings.Contains(errb.String(), "100%") {
 		t.Errorf("no progress on stderr: %q", errb.String())

@@ -11,12 +11,16 @@ import (
 
 // Result is what one run measured.
 type Result struct {
-	Policy   string
-	Scenario *Scenario
-	Start    time.Time
-	End      time.Time
-	Capacity int // GPUs in the cluster
-	Interval time.Duration
+	Policy string
+	// Label names a what-if run whose quota tree is not the scenario's
+	// (gputide sim -compare-quota), and LabelText says what the tree is;
+	// "" for a run of the scenario's tree.
+	Label, LabelText string
+	Scenario         *Scenario
+	Start            time.Time
+	End              time.Time
+	Capacity         int // GPUs in the cluster
+	Interval         time.Duration
 
 	Wall   time.Duration // real time the run took
 	Events int           // simulated events processed
@@ -60,6 +64,9 @@ type Result struct {
 	// are.
 	Limits    []int
 	LimitName string
+	// NSLimits are the same shares per namespace (Namespaces order); nil
+	// for gputide.
+	NSLimits []int
 
 	lastLost float64
 	rules    map[string]*RuleStats
@@ -194,6 +201,9 @@ func newResult(s *sim) *Result {
 	if l, ok := s.policy.(Limiter); ok {
 		name, per := l.Limits()
 		r.LimitName = name
+		for _, n := range s.ns {
+			r.NSLimits = append(r.NSLimits, per[n])
+		}
 		for _, q := range s.qs {
 			sum := 0
 			for _, i := range q.sub {
