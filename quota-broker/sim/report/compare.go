@@ -139,6 +139,7 @@ func Comparison(d *doc, rs []*sim.Result) {
 		}
 	}
 	d.list(defs...)
+	trees(d, rs)
 	head := []string{""}
 	for _, r := range rs {
 		head = append(head, Label(r)+">")
@@ -210,5 +211,45 @@ func CompareTable(w io.Writer, rs []*sim.Result) {
 			names = append(names, Label(x))
 		}
 		p(" %s |\n", strings.Join(names, ", "))
+	}
+}
+
+// trees puts the quota trees of the runs side by side when one of them is
+// a what-if tree: each node's nominal at the start, per run.
+func trees(d *doc, rs []*sim.Result) {
+	what := false
+	for _, r := range rs {
+		what = what || r.Label != ""
+	}
+	if !what {
+		return
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		for _, q := range r.Quotas {
+			if !seen[q.Quota] {
+				seen[q.Quota] = true
+				names = append(names, q.Quota)
+			}
+		}
+	}
+	head := []string{"quota nominal (GPUs at the start)"}
+	for _, r := range rs {
+		head = append(head, Label(r)+">")
+	}
+	t := d.table(head...)
+	for _, n := range names {
+		cells := []string{n}
+		for _, r := range rs {
+			v := "-"
+			for _, q := range r.Quotas {
+				if q.Quota == n {
+					v = fmt.Sprint(q.Nominal)
+				}
+			}
+			cells = append(cells, v)
+		}
+		t.row(cells...)
 	}
 }

@@ -51,11 +51,11 @@ func chartFile(stem, label string) string {
 
 // CompareFiles are the charts of the compared policies (-compare), named
 // <chart>-<policy>.svg, and of a compared quota tree (-compare-quota),
-// <chart>-quota.svg. Write removes those a run without them leaves from an
+// <chart>-whatif.svg. Write removes those a run without them leaves from an
 // earlier run in the same folder.
 var CompareFiles = func() []string {
 	var out []string
-	for _, label := range []string{"static", "kueue", "quota"} {
+	for _, label := range []string{"static", "kueue", "whatif"} {
 		for _, k := range chartKinds {
 			out = append(out, chartFile(k.stem, label))
 		}
