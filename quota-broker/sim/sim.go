@@ -477,6 +477,10 @@ func (s *sim) halt(j *job, rule plan.Rule) {
 	if c := j.spec.Checkpoint; c > 0 {
 		lost = elapsed % c
 	}
+	if w := j.spec.CheckpointWrite; w > 0 && w <= j.spec.KillTimeout {
+		// The victim writes a checkpoint in its kill_timeout (DESIGN L8).
+		lost = 0
+	}
 	j.remaining = j.remaining - elapsed + lost
 	j.progressing = false
 	j.gen++

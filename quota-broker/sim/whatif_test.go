@@ -2,10 +2,14 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
 )
 
 // A what-if tree replaces the scenario's: the same cluster, workload and
@@ -56,5 +60,26 @@ func TestWithQuotaFile(t *testing.T) {
 	}
 	if _, err := sc.WithQuotaFile(filepath.Join(dir, "absent.hcl")); err == nil {
 		t.Error("a missing file: no error")
+	}
+}
+
+// A victim whose checkpoint write fits in its kill_timeout (DESIGN L8)
+// loses no work; one whose write does not fit loses the work since its
+// last periodic checkpoint.
+func TestCheckpointWrite(t *testing.T) {
+	for _, c := range []struct {
+		kill time.Duration
+		want time.Duration
+	}{{30 * time.Second, 0}, {10 * time.Second, 10 * time.Minute}} {
+		s := &sim{sc: &Scenario{Zone: time.UTC}, res: &Result{rules: map[string]*RuleStats{}}, now: int64(time.Hour)}
+		j := &job{spec: &JobSpec{Checkpoint: 25 * time.Minute, CheckpointWrite: 20 * time.Second, KillTimeout: c.kill, GPUs: 8, Idle: true},
+			desired: 1, progressing: true, remaining: 10 * time.Hour}
+		s.halt(j, plan.RuleIdleDebt)
+		if want := c.want.Hours() * 8; math.Abs(s.res.LostGPUh-want) > 1e-9 || j.remaining != 9*time.Hour+c.want {
+			t.Errorf("kill_timeout %s: lost %.3f GPU-h, %s left; want %.3f and %s", c.kill, s.res.LostGPUh, j.remaining, want, 9*time.Hour+c.want)
+		}
+		if c.want > 0 && (len(s.res.Losses) != 1 || !s.res.Losses[0].Borrowing || s.res.rules["L5.1"].LostBorrowing != c.want.Hours()*8) {
+			t.Errorf("kill_timeout %s: losses %+v, want one by a borrowing victim", c.kill, s.res.Losses)
+		}
 	}
 }

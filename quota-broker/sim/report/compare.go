@@ -83,6 +83,13 @@ var metrics = []metric{
 			"kueue":   "it lends less than gputide, so fewer borrowers are stopped when owners come back",
 			"gputide": "victims are chosen to lose the least work (newest first, L6)",
 		}},
+	{name: "GPU-h held by stopped allocations (kill_timeout)", value: func(r *sim.Result) float64 { return r.Total.Stopping / 3600 },
+		show: func(r *sim.Result) string { return fmt.Sprintf("%.1f", r.Total.Stopping/3600) },
+		why: map[string]string{
+			"static":  "it never preempts",
+			"kueue":   "it stops fewer allocations",
+			"gputide": "it stops fewer allocations, choosing victims node by node",
+		}},
 	{name: "allocations preempted", value: func(r *sim.Result) float64 { return float64(preempted(r)) },
 		show: func(r *sim.Result) string { return fmt.Sprint(preempted(r)) },
 		why: map[string]string{
