@@ -72,7 +72,7 @@ training "philly" {
   trace_start     = "2017-10-30 00:00:00" # maps to start: a week the cluster can serve
   time_scale      = 1     # trace seconds per simulated second
   gpu_scale       = 1     # job GPUs are multiplied by this (rounded up)
-  sample          = 1     # fraction of rows kept
+  sample          = 0.6   # fraction of rows kept: a load the cluster can serve in a week
   idle_fraction   = 0.6
   min_duration    = "60s" # as Pollux's sampler: drop jobs shorter than a minute
   max_gpus        = 32    # larger jobs cannot fit a 48- or 80-GPU quota

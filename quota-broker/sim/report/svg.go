@@ -61,7 +61,6 @@ func num(x float64) string { return strconv.FormatFloat(math.Round(x*10)/10, 'f'
 // svgDoc is one SVG document being written. id prefixes the ids it
 // defines, so that several documents can be inlined in one HTML page.
 type svgDoc struct {
-	b        bytes.Buffer
 	id       string
 	w, h     float64
 	patterns map[colour]string
