@@ -448,8 +448,12 @@ func quotaColour(r *sim.Result, name string) colour {
 	return c
 }
 
-// movesIn are the quota moves within the run.
+// movesIn are the quota moves within the run; none for a policy with
+// limits of its own (the moves do not change them).
 func movesIn(r *sim.Result) []sim.MoveRecord {
+	if r.Limits != nil {
+		return nil
+	}
 	var out []sim.MoveRecord
 	for _, m := range r.Moves {
 		if !m.At.Before(r.Start) && !m.At.After(r.End) {
