@@ -264,7 +264,7 @@ func whatRan(d *doc, r *sim.Result, notes []string, wall bool) {
 	d.list(items...)
 	if len(sc.Training) > 0 {
 		t := d.table("training", "trace", "slice starts at (trace time)", "trace seconds per simulated second>", "GPU scale>", "rows kept>",
-			"idle jobs>", "checkpoint every>", "gangs")
+			"idle jobs>", "checkpoint every>", "checkpoint on stop (L8)>", "gangs")
 		for _, tr := range sc.Training {
 			ckpt := "never"
 			if tr.Checkpoint > 0 {
@@ -274,8 +274,14 @@ func whatRan(d *doc, r *sim.Result, notes []string, wall bool) {
 			if tr.TraceZone != nil {
 				zone = tr.TraceZone
 			}
+			onStop := "no"
+			if w := tr.CheckpointWrite; w > 0 && w <= tr.KillTimeout {
+				onStop = fmt.Sprintf("written in %s of a %s kill_timeout", Dur(w), Dur(tr.KillTimeout))
+			} else if w > 0 {
+				onStop = fmt.Sprintf("no: a %s write does not fit a %s kill_timeout", Dur(w), Dur(tr.KillTimeout))
+			}
 			t.row(tr.Name, "`"+tr.Trace+"`", tr.TraceStart.In(zone).Format("2006-01-02 15:04 MST"), fmt.Sprintf("%g", tr.TimeScale),
-				fmt.Sprintf("%g", tr.GPUScale), pct(tr.Sample), pct(tr.IdleFraction), ckpt, tr.Gang)
+				fmt.Sprintf("%g", tr.GPUScale), pct(tr.Sample), pct(tr.IdleFraction), ckpt, onStop, tr.Gang)
 		}
 	}
 	if len(notes) > 0 {
