@@ -1,3 +1,8 @@
+# The reference scenario (DESIGN §1) over a week the cluster can serve:
+# the Philly week of 2017-10-30 with 60% of its rows, min_runtime 1h
+# (quota-week.hcl) and victims that checkpoint in their kill_timeout
+# (checkpoint_write). See docs/simulator.md and docs/benchmarks.md.
+#
 # The reference scenario (DESIGN §1) for `gputide sim`.
 #
 # 128 GPUs (16 nodes x 8 H100), three teams on the quota tree of quota.hcl:
@@ -13,7 +18,7 @@
 # examples/traces-sample otherwise.
 
 name      = "reference-week"
-quota     = "quota.hcl"
+quota     = "quota-week.hcl" # the reference tree, min_runtime 1h
 time_zone = "America/Los_Angeles"
 start     = "2026-12-07 00:00" # a Monday, local time
 length    = "168h"             # a week; `gputide sim -days N` overrides it
@@ -77,7 +82,8 @@ training "philly" {
   min_duration    = "60s" # as Pollux's sampler: drop jobs shorter than a minute
   max_gpus        = 32    # larger jobs cannot fit a 48- or 80-GPU quota
   priority        = 50
-  checkpoint      = "30m" # a preempted job loses the work since its last checkpoint
+  checkpoint      = "30m" # a job checkpoints every 30 minutes of run time
+  checkpoint_write = "20s" # and, stopped, writes one within its 30s kill_timeout (DESIGN L8), under every policy
   in_flight       = true  # jobs running at trace_start start with the simulation
   workspaces = {
     "6c71a0" = "workspace-b"
