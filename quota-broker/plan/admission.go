@@ -114,8 +114,8 @@ type yielded struct{ gpus, nonDebt int }
 
 // entitlement checks DESIGN L3 for a non-idle job of node q asking for
 // gpus more GPUs, with y left out of the figures. It returns "" when the
-// job is entitled, or the reason it is not, naming the quota and the
-// numbers.
+// job is entitled, or the quota node that binds it and the reason, naming
+// the quota and the numbers.
 //
 //   - q's non-idle usage, debt included, less y.gpus, plus gpus stays
 //     within q's nominal; when q has child-level preemption only q's own
@@ -123,7 +123,7 @@ type yielded struct{ gpus, nonDebt int }
 //   - for every ancestor a of q, a's non-idle subtree usage, debt excluded
 //     (debt never blocks the quota it was moved to), less y.nonDebt, plus
 //     gpus stays within a's nominal.
-func (p *planner) entitlement(q *qnode, gpus int, y yielded) string {
+func (p *planner) entitlement(q *qnode, gpus int, y yielded) (bound, reason string) {
 	l := p.st.ledger
 	used, scope := l.nonIdle[q.index], ""
 	if q.node.ChildPreemption {
@@ -134,7 +134,7 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded) string {
 		scope += fmt.Sprintf(", not counting %d of lower priority that yield", y.gpus)
 	}
 	if used+gpus > q.node.GPUs {
-		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
+		return q.node.Name, fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
 			shortfall(gpus, q.node.GPUs-used))
 	}
 	scope = ""
@@ -144,33 +144,34 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded) string {
 	for _, a := range q.ancestors {
 		used := l.nonIdle[a.index] - l.debt[a.index] - y.nonDebt
 		if used+gpus > a.node.GPUs {
-			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded%s; %s",
+			return a.node.Name, fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded%s; %s",
 				a.node.Name, q.node.Name, used, a.node.GPUs, scope, shortfall(gpus, a.node.GPUs-used))
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // entitled decides DESIGN L3 for non-idle job j: it returns "" and what
-// yields to j (zero when j is entitled without it), or the reason j waits.
-// Only when j is not entitled on the plain figures and its node has
-// priority preemption are the node's lower-priority allocations that L5
-// step 3 may stop (min_runtime aside, as the search may allow them) left
-// out; the plan must then restore the quota (restoreQuota).
-func (p *planner) entitled(j *job) (string, yielded) {
-	reason := p.entitlement(j.q, j.asked, yielded{})
+// yields to j (zero when j is entitled without it), or the quota node that
+// binds j and the reason j waits. Only when j is not entitled on the plain
+// figures and its node has priority preemption are the node's
+// lower-priority allocations that L5 step 3 may stop (min_runtime aside,
+// as the search may allow them) left out; the plan must then restore the
+// quota (restoreQuota).
+func (p *planner) entitled(j *job) (bound, reason string, y yielded) {
+	bound, reason = p.entitlement(j.q, j.asked, yielded{})
 	if reason == "" || !j.q.node.PriorityPreemption {
-		return reason, yielded{}
+		return bound, reason, yielded{}
 	}
-	var y yielded
 	for _, u := range p.yieldUnits(j, true) {
 		y.gpus += u.gpus
 		y.nonDebt += u.nonDebt
 	}
 	if y.gpus == 0 {
-		return reason, yielded{}
+		return bound, reason, yielded{}
 	}
-	return p.entitlement(j.q, j.asked, y), y
+	bound, reason = p.entitlement(j.q, j.asked, y)
+	return bound, reason, y
 }
 
 // feasible reports whether node c can ever run an allocation of g: its

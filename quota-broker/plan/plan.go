@@ -90,9 +90,9 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 	}
 	var y yielded
 	if !j.idle {
-		var reason string
-		if reason, y = p.entitled(j); reason != "" {
-			p.waitAll(j, RuleAdmission, reason)
+		var bound, reason string
+		if bound, reason, y = p.entitled(j); reason != "" {
+			p.waitAllBound(j, RuleAdmission, bound, reason)
 			return
 		}
 	}
@@ -230,10 +230,14 @@ func (p *planner) admitReason(j *job) string {
 }
 
 // waitAll makes every group of j wait with the same reason.
-func (p *planner) waitAll(j *job, rule Rule, reason string) {
+func (p *planner) waitAll(j *job, rule Rule, reason string) { p.waitAllBound(j, rule, "", reason) }
+
+// waitAllBound is waitAll for a wait by entitlement (L3): bound names the
+// quota node whose nominal binds the job (Action.Quota).
+func (p *planner) waitAllBound(j *job, rule Rule, bound, reason string) {
 	for _, g := range j.groups {
 		p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-			Count: g.Count, GPUs: g.GPUs, Rule: rule, Reason: reason})
+			Count: g.Count, GPUs: g.GPUs, Rule: rule, Quota: bound, Reason: reason})
 	}
 }
 

@@ -281,8 +281,12 @@ type Action struct {
 	Rule  Rule     `json:"rule"`
 	// For is the claimant a stop is for (zero for other actions); in JSON
 	// an object {"namespace", "job", "group"}.
-	For    GroupKey `json:"for,omitzero"`
-	Reason string   `json:"reason,omitempty"`
+	For GroupKey `json:"for,omitzero"`
+	// Quota is, for a wait by entitlement (L3), the quota node whose
+	// nominal bound it: the job's own node or the ancestor that is full.
+	// Empty for other waits (no room on the nodes, idle jobs, flex).
+	Quota  string `json:"quota,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Usage is a quota node's accounting after the plan (DESIGN L4, L9). All

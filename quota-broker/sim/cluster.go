@@ -80,6 +80,11 @@ type job struct {
 	pendCounted              int
 	infer                    *inferState
 	preempted                int
+	// What binds the job's wait now, since when, and how long it waited
+	// under each binding (waits.go).
+	bound      string
+	boundSince int64
+	binds      []bindSpan
 }
 
 func (j *job) missing() int {
@@ -219,6 +224,7 @@ func (s *sim) run(a *alloc) {
 	j := a.j
 	j.running++
 	if !j.everStarted {
+		s.closeBind(j, s.now)
 		j.everStarted, j.firstStart = true, s.now
 	}
 	s.record(Event{Event: "start", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,

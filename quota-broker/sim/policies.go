@@ -212,7 +212,9 @@ func expired(s *plan.Snapshot, j *pjob) bool {
 	return j.gang && s.Time.Sub(j.sub) > plan.MaxFlexWait
 }
 
-func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy string) {
+// emitPlaced emits the admits of j's placed allocations and a wait for the
+// rest, bound by bound (a label of waits.go, "" for no room on the nodes).
+func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy, bound string) {
 	for gi, g := range j.groups {
 		if len(nodes) > gi && len(nodes[gi]) > 0 {
 			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
@@ -224,7 +226,7 @@ func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason,
 		}
 		if rest := g.Count - placed; rest > 0 {
 			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-				Count: rest, GPUs: g.GPUs, Rule: rule, Reason: waitWhy})
+				Count: rest, GPUs: g.GPUs, Rule: rule, Quota: bound, Reason: waitWhy})
 		}
 	}
 }
@@ -261,6 +263,9 @@ func NewStatic(sh *Shares) *Static {
 
 // Name implements Policy.
 func (*Static) Name() string { return "static" }
+
+// Limits implements Limiter: the hard limits.
+func (p *Static) Limits() (string, map[string]int) { return "hard limit (static partition)", p.limit }
 
 // Plan implements Policy.
 func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
@@ -302,7 +307,11 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			n += len(nodes[gi]) * j.groups[gi].GPUs
 		}
 		used[j.ns] += n
-		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns])
+		bound := ""
+		if room < j.ask {
+			bound = StaticBound(j.ns)
+		}
+		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns], bound)
 	}
 	return out, nil
 }
@@ -353,6 +362,10 @@ func NewKueue(sh *Shares) *Kueue {
 
 // Name implements Policy.
 func (*Kueue) Name() string { return "kueue" }
+
+// Limits implements Limiter: the queues' nominal quotas (borrowing above
+// them is allowed).
+func (p *Kueue) Limits() (string, map[string]int) { return "Kueue nominal quota", p.nominal }
 
 // Plan implements Policy.
 func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
@@ -420,7 +433,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	for _, j := range jobs {
 		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
 			nodes := free.place(j, all)
-			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet")
+			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet", "")
 		}
 	}
 	for _, j := range jobs {
@@ -469,7 +482,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			}
 		}
 		if !fits {
-			emitPlaced(out, j, nil, RuleKueueWait, "", "no quota: the cohort is full and the queue may not reclaim")
+			emitPlaced(out, j, nil, RuleKueueWait, "", "no quota: the cohort is full and the queue may not reclaim", BoundCohort)
 			continue
 		}
 		// Quota reserved (admitted by Kueue); its pods start where nodes
@@ -484,7 +497,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		if placed < j.ask {
 			p.reserved[plan.JobKey{Namespace: j.ns, Job: j.name}] = true
 		}
-		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet")
+		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet", "")
 	}
 	return out, nil
 }

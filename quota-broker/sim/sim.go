@@ -68,6 +68,7 @@ type Event struct {
 	From      *int     `json:"from,omitempty"`
 	To        *int     `json:"to,omitempty"`
 	LostGPUh  float64  `json:"lost_gpu_hours,omitempty"`
+	Quota     string   `json:"quota,omitempty"` // wait: the quota node that binds it (DESIGN L3)
 	Reason    string   `json:"reason,omitempty"`
 }
 
@@ -476,13 +477,24 @@ func (s *sim) halt(j *job, rule plan.Rule) {
 	if c := j.spec.Checkpoint; c > 0 {
 		lost = elapsed % c
 	}
+	if w := j.spec.CheckpointWrite; w > 0 && w <= j.spec.KillTimeout {
+		// The victim writes a checkpoint in its kill_timeout (DESIGN L8).
+		lost = 0
+	}
 	j.remaining = j.remaining - elapsed + lost
 	j.progressing = false
 	j.gen++
 	gpuh := lost.Hours() * float64(j.desired*j.spec.GPUs)
-	s.res.rule(string(rule)).LostGPUh += gpuh
+	rs := s.res.rule(string(rule))
+	rs.LostGPUh += gpuh
+	if j.spec.Idle {
+		rs.LostBorrowing += gpuh
+	}
 	s.res.LostGPUh += gpuh
 	s.res.lastLost = gpuh
+	if gpuh > 0 {
+		s.res.Losses = append(s.res.Losses, Loss{At: s.tm(s.now), Rule: string(rule), GPUh: gpuh, Borrowing: j.spec.Idle})
+	}
 }
 
 // autoscale evaluates every inference service's count, as the Nomad
@@ -677,6 +689,9 @@ func (s *sim) apply(p *plan.Plan) {
 		r := s.res.rule(string(act.Rule))
 		r.Stops++
 		r.GPUs += len(a.slots)
+		if a.idle() {
+			r.StopsBorrowing++
+		}
 		if unit := [2]plan.GroupKey{a.j.key, act.For}; !units[unit] {
 			units[unit] = true
 			r.Units++
@@ -717,6 +732,7 @@ func (s *sim) apply(p *plan.Plan) {
 			}
 			j.waitReason = ""
 			s.pend(j)
+			s.bind(j, BoundVictims)
 		case plan.ActionExpire:
 			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
 			if j == nil || j.done {
@@ -726,6 +742,7 @@ func (s *sim) apply(p *plan.Plan) {
 			for _, a := range append([]*alloc(nil), j.live...) {
 				s.stop(a, act.Rule, plan.GroupKey{})
 			}
+			s.closeBind(j, s.now)
 			j.expired = true
 			s.retire(j)
 			s.res.Expired++
@@ -733,13 +750,17 @@ func (s *sim) apply(p *plan.Plan) {
 		case plan.ActionWait:
 			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
 			// A wait is recorded when the group starts to wait and when its
-			// rule changes, not at every plan.
-			if j == nil || j.waitReason == string(act.Rule) {
+			// rule or binding quota changes, not at every plan.
+			if j == nil || j.waitReason == string(act.Rule)+"\x00"+act.Quota {
 				continue
 			}
-			j.waitReason = string(act.Rule)
+			j.waitReason = string(act.Rule) + "\x00" + act.Quota
+			s.bind(j, waitBinding(j, &act))
+			if act.Quota != "" {
+				s.boundQuota(act.Quota)
+			}
 			s.record(Event{Event: "wait", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group,
-				Count: act.Count, GPUs: act.GPUs, Reason: act.Reason})
+				Count: act.Count, GPUs: act.GPUs, Quota: act.Quota, Reason: act.Reason})
 		}
 	}
 }
