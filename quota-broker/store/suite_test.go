@@ -380,10 +380,10 @@ func testJobs(t *testing.T, s *KV) {
 	ctx := ctxT(t, 30*time.Second)
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	recs := map[JobID]JobRecord{
-		{"workspace-a", "train"}:               {FirstSeen: t0, QueuedAt: t0},
-		{"workspace-a", "sweep/run-1"}:         {FirstSeen: t0, QueuedAt: t0.Add(time.Minute), AdmittedAt: t0.Add(2 * time.Minute), JobModifyIndex: 42},
+		{"workspace-a", "train"}:                {FirstSeen: t0, QueuedAt: t0},
+		{"workspace-a", "sweep/run-1"}:          {FirstSeen: t0, QueuedAt: t0.Add(time.Minute), AdmittedAt: t0.Add(2 * time.Minute), JobModifyIndex: 42},
 		{"workspace-a", "sweep/run-1/dispatch"}: {FirstSeen: t0.Add(time.Second), QueuedAt: t0},
-		{"workspace-b", "100%/x y"}:            {FirstSeen: t0, QueuedAt: t0},
+		{"workspace-b", "100%/x y"}:             {FirstSeen: t0, QueuedAt: t0},
 	}
 	for id, r := range recs {
 		if err := s.PutJob(ctx, nil, id, r); err != nil {
