@@ -1,6 +1,7 @@
 package reservation
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -81,9 +82,11 @@ func (t *Tree) Nominal(name string) (int, bool) {
 // at its end, for the path levels 0..levels (see Check).
 type event struct {
 	at     int64 // Unix nanoseconds
-	delta  int   // GPUs added (start) or removed (end)
+	delta  int32 // GPUs added (start) or removed (end); bookings are <= MaxGPUs
 	levels int32 // the deepest path level the booking counts in
 }
+
+func byTime(x, y event) int { return cmp.Compare(x.at, y.at) }
 
 // span is an interval [from, to) of Unix nanoseconds in which the new
 // booking does not fit, with the first node found over its nominal there.
@@ -208,31 +211,30 @@ func (t *Tree) level(path []int32, x string) int32 {
 // path would exceed its nominal. With firstOnly it stops at the first
 // span. A booking whose node is not in the tree is not counted.
 func (t *Tree) overloads(path []int32, existing []Booking, b Booking, from, to int64, firstOnly bool) []span {
-	events := make([]event, 0, 64)
+	meets := func(e *Booking) bool {
+		s, en := e.Start.UnixNano(), e.End.UnixNano()
+		return e.ID != b.ID && s < to && en > from && en > s
+	}
+	n := 0
+	for i := range existing {
+		if meets(&existing[i]) {
+			n++
+		}
+	}
+	events := make([]event, 0, 2*n)
 	for i := range existing {
 		e := &existing[i]
-		if e.ID == b.ID {
-			continue
-		}
-		s, en := e.Start.UnixNano(), e.End.UnixNano()
-		if s >= to || en <= from || en <= s {
+		if !meets(e) {
 			continue
 		}
 		lv := t.level(path, e.Node)
 		if lv < 0 {
 			continue
 		}
-		events = append(events, event{at: max(s, from), delta: e.GPUs, levels: lv}, event{at: en, delta: -e.GPUs, levels: lv})
+		g := int32(min(max(e.GPUs, 0), MaxGPUs))
+		events = append(events, event{at: max(e.Start.UnixNano(), from), delta: g, levels: lv}, event{at: e.End.UnixNano(), delta: -g, levels: lv})
 	}
-	slices.SortFunc(events, func(x, y event) int {
-		switch {
-		case x.at < y.at:
-			return -1
-		case x.at > y.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(events, byTime)
 	load := make([]int, len(path))
 	var bad []span
 	// Check before the first event too: b alone may exceed a nominal.
@@ -240,7 +242,7 @@ func (t *Tree) overloads(path []int32, existing []Booking, b Booking, from, to i
 	for i := 0; ; {
 		for ; i < len(events) && events[i].at == at; i++ {
 			for l := int32(0); l <= events[i].levels; l++ {
-				load[l] += events[i].delta
+				load[l] += int(events[i].delta)
 			}
 		}
 		next := to
