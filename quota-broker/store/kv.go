@@ -214,9 +214,12 @@ func applied(state *Guarded, changes []Change, results []entry) *Guarded {
 }
 
 // WatchGuarded implements Store with blocking queries on the guard key:
-// every guarded write moves it, so one wake-up per guarded write.
+// every guarded write moves it. fn is called first with the current state,
+// then once per change of the guard's index (several guarded writes may
+// fold into one call), and with an *Error while the store is unavailable.
 func (s *KV) WatchGuarded(ctx context.Context, fn func(*Guarded, error)) error {
-	var index uint64
+	var index, last uint64
+	delivered := false
 	backoff := 100 * time.Millisecond
 	for {
 		_, next, err := s.b.get(ctx, KeyGuard, index)
@@ -242,8 +245,14 @@ func (s *KV) WatchGuarded(ctx context.Context, fn func(*Guarded, error)) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fn(state, err)
 		index = next
+		if err == nil && delivered && state.Index == last {
+			continue // woken by another key (Consul's index is the KV table's)
+		}
+		if err == nil {
+			delivered, last = true, state.Index
+		}
+		fn(state, err)
 	}
 }
 
