@@ -489,3 +489,36 @@ func (s *KV) PruneHistory(ctx context.Context, lock *Lock, now time.Time, retent
 	}
 	return deleted, nil
 }
+
+// SeedTree writes rec as the tree only when the store has none (the
+// agent's quota_file seeds an absent tree and never overwrites it, DESIGN
+// §6). It reports whether it wrote, and returns the tree in force.
+func (s *KV) SeedTree(ctx context.Context, rec TreeRecord) (*TreeRecord, bool, error) {
+	seeded := false
+	st, err := s.Guarded(ctx, func(st *Guarded) ([]Change, error) {
+		seeded = st.Tree == nil
+		if !seeded {
+			return nil, errTreePresent
+		}
+		return []Change{PutTree(rec)}, nil
+	})
+	if errors.Is(err, errTreePresent) {
+		st, err = s.ReadGuarded(ctx)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return st.Tree, seeded, nil
+}
+
+// errTreePresent ends SeedTree's guarded write without writing.
+var errTreePresent = errors.New("tree present")
+
+// Leader returns the name of the lock's holder, or "" when nobody holds it.
+func (s *KV) Leader(ctx context.Context) (string, error) {
+	e, _, err := s.b.get(ctx, KeyLeader, 0)
+	if err != nil || e == nil || e.Session == "" {
+		return "", err
+	}
+	return string(e.Value), nil
+}

@@ -252,8 +252,13 @@ type Store interface {
 	AddPreemption(ctx context.Context, lock *Lock, p Preemption) error
 	PruneHistory(ctx context.Context, lock *Lock, now time.Time, retention time.Duration, maxEntries int) (int, error)
 
+	// SeedTree writes the tree only when none is stored.
+	SeedTree(ctx context.Context, rec TreeRecord) (*TreeRecord, bool, error)
+
 	// Lock blocks until this client holds the leader lock or ctx ends.
 	Lock(ctx context.Context, holder string) (*Lock, error)
+	// Leader is the current holder's name, "" when none.
+	Leader(ctx context.Context) (string, error)
 }
 
 var _ Store = (*KV)(nil)

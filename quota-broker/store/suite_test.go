@@ -36,6 +36,7 @@ func runSuite(t *testing.T, open func(t *testing.T) *KV) {
 		{"GuardedValidationWritesNothing", testGuardedValidationWritesNothing},
 		{"GuardedConflictRetriesThenErrConflict", testGuardedConflict},
 		{"GuardedLimits", testGuardedLimits},
+		{"SeedTree", testSeedTree},
 		{"ConcurrentBookingsNeverOverNominal", testConcurrentBookings},
 		{"Jobs", testJobs},
 		{"IntentsAndHoldsFencedByLock", testFencedWrites},
@@ -614,11 +615,13 @@ func testLockGraceful(t *testing.T, s *KV) {
 	if second == nil || !second.IsLeader() || second.Verify(ctx) != nil {
 		t.Fatal("second holder does not lead")
 	}
-	e, _, _ := s.b.get(ctx, KeyLeader, 0)
-	if e == nil || string(e.Value) != "broker-2" {
-		t.Fatalf("leader key: %+v", e)
+	if name, err := other.Leader(ctx); name != "broker-2" || err != nil {
+		t.Fatalf("leader %q %v", name, err)
 	}
 	_ = second.Release(ctx)
+	if name, err := s.Leader(ctx); name != "" || err != nil {
+		t.Fatalf("leader after release %q %v", name, err)
+	}
 }
 
 // testLockDestroyed: the holder's session is destroyed (what the backend
@@ -654,4 +657,26 @@ func testLockDestroyed(t *testing.T, s *KV) {
 	}
 	first.Abandon()
 	_ = second.Release(ctx)
+}
+
+func testSeedTree(t *testing.T, s *KV) {
+	ctx := ctxT(t, 30*time.Second)
+	first := treeRec()
+	got, seeded, err := s.SeedTree(ctx, first)
+	if err != nil || !seeded {
+		t.Fatalf("first seed: %v %v", seeded, err)
+	}
+	if d := cmp.Diff(first, *got); d != "" {
+		t.Fatalf("seeded tree (-want +got):\n%s", d)
+	}
+	second := treeRec()
+	second.Root.GPUs = 200
+	got, seeded, err = s.SeedTree(ctx, second)
+	if err != nil || seeded || got.Root.GPUs != 96 {
+		t.Fatalf("second seed overwrote or failed: seeded %v, root %d, %v", seeded, got.Root.GPUs, err)
+	}
+	st, _ := s.ReadGuarded(ctx)
+	if st.Counter != 1 {
+		t.Fatalf("guard counter %d after one seed", st.Counter)
+	}
 }
