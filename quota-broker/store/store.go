@@ -14,7 +14,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -262,7 +261,3 @@ type Store interface {
 }
 
 var _ Store = (*KV)(nil)
-
-func keyErr(k Key, format string, args ...any) error {
-	return fmt.Errorf("%s: "+format, append([]any{k}, args...)...)
-}
