@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -37,4 +39,27 @@ func FuzzJobKey(f *testing.F) {
 			t.Fatalf("%+v -> %q -> %+v %v", id, JobKey(id), back, err)
 		}
 	})
+}
+
+func TestOpen(t *testing.T) {
+	kv, warn, err := Open(nil)
+	if err != nil || warn != MemoryWarning {
+		t.Fatalf("Open(nil): %v %q", err, warn)
+	}
+	if _, ok := kv.b.(*memory); !ok {
+		t.Fatalf("Open(nil) backend %T", kv.b)
+	}
+	kv, warn, err = Open(&ConsulConfig{Address: "127.0.0.1:1"})
+	if err != nil || warn != "" || kv.b.(*consul).prefix != DefaultPrefix {
+		t.Fatalf("Open(consul): %v %q", err, warn)
+	}
+	if _, _, err := Open(&ConsulConfig{Prefix: "no-slash"}); err == nil || err.Error() != `store: config: invalid: consul.prefix "no-slash": must end with "/" and not start with one` {
+		t.Fatalf("bad prefix: %v", err)
+	}
+	// Nothing listens on port 1: the first call says ErrUnavailable.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kv.ReadGuarded(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("unreachable consul: %v", err)
+	}
 }

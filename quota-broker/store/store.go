@@ -49,7 +49,7 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrInvalid: the write was refused before it was sent (too many
 	// operations, a value too large, a record that does not encode).
-	ErrInvalid = errors.New("invalid store write")
+	ErrInvalid = errors.New("invalid")
 	// ErrNotLeader: a write fenced by the leader lock found the lock lost.
 	ErrNotLeader = errors.New("not the leader")
 )
