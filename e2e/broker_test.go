@@ -250,7 +250,7 @@ func badMeta(t *testing.T, a *nomadAgent) {
 		Meta: map[string]string{"gputide_flex_max_run": "-1h"}})
 	want := map[string]string{
 		"bad-idle":   `job meta gputide_idle = "maybe": want "true" or "false"`,
-		"bad-maxrun": `job meta gputide_flex_max_run = "-1h": must be positive`,
+		"bad-maxrun": `job meta gputide_flex_max_run = "-1h": must be more than 0`,
 	}
 	for id, reason := range want {
 		err := waitFor(20*time.Second, 100*time.Millisecond, func() error {
