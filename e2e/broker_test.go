@@ -126,7 +126,7 @@ func useCase1Preemption(t *testing.T, a *nomadAgent) {
 		t.Fatalf("preemptions = %+v", rec)
 	}
 	for _, p := range rec {
-		if p.Claimant != "workspace-a/inference/main" || p.Namespace != "workspace-c" || p.Job != "training" ||
+		if p.Claimant.String() != "workspace-a/inference/main" || p.Namespace != "workspace-c" || p.Job != "training" ||
 			p.GPUs != 2 || p.Rule != "L5.2" {
 			t.Fatalf("preemption record %+v", p)
 		}

@@ -311,6 +311,15 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.actor.AcceptRunning(b)
 		b = state.Build(in)
 	}
+	for _, f := range b.Left {
+		a.log.Warn("left out of the plan: it breaks a snapshot rule", "item", f.Item.String(), "id", f.ID,
+			"job", f.Job.String(), "path", f.Path, "problem", f.Message)
+	}
+	if b.Invalid != nil {
+		a.log.Error("not acting: the quota tree or the settings are invalid (L12)", "error", b.Invalid)
+		a.setActing(false, b.Invalid.Error())
+		return
+	}
 	a.actor.Observe(b)
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
@@ -376,8 +385,8 @@ func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
 	if a.dryRun {
 		for _, act := range p.Actions {
 			if act.Action != plan.ActionWait {
-				a.log.Info("dry run: plan action", "action", act.Action, "job", act.Namespace+"/"+act.Job, "group", act.Group,
-					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For, "reason", act.Reason)
+				a.log.Info("dry run: plan action", "action", act.Action, "namespace", act.Namespace, "job", act.Job, "group", act.Group,
+					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For.String(), "reason", act.Reason)
 			}
 		}
 	}

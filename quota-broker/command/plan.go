@@ -181,7 +181,11 @@ func actionRow(a plan.Action, verbose bool) []string {
 	case a.GPUs > 0:
 		gpus = strconv.Itoa(a.GPUs)
 	}
-	return []string{string(a.Action), string(a.Rule), what, nodes, gpus, a.For, a.Reason}
+	claimant := ""
+	if !a.For.IsZero() {
+		claimant = a.For.String()
+	}
+	return []string{string(a.Action), string(a.Rule), what, nodes, gpus, claimant, a.Reason}
 }
 
 func plural(n int, word string) string {

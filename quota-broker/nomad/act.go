@@ -44,9 +44,9 @@ type Actor struct {
 	Workers  int
 
 	mu       sync.Mutex
-	stopping map[string]string // alloc ID -> claimant
-	accepted map[string]bool   // jobs in a real pool the broker let run
-	reasons  map[string]string // last logged wait reason per job
+	stopping map[string]plan.GroupKey // alloc ID -> claimant
+	accepted map[string]bool          // jobs in a real pool the broker let run
+	reasons  map[string]string        // last logged wait reason per job
 	// lastDeferred is the number of stops deferred by the last Execute.
 	lastDeferred int
 }
@@ -76,10 +76,10 @@ func (a *Actor) holding() string {
 
 // Stopping returns a copy of the allocations the broker stopped and is
 // still waiting on, with their claimants.
-func (a *Actor) Stopping() map[string]string {
+func (a *Actor) Stopping() map[string]plan.GroupKey {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make(map[string]string, len(a.stopping))
+	out := make(map[string]plan.GroupKey, len(a.stopping))
 	for k, v := range a.stopping {
 		out[k] = v
 	}
@@ -175,7 +175,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 			a.Metrics.ActionErrors.WithLabelValues(action).Inc()
 		}
 	}
-	skip := map[string]bool{} // claimants not to admit now
+	skip := map[plan.GroupKey]bool{} // claimants not to admit now
 	if len(b.UnknownStopping) == 0 {
 		a.mu.Lock()
 		a.lastDeferred = 0
@@ -213,7 +213,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 	var admits []*JobView
 	for _, act := range p.Actions {
 		k := act.Namespace + "/" + act.Job
-		if act.Action != plan.ActionAdmit || admitted[k] || skip[act.Namespace+"/"+act.Job+"/"+act.Group] {
+		if act.Action != plan.ActionAdmit || admitted[k] || skip[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}] {
 			continue
 		}
 		admitted[k] = true
@@ -362,7 +362,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 		return fmt.Errorf("failed to preempt allocation %s: job %s is not known", act.Alloc, k)
 	}
 	if a.DryRun {
-		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For, "rule", act.Rule, "reason", act.Reason)
+		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For.String(), "rule", act.Rule, "reason", act.Reason)
 		return nil
 	}
 	if !moved[k] && !v.Holding {
@@ -380,7 +380,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 	}
 	a.mu.Lock()
 	if a.stopping == nil {
-		a.stopping = map[string]string{}
+		a.stopping = map[string]plan.GroupKey{}
 	}
 	a.stopping[act.Alloc] = act.For
 	a.mu.Unlock()
@@ -393,11 +393,11 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 		a.Recorder.Add(rec)
 	}
 	if a.Metrics != nil {
-		a.Metrics.Preemptions.WithLabelValues(string(act.Rule), act.Namespace, namespaceOf(act.For)).Inc()
+		a.Metrics.Preemptions.WithLabelValues(string(act.Rule), act.Namespace, act.For.Namespace).Inc()
 		a.Metrics.PreemptedGPUs.WithLabelValues(string(act.Rule)).Add(float64(act.GPUs))
 	}
 	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k, "node", act.Node, "gpus", act.GPUs,
-		"claimant", act.For, "rule", act.Rule, "reason", act.Reason)
+		"claimant", act.For.String(), "rule", act.Rule, "reason", act.Reason)
 	return nil
 }
 

@@ -93,7 +93,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	}
 	sort.Strings(errs)
 	want := []string{`bad-idle: job meta gputide_idle = "maybe": want "true" or "false"`,
-		`bad-maxrun: job meta gputide_flex_max_run = "-1h": must be positive`}
+		`bad-maxrun: job meta gputide_flex_max_run = "-1h": must be more than 0`}
 	if strings.Join(errs, "|") != strings.Join(want, "|") {
 		t.Fatalf("meta errors = %q", errs)
 	}
@@ -102,7 +102,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	}
 	// Every preemption is recorded (L8).
 	rec := a.Recorder.List()
-	if len(rec) != 2 || rec[0].Alloc != allocC1 || rec[0].Claimant != "workspace-b/training/worker" || rec[0].GPUs != 2 ||
+	if len(rec) != 2 || rec[0].Alloc != allocC1 || rec[0].Claimant != (plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}) || rec[0].GPUs != 2 ||
 		rec[0].Rule != plan.RuleChild || rec[0].Namespace != "workspace-c" {
 		t.Fatalf("record = %+v", rec)
 	}

@@ -112,7 +112,7 @@ func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
 	}
 	a := byID[allocA]
 	if a.Namespace != "workspace-a" || a.Job != "inference" || a.Group != "server" || a.Type != plan.JobService ||
-		a.Priority != 80 || a.GPUs() != 4 || a.Node != node || a.StoppingFor != "" || a.Idle {
+		a.Priority != 80 || a.GPUs() != 4 || a.Node != node || !a.StoppingFor.IsZero() || a.Idle {
 		t.Fatalf("inference allocation = %+v", a)
 	}
 	c := byID[allocC1]
@@ -140,7 +140,7 @@ func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
 	if got := b.Jobs["workspace-c/bad-idle"].MetaErr.Error(); got != `job meta gputide_idle = "maybe": want "true" or "false"` {
 		t.Fatalf("bad-idle error = %q", got)
 	}
-	if got := b.Jobs["workspace-c/bad-maxrun"].MetaErr.Error(); got != `job meta gputide_flex_max_run = "-1h": must be positive` {
+	if got := b.Jobs["workspace-c/bad-maxrun"].MetaErr.Error(); got != `job meta gputide_flex_max_run = "-1h": must be more than 0` {
 		t.Fatalf("bad-maxrun error = %q", got)
 	}
 	// The core agrees: workspace-b/training waits, naming the quota and numbers.
@@ -157,17 +157,17 @@ func TestBuildMarksStoppingAllocations(t *testing.T) {
 	_, s := listRecorded(t)
 	s.markStopping(allocC1)
 	s.markStopping(allocC2)
-	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Stopping: map[string]string{allocC1: "workspace-a/inference/server"},
+	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Stopping: map[string]plan.GroupKey{allocC1: (plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"})},
 		Accepted: func(string) bool { return true }})
 	for _, a := range b.Snapshot.Allocations {
 		switch a.ID {
 		case allocC1:
-			if a.StoppingFor != "workspace-a/inference/server" {
-				t.Fatalf("known stop: StoppingFor = %q", a.StoppingFor)
+			if a.StoppingFor != (plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"}) {
+				t.Fatalf("known stop: StoppingFor = %v", a.StoppingFor)
 			}
 		case allocC2:
 			if a.StoppingFor != UnknownClaimant {
-				t.Fatalf("unknown stop: StoppingFor = %q", a.StoppingFor)
+				t.Fatalf("unknown stop: StoppingFor = %v", a.StoppingFor)
 			}
 		}
 	}

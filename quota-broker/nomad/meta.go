@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -15,8 +16,8 @@ import (
 const (
 	MetaIdle         = "gputide_idle"          // "true" or "false"
 	MetaElastic      = "gputide_elastic"       // "true" or "false"
-	MetaFlexMaxWait  = "gputide_flex_max_wait" // Go duration, 0 < d <= 168h
-	MetaFlexMaxRun   = "gputide_flex_max_run"  // Go duration, > 0
+	MetaFlexMaxWait  = "gputide_flex_max_wait" // Go duration, 0 < d <= 168h, default 168h (plan.Flex.Check)
+	MetaFlexMaxRun   = "gputide_flex_max_run"  // Go duration, 0 < d <= 168h, required with either flex key
 	MetaReservation  = "gputide_reservation"   // reservation ID
 	MetaPool         = "gputide_pool"          // node pool to admit into, default "default"
 	MetaStatus       = "gputide_status"        // written by the broker: waiting, error, expired
@@ -76,13 +77,7 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 			if err != nil {
 				return JobOptions{}, &MetaError{k, v, `want a duration such as "72h"`}
 			}
-			if d <= 0 {
-				return JobOptions{}, &MetaError{k, v, "must be positive"}
-			}
 			if k == MetaFlexMaxWait {
-				if d > plan.MaxFlexWait {
-					return JobOptions{}, &MetaError{k, v, fmt.Sprintf("at most %s", plan.MaxFlexWait)}
-				}
 				flex.MaxWait = d
 			} else {
 				flex.MaxRun = d
@@ -108,8 +103,21 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 		}
 	}
 	if hasFlex {
-		if flex.MaxWait == 0 {
-			flex.MaxWait = plan.MaxFlexWait
+		if _, set := meta[MetaFlexMaxWait]; !set {
+			flex.MaxWait = plan.DefaultFlexWait
+		}
+		if err := flex.Check(); err != nil {
+			// The rule is the core's (DESIGN L11); the error names the
+			// meta key and the value as written.
+			var fe *plan.FlexError
+			if !errors.As(err, &fe) {
+				return JobOptions{}, err
+			}
+			key := MetaFlexMaxWait
+			if fe.Key == "max_run" {
+				key = MetaFlexMaxRun
+			}
+			return JobOptions{}, &MetaError{key, meta[key], fe.Problem}
 		}
 		o.Flex = &flex
 	}

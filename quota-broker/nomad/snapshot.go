@@ -16,7 +16,7 @@ import (
 // for a claimant the broker cannot name (it was stopped before a restart,
 // or by someone else): the core never chooses it again and gives its GPUs
 // to nobody until it is gone.
-const UnknownClaimant = "unknown/unknown/unknown"
+var UnknownClaimant = plan.GroupKey{Namespace: "unknown", Job: "unknown", Group: "unknown"}
 
 // DefaultHoldingPool is the node pool with no nodes that governed jobs wait
 // in (DESIGN §5).
@@ -31,9 +31,8 @@ type BuildInput struct {
 	// Governed says which namespaces the broker governs; nil means every
 	// namespace bound in the quota tree.
 	Governed func(namespace string) bool
-	// Stopping maps allocations the broker stopped to their claimant
-	// ("namespace/job/group").
-	Stopping map[string]string
+	// Stopping maps allocations the broker stopped to their claimant.
+	Stopping map[string]plan.GroupKey
 	// Accepted says whether a job in a real pool was admitted by the broker
 	// (or was there when it started). A job in a real pool that is not
 	// accepted was registered straight into it and is checked as pending.
@@ -64,6 +63,14 @@ type Build struct {
 	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
 	// all: the quota does not concern them, so they are admitted at once.
 	NoGPU []string
+	// Left lists the nodes, allocations and pending jobs that break a rule
+	// of plan.Snapshot.Check, each with what is wrong: they are left out
+	// of Snapshot, and so of the plan; the caller reports them.
+	Left []*plan.Fault
+	// Invalid is a fault in the quota tree or the settings (or the time):
+	// nothing can be planned and the broker must not act (DESIGN L12).
+	// Snapshot is then the unchecked snapshot.
+	Invalid error
 }
 
 // Build turns the state into a snapshot for the planning core:
@@ -79,7 +86,10 @@ type Build struct {
 //     and every allocation of a job registered straight into the pool
 //     (whose live allocations are then left out, so that L3 decides on
 //     it). Jobs with a bad meta value, stopped jobs and system jobs are
-//     not pending.
+//     not pending;
+//   - last, the snapshot is checked (plan.Snapshot.Usable): each node,
+//     allocation or pending job that breaks a rule is left out and listed
+//     in Left; a fault in the tree or the settings is Invalid.
 func (s *State) Build(in BuildInput) *Build {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -235,7 +245,18 @@ func (s *State) Build(in BuildInput) *Build {
 		}
 		snap.Allocations = append(snap.Allocations, pa)
 	}
+	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
+}
+
+// usable checks snap (plan.Snapshot.Usable): it returns snap without the
+// items that fail, their faults, or snap and the fatal fault.
+func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
+	ok, left, err := snap.Usable()
+	if err != nil {
+		return snap, nil, err
+	}
+	return ok, left, nil
 }
 
 // groupGPUs returns the nvidia/gpu devices one allocation of tg asks for,

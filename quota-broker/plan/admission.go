@@ -40,7 +40,7 @@ func (j *job) maxRun() time.Duration {
 //  3. earlier submission;
 //  4. namespace, then job name (group names order the groups of a job).
 func (p *planner) pendingJobs() []*job {
-	byKey := map[string]*job{}
+	byKey := map[JobKey]*job{}
 	for i := range p.snap.Pending {
 		g := &p.snap.Pending[i]
 		key := g.JobKey()
@@ -52,7 +52,7 @@ func (p *planner) pendingJobs() []*job {
 		j.groups = append(j.groups, g)
 	}
 	jobs := make([]*job, 0, len(byKey))
-	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+	for _, key := range slices.SortedFunc(maps.Keys(byKey), JobKey.Compare) {
 		j := byKey[key]
 		sort.SliceStable(j.groups, func(a, b int) bool { return j.groups[a].Group < j.groups[b].Group })
 		first := j.groups[0]

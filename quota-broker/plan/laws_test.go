@@ -120,7 +120,7 @@ func TestL5OnlyTheMinimalVictimSet(t *testing.T) {
 		t.Fatalf("stops = %v, want %v", got, want)
 	}
 	for _, a := range actionsOf(p, ActionStop) {
-		if a.Rule != RuleIdleDebt || a.For != "workspace-b/claim/server" {
+		if a.Rule != RuleIdleDebt || a.For != key("workspace-b/claim/server") {
 			t.Fatalf("stop %+v: want rule L5.1 for workspace-b/claim/server", a)
 		}
 	}

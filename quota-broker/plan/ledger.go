@@ -28,8 +28,8 @@ type planner struct {
 	// byQuota lists, per quota node, the non-idle allocations of its own
 	// namespaces; built on first use (planner.ownNonIdle).
 	byQuota [][]int
-	// claimants maps a claimant key ("namespace/job/group") to its ID.
-	claimants map[string]int32
+	// claimants maps a claimant to its ID.
+	claimants map[GroupKey]int32
 	// scratch is a reusable buffer of a node's candidate units.
 	scratch []unitGPUs
 	// gpuPool backs the GPU lists of allocations as nodes are resolved.
@@ -58,7 +58,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
 		nodeByID:  make(map[string]int, len(s.Nodes)),
-		claimants: map[string]int32{},
+		claimants: map[GroupKey]int32{},
 	}
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
@@ -182,7 +182,7 @@ func (p *planner) indexNodes() {
 	}
 }
 
-func (p *planner) claimantID(key string) int32 {
+func (p *planner) claimantID(key GroupKey) int32 {
 	if id, ok := p.claimants[key]; ok {
 		return id
 	}
@@ -254,8 +254,8 @@ func (p *planner) indexAllocations() {
 		x := &store[len(p.allocs)]
 		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
 			reserved: a.Reservation != "" && active[a.Reservation], count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
-		x.victimable = x.q != nil && !x.reserved && a.StoppingFor == "" && (a.Type == JobService || a.Type == JobBatch)
-		if a.StoppingFor != "" {
+		x.victimable = x.q != nil && !x.reserved && a.StoppingFor.IsZero() && (a.Type == JobService || a.Type == JobBatch)
+		if !a.StoppingFor.IsZero() {
 			eager[node] = true
 		}
 		p.allocs = append(p.allocs, x)
@@ -287,7 +287,7 @@ func (p *planner) resolve(ni int) {
 		x := p.allocs[ai]
 		a := x.a
 		claimant := noClaimant
-		if a.StoppingFor != "" {
+		if !a.StoppingFor.IsZero() {
 			claimant = p.claimantID(a.StoppingFor)
 		}
 		x.gpus, p.gpuPool = p.gpuPool[:0:len(a.GPUIDs)], p.gpuPool[len(a.GPUIDs):]
@@ -324,7 +324,7 @@ func (p *planner) rebook(since int) {
 		for _, ai := range p.nodes[ni].allocs {
 			x := p.allocs[ai]
 			claimant := noClaimant
-			if x.a.StoppingFor != "" {
+			if !x.a.StoppingFor.IsZero() {
 				claimant = p.claimantID(x.a.StoppingFor)
 			}
 			for _, g := range x.gpus {

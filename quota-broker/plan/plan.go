@@ -38,8 +38,10 @@ import (
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
-// Compute plans the snapshot. It returns an error only when the quota tree
-// breaks law L1; the snapshot itself is not changed.
+// Compute plans the snapshot, which must pass Validate (the decoder, the
+// Nomad adapter and the simulator check it first). It returns an error
+// only when the quota tree breaks law L1; the snapshot itself is not
+// changed.
 func Compute(s *Snapshot) (*Plan, error) {
 	if s == nil {
 		return nil, fmt.Errorf("no snapshot")
@@ -76,10 +78,7 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 		}
 	}
 	if j.flex != nil {
-		wait := j.flex.MaxWait
-		if wait <= 0 || wait > MaxFlexWait {
-			wait = MaxFlexWait
-		}
+		wait := j.flex.MaxWait // within L11: the snapshot passed Validate
 		if waited := p.now.Sub(j.submitted); waited > wait {
 			for _, g := range j.groups {
 				p.emit(Action{Action: ActionExpire, Namespace: g.Namespace, Job: g.Job, Group: g.Group,

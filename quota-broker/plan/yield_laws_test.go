@@ -25,7 +25,7 @@ type stopRow struct {
 func stopRows(p *Plan) []stopRow {
 	var out []stopRow
 	for _, a := range actionsOf(p, ActionStop) {
-		out = append(out, stopRow{Alloc: a.Alloc, Node: a.Node, Rule: a.Rule, For: a.For})
+		out = append(out, stopRow{Alloc: a.Alloc, Node: a.Node, Rule: a.Rule, For: a.For.String()})
 	}
 	return out
 }

@@ -48,8 +48,8 @@ type alloc struct {
 	slots       []int // owned GPU slots
 	ids         []string
 	state       allocState
-	waiting     int // owned slots still held by another allocation
-	stoppingFor string
+	waiting     int           // owned slots still held by another allocation
+	stoppingFor plan.GroupKey // zero when not stopping for a claimant
 	placedAt    int64
 	placedTime  time.Time // placedAt, for snapshots
 	startedAt   int64     // when it started running
@@ -63,9 +63,9 @@ func (a *alloc) idle() bool { return a.j.spec.Idle }
 // an inference service).
 type job struct {
 	spec    *JobSpec
-	key     string // claimant key "namespace/job/group"
-	ns      int    // namespace index
-	desired int    // allocations wanted
+	key     plan.GroupKey // the job's group, its claimant key
+	ns      int           // namespace index
+	desired int           // allocations wanted
 	live    []*alloc
 	running int // live allocations that run
 
@@ -231,7 +231,7 @@ func (s *sim) run(a *alloc) {
 
 // stop stops a live allocation: a placing one ends at once, a running one
 // holds its GPUs for its job's kill_timeout (DESIGN L8).
-func (s *sim) stop(a *alloc, rule plan.Rule, claimant string) {
+func (s *sim) stop(a *alloc, rule plan.Rule, claimant plan.GroupKey) {
 	j := a.j
 	s.halt(j, rule)
 	for i, x := range j.live {

@@ -105,8 +105,15 @@ type pjob struct {
 	ask      int
 }
 
+// unitKey names a preemption unit: a batch job, or one allocation of
+// another type.
+type unitKey struct {
+	job   plan.JobKey
+	alloc string
+}
+
 func pendingJobs(s *plan.Snapshot) []*pjob {
-	by := map[string]*pjob{}
+	by := map[plan.JobKey]*pjob{}
 	var out []*pjob
 	for i := range s.Pending {
 		g := &s.Pending[i]
@@ -331,12 +338,12 @@ type Kueue struct {
 	capacity int
 	// reserved are the workloads admitted by quota whose pods are not all
 	// placed yet: their quota stays reserved from plan to plan, as in Kueue.
-	reserved map[string]bool
+	reserved map[plan.JobKey]bool
 }
 
 // NewKueue builds the Kueue-like policy from the shares.
 func NewKueue(sh *Shares) *Kueue {
-	p := &Kueue{nominal: map[string]int{}, reserved: map[string]bool{}}
+	p := &Kueue{nominal: map[string]int{}, reserved: map[plan.JobKey]bool{}}
 	for i, n := range sh.Namespaces {
 		p.nominal[n] = sh.GPUs[i]
 		p.capacity += sh.GPUs[i]
@@ -359,18 +366,18 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		allocs  []*plan.Allocation
 		gpus    int
 	}
-	units := map[string]*unit{}
+	units := map[unitKey]*unit{}
 	var unitList []*unit
 	for i := range s.Allocations {
 		a := &s.Allocations[i]
-		if a.StoppingFor != "" {
+		if !a.StoppingFor.IsZero() {
 			continue // evicted: its quota is released
 		}
 		usage[a.Namespace] += a.GPUs()
 		total += a.GPUs()
-		key := a.JobKey()
+		key := unitKey{job: a.JobKey()} // a batch job is one unit
 		if a.Type != plan.JobBatch {
-			key = a.ID
+			key = unitKey{alloc: a.ID}
 		}
 		u := units[key]
 		if u == nil {
@@ -401,9 +408,9 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	out := &plan.Plan{}
 	jobs := pendingJobs(s)
 	// Workloads already admitted keep their quota and are placed first.
-	still := map[string]bool{}
+	still := map[plan.JobKey]bool{}
 	for _, j := range jobs {
-		if key := j.ns + "/" + j.name; p.reserved[key] {
+		if key := (plan.JobKey{Namespace: j.ns, Job: j.name}); p.reserved[key] {
 			still[key] = true
 			usage[j.ns] += j.ask
 			total += j.ask
@@ -411,13 +418,13 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	}
 	p.reserved = still
 	for _, j := range jobs {
-		if still[j.ns+"/"+j.name] {
+		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
 			nodes := free.place(j, all)
 			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet")
 		}
 	}
 	for _, j := range jobs {
-		if still[j.ns+"/"+j.name] {
+		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
 			continue
 		}
 		if expired(s, j) {
@@ -475,7 +482,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			placed += len(nodes[gi]) * j.groups[gi].GPUs
 		}
 		if placed < j.ask {
-			p.reserved[j.ns+"/"+j.name] = true
+			p.reserved[plan.JobKey{Namespace: j.ns, Job: j.name}] = true
 		}
 		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet")
 	}

@@ -97,7 +97,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 			Type: string(a.Type), Priority: int64(a.Priority), Node: a.Node,
 			GPUIDs: append([]string{}, a.GPUIDs...),
 			Idle:   a.Idle, Elastic: a.Elastic, Reservation: a.Reservation,
-			StoppingFor: a.StoppingFor, StartedAt: timeText(a.StartedAt),
+			StoppingFor: claimantToWire(a.StoppingFor), StartedAt: timeText(a.StartedAt),
 		})
 	}
 	for _, p := range s.Pending {
@@ -148,4 +148,13 @@ func quotaToWire(n *quota.Node) *wireQuota {
 		}
 	}
 	return w
+}
+
+// claimantToWire writes a claimant in the object form (none for the zero
+// key).
+func claimantToWire(k plan.GroupKey) wireClaimant {
+	if k.IsZero() {
+		return wireClaimant{}
+	}
+	return wireClaimant{Key: &wireGroupKey{Namespace: k.Namespace, Job: k.Job, Group: k.Group}}
 }

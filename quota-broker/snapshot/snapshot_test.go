@@ -47,7 +47,7 @@ const base = `{
                "flex": {"max_wait": "1440m", "max_run": "4h"}},
               {"namespace": "workspace-b", "job": "big", "group": "g", "type": "batch",
                "priority": 50, "count": 1, "gpus": 2, "submitted_at": "2026-12-01T07:00:00Z",
-               "flex": {}}],
+               "flex": {"max_run": "2h"}}],
   "reservations": [{"id": "r-1", "namespace": "workspace-b", "quota": "Quota1.1", "gpus": 2,
                     "start": "2026-12-01T00:00:00Z", "end": "2026-12-08T00:00:00Z"}]
 }`
@@ -93,7 +93,7 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 				StartedAt: mustTime(t, "2026-12-01T07:00:00Z")},
 			{ID: "alloc-2", Namespace: "workspace-c", Job: "sweep", Group: "trial", Type: plan.JobBatch,
 				Priority: 20, Node: "node-02", GPUIDs: []string{"GPU-02-0", "GPU-02-1"},
-				Idle: true, Elastic: true, Reservation: "r-1", StoppingFor: "workspace-a/chat/server",
+				Idle: true, Elastic: true, Reservation: "r-1", StoppingFor: plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"},
 				StartedAt: mustTime(t, "2026-12-01T06:30:00.5+01:00")},
 		},
 		Pending: []plan.Pending{
@@ -106,7 +106,7 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 				Flex: &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}},
 			{Namespace: "workspace-b", Job: "big", Group: "g", Type: plan.JobBatch, Priority: 50,
 				Count: 1, GPUs: 2, SubmittedAt: mustTime(t, "2026-12-01T07:00:00Z"),
-				Flex: &plan.Flex{MaxWait: 168 * time.Hour}},
+				Flex: &plan.Flex{MaxWait: 168 * time.Hour, MaxRun: 2 * time.Hour}},
 		},
 		Reservations: []plan.Reservation{
 			{ID: "r-1", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 2,
@@ -274,7 +274,7 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			`pending[2].flex.max_wait: "11520m" is above the maximum of 168h`},
 		{"a zero max_wait is rejected",
 			func(m map[string]any) { at(m, "pending", 2, "flex")["max_wait"] = "0s" },
-			`pending[2].flex.max_wait: "0s" must be positive (leave max_wait out for the default 168h)`},
+			`pending[2].flex.max_wait: "0s" must be more than 0 (leave max_wait out for the default 168h)`},
 		{"a bad max_run is rejected",
 			func(m map[string]any) { at(m, "pending", 2, "flex")["max_run"] = "4 hours" },
 			`pending[2].flex.max_run: "4 hours" is not a Go duration (such as "90s", "10m" or "1h30m")`},
@@ -364,7 +364,23 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			`allocations[1].job: must not be empty`},
 		{"a stopping_for that is not namespace/job/group is rejected",
 			func(m map[string]any) { at(m, "allocations", 1)["stopping_for"] = "chat/server" },
-			`allocations[1].stopping_for: "chat/server" is not a claimant of the form "namespace/job/group"`},
+			`allocations[1].stopping_for: "chat/server" is not a claimant of the form "namespace/job/group" (three non-empty parts; a job ID or group with "/" needs the object form {"namespace": ..., "job": ..., "group": ...})`},
+		{"a stopping_for string with four parts is rejected, not read as a group with \"/\"",
+			func(m map[string]any) { at(m, "allocations", 1)["stopping_for"] = "a/b/c/d" },
+			`allocations[1].stopping_for: "a/b/c/d" is not a claimant of the form "namespace/job/group" (three non-empty parts; a job ID or group with "/" needs the object form {"namespace": ..., "job": ..., "group": ...})`},
+		{"a stopping_for object without a group is rejected",
+			func(m map[string]any) {
+				at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": "workspace-a", "job": "chat"}
+			},
+			`allocations[1].stopping_for.group: missing required key "group"`},
+		{"a stopping_for object with an empty job is rejected",
+			func(m map[string]any) {
+				at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": "workspace-a", "job": "", "group": "g"}
+			},
+			`allocations[1].stopping_for.job: must not be empty`},
+		{"a stopping_for of another JSON type is rejected",
+			func(m map[string]any) { at(m, "allocations", 1)["stopping_for"] = 7 },
+			`allocations[1].stopping_for: want an object, not the number 7`},
 		{"a pending group listed twice is rejected",
 			func(m map[string]any) { at(m, "pending", 1)["group"] = "server" },
 			`pending[1]: group "workspace-a/chat/server" is listed twice (also pending[0])`},
@@ -486,6 +502,39 @@ func TestEncodeThenDecodeGivesTheSameSnapshot(t *testing.T) {
 	}
 }
 
+func TestAClaimantWithSlashesNeedsAndSurvivesTheObjectForm(t *testing.T) {
+	// A periodic child job's ID and a group name may contain "/".
+	want := plan.GroupKey{Namespace: "workspace-a", Job: "nightly/periodic-1764576000", Group: "shard/0"}
+	doc := edit(t, func(m map[string]any) {
+		at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": want.Namespace, "job": want.Job, "group": want.Group}
+	})
+	s, err := Unmarshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Allocations[1].StoppingFor; got != want {
+		t.Fatalf("StoppingFor = %#v, want %#v", got, want)
+	}
+	var buf bytes.Buffer
+	if err := Encode(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"stopping_for": {
+        "namespace": "workspace-a",
+        "job": "nightly/periodic-1764576000",
+        "group": "shard/0"
+      }`) {
+		t.Errorf("Encode did not write the object form:\n%s", buf.String())
+	}
+	back, err := Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Allocations[1].StoppingFor; got != want {
+		t.Fatalf("after a round trip StoppingFor = %#v, want %#v", got, want)
+	}
+}
+
 func TestEncodeWritesStableIndentedJSON(t *testing.T) {
 	s := &plan.Snapshot{
 		Time:     time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC),
@@ -563,7 +612,7 @@ func TestEncodePlanWritesTheDocumentedShape(t *testing.T) {
 	p := &plan.Plan{
 		Actions: []plan.Action{
 			{Action: plan.ActionStop, Alloc: "alloc-7", Namespace: "workspace-c", Job: "train-9", Group: "w",
-				Node: "node-03", GPUs: 8, Rule: plan.RuleChild, For: "workspace-a/chat/server",
+				Node: "node-03", GPUs: 8, Rule: plan.RuleChild, For: plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"},
 				Reason: "child-level preemption for Quota1"},
 			{Action: plan.ActionAdmit, Namespace: "workspace-a", Job: "chat", Group: "server", Count: 2,
 				Nodes: []string{"node-03", "node-07"}, GPUs: 8, Rule: plan.RuleAdmission},
@@ -585,7 +634,11 @@ func TestEncodePlanWritesTheDocumentedShape(t *testing.T) {
       "node": "node-03",
       "gpus": 8,
       "rule": "L5.2",
-      "for": "workspace-a/chat/server",
+      "for": {
+        "namespace": "workspace-a",
+        "job": "chat",
+        "group": "server"
+      },
       "reason": "child-level preemption for Quota1"
     },
     {

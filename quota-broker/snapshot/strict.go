@@ -195,6 +195,9 @@ func (d *decoder) value(v reflect.Value, depth int) error {
 		}
 		return d.errorf("null is not allowed here; want %s", want(t))
 	}
+	if t == claimantType {
+		return d.claimant(v.Addr().Interface().(*wireClaimant), depth)
+	}
 	if t.Kind() == reflect.Pointer {
 		if !startsValue(c) {
 			return d.syntaxError("looking for beginning of value")
@@ -261,6 +264,29 @@ func (d *decoder) value(v reflect.Value, depth int) error {
 		panic("snapshot: wire type with unsupported kind " + t.Kind().String())
 	}
 	return nil
+}
+
+var claimantType = reflect.TypeFor[wireClaimant]()
+
+// claimant decodes a claimant reference: a string (the older form) or an
+// object {"namespace", "job", "group"}.
+func (d *decoder) claimant(c *wireClaimant, depth int) error {
+	switch d.data[d.pos] {
+	case '"':
+		s, err := d.str()
+		if err != nil {
+			return err
+		}
+		c.Text = s
+		return nil
+	case '{':
+		if depth >= maxDepth {
+			return d.errorf("nested more than %d levels deep", maxDepth)
+		}
+		c.Key = &wireGroupKey{}
+		return d.object(reflect.ValueOf(c.Key).Elem(), depth+1)
+	}
+	return d.mismatch(reflect.TypeFor[wireGroupKey]())
 }
 
 // startsValue reports whether c can start a JSON value.

@@ -15,6 +15,8 @@
 // Decoding never panics and never returns a snapshot together with an error.
 package snapshot
 
+import "encoding/json"
+
 // The wire types mirror the JSON document. Tags: `json` names the key;
 // `snap:"required"` makes the key mandatory (checked by the strict walker
 // before json.Unmarshal). Times are RFC 3339 strings and durations Go
@@ -59,19 +61,19 @@ type wireGPU struct {
 }
 
 type wireAllocation struct {
-	ID          string   `json:"id" snap:"required"`
-	Namespace   string   `json:"namespace" snap:"required"`
-	Job         string   `json:"job" snap:"required"`
-	Group       string   `json:"group" snap:"required"`
-	Type        string   `json:"type" snap:"required"`
-	Priority    int64    `json:"priority" snap:"required"`
-	Node        string   `json:"node" snap:"required"`
-	GPUIDs      []string `json:"gpu_ids" snap:"required"`
-	Idle        bool     `json:"idle"`
-	Elastic     bool     `json:"elastic"`
-	Reservation string   `json:"reservation"`
-	StoppingFor string   `json:"stopping_for"`
-	StartedAt   string   `json:"started_at" snap:"required"`
+	ID          string       `json:"id" snap:"required"`
+	Namespace   string       `json:"namespace" snap:"required"`
+	Job         string       `json:"job" snap:"required"`
+	Group       string       `json:"group" snap:"required"`
+	Type        string       `json:"type" snap:"required"`
+	Priority    int64        `json:"priority" snap:"required"`
+	Node        string       `json:"node" snap:"required"`
+	GPUIDs      []string     `json:"gpu_ids" snap:"required"`
+	Idle        bool         `json:"idle"`
+	Elastic     bool         `json:"elastic"`
+	Reservation string       `json:"reservation"`
+	StoppingFor wireClaimant `json:"stopping_for,omitzero"`
+	StartedAt   string       `json:"started_at" snap:"required"`
 }
 
 type wirePending struct {
@@ -104,4 +106,31 @@ type wireReservation struct {
 	GPUs      int64  `json:"gpus" snap:"required"`
 	Start     string `json:"start" snap:"required"`
 	End       string `json:"end" snap:"required"`
+}
+
+// wireClaimant is a claimant reference (stopping_for): the object
+// {"namespace", "job", "group"} that the encoder writes, or, as older
+// snapshots wrote it, the string "namespace/job/group" with exactly three
+// non-empty parts. "" (or no key) is no claimant. The strict reader
+// decodes it by hand (decoder.claimant): one key, two JSON types.
+type wireClaimant struct {
+	Text string        // the string form as given, or ""
+	Key  *wireGroupKey // the object form, or nil
+}
+
+type wireGroupKey struct {
+	Namespace string `json:"namespace" snap:"required"`
+	Job       string `json:"job" snap:"required"`
+	Group     string `json:"group" snap:"required"`
+}
+
+// IsZero reports whether c names no claimant (the key is then left out).
+func (c wireClaimant) IsZero() bool { return c.Text == "" && c.Key == nil }
+
+// MarshalJSON writes the object form (the string form is read only).
+func (c wireClaimant) MarshalJSON() ([]byte, error) {
+	if c.Key == nil {
+		return json.Marshal(c.Text)
+	}
+	return json.Marshal(c.Key)
 }
