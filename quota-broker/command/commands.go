@@ -33,6 +33,9 @@ func Commands(m Meta) map[string]cli.CommandFactory {
 		"plan":    func() (cli.Command, error) { return &PlanCommand{Meta: m}, nil },
 		"sim":     func() (cli.Command, error) { return &SimCommand{Meta: m}, nil },
 		"version": func() (cli.Command, error) { return &VersionCommand{Meta: m}, nil },
+
+		"schedule":         func() (cli.Command, error) { return &ScheduleCommand{Meta: m}, nil },
+		"schedule preview": func() (cli.Command, error) { return &SchedulePreviewCommand{Meta: m}, nil },
 	}
 }
 
