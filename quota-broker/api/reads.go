@@ -262,4 +262,3 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 	}
 	return time.Time{}, badInput("since", v, "want an RFC 3339 time (2026-12-07T08:00:00+09:00) or a duration back from now (24h)")
 }
-
