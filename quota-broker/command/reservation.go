@@ -20,7 +20,9 @@ func jsonOf(v any) []byte {
 // ReservationCreateCommand is "gputide reservation create" (DESIGN L10).
 type ReservationCreateCommand struct{ brokerCmd }
 
-func (c *ReservationCreateCommand) Synopsis() string { return "Book GPUs for a namespace over a window" }
+func (c *ReservationCreateCommand) Synopsis() string {
+	return "Book GPUs for a namespace over a window"
+}
 func (c *ReservationCreateCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: gputide reservation create -namespace NS -gpus N -start RFC3339 -duration D [options]
