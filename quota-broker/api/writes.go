@@ -51,7 +51,11 @@ func decodeStrict(data []byte, v any) error {
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			f = strings.Trim(f, `"`)
-			return &Problem{Status: http.StatusBadRequest, Field: f, Msg: fmt.Sprintf("unknown field %q", f)}
+			field := f
+			if field == "" {
+				field = "body"
+			}
+			return &Problem{Status: http.StatusBadRequest, Field: field, Msg: fmt.Sprintf("unknown field %q", f)}
 		}
 		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body is not the documented JSON: " + err.Error()}
 	}
