@@ -228,7 +228,7 @@ func (s *Server) preemptions(w http.ResponseWriter, r *http.Request, c *caller) 
 		return
 	}
 	ns := q.Get("namespace")
-	list, err := s.cfg.Store.Preemptions(r.Context())
+	list, err := s.cfg.Preemptions(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return

@@ -73,6 +73,10 @@ type Config struct {
 	// Limits bound bookings (tree settings reservation_max_ahead,
 	// reservation_min_duration); zero: reservation.DefaultLimits().
 	Limits reservation.Limits
+	// Preemptions lists the preemption history, oldest first; nil:
+	// Store.Preemptions (the agent without the Consul store gives its
+	// in-memory record).
+	Preemptions func(ctx context.Context) ([]store.Preemption, error)
 	// Metrics serves /metrics and /v1/metrics (the agent's registry).
 	Metrics http.Handler
 	// Registerer takes the server's own metrics; nil: none registered.
@@ -107,6 +111,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Preemptions == nil {
+		cfg.Preemptions = cfg.Store.Preemptions
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = http.NotFoundHandler()
