@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -38,6 +39,7 @@ type Agent struct {
 	recorder *nomad.Recorder
 	metrics  *nomad.Metrics
 	registry *prometheus.Registry
+	api      *brokerapi.Server
 	now      func() time.Time
 	trigger  chan struct{}
 
@@ -98,6 +100,9 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Recorder: a.recorder, Metrics: a.metrics, Now: now}
+	if a.api, err = a.newAPI(); err != nil {
+		return nil, fmt.Errorf("failed to create the HTTP API: %w", err)
+	}
 	return a, nil
 }
 
@@ -190,7 +195,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.addr = ln.Addr().String()
 	a.mu.Unlock()
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

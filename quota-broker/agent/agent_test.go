@@ -60,6 +60,9 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 			case <-done:
 			}
 			return
+		case r.URL.Path == "/v1/acl/token/self": // Nomad's exact answer with ACLs off
+			http.Error(w, "ACL support disabled", http.StatusBadRequest)
+			return
 		case r.URL.Path == "/v1/status/leader":
 			fmt.Fprint(w, `"127.0.0.1:4647"`)
 			return
@@ -148,6 +151,7 @@ quota_file = "quota.hcl"
 interval   = "50ms"
 staleness  = "300ms"
 http_bind  = "127.0.0.1:0"
+admin_token = "adm"
 `, f.srv.URL)), filepath.Join(dir, "broker.hcl"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +171,13 @@ http_bind  = "127.0.0.1:0"
 	}()
 
 	until(t, "acting", 10*time.Second, func() bool { return a.Health().Acting })
+	// The API: the admin token (ACLs off) reads the plan; no token is refused.
+	if code := getStatus(t, a.Addr(), "/v1/plan", "adm"); code != http.StatusOK {
+		t.Errorf("GET /v1/plan with the admin token: %d", code)
+	}
+	if code := getStatus(t, a.Addr(), "/v1/plan", ""); code != http.StatusForbidden {
+		t.Errorf("GET /v1/plan without a token: %d, want 403", code)
+	}
 	// The two jobs with bad meta get their error written: the agent acts.
 	until(t, "the meta writes", 10*time.Second, func() bool { return f.writeCount() >= 2 })
 
@@ -181,12 +192,14 @@ http_bind  = "127.0.0.1:0"
 	if f.writeCount() != n {
 		t.Fatal("wrote while Nomad was unreachable")
 	}
-	// Reads are still served.
-	resp, err := http.Get("http://" + a.Addr() + "/v1/plan")
+	// Health is still served; reads of the state answer 503 once it is
+	// older than the staleness bound (DESIGN §9), never a stale answer.
+	resp, err := http.Get("http://" + a.Addr() + "/v1/agent/health")
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /v1/plan while down: %v %v", resp, err)
+		t.Fatalf("GET /v1/agent/health while down: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	until(t, "stale reads refused", 10*time.Second, func() bool { return getStatus(t, a.Addr(), "/v1/plan", "adm") == http.StatusServiceUnavailable })
 
 	f.setDown(false)
 	// The watcher reconnects with backoff (1s, 2s, 4s, ...): allow for a
@@ -195,4 +208,19 @@ http_bind  = "127.0.0.1:0"
 	if h := a.Health(); h.Relists < 2 {
 		t.Fatalf("relists = %d, want a full list after reconnecting (L2)", h.Relists)
 	}
+}
+
+// getStatus GETs path on the agent with token and returns the status.
+func getStatus(t *testing.T, addr, path, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	if token != "" {
+		req.Header.Set("X-Nomad-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

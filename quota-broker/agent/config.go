@@ -41,6 +41,9 @@ const (
 //	http_bind    = "127.0.0.1:4780"      # metrics and reads; loopback only
 //	log_level    = "info"
 //	dump_dir     = ""                    # write each snapshot and plan here (for gputide plan)
+//	admin_policy = "gputide-admin"       # Nomad policy whose holders are broker admins (DESIGN §9)
+//	admin_token  = ""                    # the broker's admin token, only while Nomad ACLs are off; default GPUTIDE_ADMIN_TOKEN
+//	open_reads_without_acl = false       # with Nomad ACLs off, serve reads without the admin token
 //
 // Relative paths are relative to the configuration file.
 type Config struct {
@@ -54,6 +57,11 @@ type Config struct {
 	HTTPBind    string
 	LogLevel    string
 	DumpDir     string
+	// AdminPolicy, AdminToken (never logged) and OpenReadsWithoutACL are
+	// the API's token settings (DESIGN §9, docs/acl.md).
+	AdminPolicy         string
+	AdminToken          string
+	OpenReadsWithoutACL bool
 }
 
 // NomadConfig is how the agent reaches Nomad.
@@ -74,6 +82,9 @@ type fileConfig struct {
 	HTTPBind    string     `hcl:"http_bind,optional"`
 	LogLevel    string     `hcl:"log_level,optional"`
 	DumpDir     string     `hcl:"dump_dir,optional"`
+	AdminPolicy string     `hcl:"admin_policy,optional"`
+	AdminToken  string     `hcl:"admin_token,optional"`
+	OpenReads   bool       `hcl:"open_reads_without_acl,optional"`
 }
 
 type fileNomad struct {
@@ -105,7 +116,8 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 		return nil, fmt.Errorf("failed to decode %s: %s", filename, diags.Error())
 	}
 	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool,
-		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir}
+		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir,
+		AdminPolicy: fc.AdminPolicy, AdminToken: fc.AdminToken, OpenReadsWithoutACL: fc.OpenReads}
 	if fc.Nomad != nil {
 		c.Nomad = NomadConfig{Address: fc.Nomad.Address, Token: fc.Nomad.Token, Region: fc.Nomad.Region}
 	}
@@ -170,6 +182,9 @@ func (c *Config) applyDefaults() error {
 	if c.Nomad.Region == "" {
 		c.Nomad.Region = os.Getenv("NOMAD_REGION")
 	}
+	if c.AdminToken == "" {
+		c.AdminToken = adminTokenFromEnv()
+	}
 	if c.HoldingPool == "" {
 		c.HoldingPool = "gputide-queue"
 	}
@@ -181,7 +196,7 @@ func (c *Config) applyDefaults() error {
 		return fmt.Errorf("http_bind = %q: %v", c.HTTPBind, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("http_bind = %q: must be a loopback address (the broker's reads are not authenticated)", c.HTTPBind)
+		return fmt.Errorf("http_bind = %q: must be a loopback address (TLS for the API is not wired into the agent yet)", c.HTTPBind)
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"

@@ -47,16 +47,8 @@ type PlanResponse struct {
 	Stops     []PlanStop    `json:"stops"`
 }
 
-// decodeJSON reads one JSON value of at most MaxRequestBody bytes into v;
-// errors are 400s naming the body.
-func decodeJSON(r *http.Request, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
-	if err != nil {
-		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "reading the body: " + err.Error()}
-	}
-	return decodeBytes(data, v)
-}
-
+// decodeBytes reads one JSON value of at most MaxRequestBody bytes into
+// v; errors are 400s naming the field, or the body.
 func decodeBytes(data []byte, v any) error {
 	if len(data) > MaxRequestBody {
 		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: fmt.Sprintf("body larger than %d bytes", MaxRequestBody)}

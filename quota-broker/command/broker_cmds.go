@@ -437,10 +437,10 @@ func parseHCLAs(src []byte, token string) (*nomadapi.Job, error) {
 	}
 	job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src)})
 	if err != nil {
-		return nil, fmt.Errorf("Nomad at %s: %w", cfg.Address, err)
+		return nil, fmt.Errorf("nomad at %s: %w", cfg.Address, err)
 	}
 	if job == nil || job.ID == nil {
-		return nil, fmt.Errorf("Nomad at %s returned no job", cfg.Address)
+		return nil, fmt.Errorf("nomad at %s returned no job", cfg.Address)
 	}
 	return job, nil
 }
