@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -188,6 +189,14 @@ func (a *Agent) Recorder() *nomad.Recorder { return a.recorder }
 // every interval. It returns nil after a graceful stop, or the error that
 // kept it from starting (the HTTP address in use).
 func (a *Agent) Run(ctx context.Context) error {
+	var cert tls.Certificate
+	if a.cfg.TLSCertFile != "" {
+		c, err := tls.LoadX509KeyPair(a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		cert = c
+	}
 	ln, err := net.Listen("tcp", a.cfg.HTTPBind)
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", a.cfg.HTTPBind, err)
@@ -196,6 +205,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.addr = ln.Addr().String()
 	a.mu.Unlock()
 	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if a.cfg.TLSCertFile != "" {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

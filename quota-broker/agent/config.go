@@ -7,11 +7,11 @@ package agent
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -38,7 +38,11 @@ const (
 //	interval     = "30s"                 # plan at least this often
 //	min_runtime  = "10m"                 # overrides the tree's settings when set
 //	staleness    = "15s"                 # L12: never act on state older than this
-//	http_bind    = "127.0.0.1:4780"      # metrics and reads; loopback only
+//	http_bind    = "127.0.0.1:4780"      # the API; beyond loopback only with tls
+//	tls {                                # serve the API over TLS (DESIGN §9)
+//	  cert_file = "broker.pem"
+//	  key_file  = "broker-key.pem"
+//	}
 //	log_level    = "info"
 //	dump_dir     = ""                    # write each snapshot and plan here (for gputide plan)
 //	admin_policy = "gputide-admin"       # Nomad policy whose holders are broker admins (DESIGN §9)
@@ -62,6 +66,9 @@ type Config struct {
 	AdminPolicy         string
 	AdminToken          string
 	OpenReadsWithoutACL bool
+	// TLSCertFile and TLSKeyFile serve the API over TLS; both or neither.
+	TLSCertFile string
+	TLSKeyFile  string
 }
 
 // NomadConfig is how the agent reaches Nomad.
@@ -85,6 +92,12 @@ type fileConfig struct {
 	AdminPolicy string     `hcl:"admin_policy,optional"`
 	AdminToken  string     `hcl:"admin_token,optional"`
 	OpenReads   bool       `hcl:"open_reads_without_acl,optional"`
+	TLS         *fileTLS   `hcl:"tls,block"`
+}
+
+type fileTLS struct {
+	CertFile string `hcl:"cert_file"`
+	KeyFile  string `hcl:"key_file"`
 }
 
 type fileNomad struct {
@@ -127,6 +140,9 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 			return p
 		}
 		return filepath.Join(base, p)
+	}
+	if fc.TLS != nil {
+		c.TLSCertFile, c.TLSKeyFile = rel(fc.TLS.CertFile), rel(fc.TLS.KeyFile)
 	}
 	c.QuotaFile = rel(c.QuotaFile)
 	c.DumpDir = rel(c.DumpDir)
@@ -191,12 +207,11 @@ func (c *Config) applyDefaults() error {
 	if c.HTTPBind == "" {
 		c.HTTPBind = DefaultHTTPBind
 	}
-	host, _, err := net.SplitHostPort(c.HTTPBind)
-	if err != nil {
-		return fmt.Errorf("http_bind = %q: %v", c.HTTPBind, err)
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("tls: cert_file = %q, key_file = %q: give both", c.TLSCertFile, c.TLSKeyFile)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("http_bind = %q: must be a loopback address (TLS for the API is not wired into the agent yet)", c.HTTPBind)
+	if err := brokerapi.CheckListen(c.HTTPBind, c.TLSCertFile != ""); err != nil {
+		return err
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"

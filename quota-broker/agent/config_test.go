@@ -56,6 +56,7 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"zero staleness":       {`quota_file = "q"` + "\n" + `staleness = "0s"`, `staleness = "0s": must be positive`},
 		"negative min_runtime": {`quota_file = "q"` + "\n" + `min_runtime = "-1m"`, `min_runtime = "-1m"`},
 		"public bind":          {`quota_file = "q"` + "\n" + `http_bind = "0.0.0.0:4780"`, "must be a loopback address"},
+		"half tls":             {`quota_file = "q"` + "\n" + `tls {` + "\n" + `cert_file = "c"` + "\n" + `key_file = ""` + "\n}", "give both"},
 		"unknown key":          {`quota_file = "q"` + "\n" + `colour = "blue"`, "Unsupported argument"},
 	}
 	for name, tc := range cases {
@@ -65,5 +66,16 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// DESIGN §9: a listener beyond loopback needs TLS.
+func TestParseConfigPublicBindWithTLS(t *testing.T) {
+	c, err := ParseConfig([]byte("quota_file = \"q\"\nhttp_bind = \"0.0.0.0:4780\"\ntls {\n  cert_file = \"b.pem\"\n  key_file = \"k.pem\"\n}\nadmin_policy = \"gputide-admin\"\nopen_reads_without_acl = true\n"), "/x/broker.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLSCertFile != "/x/b.pem" || c.TLSKeyFile != "/x/k.pem" || c.AdminPolicy != "gputide-admin" || !c.OpenReadsWithoutACL {
+		t.Fatalf("config = %+v", c)
 	}
 }

@@ -278,7 +278,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 func CheckListen(bind string, tls bool) error {
 	host, _, err := net.SplitHostPort(bind)
 	if err != nil {
-		return fmt.Errorf("http_bind %q: %v", bind, err)
+		return fmt.Errorf("http_bind = %q: %v", bind, err)
 	}
 	if host == "localhost" {
 		return nil
@@ -288,7 +288,7 @@ func CheckListen(bind string, tls bool) error {
 		return nil
 	}
 	if !tls {
-		return fmt.Errorf("http_bind %q: listening beyond loopback needs tls { cert_file key_file }", bind)
+		return fmt.Errorf("http_bind = %q: must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }", bind)
 	}
 	return nil
 }

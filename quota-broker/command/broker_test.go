@@ -3,6 +3,7 @@ package command
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +36,11 @@ func (refBackend) PendingOf(job *nomadapi.Job, now time.Time) ([]plan.Pending, e
 // ACLs off (the recorded pseudo-token answer) and the admin token "adm".
 func startBroker(t *testing.T) string {
 	t.Helper()
+	return startBrokerWith(t, httptest.NewServer)
+}
+
+func startBrokerWith(t *testing.T, serve func(http.Handler) *httptest.Server) string {
+	t.Helper()
 	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"AccessorID":"acls-disabled","SecretID":"","Name":"ACLs disabled token","Type":"client"}`)
 	}))
@@ -65,9 +71,37 @@ func startBroker(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := serve(srv.Handler())
 	t.Cleanup(hs.Close)
+	if hs.TLS != nil {
+		ca := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("TEST_CA", ca)
+	}
 	return hs.URL
+}
+
+// -ca-cert / GPUTIDE_CACERT: the CLI trusts the broker's CA, and without
+// it refuses the certificate.
+func TestBrokerCommandsTLS(t *testing.T) {
+	addr := startBrokerWith(t, httptest.NewTLSServer)
+	t.Setenv("GPUTIDE_ADDR", addr)
+	t.Setenv("NOMAD_TOKEN", "adm")
+	if code, _, errOut := runCLI(t, "quota", "status"); code != 1 || !strings.Contains(errOut, "certificate") {
+		t.Errorf("without the CA: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "quota", "status", "-ca-cert", os.Getenv("TEST_CA")); code != 0 || !strings.Contains(out, "Quota1.2") {
+		t.Errorf("-ca-cert: exit %d %s %s", code, out, errOut)
+	}
+	t.Setenv("GPUTIDE_CACERT", os.Getenv("TEST_CA"))
+	if code, out, errOut := runCLI(t, "queue", "-json"); code != 0 || !strings.Contains(out, `"state_age_seconds": 1`) {
+		t.Errorf("GPUTIDE_CACERT: exit %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "queue", "-ca-cert", "/nonexistent.pem"); code != 1 || !strings.Contains(errOut, `-ca-cert "/nonexistent.pem"`) {
+		t.Errorf("missing CA file: exit %d %s", code, errOut)
+	}
 }
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
