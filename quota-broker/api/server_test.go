@@ -801,3 +801,35 @@ func TestPreemptionsAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Every endpoint but health: a token Nomad does not know gets 403, and
+// with Nomad down every token check answers 503 (fail closed); nothing is
+// written either way.
+func TestEveryEndpointBadTokenAndNomadDown(t *testing.T) {
+	h := newHarness(t, options{})
+	endpoints := []struct{ method, path, body string }{
+		{"GET", "/v1/quotas", ""}, {"GET", "/v1/metrics", ""}, {"GET", "/v1/queue", ""}, {"GET", "/v1/preemptions", ""},
+		{"GET", "/v1/plan", ""}, {"GET", "/v1/snapshot", ""}, {"GET", "/v1/reservations", ""}, {"GET", "/v1/reservation/rb", ""},
+		{"POST", "/v1/plan", `{"Namespace":"workspace-b","JobID":"llama-ft-13b"}`},
+		{"POST", "/v1/quota/move", `{"from":"Quota1.2","to":"Quota1.1","gpus":1}`},
+		{"PUT", "/v1/quota/Quota1.1", `{"gpus":40}`},
+		{"PUT", "/v1/quotas", `{"root":{"Name":"Quota1","GPUs":128}}`},
+		{"POST", "/v1/reservations", bookingB},
+		{"DELETE", "/v1/reservation/rb", ""},
+	}
+	for _, e := range endpoints {
+		if code, body := h.do(t, e.method, e.path, "00000000-0000-4000-8000-0000000000ff", e.body); code != 403 {
+			t.Errorf("%s %s unknown token: %d %s, want 403", e.method, e.path, code, body)
+		}
+	}
+	h.nomad.set("down")
+	for _, e := range endpoints {
+		// A token not yet in the cache: its check needs Nomad.
+		if code, body := h.do(t, e.method, e.path, "00000000-0000-4000-8000-0000000000fe", e.body); code != 503 {
+			t.Errorf("%s %s with Nomad down: %d %s, want 503", e.method, e.path, code, body)
+		}
+	}
+	if g := h.guard(t); g != h.base {
+		t.Errorf("guard %d, want %d: a refused write wrote", g, h.base)
+	}
+}

@@ -170,3 +170,24 @@ func TestUsageBar(t *testing.T) {
 		}
 	}
 }
+
+// Reservation flags: every bad value is an error naming the flag and its
+// value, never a panic; a good set gives the request as typed.
+func FuzzReservationFlags(f *testing.F) {
+	f.Add("16", "", "2026-12-07T08:00:00+09:00", "168h", "")
+	f.Add("x", "5", "tomorrow", "90d", "Bad_ID")
+	f.Add("16", "0", "2026-12-07T08:00:00Z", "-1h", "r-1")
+	f.Fuzz(func(t *testing.T, gpus, alloc, start, duration, id string) {
+		req, err := bookingFromFlags("workspace-b", gpus, alloc, "", "", start, duration, id)
+		if err != nil {
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "-") && !strings.HasPrefix(msg, "missing flags") {
+				t.Fatalf("error %q names no flag", msg)
+			}
+			return
+		}
+		if req.Start != start || req.Duration != duration || req.GPUs <= 0 || req.ID != id {
+			t.Fatalf("request %+v from %q %q %q %q", req, gpus, start, duration, id)
+		}
+	})
+}
