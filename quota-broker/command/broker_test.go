@@ -191,3 +191,30 @@ func FuzzReservationFlags(f *testing.F) {
 		}
 	})
 }
+
+// job plan FILE with HCL: Nomad's /v1/jobs/parse at NOMAD_ADDR parses it
+// with the caller's token, then the broker previews it.
+func TestJobPlanHCL(t *testing.T) {
+	addr := startBroker(t)
+	var gotToken string
+	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/jobs/parse" {
+			http.NotFound(w, r)
+			return
+		}
+		gotToken = r.Header.Get("X-Nomad-Token")
+		_, _ = io.WriteString(w, `{"ID":"probe-hcl","Namespace":"workspace-b","Type":"batch","Datacenters":["dc1"],"TaskGroups":[{"Name":"g","Count":1,"Tasks":[{"Name":"t","Resources":{"Devices":[{"Name":"nvidia/gpu","Count":8}]}}]}]}`)
+	}))
+	t.Cleanup(nomad.Close)
+	t.Setenv("NOMAD_ADDR", nomad.URL)
+	t.Setenv("GPUTIDE_ADDR", addr)
+	t.Setenv("NOMAD_TOKEN", "")
+	file := filepath.Join(t.TempDir(), "job.nomad.hcl")
+	if err := os.WriteFile(file, []byte("job \"probe-hcl\" {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "job", "plan", "-token", "adm", file)
+	if code != 0 || !strings.Contains(out, `Job "probe-hcl" in namespace "workspace-b"`) || gotToken != "adm" {
+		t.Errorf("exit %d, token %q\n%s%s", code, gotToken, out, errOut)
+	}
+}
