@@ -15,7 +15,9 @@ import (
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/snapshot"
+	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +43,7 @@ type Agent struct {
 	metrics  *nomad.Metrics
 	registry *prometheus.Registry
 	api      *brokerapi.Server
+	apiStore *store.KV // the API's in-memory store (bookings, the tree they validate against)
 	now      func() time.Time
 	trigger  chan struct{}
 
@@ -164,7 +167,31 @@ func (a *Agent) loadQuota() error {
 	a.mu.Lock()
 	a.tree, a.settings, a.quotaMTime = tree, settings, st.ModTime()
 	a.mu.Unlock()
+	if a.apiStore != nil && old != nil {
+		a.syncStoreTree(tree, settings)
+	}
 	return nil
+}
+
+// syncStoreTree writes a reloaded quota file into the API's store, so that
+// bookings validate against the tree the agent plans with. The file is the
+// truth: the write is not refused, but bookings it leaves above a nominal
+// (L10) are logged.
+func (a *Agent) syncStoreTree(tree *quota.Node, settings quota.Settings) {
+	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	defer cancel()
+	g, err := a.apiStore.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutTree(store.TreeRecord{Root: tree.Clone(), Settings: settings, ChangedAt: a.now()})}, nil
+	})
+	if err != nil {
+		a.log.Error("failed to write the reloaded quota tree to the API store", "error", err)
+		return
+	}
+	if rt, err := reservation.NewTree(tree); err == nil {
+		if err := rt.Fits(g.Reservations); err != nil {
+			a.log.Warn("the reloaded quota tree leaves bookings above a nominal (L10)", "error", err)
+		}
+	}
 }
 
 func (a *Agent) poke() {

@@ -224,3 +224,39 @@ func getStatus(t *testing.T, addr, path, token string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// A reloaded quota file reaches the API's store, so bookings validate
+// against the tree the agent plans with.
+func TestQuotaReloadReachesTheAPIStore(t *testing.T) {
+	dir := t.TempDir()
+	qf := filepath.Join(dir, "quota.hcl")
+	if err := os.WriteFile(qf, []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte("quota_file = \"quota.hcl\"\nhttp_bind = \"127.0.0.1:0\"\n"), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(strings.Replace(e2eQuota, "gpus       = 3", "gpus       = 4", 1), "gpus       = 5", "gpus       = 4", 1)
+	if err := os.WriteFile(qf, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(qf, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.loadQuota(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.apiStore.ReadGuarded(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Tree.Root.Find("Quota1.1"); n == nil || n.GPUs != 4 || n.ChangedAt.IsZero() {
+		t.Fatalf("store tree Quota1.1 = %+v, want 4 GPUs with a change time", n)
+	}
+}

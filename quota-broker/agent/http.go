@@ -50,6 +50,7 @@ func (a *Agent) newAPI() (*brokerapi.Server, error) {
 	if _, _, err := kv.SeedTree(context.Background(), rec); err != nil {
 		return nil, fmt.Errorf("seeding the in-memory store: %w", err)
 	}
+	a.apiStore = kv
 	a.log.Warn("no Consul store: reservations live in memory and die with this process; quota writes are refused (edit the quota file)")
 	return brokerapi.NewServer(brokerapi.Config{
 		Backend: agentBackend{a}, Store: kv, Resolver: res, QuotaWrites: false,
