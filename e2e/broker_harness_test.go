@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/agent"
-	"github.com/gputide/gputide/quota-broker/history"
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -122,6 +122,8 @@ interval   = "2s"
 staleness  = "3s"
 http_bind  = "127.0.0.1:%d"
 log_level  = "debug"
+# The test Nomad runs without ACLs: reads need no token (DESIGN §9).
+open_reads_without_acl = true
 `, nomadAddr, port)
 	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -201,13 +203,13 @@ func (b *broker) waitActing(t *testing.T, timeout time.Duration) {
 	}
 }
 
-func (b *broker) preemptions(t *testing.T) []history.Preemption {
+func (b *broker) preemptions(t *testing.T) []brokerapi.PreemptionEntry {
 	t.Helper()
-	var out []history.Preemption
+	var out brokerapi.PreemptionsResponse
 	if err := getJSON("http://"+b.Addr+"/v1/preemptions", &out); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return out.Preemptions
 }
 
 func getJSON(url string, v any) error {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,12 +11,15 @@ import (
 	"sync"
 	"time"
 
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/metrics"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/snapshot"
+	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +44,8 @@ type Agent struct {
 	recorder *history.Recorder
 	metrics  *metrics.Metrics
 	registry *prometheus.Registry
+	api      *brokerapi.Server
+	apiStore *store.KV // the API's in-memory store (bookings, the tree they validate against)
 	now      func() time.Time
 	trigger  chan struct{}
 
@@ -103,6 +109,9 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
+	if a.api, err = a.newAPI(); err != nil {
+		return nil, fmt.Errorf("failed to create the HTTP API: %w", err)
+	}
 	return a, nil
 }
 
@@ -169,7 +178,31 @@ func (a *Agent) loadQuota() error {
 	a.mu.Lock()
 	a.tree, a.settings, a.quotaMTime = tree, settings, st.ModTime()
 	a.mu.Unlock()
+	if a.apiStore != nil && old != nil {
+		a.syncStoreTree(tree, settings)
+	}
 	return nil
+}
+
+// syncStoreTree writes a reloaded quota file into the API's store, so that
+// bookings validate against the tree the agent plans with. The file is the
+// truth: the write is not refused, but bookings it leaves above a nominal
+// (L10) are logged.
+func (a *Agent) syncStoreTree(tree *quota.Node, settings quota.Settings) {
+	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+	defer cancel()
+	g, err := a.apiStore.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutTree(store.TreeRecord{Root: tree.Clone(), Settings: settings, ChangedAt: a.now()})}, nil
+	})
+	if err != nil {
+		a.log.Error("failed to write the reloaded quota tree to the API store", "error", err)
+		return
+	}
+	if rt, err := reservation.NewTree(tree); err == nil {
+		if err := rt.Fits(g.Reservations); err != nil {
+			a.log.Warn("the reloaded quota tree leaves bookings above a nominal (L10)", "error", err)
+		}
+	}
 }
 
 func (a *Agent) poke() {
@@ -194,6 +227,14 @@ func (a *Agent) Recorder() *history.Recorder { return a.recorder }
 // every interval. It returns nil after a graceful stop, or the error that
 // kept it from starting (the HTTP address in use).
 func (a *Agent) Run(ctx context.Context) error {
+	var cert tls.Certificate
+	if a.cfg.TLSCertFile != "" {
+		c, err := tls.LoadX509KeyPair(a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		cert = c
+	}
 	ln, err := net.Listen("tcp", a.cfg.HTTPBind)
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", a.cfg.HTTPBind, err)
@@ -201,7 +242,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.addr = ln.Addr().String()
 	a.mu.Unlock()
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if a.cfg.TLSCertFile != "" {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"time"
 
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -95,9 +96,16 @@ var reservedPools = map[string]bool{"default": true, "all": true}
 //	interval     = "30s"                 # plan at least this often; at least 1s
 //	min_runtime  = "10m"                 # overrides the tree's settings when set
 //	staleness    = "15s"                 # L12: never act on state older than this; at least 1s
-//	http_bind    = "127.0.0.1:4780"      # metrics and reads; loopback only
+//	http_bind    = "127.0.0.1:4780"      # the API; beyond loopback only with tls
+//	tls {                                # serve the API over TLS (DESIGN §9)
+//	  cert_file = "broker.pem"
+//	  key_file  = "broker-key.pem"
+//	}
 //	log_level    = "info"                # trace, debug, info, warn, error or off
 //	dump_dir     = ""                    # write each snapshot and plan here (for gputide plan)
+//	admin_policy = "gputide-admin"       # Nomad policy whose holders are broker admins (DESIGN §9)
+//	admin_token  = ""                    # the broker's admin token, only while Nomad ACLs are off; default GPUTIDE_ADMIN_TOKEN
+//	open_reads_without_acl = false       # with Nomad ACLs off, serve reads without the admin token
 //
 // Relative paths are relative to the configuration file. The address is
 // http or https with a host; its userinfo, if any, is never printed
@@ -115,6 +123,14 @@ type Config struct {
 	HTTPBind    string
 	LogLevel    string
 	DumpDir     string
+	// AdminPolicy, AdminToken (never logged) and OpenReadsWithoutACL are
+	// the API's token settings (DESIGN §9, docs/acl.md).
+	AdminPolicy         string
+	AdminToken          string
+	OpenReadsWithoutACL bool
+	// TLSCertFile and TLSKeyFile serve the API over TLS; both or neither.
+	TLSCertFile string
+	TLSKeyFile  string
 }
 
 // NomadConfig is how the agent reaches Nomad.
@@ -135,6 +151,15 @@ type fileConfig struct {
 	HTTPBind    string     `hcl:"http_bind,optional"`
 	LogLevel    string     `hcl:"log_level,optional"`
 	DumpDir     string     `hcl:"dump_dir,optional"`
+	AdminPolicy string     `hcl:"admin_policy,optional"`
+	AdminToken  string     `hcl:"admin_token,optional"`
+	OpenReads   bool       `hcl:"open_reads_without_acl,optional"`
+	TLS         *fileTLS   `hcl:"tls,block"`
+}
+
+type fileTLS struct {
+	CertFile string `hcl:"cert_file"`
+	KeyFile  string `hcl:"key_file"`
 }
 
 type fileNomad struct {
@@ -205,7 +230,8 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 		return nil, fmt.Errorf("failed to decode %s: %s", filename, diags.Error())
 	}
 	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool,
-		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir}
+		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir,
+		AdminPolicy: fc.AdminPolicy, AdminToken: fc.AdminToken, OpenReadsWithoutACL: fc.OpenReads}
 	if fc.Nomad != nil {
 		c.Nomad = NomadConfig{Address: fc.Nomad.Address, Token: fc.Nomad.Token, Region: fc.Nomad.Region}
 	}
@@ -215,6 +241,9 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 			return p
 		}
 		return filepath.Join(base, p)
+	}
+	if fc.TLS != nil {
+		c.TLSCertFile, c.TLSKeyFile = rel(fc.TLS.CertFile), rel(fc.TLS.KeyFile)
 	}
 	c.QuotaFile = rel(c.QuotaFile)
 	c.DumpDir = rel(c.DumpDir)
@@ -288,6 +317,9 @@ func (c *Config) applyDefaults(filename string) error {
 	if c.Nomad.Region == "" {
 		c.Nomad.Region = os.Getenv("NOMAD_REGION")
 	}
+	if c.AdminToken == "" {
+		c.AdminToken = adminTokenFromEnv()
+	}
 	if c.HoldingPool == "" {
 		c.HoldingPool = DefaultPool
 	}
@@ -300,12 +332,14 @@ func (c *Config) applyDefaults(filename string) error {
 	if c.HTTPBind == "" {
 		c.HTTPBind = DefaultHTTPBind
 	}
-	host, _, err := net.SplitHostPort(c.HTTPBind)
-	if err != nil {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return bad("tls", fmt.Sprintf("cert_file = %q, key_file = %q", c.TLSCertFile, c.TLSKeyFile), "give both")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPBind); err != nil {
 		return bad("http_bind", c.HTTPBind, err.Error())
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return bad("http_bind", c.HTTPBind, "must be a loopback address (the broker's reads are not authenticated)")
+	if err := brokerapi.CheckListen(c.HTTPBind, c.TLSCertFile != ""); err != nil {
+		return bad("http_bind", c.HTTPBind, "must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }")
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"

@@ -75,7 +75,8 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"1ns interval":         {`interval = "1ns"`, &ConfigError{Key: "interval", Value: "1ns", Err: ErrTooShort}, `broker.hcl: interval = "1ns": must be at least 1s`},
 		"999ms interval":       {`interval = "999ms"`, &ConfigError{Key: "interval", Value: "999ms", Err: ErrTooShort}, `broker.hcl: interval = "999ms": must be at least 1s`},
 		"negative min_runtime": {`min_runtime = "-1m"`, &ConfigError{Key: "min_runtime", Value: "-1m", Err: ErrInvalid}, `broker.hcl: min_runtime = "-1m": want a non-negative duration such as "30s"`},
-		"public bind":          {`http_bind = "0.0.0.0:4780"`, &ConfigError{Key: "http_bind", Value: "0.0.0.0:4780", Err: ErrInvalid}, `broker.hcl: http_bind = "0.0.0.0:4780": must be a loopback address (the broker's reads are not authenticated)`},
+		"public bind":          {`http_bind = "0.0.0.0:4780"`, &ConfigError{Key: "http_bind", Value: "0.0.0.0:4780", Err: ErrInvalid}, `broker.hcl: http_bind = "0.0.0.0:4780": must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }`},
+		"half tls":             {"tls {\ncert_file = \"c\"\nkey_file = \"\"\n}", &ConfigError{Key: "tls", Value: `cert_file = "c", key_file = ""`, Err: ErrInvalid}, `broker.hcl: tls = "cert_file = \"c\", key_file = \"\"": give both`},
 		"unix address":         {`nomad { address = "unix:///var/run/nomad.sock" }`, &ConfigError{Key: "nomad.address", Value: "unix:///var/run/nomad.sock", Err: ErrInvalid}, `broker.hcl: nomad.address = "unix:///var/run/nomad.sock": want an http or https URL such as http://127.0.0.1:4646`},
 		"address without host": {`nomad { address = "http://:4646" }`, &ConfigError{Key: "nomad.address", Value: "http://:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "http://:4646": the URL has no host`},
 		"bare host":            {`nomad { address = "nomad.example:4646" }`, &ConfigError{Key: "nomad.address", Value: "nomad.example:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "nomad.example:4646": want an http or https URL such as http://127.0.0.1:4646`},
@@ -192,5 +193,16 @@ func TestLoadConfigReadsRegularFilesOnlyWithinTheCap(t *testing.T) {
 				t.Errorf("message = %q, want %q", err, tc.msg)
 			}
 		})
+	}
+}
+
+// DESIGN §9: a listener beyond loopback needs TLS.
+func TestParseConfigPublicBindWithTLS(t *testing.T) {
+	c, err := ParseConfig([]byte("quota_file = \"q\"\nhttp_bind = \"0.0.0.0:4780\"\ntls {\n  cert_file = \"b.pem\"\n  key_file = \"k.pem\"\n}\nadmin_policy = \"gputide-admin\"\nopen_reads_without_acl = true\n"), "/x/broker.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLSCertFile != "/x/b.pem" || c.TLSKeyFile != "/x/k.pem" || c.AdminPolicy != "gputide-admin" || !c.OpenReadsWithoutACL {
+		t.Fatalf("config = %+v", c)
 	}
 }

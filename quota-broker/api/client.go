@@ -226,6 +226,10 @@ func statusError(op, address string, status int, body []byte) error {
 		e.Err = ErrForbidden
 	case http.StatusNotFound:
 		e.Err = ErrNotFound
+	case http.StatusBadRequest:
+		e.Err = ErrBadRequest
+	case http.StatusConflict:
+		e.Err = ErrConflict
 	default:
 		e.Err = ErrBadResponse
 	}

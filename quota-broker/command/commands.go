@@ -28,7 +28,7 @@ type Meta struct {
 // commands as "quota status", with a parent "quota" command) mapped to a
 // factory. Add a command with one line here.
 func Commands(m Meta) map[string]cli.CommandFactory {
-	return map[string]cli.CommandFactory{
+	cmds := map[string]cli.CommandFactory{
 		"agent":   func() (cli.Command, error) { return &AgentCommand{Meta: m}, nil },
 		"plan":    func() (cli.Command, error) { return &PlanCommand{Meta: m}, nil },
 		"sim":     func() (cli.Command, error) { return &SimCommand{Meta: m}, nil },
@@ -37,6 +37,10 @@ func Commands(m Meta) map[string]cli.CommandFactory {
 		"schedule":         func() (cli.Command, error) { return &ScheduleCommand{Meta: m}, nil },
 		"schedule preview": func() (cli.Command, error) { return &SchedulePreviewCommand{Meta: m}, nil },
 	}
+	for name, f := range brokerCommands(m) {
+		cmds[name] = f
+	}
+	return cmds
 }
 
 // Run runs the gputide CLI with args (without the program name) and
