@@ -110,7 +110,26 @@ type Allocation struct {
 	// allocation for, or the zero GroupKey (DESIGN L6).
 	StoppingFor GroupKey
 	StartedAt   time.Time
+	// KillTimeout is the job's kill_timeout (DESIGN L8): the time a stop
+	// takes at most. Timed stops (L10.end, L11.max_run) and drains
+	// (L10.drain) come that long before their instant. The snapshot format
+	// defaults it to DefaultKillTimeout.
+	KillTimeout time.Duration
+	// MaxRun is the flex max_run of the allocation's job (DESIGN L11), 0
+	// for a job that is not a flex request.
+	MaxRun time.Duration
+	// AdmittedAt is when the broker admitted the job (from the store;
+	// L11 max_run and settle count from it). Zero: unknown, no timed rule
+	// applies.
+	AdmittedAt time.Time
 }
+
+// DefaultKillTimeout is Nomad's default kill_timeout, used when a snapshot
+// gives none.
+const DefaultKillTimeout = 5 * time.Second
+
+// Flex reports whether the allocation belongs to a flex request (L11).
+func (a *Allocation) Flex() bool { return a.MaxRun > 0 }
 
 // GPUs is the number of GPUs the allocation holds (L2).
 func (a *Allocation) GPUs() int { return len(a.GPUIDs) }
@@ -203,8 +222,23 @@ type Pending struct {
 	Idle        bool
 	Elastic     bool
 	Reservation string
+	// SubmittedAt is the first time the broker saw the job (first_seen in
+	// the store; its place in the order of L3).
 	SubmittedAt time.Time
-	Flex        *Flex // nil = not a flex request
+	// QueuedAt is when the job was last queued: SubmittedAt, or the last
+	// time the broker suspended it again (rule L11.settle). A flex
+	// request's max_wait counts from it (L11.expire). Zero means
+	// SubmittedAt.
+	QueuedAt time.Time
+	Flex     *Flex // nil = not a flex request
+}
+
+// Queued returns QueuedAt, or SubmittedAt when QueuedAt is zero.
+func (p *Pending) Queued() time.Time {
+	if p.QueuedAt.IsZero() {
+		return p.SubmittedAt
+	}
+	return p.QueuedAt
 }
 
 // Key returns the key of the group, the claimant named in StoppingFor and
@@ -220,8 +254,65 @@ type Reservation struct {
 	Namespace string
 	Quota     string
 	GPUs      int
+	// AllocGPUs is the GPUs per allocation of the booking's shape; it
+	// divides GPUs. 0 means the default: the largest divisor of GPUs up
+	// to 8 (see Shape).
+	AllocGPUs int
+	Model     string // "" = any model
+	NodePool  string // "" = default
 	Start     time.Time
 	End       time.Time // exclusive
+}
+
+// Shape returns the booking's GPUs per allocation and the number of
+// allocations (DESIGN L10): AllocGPUs, or the largest divisor of GPUs up
+// to 8 when it is 0.
+func (r *Reservation) Shape() (allocGPUs, count int) {
+	allocGPUs = r.AllocGPUs
+	if allocGPUs <= 0 {
+		allocGPUs = 1
+		for d := min(r.GPUs, 8); d > 1; d-- {
+			if r.GPUs%d == 0 {
+				allocGPUs = d
+				break
+			}
+		}
+	}
+	if r.GPUs <= 0 {
+		return allocGPUs, 0
+	}
+	return allocGPUs, r.GPUs / allocGPUs
+}
+
+// HoldOwner is whom a hold keeps GPUs for (DESIGN L10, L5 pre-warm): a
+// reservation (Reservation set) or a claimant task group (Group set),
+// never both. In JSON {"reservation": ID} or {"namespace", "job",
+// "group"}.
+type HoldOwner struct {
+	Reservation string
+	Group       GroupKey
+}
+
+// IsZero reports whether o names no owner.
+func (o HoldOwner) IsZero() bool { return o.Reservation == "" && o.Group.IsZero() }
+
+// String renders the owner for messages: "reservation r-1" or
+// "namespace/job/group".
+func (o HoldOwner) String() string {
+	if o.Reservation != "" {
+		return "reservation " + o.Reservation
+	}
+	return o.Group.String()
+}
+
+// Hold is a set of GPUs of one node kept free for an owner until an
+// instant (DESIGN L10: for a reservation, start + settle). Held GPUs are
+// free to their owner only and never lendable while the hold lasts.
+type Hold struct {
+	For    HoldOwner
+	Node   string
+	GPUIDs []string
+	Until  time.Time
 }
 
 // Active reports whether t is inside the reservation's window.
@@ -239,6 +330,8 @@ type Snapshot struct {
 	Allocations  []Allocation
 	Pending      []Pending
 	Reservations []Reservation
+	// Holds are the holds the broker keeps (from the store, holds/<owner>).
+	Holds []Hold
 }
 
 // ActionKind is what an action does.
@@ -250,6 +343,16 @@ const (
 	ActionAdmit  ActionKind = "admit"
 	ActionWait   ActionKind = "wait"
 	ActionExpire ActionKind = "expire"
+	// ActionStopJob stops a whole job (Nomad job stop, no purge): rules
+	// L10.end and L11.max_run. Group and Alloc are empty.
+	ActionStopJob ActionKind = "stop_job"
+	// ActionSuspend suspends a whole admitted job and queues it again (its
+	// queued time becomes the plan's time): rule L11.settle. Group and
+	// Alloc are empty.
+	ActionSuspend ActionKind = "suspend"
+	// ActionHold keeps the GPUs named in GPUIDs on Node free for For
+	// until Until (DESIGN L10): the adapter writes the hold to the store.
+	ActionHold ActionKind = "hold"
 )
 
 // Rule names the law that justifies an action (DESIGN §3).
@@ -262,7 +365,29 @@ const (
 	RuleIdleDebt  Rule = "L5.1" // victim: idle allocation, or debt past its grace
 	RuleChild     Rule = "L5.2" // victim under child-level preemption
 	RulePriority  Rule = "L5.3" // victim under priority preemption
-	RuleFlex      Rule = "L11"  // flex request waits whole, or expires
+	RuleFlex      Rule = "L11"  // flex request waits whole
+	// RuleFlexExpire: a flex request waited past max_wait from its queued
+	// time and is stopped as expired (DESIGN L11).
+	RuleFlexExpire Rule = "L11.expire"
+	// RuleFlexSettle: an admitted flex request has fewer live allocations
+	// than it asked for after settle; it is suspended whole and queued
+	// again (L11).
+	RuleFlexSettle Rule = "L11.settle"
+	// RuleFlexMaxRun: an admitted flex request is stopped at admitted +
+	// max_run - kill_timeout (L11); a job stop.
+	RuleFlexMaxRun Rule = "L11.max_run"
+	// RuleReservation: a job naming an active reservation is entitled by
+	// its booking (L10); also holds of a reservation.
+	RuleReservation Rule = "L10"
+	// RuleDrain: a victim stopped so that a reservation's GPUs are free at
+	// its start, or on its held GPUs (L10).
+	RuleDrain Rule = "L10.drain"
+	// RuleStart: an allocation displaced by an active reservation stopped
+	// for a job of it (L10, between L5 steps 1 and 2).
+	RuleStart Rule = "L10.start"
+	// RuleEnd: a reservation's jobs stopped at end - kill_timeout (L10); a
+	// job stop.
+	RuleEnd Rule = "L10.end"
 )
 
 // Action is one step of a plan.
@@ -281,8 +406,15 @@ type Action struct {
 	Rule  Rule     `json:"rule"`
 	// For is the claimant a stop is for (zero for other actions); in JSON
 	// an object {"namespace", "job", "group"}.
-	For    GroupKey `json:"for,omitzero"`
-	Reason string   `json:"reason,omitempty"`
+	For GroupKey `json:"for,omitzero"`
+	// Reservation is, for a hold or a stop made for a reservation (rules
+	// L10.drain, L10.start), the reservation's ID (For is then zero); for
+	// a stop of rule L10.end, the reservation that ends.
+	Reservation string   `json:"reservation,omitempty"`
+	GPUIDs      []string `json:"gpu_ids,omitempty"` // hold: the GPUs held
+	// Until is, for a hold, when it ends.
+	Until  time.Time `json:"until,omitzero"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // Usage is a quota node's accounting after the plan (DESIGN L4, L9). All
@@ -296,6 +428,11 @@ type Usage struct {
 	Borrowed int    `json:"borrowed"`
 	Debt     int    `json:"debt"`
 	Lendable int    `json:"lendable"`
+	// Booked is the GPUs of active reservations in the subtree (L10).
+	Booked int `json:"booked"`
+	// Displaced is the GPUs of allocations displaced at this node by its
+	// active reservations (L10): reported apart, never as borrowing or debt.
+	Displaced int `json:"displaced"`
 }
 
 // Plan is the planner's output.
@@ -303,4 +440,9 @@ type Plan struct {
 	Actions  []Action `json:"actions"`
 	Usage    []Usage  `json:"usage"`
 	Warnings []string `json:"warnings,omitempty"`
+	// WakeAt is the next instant after the snapshot's time at which time
+	// alone changes the plan (DESIGN L12): a reservation's start or end, a
+	// drain, a max_run, a max_wait, a settle time, the end of a debt
+	// grace, the end of a hold. Zero: none.
+	WakeAt time.Time `json:"wake_at,omitzero"`
 }

@@ -73,11 +73,14 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 	if s == nil {
 		s = &plan.Snapshot{}
 	}
-	minRuntime, debtGrace := s.Settings.MinRuntime.String(), s.Settings.DebtGrace.String()
+	text := func(d time.Duration) *string { v := d.String(); return &v }
+	st := s.Settings
 	w := &wireSnapshot{
-		Time:         timeText(s.Time),
-		Quota:        quotaToWire(s.Quota),
-		Settings:     &wireSettings{MinRuntime: &minRuntime, DebtGrace: &debtGrace},
+		Time:  timeText(s.Time),
+		Quota: quotaToWire(s.Quota),
+		Settings: &wireSettings{MinRuntime: text(st.MinRuntime), DebtGrace: text(st.DebtGrace),
+			Settle: text(st.Settle), DrainMargin: text(st.DrainMargin), DrainHorizon: text(st.DrainHorizon),
+			ReservationMaxAhead: text(st.ReservationMaxAhead), ReservationMinDuration: text(st.ReservationMinDuration)},
 		Nodes:        []wireNode{},
 		Allocations:  []wireAllocation{},
 		Pending:      []wirePending{},
@@ -92,13 +95,21 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		w.Nodes = append(w.Nodes, wn)
 	}
 	for _, a := range s.Allocations {
-		w.Allocations = append(w.Allocations, wireAllocation{
+		wa := wireAllocation{
 			ID: a.ID, Namespace: a.Namespace, Job: a.Job, Group: a.Group,
 			Type: string(a.Type), Priority: int64(a.Priority), Node: a.Node,
 			GPUIDs: append([]string{}, a.GPUIDs...),
 			Idle:   a.Idle, Elastic: a.Elastic, Reservation: a.Reservation,
 			StoppingFor: claimantToWire(a.StoppingFor), StartedAt: timeText(a.StartedAt),
-		})
+			KillTimeout: text(a.KillTimeout),
+		}
+		if a.MaxRun != 0 {
+			wa.MaxRun = text(a.MaxRun)
+		}
+		if !a.AdmittedAt.IsZero() {
+			wa.AdmittedAt = timeText(a.AdmittedAt)
+		}
+		w.Allocations = append(w.Allocations, wa)
 	}
 	for _, p := range s.Pending {
 		wp := wirePending{
@@ -107,6 +118,9 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 			Model: p.Model, Datacenters: append([]string{}, p.Datacenters...),
 			NodePool: p.NodePool, Idle: p.Idle, Elastic: p.Elastic,
 			Reservation: p.Reservation, SubmittedAt: timeText(p.SubmittedAt),
+		}
+		if !p.QueuedAt.IsZero() && !p.QueuedAt.Equal(p.SubmittedAt) {
+			wp.QueuedAt = timeText(p.QueuedAt)
 		}
 		if p.Flex != nil {
 			wp.Flex = &wireFlex{}
@@ -122,10 +136,19 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		w.Pending = append(w.Pending, wp)
 	}
 	for _, r := range s.Reservations {
+		allocGPUs, _ := r.Shape()
+		ag := int64(allocGPUs)
 		w.Reservations = append(w.Reservations, wireReservation{
 			ID: r.ID, Namespace: r.Namespace, Quota: r.Quota, GPUs: int64(r.GPUs),
+			AllocGPUs: &ag, Model: r.Model, NodePool: r.NodePool,
 			Start: timeText(r.Start), End: timeText(r.End),
 		})
+	}
+	for _, h := range s.Holds {
+		wh := wireHold{Node: h.Node, GPUIDs: append([]string{}, h.GPUIDs...), Until: timeText(h.Until),
+			For: wireHoldOwner{Reservation: h.For.Reservation, Namespace: h.For.Group.Namespace,
+				Job: h.For.Group.Job, Group: h.For.Group.Group}}
+		w.Holds = append(w.Holds, wh)
 	}
 	return w
 }
