@@ -20,6 +20,9 @@ type job struct {
 	idle      bool
 	flex      *Flex
 	submitted time.Time
+	// queued is the job's latest queued time (L11: max_wait counts from
+	// it); its groups agree on it (Validate).
+	queued time.Time
 	// asked is the total GPUs of all pending allocations of all groups,
 	// saturated at MaxAsk so that no sum of counts can wrap around.
 	asked int
@@ -61,6 +64,9 @@ func (p *planner) pendingJobs() []*job {
 			j.priority = max(j.priority, g.Priority)
 			if g.SubmittedAt.Before(j.submitted) {
 				j.submitted = g.SubmittedAt
+			}
+			if q := g.Queued(); q.After(j.queued) {
+				j.queued = q
 			}
 			if j.flex == nil && g.Flex != nil {
 				j.flex = g.Flex

@@ -44,6 +44,11 @@ type planner struct {
 	// the nodes resolved since it was saved.
 	resolvedOrder []int
 
+	// resByID indexes the snapshot's reservations by ID.
+	resByID map[string]*Reservation
+	// wakeAt is the plan's WakeAt so far (see planner.wake).
+	wakeAt time.Time
+
 	st       *state
 	warnings []string
 }
@@ -59,6 +64,10 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		byNS:      map[string]*qnode{},
 		nodeByID:  make(map[string]int, len(s.Nodes)),
 		claimants: map[GroupKey]int32{},
+		resByID:   make(map[string]*Reservation, len(s.Reservations)),
+	}
+	for i := range s.Reservations {
+		p.resByID[s.Reservations[i].ID] = &s.Reservations[i]
 	}
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
@@ -357,7 +366,7 @@ func (p *planner) buildUnits() {
 	jobs := map[jobKey]int{}
 	sizes := sized(p.buf.sizes, len(p.allocs))[:0]
 	for _, a := range p.allocs {
-		if a.a.Type == JobBatch && !a.a.Elastic {
+		if (a.a.Type == JobBatch && !a.a.Elastic) || a.a.Flex() { // L5: flex requests stop whole
 			key := jobKey{a.a.Namespace, a.a.Job}
 			if u, ok := jobs[key]; ok {
 				a.unit = u

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
 )
@@ -52,16 +53,17 @@ func Compute(s *Snapshot) (*Plan, error) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
+	suspended := p.timedStops()
 	jobs := p.pendingJobs()
 	cache := map[feasibilityKey][]int{}
 	for _, idlePass := range []bool{false, true} {
 		for _, j := range jobs {
-			if j.idle == idlePass {
+			if j.idle == idlePass && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
 				p.decide(j, cache)
 			}
 		}
 	}
-	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings}, nil
+	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}, nil
 }
 
 // decide makes the plan's actions for one pending job.
@@ -79,14 +81,17 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 	}
 	if j.flex != nil {
 		wait := j.flex.MaxWait // within L11: the snapshot passed Validate
-		if waited := p.now.Sub(j.submitted); waited > wait {
+		if waited := p.now.Sub(j.queued); waited > wait {
 			for _, g := range j.groups {
 				p.emit(Action{Action: ActionExpire, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-					Count: g.Count, GPUs: g.GPUs, Rule: RuleFlex,
-					Reason: fmt.Sprintf("flex request waited %s, more than max_wait %s", waited, wait)})
+					Count: g.Count, GPUs: g.GPUs, Rule: RuleFlexExpire,
+					Reason: fmt.Sprintf("flex request queued at %s waited %s, more than max_wait %s",
+						j.queued.Format(time.RFC3339), waited, wait)})
 			}
 			return
 		}
+		// L11.expire: past max_wait (strictly) from its queued time.
+		p.wake(j.queued.Add(wait + time.Nanosecond))
 	}
 	var y yielded
 	if !j.idle {

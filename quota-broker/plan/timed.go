@@ -1,0 +1,145 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// liveJob is the live allocations of one job, for the rules that act on
+// whole jobs at an instant (DESIGN L10.end, L11.settle, L11.max_run).
+type liveJob struct {
+	key    JobKey
+	allocs []int // allocation indices, in snapshot order
+	gpus   int
+	// killTimeout is the largest kill_timeout of its allocations (L8).
+	killTimeout time.Duration
+	// maxRun and admitted are the flex request's max_run and admitted
+	// time (L11); maxRun is 0 for a job that is not flex.
+	maxRun   time.Duration
+	admitted time.Time
+	// reservation is the reservation its allocations name, or "".
+	reservation string
+}
+
+// liveJobs groups the allocations inside the tree by job, in key order.
+func (p *planner) liveJobs() []*liveJob {
+	byKey := map[JobKey]*liveJob{}
+	for _, a := range p.allocs {
+		if a.q == nil {
+			continue
+		}
+		k := a.a.JobKey()
+		j := byKey[k]
+		if j == nil {
+			j = &liveJob{key: k}
+			byKey[k] = j
+		}
+		j.allocs = append(j.allocs, a.index)
+		j.gpus += a.count
+		j.killTimeout = max(j.killTimeout, a.a.KillTimeout)
+		if a.a.MaxRun > 0 {
+			j.maxRun = a.a.MaxRun
+		}
+		if !a.a.AdmittedAt.IsZero() && (j.admitted.IsZero() || a.a.AdmittedAt.Before(j.admitted)) {
+			j.admitted = a.a.AdmittedAt
+		}
+		if a.a.Reservation != "" {
+			j.reservation = a.a.Reservation
+		}
+	}
+	out := make([]*liveJob, 0, len(byKey))
+	for _, k := range slices.SortedFunc(maps.Keys(byKey), JobKey.Compare) {
+		out = append(out, byKey[k])
+	}
+	return out
+}
+
+// wake records t as a candidate for the plan's WakeAt (DESIGN L12): the
+// earliest instant after now at which time alone changes the plan.
+func (p *planner) wake(t time.Time) {
+	if t.After(p.now) && (p.wakeAt.IsZero() || t.Before(p.wakeAt)) {
+		p.wakeAt = t
+	}
+}
+
+// timedStops applies the rules that stop or suspend whole live jobs at an
+// instant, before any pending work is decided, and returns the jobs
+// suspended (whose pending groups are not decided in this plan):
+//
+//   - L10.end: the jobs of a reservation are stopped (job stop) at
+//     end - kill_timeout, their largest kill_timeout;
+//   - L11.max_run: an admitted flex request is stopped (job stop) at
+//     admitted + max_run - kill_timeout;
+//   - L11.settle: an admitted flex request that still has pending
+//     allocations (fewer live allocations than it asked for) at
+//     admitted + settle is suspended whole and queued again.
+//
+// Their allocations leave the ledger; their GPUs are not free in this
+// plan (they are free once the allocations are terminal).
+func (p *planner) timedStops() map[JobKey]bool {
+	pendingOf := map[JobKey]bool{}
+	for i := range p.snap.Pending {
+		pendingOf[p.snap.Pending[i].JobKey()] = true
+	}
+	suspended := map[JobKey]bool{}
+	for _, j := range p.liveJobs() {
+		if r := p.reservationOf(j.reservation); r != nil && !p.now.Before(r.Start) {
+			at := r.End.Add(-j.killTimeout)
+			if !p.now.Before(at) {
+				p.stopJob(j, ActionStopJob, RuleEnd, r.ID, fmt.Sprintf("reservation %s ends at %s; stopped %s (its kill_timeout) before",
+					r.ID, r.End.Format(time.RFC3339), j.killTimeout))
+				continue
+			}
+			p.wake(at)
+		}
+		if j.maxRun <= 0 || j.admitted.IsZero() {
+			continue
+		}
+		at := j.admitted.Add(j.maxRun - j.killTimeout)
+		if !p.now.Before(at) {
+			p.stopJob(j, ActionStopJob, RuleFlexMaxRun, "", fmt.Sprintf("flex request admitted at %s with max_run %s; stopped %s (its kill_timeout) before",
+				j.admitted.Format(time.RFC3339), j.maxRun, j.killTimeout))
+			continue
+		}
+		p.wake(at)
+		if !pendingOf[j.key] {
+			continue
+		}
+		settle := j.admitted.Add(p.settings.Settle)
+		if p.now.Before(settle) {
+			p.wake(settle)
+			suspended[j.key] = true // still settling: its pending allocations are Nomad's to place
+			continue
+		}
+		p.stopJob(j, ActionSuspend, RuleFlexSettle, "", fmt.Sprintf("flex request admitted at %s has fewer live allocations than asked after settle %s; suspended whole and queued again",
+			j.admitted.Format(time.RFC3339), p.settings.Settle))
+		suspended[j.key] = true
+	}
+	return suspended
+}
+
+// reservationOf returns the snapshot's reservation id, or nil.
+func (p *planner) reservationOf(id string) *Reservation {
+	if id == "" {
+		return nil
+	}
+	return p.resByID[id]
+}
+
+// stopJob emits one whole-job action of kind for live job j and takes its
+// allocations out of the ledger (they are stopped, never victims again in
+// this plan). Its GPUs stay taken until the allocations are terminal.
+func (p *planner) stopJob(j *liveJob, kind ActionKind, rule Rule, res, reason string) {
+	for _, ai := range j.allocs {
+		a := p.allocs[ai]
+		if p.st.stopped[ai] {
+			continue
+		}
+		p.st.stopped[ai] = true
+		p.st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil)
+	}
+	p.emit(Action{Action: kind, Namespace: j.key.Namespace, Job: j.key.Job, GPUs: j.gpus, Rule: rule,
+		Reservation: res, Reason: reason})
+}
