@@ -23,6 +23,13 @@ type job struct {
 	// queued is the job's latest queued time (L11: max_wait counts from
 	// it); its groups agree on it (Validate).
 	queued time.Time
+	// reservation is the reservation the job names, or ""; res is it when
+	// it is active now and of the job's namespace (L10), else nil.
+	reservation string
+	res         *Reservation
+	// booked is booked(N) per quota node as the job counts it (L10), set
+	// when the job is decided.
+	booked []int
 	// asked is the total GPUs of all pending allocations of all groups,
 	// saturated at MaxAsk so that no sum of counts can wrap around.
 	asked int
@@ -60,6 +67,7 @@ func (p *planner) pendingJobs() []*job {
 		sort.SliceStable(j.groups, func(a, b int) bool { return j.groups[a].Group < j.groups[b].Group })
 		first := j.groups[0]
 		j.idle = first.Idle
+		j.reservation = first.Reservation
 		for _, g := range j.groups {
 			j.priority = max(j.priority, g.Priority)
 			if g.SubmittedAt.Before(j.submitted) {
@@ -119,42 +127,57 @@ func addAsk(total, count, gpus int) int {
 type yielded struct{ gpus, nonDebt int }
 
 // entitlement checks DESIGN L3 for a non-idle job of node q asking for
-// gpus more GPUs, with y left out of the figures. It returns "" when the
-// job is entitled, or the reason it is not, naming the quota and the
-// numbers.
+// gpus more GPUs, with y left out of the figures and each node's nominal
+// lowered by booked (booked(N) of L10, indexed by quota node; nil for
+// none). Allocations of active reservations are left out of the usage
+// (L10). It returns "" when the job is entitled, or the reason it is not,
+// naming the quota and the numbers.
 //
 //   - q's non-idle usage, debt included, less y.gpus, plus gpus stays
-//     within q's nominal; when q has child-level preemption only q's own
-//     namespaces count, as its descendants yield to it (L5 step 2);
+//     within q's nominal less booked(q); when q has child-level preemption
+//     only q's own namespaces count, as its descendants yield to it (L5
+//     step 2);
 //   - for every ancestor a of q, a's non-idle subtree usage, debt excluded
 //     (debt never blocks the quota it was moved to), less y.nonDebt, plus
-//     gpus stays within a's nominal.
-func (p *planner) entitlement(q *qnode, gpus int, y yielded) string {
+//     gpus stays within a's nominal less booked(a).
+func (p *planner) entitlement(q *qnode, gpus int, y yielded, booked []int) string {
 	l := p.st.ledger
-	used, scope := l.nonIdle[q.index], ""
+	used, scope := l.nonIdle[q.index]-l.reserved[q.index], ""
 	if q.node.ChildPreemption {
-		used, scope = l.ownNonIdle[q.index], " by its own namespaces"
+		used, scope = l.ownNonIdle[q.index]-l.ownReserved[q.index], " by its own namespaces"
 	}
 	if y.gpus > 0 {
 		used -= y.gpus
 		scope += fmt.Sprintf(", not counting %d of lower priority that yield", y.gpus)
 	}
-	if used+gpus > q.node.GPUs {
-		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
-			shortfall(gpus, q.node.GPUs-used))
+	nominal, of := p.lowered(q, booked)
+	if used+gpus > nominal {
+		return fmt.Sprintf("%s: %d of %s GPUs in use%s; %s", q.node.Name, used, of, scope,
+			shortfall(gpus, nominal-used))
 	}
 	scope = ""
 	if y.nonDebt > 0 {
 		scope = fmt.Sprintf(", not counting %d of lower priority in %s that yield", y.nonDebt, q.node.Name)
 	}
 	for _, a := range q.ancestors {
-		used := l.nonIdle[a.index] - l.debt[a.index] - y.nonDebt
-		if used+gpus > a.node.GPUs {
-			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded%s; %s",
-				a.node.Name, q.node.Name, used, a.node.GPUs, scope, shortfall(gpus, a.node.GPUs-used))
+		used := l.nonIdle[a.index] - l.debt[a.index] - l.reservedNonDebt[a.index] - y.nonDebt
+		nominal, of := p.lowered(a, booked)
+		if used+gpus > nominal {
+			return fmt.Sprintf("%s (above %s): %d of %s GPUs in use, debt excluded%s; %s",
+				a.node.Name, q.node.Name, used, of, scope, shortfall(gpus, nominal-used))
 		}
 	}
 	return ""
+}
+
+// lowered returns q's nominal less booked(q) (L10) and how to write it:
+// "48", or "16 (48 less 32 booked)".
+func (p *planner) lowered(q *qnode, booked []int) (int, string) {
+	if booked == nil || booked[q.index] == 0 {
+		return q.node.GPUs, fmt.Sprint(q.node.GPUs)
+	}
+	b := booked[q.index]
+	return q.node.GPUs - b, fmt.Sprintf("%d (%d less %d booked)", q.node.GPUs-b, q.node.GPUs, b)
 }
 
 // entitled decides DESIGN L3 for non-idle job j: it returns "" and what
@@ -164,7 +187,7 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded) string {
 // step 3 may stop (min_runtime aside, as the search may allow them) left
 // out; the plan must then restore the quota (restoreQuota).
 func (p *planner) entitled(j *job) (string, yielded) {
-	reason := p.entitlement(j.q, j.asked, yielded{})
+	reason := p.entitlement(j.q, j.asked, yielded{}, j.booked)
 	if reason == "" || !j.q.node.PriorityPreemption {
 		return reason, yielded{}
 	}
@@ -176,7 +199,7 @@ func (p *planner) entitled(j *job) (string, yielded) {
 	if y.gpus == 0 {
 		return reason, yielded{}
 	}
-	return p.entitlement(j.q, j.asked, y), y
+	return p.entitlement(j.q, j.asked, y, j.booked), y
 }
 
 // feasible reports whether node c can ever run an allocation of g: its

@@ -48,6 +48,10 @@ type planner struct {
 	resByID map[string]*Reservation
 	// wakeAt is the plan's WakeAt so far (see planner.wake).
 	wakeAt time.Time
+	// byName maps a quota node's name to it.
+	byName map[string]*qnode
+	// cal is the view of the reservations (L10).
+	cal calendar
 
 	st       *state
 	warnings []string
@@ -65,6 +69,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		nodeByID:  make(map[string]int, len(s.Nodes)),
 		claimants: map[GroupKey]int32{},
 		resByID:   make(map[string]*Reservation, len(s.Reservations)),
+		byName:    map[string]*qnode{},
 	}
 	for i := range s.Reservations {
 		p.resByID[s.Reservations[i].ID] = &s.Reservations[i]
@@ -89,7 +94,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.buildUnits()
 	for _, a := range p.allocs {
 		if a.q != nil {
-			p.st.ledger.add(a.q, a.count, a.a.Idle, false)
+			p.st.ledger.add(a.q, a.count, a.a.Idle, false, a.reserved)
 		}
 	}
 	p.classifyDebt()
@@ -97,9 +102,14 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		if a.debt != nil {
 			for n := a.q; n != nil; n = n.parent {
 				p.st.ledger.debt[n.index] += a.count
+				if a.reserved && !a.a.Idle {
+					p.st.ledger.reservedNonDebt[n.index] -= a.count
+				}
 			}
 		}
 	}
+	p.indexBookings()
+	p.classifyDisplaced()
 	sort.Strings(p.warnings)
 	p.booked = true
 	for i, c := range p.nodes {
@@ -134,6 +144,7 @@ func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 		q.ancestors = append([]*qnode{parent}, parent.ancestors...)
 	}
 	p.quotas = append(p.quotas, q)
+	p.byName[n.Name] = q
 	for _, ns := range n.Namespaces {
 		p.byNS[ns] = q
 	}
@@ -210,11 +221,11 @@ func (p *planner) gpu(g int32) *GPU {
 // are kept in input order: everything the plan outputs is ordered by keys
 // that end in IDs, so the input order never shows.
 func (p *planner) indexAllocations() {
-	active := map[string]bool{}
+	active := map[string]string{} // active reservation ID -> its namespace
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
 		if r.Active(p.now) {
-			active[r.ID] = true
+			active[r.ID] = r.Namespace
 		}
 	}
 	store := sized(p.buf.allocStore, len(p.snap.Allocations))
@@ -262,7 +273,7 @@ func (p *planner) indexAllocations() {
 		}
 		x := &store[len(p.allocs)]
 		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
-			reserved: a.Reservation != "" && active[a.Reservation], count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
+			reserved: a.Reservation != "" && active[a.Reservation] != "", count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
 		x.victimable = x.q != nil && !x.reserved && a.StoppingFor.IsZero() && (a.Type == JobService || a.Type == JobBatch)
 		if !a.StoppingFor.IsZero() {
 			eager[node] = true
@@ -318,7 +329,7 @@ func (p *planner) resolve(ni int) {
 		}
 		if d := len(x.gpus) - x.count; d != 0 && p.booked {
 			if x.q != nil && !p.st.stopped[x.index] {
-				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil)
+				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil, x.reserved)
 			}
 			p.st.nodeFree[ni] -= d
 		}
@@ -481,17 +492,25 @@ func (p *planner) healthyGPUs() int {
 // usage reports the ledger of every quota node in pre-order (DESIGN L4).
 func (p *planner) usage() []Usage {
 	l := p.st.ledger
+	displaced := make([]int, len(p.quotas))
+	for _, a := range p.allocs {
+		if a.displaced != nil && !p.st.stopped[a.index] {
+			displaced[a.displaced.index] += a.count
+		}
+	}
 	out := make([]Usage, 0, len(p.quotas))
 	for _, q := range p.quotas {
 		i := q.index
 		out = append(out, Usage{
-			Quota:    q.node.Name,
-			Nominal:  q.node.GPUs,
-			Used:     l.used[i],
-			NonIdle:  l.nonIdle[i],
-			Borrowed: max(0, l.used[i]-max(q.node.GPUs, l.nonIdle[i])),
-			Debt:     l.debt[i],
-			Lendable: max(0, q.node.GPUs-l.used[i]),
+			Quota:     q.node.Name,
+			Nominal:   q.node.GPUs,
+			Used:      l.used[i],
+			NonIdle:   l.nonIdle[i],
+			Borrowed:  max(0, l.used[i]-max(q.node.GPUs, l.nonIdle[i])),
+			Debt:      l.debt[i],
+			Lendable:  max(0, q.node.GPUs-l.used[i]),
+			Booked:    p.cal.activeBooked[i],
+			Displaced: displaced[i],
 		})
 	}
 	return out

@@ -94,7 +94,22 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 		p.wake(j.queued.Add(wait + time.Nanosecond))
 	}
 	var y yielded
-	if !j.idle {
+	switch {
+	case j.idle:
+	case j.reservation != "":
+		// L10: a job naming an active reservation is entitled by its
+		// booking alone; before the start (or after the end) it waits.
+		if why := p.reservationWait(j); why != "" {
+			p.waitAll(j, RuleReservation, why)
+			return
+		}
+		j.res = p.activeReservation(j)
+		if why := p.reservationEntitlement(j, j.res); why != "" {
+			p.waitAll(j, RuleReservation, why)
+			return
+		}
+	default:
+		j.booked = p.bookedFor(j)
 		var reason string
 		if reason, y = p.entitled(j); reason != "" {
 			p.waitAll(j, RuleAdmission, reason)
@@ -173,8 +188,11 @@ func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) placement {
 				r.first = g
 			}
 			rule := RuleAdmission
-			if j.idle {
+			switch {
+			case j.idle:
 				rule = RuleIdle
+			case j.res != nil:
+				rule = RuleReservation
 			}
 			p.emit(Action{Action: ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
 				Count: len(nodes), GPUs: g.GPUs, Nodes: nodes, Rule: rule, Reason: p.admitReason(j)})
@@ -219,12 +237,18 @@ func (p *planner) placeOne(c *claim) (int, string) {
 // admitOne takes the GPUs of one allocation of c on node ni and books them.
 func (p *planner) admitOne(c *claim, ni int) {
 	p.take(p.nodes[ni], c.cid, c.g.Model, c.g.GPUs)
-	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false)
+	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false, c.j.res != nil)
+	if c.j.res != nil {
+		p.cal.used[c.j.res.ID] += c.g.GPUs
+	}
 }
 
 func (p *planner) admitReason(j *job) string {
 	if j.idle {
 		return "idle job on free GPUs"
+	}
+	if j.res != nil {
+		return fmt.Sprintf("reservation %s: %d of %d GPUs in use after admission", j.res.ID, p.cal.used[j.res.ID], j.res.GPUs)
 	}
 	l := p.st.ledger
 	if j.q.node.ChildPreemption {

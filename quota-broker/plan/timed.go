@@ -138,7 +138,7 @@ func (p *planner) stopJob(j *liveJob, kind ActionKind, rule Rule, res, reason st
 			continue
 		}
 		p.st.stopped[ai] = true
-		p.st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil)
+		p.st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil, a.reserved)
 	}
 	p.emit(Action{Action: kind, Namespace: j.key.Namespace, Job: j.key.Job, GPUs: j.gpus, Rule: rule,
 		Reservation: res, Reason: reason})

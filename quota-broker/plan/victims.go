@@ -11,14 +11,19 @@ type step int
 const (
 	stepNone     step = 0 // not a candidate
 	stepIdleDebt step = 1 // idle allocations anywhere, then debt past its grace
-	stepChild    step = 2 // descendants of a node with child-level preemption
-	stepPriority step = 3 // the node's own lower-priority allocations
+	// stepStart: allocations displaced (L10) at the node of a claimant of
+	// an active reservation, or at an ancestor (rule L10.start).
+	stepStart    step = 2
+	stepChild    step = 3 // descendants of a node with child-level preemption
+	stepPriority step = 4 // the node's own lower-priority allocations
 )
 
 func (s step) rule() Rule {
 	switch s {
 	case stepIdleDebt:
 		return RuleIdleDebt
+	case stepStart:
+		return RuleStart
 	case stepChild:
 		return RuleChild
 	default:
@@ -139,6 +144,8 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		k.step = stepIdleDebt
 	case a.debt != nil && p.graceOver(a.debt):
 		k.step, k.debt = stepIdleDebt, true
+	case c.j.res != nil && a.displaced != nil && (a.displaced == q || q.isDescendantOf(a.displaced)):
+		k.step = stepStart
 	case q.node.ChildPreemption && a.q.isDescendantOf(q):
 		k.step = stepChild
 	case q.node.PriorityPreemption && a.q == q && a.a.Priority < c.j.priority:
@@ -312,7 +319,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			}
 			st.freeFor[g] = c.cid
 		}
-		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil)
+		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil, a.reserved)
 		st.actions = append(st.actions, Action{
 			Action:    ActionStop,
 			Alloc:     a.a.ID,
@@ -339,6 +346,8 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	case a.debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
 			a.debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
+	case k.step == stepStart:
+		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", a.displaced.node.Name, c.j.res.ID)
 	case k.step == stepChild:
 		return fmt.Sprintf("child-level preemption for %s", c.j.q.node.Name)
 	case k.step == stepPriority:
@@ -445,7 +454,7 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 // whole choice is then made again with them). It reports false, having
 // stopped nothing, when even all of them are not enough.
 func (p *planner) restoreQuota(j *job, c *claim) bool {
-	over := p.overNominal(j.q)
+	over := p.overNominal(j.q, j.booked)
 	for _, allowYoung := range []bool{false, true} {
 		if allowYoung && p.settings.MinRuntime <= 0 {
 			break
@@ -466,15 +475,17 @@ func (p *planner) restoreQuota(j *job, c *claim) bool {
 // overNominal returns how many GPUs q's figure exceeds its nominal by
 // (index 0; negative when within it), and then each ancestor's, nearest
 // first, as entitlement counts them (L3).
-func (p *planner) overNominal(q *qnode) []int {
+func (p *planner) overNominal(q *qnode, booked []int) []int {
 	l := p.st.ledger
 	over := make([]int, 1+len(q.ancestors))
-	over[0] = l.nonIdle[q.index] - q.node.GPUs
+	nominal, _ := p.lowered(q, booked)
+	over[0] = l.nonIdle[q.index] - l.reserved[q.index] - nominal
 	if q.node.ChildPreemption {
-		over[0] = l.ownNonIdle[q.index] - q.node.GPUs
+		over[0] = l.ownNonIdle[q.index] - l.ownReserved[q.index] - nominal
 	}
 	for i, a := range q.ancestors {
-		over[1+i] = l.nonIdle[a.index] - l.debt[a.index] - a.node.GPUs
+		nominal, _ := p.lowered(a, booked)
+		over[1+i] = l.nonIdle[a.index] - l.debt[a.index] - l.reservedNonDebt[a.index] - nominal
 	}
 	return over
 }

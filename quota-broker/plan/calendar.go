@@ -1,0 +1,208 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// calendar is the planner's view of the reservations (DESIGN L10).
+type calendar struct {
+	// active are the reservations active now, by ID.
+	active map[string]*Reservation
+	// activeBooked is, per quota node, the GPUs of active reservations in
+	// its subtree.
+	activeBooked []int
+	// used is, per active reservation, the GPUs its live allocations and
+	// the allocations admitted for it in this plan hold.
+	used map[string]int
+	// peaks caches booked(N) per window length (see bookedOver).
+	peaks map[time.Duration][]int
+	// qOf maps a reservation ID to its quota node (nil: unknown quota).
+	qOf map[string]*qnode
+}
+
+// indexBookings indexes the reservations: the active ones with the GPUs
+// they use, and each one's quota node.
+func (p *planner) indexBookings() {
+	c := &p.cal
+	c.active = map[string]*Reservation{}
+	c.activeBooked = make([]int, len(p.quotas))
+	c.used = map[string]int{}
+	c.peaks = map[time.Duration][]int{}
+	c.qOf = make(map[string]*qnode, len(p.snap.Reservations))
+	for i := range p.snap.Reservations {
+		r := &p.snap.Reservations[i]
+		q := p.byName[r.Quota]
+		c.qOf[r.ID] = q
+		if q == nil || !r.Active(p.now) {
+			if q != nil && r.Start.After(p.now) {
+				p.wake(r.Start) // L10: entitlement and displacement change at the start
+			}
+			continue
+		}
+		c.active[r.ID] = r
+		p.wake(r.End)
+		for n := q; n != nil; n = n.parent {
+			c.activeBooked[n.index] += r.GPUs
+		}
+	}
+	for _, a := range p.allocs {
+		if a.reserved {
+			c.used[a.a.Reservation] += a.count
+		}
+	}
+}
+
+// bookedOver returns booked(N) for every quota node N over the window
+// [now, now + w) (DESIGN L10): the peak, over the window, of the GPUs
+// booked by the reservations of N's subtree. It sweeps the start and end
+// of every reservation that meets the window, ends before starts at the
+// same instant (windows are [start, end)). Results are cached per w.
+func (p *planner) bookedOver(w time.Duration) []int {
+	if b, ok := p.cal.peaks[w]; ok {
+		return b
+	}
+	type event struct {
+		at    time.Time
+		delta int
+		q     *qnode
+	}
+	end := p.now.Add(w)
+	var events []event
+	for i := range p.snap.Reservations {
+		r := &p.snap.Reservations[i]
+		q := p.cal.qOf[r.ID]
+		if q == nil || !r.Start.Before(end) || !p.now.Before(r.End) {
+			continue
+		}
+		start := r.Start
+		if start.Before(p.now) {
+			start = p.now
+		}
+		events = append(events, event{start, r.GPUs, q}, event{r.End, -r.GPUs, q})
+	}
+	slices.SortFunc(events, func(a, b event) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.delta, b.delta))
+	})
+	load := make([]int, len(p.quotas))
+	peak := make([]int, len(p.quotas))
+	for _, e := range events {
+		for n := e.q; n != nil; n = n.parent {
+			load[n.index] += e.delta
+			if load[n.index] > peak[n.index] {
+				peak[n.index] = load[n.index]
+			}
+		}
+	}
+	p.cal.peaks[w] = peak
+	return peak
+}
+
+// bookedFor returns booked(N) as job j counts it (DESIGN L10): over its
+// max_run for a flex request, over drain_horizon for other jobs.
+func (p *planner) bookedFor(j *job) []int {
+	if j.flex != nil {
+		return p.bookedOver(j.flex.MaxRun)
+	}
+	return p.bookedOver(p.settings.DrainHorizon)
+}
+
+// activeReservation returns the active reservation job j names, or nil.
+// Only jobs of the reservation's namespace may name it (L10).
+func (p *planner) activeReservation(j *job) *Reservation {
+	if j.reservation == "" {
+		return nil
+	}
+	r := p.cal.active[j.reservation]
+	if r == nil || r.Namespace != j.namespace {
+		return nil
+	}
+	return r
+}
+
+// reservationWait says why job j, which names a reservation that is not
+// active, waits (rule L10), or "" when the reservation is active.
+func (p *planner) reservationWait(j *job) string {
+	r := p.resByID[j.reservation]
+	switch {
+	case r == nil:
+		return fmt.Sprintf("reservation %s does not exist", j.reservation)
+	case r.Namespace != j.namespace:
+		return fmt.Sprintf("reservation %s is for namespace %s, not %s", r.ID, r.Namespace, j.namespace)
+	case p.now.Before(r.Start):
+		return fmt.Sprintf("reservation %s starts at %s", r.ID, r.Start.Format(time.RFC3339))
+	case !p.now.Before(r.End):
+		return fmt.Sprintf("reservation %s ended at %s", r.ID, r.End.Format(time.RFC3339))
+	}
+	return ""
+}
+
+// reservationEntitlement checks DESIGN L10 for job j of active
+// reservation r: entitled while the reservation's used GPUs plus the ask
+// fit the booking, whatever L3 says. It returns "" or the reason.
+func (p *planner) reservationEntitlement(j *job, r *Reservation) string {
+	used := p.cal.used[r.ID]
+	if used+j.asked > r.GPUs {
+		return fmt.Sprintf("reservation %s: %d of %d GPUs in use; %s", r.ID, used, r.GPUs, shortfall(j.asked, r.GPUs-used))
+	}
+	return ""
+}
+
+// classifyDisplaced marks the allocations displaced by active reservations
+// (DESIGN L10). Bottom-up, for every quota node with active bookings, the
+// non-reserved non-idle allocations of its subtree that are not debt and
+// not already displaced at a descendant fill the node's nominal less its
+// active booked GPUs, oldest first (first fit, then allocation ID); the
+// rest are displaced at that node.
+func (p *planner) classifyDisplaced() {
+	if len(p.cal.active) == 0 {
+		return
+	}
+	var byQuota [][]*alloc
+	for i := len(p.quotas) - 1; i >= 0; i-- { // reverse pre-order: children first
+		q := p.quotas[i]
+		booked := p.cal.activeBooked[q.index]
+		if booked == 0 {
+			continue
+		}
+		room := q.node.GPUs - booked
+		if byQuota == nil {
+			byQuota = make([][]*alloc, len(p.quotas))
+			for _, a := range p.allocs {
+				if a.q != nil && !a.a.Idle && !a.reserved && a.debt == nil {
+					byQuota[a.q.index] = append(byQuota[a.q.index], a)
+				}
+			}
+		}
+		var members []*alloc
+		total := 0
+		for j := q.first; j <= q.last; j++ {
+			for _, a := range byQuota[j] {
+				if a.displaced == nil {
+					members = append(members, a)
+					total += a.count
+				}
+			}
+		}
+		if total <= room {
+			continue
+		}
+		sort.Slice(members, func(x, y int) bool {
+			if members[x].started != members[y].started {
+				return members[x].started < members[y].started
+			}
+			return members[x].a.ID < members[y].a.ID
+		})
+		filled := 0
+		for _, a := range members {
+			if filled+a.count <= room {
+				filled += a.count
+				continue
+			}
+			a.displaced = q
+		}
+	}
+}
