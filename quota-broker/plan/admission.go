@@ -278,41 +278,62 @@ func (p *planner) feasibleNodes(g *Pending, cache map[feasibilityKey][]int) []in
 	return nodes
 }
 
-// freeOn counts the GPUs of node c that claimant cid may take for model:
-// healthy GPUs held by nobody, plus GPUs being freed for cid (DESIGN L6,
-// L7: GPUs freed for a claimant go to that claimant only).
-func (p *planner) freeOn(c *cnode, cid int32, model string) int {
+// freeOn counts the GPUs of node n that claim cl may take for its
+// model: healthy GPUs held by nobody, plus GPUs being freed for it (DESIGN
+// L6, L7: GPUs freed for a claimant go to that claimant only), less GPUs
+// held (L10) for another owner; held GPUs lent to idle jobs (a
+// reservation's, from start + settle) count for an idle claim.
+func (p *planner) freeOn(n *cnode, cl *claim) int {
 	st := p.st
-	if st.nodeFreeing[c.index] == 0 && modelMatches(model, c.model) {
-		return st.nodeFree[c.index]
+	if st.nodeFreeing[n.index] == 0 && (st.nodeHeld == nil || st.nodeHeld[n.index] == 0) && modelMatches(cl.g.Model, n.model) {
+		return st.nodeFree[n.index]
 	}
-	p.resolve(c.index)
-	n := 0
-	for _, g := range c.gpus {
-		if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
-			continue
-		}
-		if st.holder[g] == holderFree || (st.holder[g] >= 0 && st.freeFor[g] == cid && cid != noClaimant) {
-			n++
+	p.resolve(n.index)
+	count := 0
+	for _, g := range n.gpus {
+		if p.usable(g, cl) {
+			count++
 		}
 	}
-	return n
+	return count
 }
 
-// binPack picks the node for one allocation on free GPUs, like Nomad's
-// bin-packing: the feasible node with the fewest free GPUs that still fit,
-// then the lowest node ID (nodes are sorted by ID). It returns -1 when no
-// node fits.
-func (p *planner) binPack(nodes []int, cid int32, g *Pending) int {
+// usable reports whether claim cl may take GPU g (see freeOn).
+func (p *planner) usable(g int32, cl *claim) bool {
+	st := p.st
+	if !p.gpus[g].healthy || !modelMatches(cl.g.Model, p.gpu(g).Model) {
+		return false
+	}
+	switch h := st.holder[g]; {
+	case h == holderFree:
+	case h >= 0 && st.freeFor[g] != noClaimant && (st.freeFor[g] == cl.cid || st.freeFor[g] == cl.alt):
+	default:
+		return false
+	}
+	if st.heldBy == nil || st.heldBy[g] == noClaimant {
+		return true
+	}
+	h := st.heldBy[g]
+	if cl.drain != nil {
+		return false // a drain places what is not held yet
+	}
+	return h == cl.cid || h == cl.alt || (cl.j.idle && p.lend != nil && p.lend[g])
+}
+
+// binPack picks the node for one allocation of claim cl on free GPUs,
+// like Nomad's bin-packing: the feasible node with the fewest free GPUs
+// that still fit, then the lowest node ID (nodes are sorted by ID). It
+// returns -1 when no node fits.
+func (p *planner) binPack(nodes []int, cl *claim) int {
 	best, bestFree := -1, 0
 	for _, ni := range nodes {
-		free := p.freeOn(p.nodes[ni], cid, g.Model)
-		if free < g.GPUs {
+		free := p.freeOn(p.nodes[ni], cl)
+		if free < cl.g.GPUs {
 			continue
 		}
 		if best == -1 || free < bestFree {
 			best, bestFree = ni, free
-			if free == g.GPUs {
+			if free == cl.g.GPUs {
 				break
 			}
 		}
@@ -320,30 +341,53 @@ func (p *planner) binPack(nodes []int, cid int32, g *Pending) int {
 	return best
 }
 
-// take assigns gpus GPUs of node c to a new allocation of claimant cid,
-// preferring GPUs being freed for cid, then free ones, in node order.
-func (p *planner) take(c *cnode, cid int32, model string, gpus int) {
-	p.resolve(c.index)
+// take assigns gpus GPUs of node n that claim cl may use (see usable) and
+// returns them: first GPUs held for it (L10), then GPUs being freed for
+// it, then free ones, each pass in node order. With hold == noClaimant
+// the GPUs go to a new allocation of cl (their hold, if any, ends);
+// otherwise they are held for owner hold (DESIGN L10) and stay as they
+// are (free, or being freed for cl).
+func (p *planner) take(n *cnode, cl *claim, gpus int, hold int32) []int32 {
+	p.resolve(n.index)
 	st := p.st
-	for pass := 0; pass < 2 && gpus > 0; pass++ {
-		for _, g := range c.gpus {
+	var out []int32
+	for pass := 0; pass < 3 && gpus > 0; pass++ {
+		for _, g := range n.gpus {
 			if gpus == 0 {
 				break
 			}
-			if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
+			if !p.usable(g, cl) {
 				continue
 			}
+			held := st.heldBy != nil && st.heldBy[g] != noClaimant
+			freeing := st.holder[g] >= 0
 			switch {
-			case pass == 0 && cid != noClaimant && st.holder[g] >= 0 && st.freeFor[g] == cid:
-				st.nodeFreeing[c.index]--
-			case pass == 1 && st.holder[g] == holderFree:
-				st.nodeFree[c.index]--
+			case pass == 0 && held:
+			case pass == 1 && !held && freeing:
+			case pass == 2 && !held && !freeing:
 			default:
 				continue
 			}
+			out = append(out, g)
+			gpus--
+			if hold != noClaimant {
+				if !held || st.heldBy[g] != hold {
+					p.holdGPU(g, hold)
+				}
+				continue
+			}
+			if freeing {
+				st.nodeFreeing[n.index]--
+			} else {
+				st.nodeFree[n.index]--
+			}
+			if held {
+				st.heldBy[g] = noClaimant
+				st.nodeHeld[n.index]--
+			}
 			st.holder[g] = holderPlanned
 			st.freeFor[g] = noClaimant
-			gpus--
 		}
 	}
+	return out
 }

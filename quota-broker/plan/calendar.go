@@ -151,24 +151,34 @@ func (p *planner) reservationEntitlement(j *job, r *Reservation) string {
 	return ""
 }
 
-// classifyDisplaced marks the allocations displaced by active reservations
-// (DESIGN L10). Bottom-up, for every quota node with active bookings, the
-// non-reserved non-idle allocations of its subtree that are not debt and
-// not already displaced at a descendant fill the node's nominal less its
-// active booked GPUs, oldest first (first fit, then allocation ID); the
-// rest are displaced at that node.
+// classifyDisplaced marks the allocations displaced by the active
+// reservations now (see displace).
 func (p *planner) classifyDisplaced() {
 	if len(p.cal.active) == 0 {
 		return
 	}
+	out := make([]*qnode, len(p.allocs))
+	p.displace(p.cal.activeBooked, out)
+	for i, q := range out {
+		p.allocs[i].displaced = q
+	}
+}
+
+// displace decides DESIGN L10's displaced allocations for booked, the
+// GPUs booked in each quota node's subtree, into out (per allocation, the
+// node it is displaced at, or nil). Bottom-up, for every quota node with
+// booked GPUs, the non-reserved non-idle allocations of its subtree that
+// are not debt and not already displaced at a descendant fill the node's
+// nominal less its booked GPUs, oldest first (first fit, then allocation
+// ID); the rest are displaced at that node.
+func (p *planner) displace(booked []int, out []*qnode) {
 	var byQuota [][]*alloc
 	for i := len(p.quotas) - 1; i >= 0; i-- { // reverse pre-order: children first
 		q := p.quotas[i]
-		booked := p.cal.activeBooked[q.index]
-		if booked == 0 {
+		if booked[q.index] == 0 {
 			continue
 		}
-		room := q.node.GPUs - booked
+		room := q.node.GPUs - booked[q.index]
 		if byQuota == nil {
 			byQuota = make([][]*alloc, len(p.quotas))
 			for _, a := range p.allocs {
@@ -181,7 +191,7 @@ func (p *planner) classifyDisplaced() {
 		total := 0
 		for j := q.first; j <= q.last; j++ {
 			for _, a := range byQuota[j] {
-				if a.displaced == nil {
+				if out[a.index] == nil {
 					members = append(members, a)
 					total += a.count
 				}
@@ -202,7 +212,7 @@ func (p *planner) classifyDisplaced() {
 				filled += a.count
 				continue
 			}
-			a.displaced = q
+			out[a.index] = q
 		}
 	}
 }

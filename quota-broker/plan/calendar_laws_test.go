@@ -65,7 +65,8 @@ func TestL10ReservationJobLimitedByItsBooking(t *testing.T) {
 }
 
 // TestL10ReservationJobWaitsForTheStart: before the start a job naming the
-// reservation waits (rule L10), and the plan wakes at the start.
+// reservation waits (rule L10), and the plan wakes when the drain begins
+// (start - drain_horizon).
 func TestL10ReservationJobWaitsForTheStart(t *testing.T) {
 	start := t0.Add(2 * time.Hour)
 	s := newSnap(referenceTree()).nodes(2, 8, h100).
@@ -76,8 +77,8 @@ func TestL10ReservationJobWaitsForTheStart(t *testing.T) {
 	if len(w) != 1 || w[0].Rule != RuleReservation || w[0].Reason != "reservation r-b starts at 2026-12-01T10:00:00Z" {
 		t.Fatalf("waits = %+v", w)
 	}
-	if !p.WakeAt.Equal(start) {
-		t.Errorf("wake_at = %s, want the start %s", p.WakeAt, start)
+	if want := start.Add(-time.Hour); !p.WakeAt.Equal(want) {
+		t.Errorf("wake_at = %s, want start - drain_horizon %s", p.WakeAt, want)
 	}
 }
 
@@ -120,5 +121,140 @@ func TestL10OtherJobsSeeTheNominalLessBooked(t *testing.T) {
 	p = mustPlan(t, s)
 	if w := actionsOf(p, ActionWait); len(w) != 1 {
 		t.Fatalf("non-flex within drain_horizon: actions %+v, want a wait", p.Actions)
+	}
+}
+
+func killTimeout(d time.Duration) allocOpt { return func(a *Allocation) { a.KillTimeout = d } }
+
+// TestL10DrainAtStartLessKillTimeoutAndMargin: a 16-GPU booking of
+// Quota1.1 starts at t0 + 90s; every GPU is taken by idle allocations with
+// kill_timeout 30s. Within drain_horizon the plan holds nothing and stops
+// nothing until start - (30s + 60s); the first plan at or after that
+// instant stops two whole-node idle jobs (rule L10.drain) and holds their
+// GPUs until start + settle.
+func TestL10DrainAtStartLessKillTimeoutAndMargin(t *testing.T) {
+	start := t0.Add(90 * time.Second)
+	build := func(now time.Time) *Snapshot {
+		b := newSnap(referenceTree()).nodes(4, 8, h100)
+		for i := 1; i <= 4; i++ {
+			b.alloc(fmt.Sprintf("i%d", i), "workspace-c", fmt.Sprintf("idle%d", i), nodeID(i), 8, idle,
+				killTimeout(30*time.Second), started(time.Duration(i)*time.Hour))
+		}
+		s := b.booking("r-b", "workspace-b", "Quota1.1", 16, start, start.Add(2*time.Hour)).build()
+		s.Time = now
+		return s
+	}
+	p := mustPlan(t, build(t0.Add(-time.Nanosecond)))
+	if len(p.Actions) != 0 || !p.WakeAt.Equal(t0) {
+		t.Fatalf("before start - 90s: actions %+v, wake_at %s; want none and %s", p.Actions, p.WakeAt, t0)
+	}
+	p = mustPlan(t, build(t0))
+	want := []brief{
+		{Action: ActionStop, Alloc: "i1", Job: "idle1", GPUs: 8, Rule: RuleDrain, Reservation: "r-b"},
+		{Action: ActionHold, GPUs: 8, Rule: RuleDrain, Reservation: "r-b"},
+		{Action: ActionStop, Alloc: "i2", Job: "idle2", GPUs: 8, Rule: RuleDrain, Reservation: "r-b"},
+		{Action: ActionHold, GPUs: 8, Rule: RuleDrain, Reservation: "r-b"},
+	}
+	if d := cmp.Diff(want, briefs(p)); d != "" {
+		t.Fatalf("at start - 90s (-want +got):\n%s", d)
+	}
+	holds := actionsOf(p, ActionHold)
+	if holds[0].Node != "node-01" || holds[1].Node != "node-02" || !holds[0].Until.Equal(start.Add(30*time.Second)) {
+		t.Errorf("holds = %+v, want node-01 and node-02 until start + settle", holds)
+	}
+}
+
+// TestL10HoldsWholeNodesAndNoIdleJobOnThem: a 2x8 booking within
+// drain_horizon holds two whole free nodes at once (bin-packing leaves the
+// partly used node alone), and an idle job finds no room on held GPUs.
+func TestL10HoldsWholeNodesAndNoIdleJobOnThem(t *testing.T) {
+	start := t0.Add(30 * time.Minute)
+	s := newSnap(referenceTree()).nodes(3, 8, h100).
+		alloc("c1", "workspace-c", "small", "node-01", 4).
+		booking("r-b", "workspace-b", "Quota1.1", 16, start, start.Add(time.Hour)).build()
+	p := mustPlan(t, s)
+	holds := actionsOf(p, ActionHold)
+	if len(holds) != 2 || holds[0].Node != "node-02" || holds[1].Node != "node-03" || holds[0].GPUs != 8 || holds[1].GPUs != 8 {
+		t.Fatalf("holds = %+v, want node-02 and node-03 whole", holds)
+	}
+	if len(actionsOf(p, ActionStop)) != 0 {
+		t.Errorf("stops = %v, want none (free GPUs are held at once)", stops(p))
+	}
+	// The next plan sees the holds: nothing more is held, and an idle job
+	// of 8 GPUs finds no free node (node-01 has 4).
+	s.Holds = []Hold{
+		{For: HoldOwner{Reservation: "r-b"}, Node: "node-02", GPUIDs: holds[0].GPUIDs, Until: holds[0].Until},
+		{For: HoldOwner{Reservation: "r-b"}, Node: "node-03", GPUIDs: holds[1].GPUIDs, Until: holds[1].Until},
+	}
+	s.Pending = []Pending{{Namespace: "workspace-c", Job: "borrow", Group: "g", Type: JobBatch, Priority: 50, Count: 1,
+		GPUs: 8, NodePool: "default", Idle: true, SubmittedAt: t0}}
+	p = mustPlan(t, s)
+	want := []brief{{Action: ActionWait, Job: "borrow", Count: 1, GPUs: 8, Rule: RuleAdmission}}
+	if d := cmp.Diff(want, briefs(p)); d != "" {
+		t.Fatalf("with the holds (-want +got):\n%s", d)
+	}
+	// A job of the reservation at its start takes the held GPUs.
+	s.Time = start
+	s.Pending = []Pending{{Namespace: "workspace-b", Job: "res", Group: "g", Type: JobBatch, Priority: 50, Count: 2,
+		GPUs: 8, NodePool: "default", Reservation: "r-b", SubmittedAt: t0}}
+	p = mustPlan(t, s)
+	a := actionsOf(p, ActionAdmit)
+	if len(a) != 1 || !cmp.Equal(a[0].Nodes, []string{"node-02", "node-03"}) || a[0].Rule != RuleReservation {
+		t.Fatalf("admits = %+v, want node-02 and node-03 by rule L10", a)
+	}
+}
+
+// TestL10HeldGPUsTakenByAnotherJobAreReclaimed: an allocation that Nomad
+// placed on GPUs held for the reservation is the reservation's victim at
+// once (rule L10.drain).
+func TestL10HeldGPUsTakenByAnotherJobAreReclaimed(t *testing.T) {
+	start := t0.Add(30 * time.Minute)
+	s := newSnap(referenceTree()).nodes(1, 8, h100).
+		alloc("c1", "workspace-c", "intruder", "node-01", 8, started(time.Minute)).
+		booking("r-b", "workspace-b", "Quota1.1", 8, start, start.Add(time.Hour)).build()
+	ids := s.Allocations[0].GPUIDs
+	s.Holds = []Hold{{For: HoldOwner{Reservation: "r-b"}, Node: "node-01", GPUIDs: ids, Until: start.Add(30 * time.Second)}}
+	p := mustPlan(t, s)
+	want := []brief{{Action: ActionStop, Alloc: "c1", Job: "intruder", GPUs: 8, Rule: RuleDrain, Reservation: "r-b"}}
+	if d := cmp.Diff(want, briefs(p)); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+}
+
+// TestL10EndStopsExactlyTheBookingsJobs: at end - kill_timeout the jobs of
+// the reservation (and only they) are stopped by a job stop (rule
+// L10.end); a moment before, nothing is, and wake_at names the instant.
+// The window crosses a DST change in New York: the instants are kept.
+func TestL10EndStopsExactlyTheBookingsJobs(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip("no time zone data:", err)
+	}
+	start := time.Date(2026, 10, 31, 12, 0, 0, 0, ny) // EDT, -04:00
+	end := start.Add(24 * time.Hour)                  // 2026-11-01 11:00 EST, -05:00
+	stopAt := end.Add(-20 * time.Second)
+	build := func(now time.Time) *Snapshot {
+		s := newSnap(referenceTree()).nodes(2, 8, h100).
+			alloc("r1", "workspace-b", "res", "node-01", 8, reservation("r-b"), killTimeout(20*time.Second)).
+			alloc("r2", "workspace-b", "res", "node-02", 4, reservation("r-b"), killTimeout(5*time.Second)).
+			alloc("o1", "workspace-b", "other", "node-02", 4).
+			booking("r-b", "workspace-b", "Quota1.1", 16, start, end).build()
+		s.Time = now
+		for i := range s.Allocations {
+			s.Allocations[i].StartedAt = start
+		}
+		return s
+	}
+	p := mustPlan(t, build(stopAt.Add(-time.Nanosecond)))
+	if len(p.Actions) != 0 || !p.WakeAt.Equal(stopAt) {
+		t.Fatalf("before: actions %+v, wake_at %s; want none and %s", p.Actions, p.WakeAt, stopAt)
+	}
+	if got := stopAt.UTC().Format(time.RFC3339); got != "2026-11-01T15:59:40Z" {
+		t.Fatalf("end - kill_timeout = %s, want 24h after the start less 20s", got)
+	}
+	p = mustPlan(t, build(stopAt))
+	want := []brief{{Action: ActionStopJob, Job: "res", GPUs: 12, Rule: RuleEnd, Reservation: "r-b"}}
+	if d := cmp.Diff(want, briefs(p)); d != "" {
+		t.Fatalf("at end - kill_timeout (-want +got):\n%s", d)
 	}
 }

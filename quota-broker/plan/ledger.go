@@ -29,7 +29,10 @@ type planner struct {
 	// namespaces; built on first use (planner.ownNonIdle).
 	byQuota [][]int
 	// claimants maps a claimant to its ID.
-	claimants map[GroupKey]int32
+	claimants map[HoldOwner]int32
+	// lend marks, per GPU, a held GPU lent to idle jobs (a reservation's
+	// hold from start + settle until its end, L10); nil when none is.
+	lend []bool
 	// scratch is a reusable buffer of a node's candidate units.
 	scratch []unitGPUs
 	// gpuPool backs the GPU lists of allocations as nodes are resolved.
@@ -67,7 +70,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
 		nodeByID:  make(map[string]int, len(s.Nodes)),
-		claimants: map[GroupKey]int32{},
+		claimants: map[HoldOwner]int32{},
 		resByID:   make(map[string]*Reservation, len(s.Reservations)),
 		byName:    map[string]*qnode{},
 	}
@@ -110,6 +113,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	}
 	p.indexBookings()
 	p.classifyDisplaced()
+	p.indexHolds()
 	sort.Strings(p.warnings)
 	p.booked = true
 	for i, c := range p.nodes {
@@ -202,12 +206,16 @@ func (p *planner) indexNodes() {
 	}
 }
 
-func (p *planner) claimantID(key GroupKey) int32 {
-	if id, ok := p.claimants[key]; ok {
+func (p *planner) claimantID(key GroupKey) int32 { return p.ownerID(HoldOwner{Group: key}) }
+
+// ownerID returns the ID of a claimant or hold owner (a task group or a
+// reservation), the value of state.freeFor and state.heldBy.
+func (p *planner) ownerID(o HoldOwner) int32 {
+	if id, ok := p.claimants[o]; ok {
 		return id
 	}
 	id := int32(len(p.claimants))
-	p.claimants[key] = id
+	p.claimants[o] = id
 	return id
 }
 

@@ -54,8 +54,9 @@ func Compute(s *Snapshot) (*Plan, error) {
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
 	suspended := p.timedStops()
-	jobs := p.pendingJobs()
 	cache := map[feasibilityKey][]int{}
+	p.drains(cache)
+	jobs := p.pendingJobs()
 	for _, idlePass := range []bool{false, true} {
 		for _, j := range jobs {
 			if j.idle == idlePass && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
@@ -141,7 +142,7 @@ func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) 
 	if y.gpus == 0 || r.first == nil {
 		return
 	}
-	c := &claim{j: j, g: r.first, cid: p.claimantID(r.first.Key())}
+	c := p.newClaim(j, r.first, nil)
 	if !p.restoreQuota(j, c) {
 		// Cannot happen while the ledger agrees with the allocations
 		// (entitlement counted exactly these units); kept as L6 says.
@@ -171,7 +172,7 @@ type placement struct {
 func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) placement {
 	var r placement
 	for _, g := range j.groups {
-		c := &claim{j: j, g: g, cid: p.claimantID(g.Key()), nodes: p.feasibleNodes(g, cache)}
+		c := p.newClaim(j, g, cache)
 		var nodes []string
 		why := ""
 		for i := 0; i < g.Count; i++ {
@@ -216,7 +217,7 @@ func (p *planner) placeOne(c *claim) (int, string) {
 	if len(c.nodes) == 0 {
 		return -1, fmt.Sprintf("no node can run %d GPUs%s%s", c.g.GPUs, modelText(c.g.Model), placeText(c.g))
 	}
-	if ni := p.binPack(c.nodes, c.cid, c.g); ni >= 0 {
+	if ni := p.binPack(c.nodes, c); ni >= 0 {
 		p.admitOne(c, ni)
 		return ni, ""
 	}
@@ -234,9 +235,22 @@ func (p *planner) placeOne(c *claim) (int, string) {
 	return set.node, ""
 }
 
+// newClaim returns the claim of group g of job j, with its feasible nodes
+// when cache is not nil.
+func (p *planner) newClaim(j *job, g *Pending, cache map[feasibilityKey][]int) *claim {
+	c := &claim{j: j, g: g, cid: p.claimantID(g.Key()), alt: noClaimant}
+	if j.res != nil {
+		c.alt = p.ownerID(HoldOwner{Reservation: j.res.ID})
+	}
+	if cache != nil {
+		c.nodes = p.feasibleNodes(g, cache)
+	}
+	return c
+}
+
 // admitOne takes the GPUs of one allocation of c on node ni and books them.
 func (p *planner) admitOne(c *claim, ni int) {
-	p.take(p.nodes[ni], c.cid, c.g.Model, c.g.GPUs)
+	p.take(p.nodes[ni], c, c.g.GPUs, noClaimant)
 	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false, c.j.res != nil)
 	if c.j.res != nil {
 		p.cal.used[c.j.res.ID] += c.g.GPUs

@@ -147,8 +147,13 @@ type state struct {
 	nodeFree []int   // per node: healthy GPUs with holderFree
 	// nodeFreeing counts, per node, GPUs that are being freed for someone.
 	nodeFreeing []int
-	ledger      ledger
-	actions     []Action
+	// heldBy is, per GPU, the owner (a claimant ID) a hold keeps it for
+	// (DESIGN L10), or noClaimant; nil while no GPU is held. nodeHeld
+	// counts, per node, its held GPUs (nil with heldBy).
+	heldBy   []int32
+	nodeHeld []int
+	ledger   ledger
+	actions  []Action
 }
 
 func (s *state) clone() *state {
@@ -158,6 +163,8 @@ func (s *state) clone() *state {
 		stopped:     append([]bool(nil), s.stopped...),
 		nodeFree:    append([]int(nil), s.nodeFree...),
 		nodeFreeing: append([]int(nil), s.nodeFreeing...),
+		heldBy:      cloneOrNil(s.heldBy),
+		nodeHeld:    cloneOrNil(s.nodeHeld),
 		ledger:      s.ledger.clone(),
 		actions:     append([]Action(nil), s.actions...),
 	}
@@ -169,4 +176,11 @@ type gpuInfo struct {
 	node    int32 // index into planner.nodes
 	pos     int32 // index into that node's GPUs
 	healthy bool
+}
+
+func cloneOrNil[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append([]T(nil), s...)
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // step is the class of a victim candidate (DESIGN L5). Lower goes first.
@@ -86,6 +87,15 @@ type claim struct {
 	g     *Pending
 	cid   int32
 	nodes []int // feasible nodes
+	// alt is a second owner whose held GPUs and GPUs being freed the
+	// claim may take: the reservation of a job of an active reservation
+	// (L10), else noClaimant.
+	alt int32
+	// drain is the reservation whose shape the claim places ahead of its
+	// start (rule L10.drain), or nil; disp is then, per allocation, the
+	// quota node at which the reservation will displace it at its start.
+	drain *Reservation
+	disp  []*qnode
 }
 
 // candidates classifies every allocation for claim c (DESIGN L5) and
@@ -144,6 +154,12 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		k.step = stepIdleDebt
 	case a.debt != nil && p.graceOver(a.debt):
 		k.step, k.debt = stepIdleDebt, true
+	case c.drain != nil:
+		// L10.drain: L5 step 1, then what the reservation will displace.
+		if d := c.disp[a.index]; d == nil || (d != q && !q.isDescendantOf(d)) {
+			return victimKey{}, false
+		}
+		k.step = stepStart
 	case c.j.res != nil && a.displaced != nil && (a.displaced == q || q.isDescendantOf(a.displaced)):
 		k.step = stepStart
 	case q.node.ChildPreemption && a.q.isDescendantOf(q):
@@ -216,7 +232,7 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
 	// The node's candidate units, each with the GPUs it frees here.
 	cands := p.scratch[:0]
-	all := p.freeOn(n, c.cid, c.g.Model)
+	all := p.freeOn(n, c)
 	have := all
 	for _, ai := range n.allocs {
 		u := p.allocs[ai].unit
@@ -320,7 +336,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			st.freeFor[g] = c.cid
 		}
 		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil, a.reserved)
-		st.actions = append(st.actions, Action{
+		act := Action{
 			Action:    ActionStop,
 			Alloc:     a.a.ID,
 			Namespace: a.a.Namespace,
@@ -331,7 +347,11 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			Rule:      k.step.rule(),
 			For:       c.g.Key(),
 			Reason:    p.stopReason(a, k, c),
-		})
+		}
+		if c.drain != nil {
+			act.Rule, act.For, act.Reservation = RuleDrain, GroupKey{}, c.drain.ID
+		}
+		st.actions = append(st.actions, act)
 	}
 }
 
@@ -346,6 +366,10 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	case a.debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
 			a.debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
+	case c.drain != nil && k.step == stepStart:
+		return fmt.Sprintf("to be displaced by reservation %s, which starts at %s", c.drain.ID, c.drain.Start.Format(time.RFC3339))
+	case c.drain != nil:
+		return fmt.Sprintf("idle or debt allocation reclaimed for reservation %s, which starts at %s", c.drain.ID, c.drain.Start.Format(time.RFC3339))
 	case k.step == stepStart:
 		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", a.displaced.node.Name, c.j.res.ID)
 	case k.step == stepChild:
