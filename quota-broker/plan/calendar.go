@@ -179,6 +179,10 @@ func (p *planner) displace(booked []int, out []*qnode) {
 			continue
 		}
 		room := q.node.GPUs - booked[q.index]
+		l := p.st.ledger
+		if l.nonIdle[q.index]-l.reserved[q.index]-l.debt[q.index] <= room {
+			continue // every candidate fits, and so does every subset of them
+		}
 		if byQuota == nil {
 			byQuota = make([][]*alloc, len(p.quotas))
 			for _, a := range p.allocs {

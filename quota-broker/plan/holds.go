@@ -119,6 +119,21 @@ func (p *planner) drain(r *Reservation, cache map[feasibilityKey][]int) {
 	if need <= 0 {
 		return
 	}
+	// No victim's stop can be due before start - (the largest
+	// kill_timeout of any allocation + drain_margin): until then only free
+	// GPUs are held, with no search for victims.
+	if early := r.Start.Add(-(p.maxKill + p.settings.DrainMargin)); p.now.Before(early) {
+		reason := fmt.Sprintf("free GPUs held for reservation %s until %s (start + settle)", r.ID, until.Format(time.RFC3339))
+		for ; need > 0; need-- {
+			ni := p.binPack(c.nodes, c)
+			if ni < 0 {
+				p.wake(early)
+				return
+			}
+			p.emitHold(r, ni, p.take(p.nodes[ni], c, allocGPUs, owner), until, RuleReservation, reason)
+		}
+		return
+	}
 	c.disp = p.displacedAt(r.Start)
 
 	// Dry run: place every slot, then restore the state and replay only

@@ -51,6 +51,8 @@ type planner struct {
 	resByID map[string]*Reservation
 	// wakeAt is the plan's WakeAt so far (see planner.wake).
 	wakeAt time.Time
+	// maxKill is the largest kill_timeout of the live allocations (L8).
+	maxKill time.Duration
 	// byName maps a quota node's name to it.
 	byName map[string]*qnode
 	// cal is the view of the reservations (L10).
@@ -103,6 +105,9 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.classifyDebt()
 	for _, a := range p.allocs {
 		if a.debt != nil {
+			if !p.graceOver(a.debt) {
+				p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
+			}
 			for n := a.q; n != nil; n = n.parent {
 				p.st.ledger.debt[n.index] += a.count
 				if a.reserved && !a.a.Idle {
@@ -110,6 +115,9 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 				}
 			}
 		}
+	}
+	for _, a := range p.allocs {
+		p.maxKill = max(p.maxKill, a.a.KillTimeout)
 	}
 	p.indexBookings()
 	p.classifyDisplaced()

@@ -23,12 +23,17 @@ type liveJob struct {
 	reservation string
 }
 
-// liveJobs groups the allocations inside the tree by job, in key order.
+// liveJobs groups by job, in key order, the allocations inside the tree
+// that a timed rule may act on: those of flex requests and those naming a
+// reservation of the snapshot.
 func (p *planner) liveJobs() []*liveJob {
-	byKey := map[JobKey]*liveJob{}
+	var byKey map[JobKey]*liveJob
 	for _, a := range p.allocs {
-		if a.q == nil {
+		if a.q == nil || (a.a.MaxRun <= 0 && (a.a.Reservation == "" || p.resByID[a.a.Reservation] == nil)) {
 			continue
+		}
+		if byKey == nil {
+			byKey = map[JobKey]*liveJob{}
 		}
 		k := a.a.JobKey()
 		j := byKey[k]
@@ -79,12 +84,16 @@ func (p *planner) wake(t time.Time) {
 // Their allocations leave the ledger; their GPUs are not free in this
 // plan (they are free once the allocations are terminal).
 func (p *planner) timedStops() map[JobKey]bool {
+	live := p.liveJobs()
+	if len(live) == 0 {
+		return nil
+	}
 	pendingOf := map[JobKey]bool{}
 	for i := range p.snap.Pending {
 		pendingOf[p.snap.Pending[i].JobKey()] = true
 	}
 	suspended := map[JobKey]bool{}
-	for _, j := range p.liveJobs() {
+	for _, j := range live {
 		if r := p.reservationOf(j.reservation); r != nil && !p.now.Before(r.Start) {
 			at := r.End.Add(-j.killTimeout)
 			if !p.now.Before(at) {
