@@ -82,8 +82,8 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 		},
 	}
 	want := &plan.Snapshot{
-		Time:     mustTime(t, "2026-12-01T08:00:00Z"),
-		Quota:    wantQuota,
+		Time:  mustTime(t, "2026-12-01T08:00:00Z"),
+		Quota: wantQuota,
 		Settings: quota.Settings{MinRuntime: 10 * time.Minute, DebtGrace: 5 * time.Minute, Settle: 45 * time.Second,
 			DrainMargin: 2 * time.Minute, DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour,
 			ReservationMinDuration: 2 * time.Minute},
