@@ -1,16 +1,37 @@
 // Package plan is gputide's pure planning core: given a Snapshot of the
 // cluster and the quota tree it returns a Plan (admit, wait, stop, expire)
-// with the rule of DESIGN §3 that justifies each action.
+// (and stop_job, suspend, hold) with the rule of DESIGN §3 that justifies
+// each action.
 //
 // The package does no I/O, reads no clock and uses no randomness: the same
 // snapshot always gives the same plan.
 //
 // How a plan is made:
 //  1. newPlanner indexes the snapshot and derives the ledger from the live
-//     allocations (L2), with over-quota debt (L9).
-//  2. Pending groups are gathered into jobs and ordered (L3).
-//  3. Non-idle jobs are decided first, in that order: flex requests past
-//     max_wait expire (L11); a job that is not entitled waits (L3), where a
+//     allocations (L2), with over-quota debt (L9); allocations of active
+//     reservations are counted apart (L10) and the allocations the active
+//     bookings displace are marked (L10); the snapshot's holds are booked
+//     GPU by GPU (L10).
+//  2. Timed job rules (timedStops): a reservation's jobs are stopped at
+//     end - kill_timeout (rule L10.end), an admitted flex request at
+//     admitted + max_run - kill_timeout (L11.max_run), both job stops; an
+//     admitted flex request still missing allocations at admitted +
+//     settle is suspended whole and queued again (L11.settle).
+//  3. Drains (drains): each reservation within drain_horizon of its start
+//     places its shape as a claimant of its node; free GPUs are held at
+//     once, victims (L5 step 1, then what it will displace) are stopped and
+//     their GPUs held at start - (their largest kill_timeout +
+//     drain_margin) (rule L10.drain).
+//  4. Pending groups are gathered into jobs and ordered (L3).
+//  5. Non-idle jobs are decided first, in that order: flex requests past
+//     max_wait from their queued time expire (L11.expire); a job naming a
+//     reservation waits before its start and is entitled by its booking
+//     alone in its window (L10), with the displaced allocations as
+//     victims between L5 steps 1 and 2 (rule L10.start); for other jobs
+//     each node's nominal counts less booked(N), the peak booked over
+//     [now, now + max_run) for flex and [now, now + drain_horizon)
+//     otherwise, and reserved allocations are left out of the usage. A
+//     job that is not entitled waits (L3), where a
 //     job of a node with priority preemption leaves out of the node's and
 //     the ancestors' figures the node's own lower-priority allocations that
 //     L5 step 3 may stop (they yield to it); an entitled job's allocations
@@ -21,13 +42,15 @@
 //     what yields to it then has those allocations stopped in key order, on
 //     any node, until its node and the ancestors are within their nominal
 //     again (rule L5.3); if they cannot be, it waits and nothing is stopped
-//     for it.
-//  4. Idle jobs are then placed on the GPUs still free, never causing a
-//     preemption (L3, L4). Deciding them after the non-idle work keeps an
+//     for it. Held GPUs are free only to their owner (L10).
+//  6. Idle jobs are then placed on the GPUs still free, never causing a
+//     preemption (L3, L4), never on held GPUs except a reservation's from
+//     start + settle. Deciding them after the non-idle work keeps an
 //     idle job admitted in this plan, which may not be a victim in it, from
 //     blocking an entitled job (L3: idle allocations never block an
 //     entitled job).
-//  5. Usage is reported after the plan's stops and admits (L4).
+//  7. Usage is reported after the plan's stops and admits (L4, L10), and
+//     WakeAt, the next instant at which time alone changes the plan (L12).
 package plan
 
 import (
