@@ -150,9 +150,8 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded, booked []int) strin
 		used -= y.gpus
 		scope += fmt.Sprintf(", not counting %d of lower priority that yield", y.gpus)
 	}
-	nominal, of := p.lowered(q, booked)
-	if used+gpus > nominal {
-		return fmt.Sprintf("%s: %d of %s GPUs in use%s; %s", q.node.Name, used, of, scope,
+	if nominal := lowered(q, booked); used+gpus > nominal {
+		return fmt.Sprintf("%s: %d of %s GPUs in use%s; %s", q.node.Name, used, nominalText(q, booked), scope,
 			shortfall(gpus, nominal-used))
 	}
 	scope = ""
@@ -161,23 +160,30 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded, booked []int) strin
 	}
 	for _, a := range q.ancestors {
 		used := l.nonIdle[a.index] - l.debt[a.index] - l.reservedNonDebt[a.index] - y.nonDebt
-		nominal, of := p.lowered(a, booked)
-		if used+gpus > nominal {
+		if nominal := lowered(a, booked); used+gpus > nominal {
 			return fmt.Sprintf("%s (above %s): %d of %s GPUs in use, debt excluded%s; %s",
-				a.node.Name, q.node.Name, used, of, scope, shortfall(gpus, nominal-used))
+				a.node.Name, q.node.Name, used, nominalText(a, booked), scope, shortfall(gpus, nominal-used))
 		}
 	}
 	return ""
 }
 
-// lowered returns q's nominal less booked(q) (L10) and how to write it:
-// "48", or "16 (48 less 32 booked)".
-func (p *planner) lowered(q *qnode, booked []int) (int, string) {
+// lowered returns q's nominal less booked(q) (L10; booked may be nil).
+func lowered(q *qnode, booked []int) int {
+	if booked == nil {
+		return q.node.GPUs
+	}
+	return q.node.GPUs - booked[q.index]
+}
+
+// nominalText writes q's lowered nominal for a reason: "48", or "16 (48
+// less 32 booked)".
+func nominalText(q *qnode, booked []int) string {
 	if booked == nil || booked[q.index] == 0 {
-		return q.node.GPUs, fmt.Sprint(q.node.GPUs)
+		return fmt.Sprint(q.node.GPUs)
 	}
 	b := booked[q.index]
-	return q.node.GPUs - b, fmt.Sprintf("%d (%d less %d booked)", q.node.GPUs-b, q.node.GPUs, b)
+	return fmt.Sprintf("%d (%d less %d booked)", q.node.GPUs-b, q.node.GPUs, b)
 }
 
 // entitled decides DESIGN L3 for non-idle job j: it returns "" and what

@@ -10,8 +10,9 @@ import (
 
 // calendar is the planner's view of the reservations (DESIGN L10).
 type calendar struct {
-	// active are the reservations active now, by ID.
-	active map[string]*Reservation
+	// started are the reservations whose start has come (active or
+	// ended), and active those active now, by ID.
+	started, active map[string]*Reservation
 	// activeBooked is, per quota node, the GPUs of active reservations in
 	// its subtree.
 	activeBooked []int
@@ -20,8 +21,6 @@ type calendar struct {
 	used map[string]int
 	// peaks caches booked(N) per window length (see bookedOver).
 	peaks map[time.Duration][]int
-	// qOf maps a reservation ID to its quota node (nil: unknown quota).
-	qOf map[string]*qnode
 }
 
 // indexBookings indexes the reservations: the active ones with the GPUs
@@ -32,11 +31,9 @@ func (p *planner) indexBookings() {
 	c.activeBooked = make([]int, len(p.quotas))
 	c.used = map[string]int{}
 	c.peaks = map[time.Duration][]int{}
-	c.qOf = make(map[string]*qnode, len(p.snap.Reservations))
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
 		q := p.byName[r.Quota]
-		c.qOf[r.ID] = q
 		if q == nil || !r.Active(p.now) {
 			if q != nil && r.Start.After(p.now) {
 				p.wake(r.Start) // L10: entitlement and displacement change at the start
@@ -74,7 +71,7 @@ func (p *planner) bookedOver(w time.Duration) []int {
 	var events []event
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
-		q := p.cal.qOf[r.ID]
+		q := p.byName[r.Quota]
 		if q == nil || !r.Start.Before(end) || !p.now.Before(r.End) {
 			continue
 		}
@@ -123,10 +120,22 @@ func (p *planner) activeReservation(j *job) *Reservation {
 	return r
 }
 
+// reservationByID returns the snapshot's reservation id, or nil, building
+// the index of all reservations on first use.
+func (p *planner) reservationByID(id string) *Reservation {
+	if p.resByID == nil {
+		p.resByID = make(map[string]*Reservation, len(p.snap.Reservations))
+		for i := range p.snap.Reservations {
+			p.resByID[p.snap.Reservations[i].ID] = &p.snap.Reservations[i]
+		}
+	}
+	return p.resByID[id]
+}
+
 // reservationWait says why job j, which names a reservation that is not
 // active, waits (rule L10), or "" when the reservation is active.
 func (p *planner) reservationWait(j *job) string {
-	r := p.resByID[j.reservation]
+	r := p.reservationByID(j.reservation)
 	switch {
 	case r == nil:
 		return fmt.Sprintf("reservation %s does not exist", j.reservation)

@@ -73,7 +73,7 @@ func (p *planner) drains(cache map[feasibilityKey][]int) {
 	var due []*Reservation
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
-		if p.cal.qOf[r.ID] == nil || !p.now.Before(r.Start) {
+		if p.byName[r.Quota] == nil || !p.now.Before(r.Start) {
 			continue
 		}
 		if from := r.Start.Add(-p.settings.DrainHorizon); p.now.Before(from) {
@@ -106,7 +106,7 @@ type drainSlot struct {
 // at or after start - (their largest kill_timeout + drain_margin). Every
 // hold lasts until start + settle.
 func (p *planner) drain(r *Reservation, cache map[feasibilityKey][]int) {
-	q := p.cal.qOf[r.ID]
+	q := p.byName[r.Quota]
 	owner := p.ownerID(HoldOwner{Reservation: r.ID})
 	allocGPUs, count := r.Shape()
 	until := r.Start.Add(p.settings.Settle)
@@ -261,7 +261,7 @@ func (p *planner) displacedAt(t time.Time) []*qnode {
 	any := false
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
-		q := p.cal.qOf[r.ID]
+		q := p.byName[r.Quota]
 		if q == nil || !r.Active(t) {
 			continue
 		}

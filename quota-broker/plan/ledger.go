@@ -47,7 +47,9 @@ type planner struct {
 	// the nodes resolved since it was saved.
 	resolvedOrder []int
 
-	// resByID indexes the snapshot's reservations by ID.
+	// resByID indexes all the snapshot's reservations by ID, built on
+	// first use (reservationByID): only a pending job naming a reservation
+	// that has not started needs it.
 	resByID map[string]*Reservation
 	// wakeAt is the plan's WakeAt so far (see planner.wake).
 	wakeAt time.Time
@@ -73,11 +75,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		byNS:      map[string]*qnode{},
 		nodeByID:  make(map[string]int, len(s.Nodes)),
 		claimants: map[HoldOwner]int32{},
-		resByID:   make(map[string]*Reservation, len(s.Reservations)),
 		byName:    map[string]*qnode{},
-	}
-	for i := range s.Reservations {
-		p.resByID[s.Reservations[i].ID] = &s.Reservations[i]
 	}
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
@@ -237,12 +235,18 @@ func (p *planner) gpu(g int32) *GPU {
 // are kept in input order: everything the plan outputs is ordered by keys
 // that end in IDs, so the input order never shows.
 func (p *planner) indexAllocations() {
-	active := map[string]string{} // active reservation ID -> its namespace
+	// The reservations that have started (active or ended), by ID: the
+	// only ones a live allocation's rules look at (L10).
+	p.cal.started = map[string]*Reservation{}
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
-		if r.Active(p.now) {
-			active[r.ID] = r.Namespace
+		if !p.now.Before(r.Start) {
+			p.cal.started[r.ID] = r
 		}
+	}
+	active := func(id string) bool {
+		r := p.cal.started[id]
+		return r != nil && p.now.Before(r.End)
 	}
 	store := sized(p.buf.allocStore, len(p.snap.Allocations))
 	p.allocs = sized(p.buf.allocs, len(p.snap.Allocations))[:0]
@@ -289,7 +293,7 @@ func (p *planner) indexAllocations() {
 		}
 		x := &store[len(p.allocs)]
 		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
-			reserved: a.Reservation != "" && active[a.Reservation] != "", count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
+			reserved: a.Reservation != "" && active(a.Reservation), count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
 		x.victimable = x.q != nil && !x.reserved && a.StoppingFor.IsZero() && (a.Type == JobService || a.Type == JobBatch)
 		if !a.StoppingFor.IsZero() {
 			eager[node] = true

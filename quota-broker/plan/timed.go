@@ -1,8 +1,8 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 )
@@ -11,7 +11,7 @@ import (
 // whole jobs at an instant (DESIGN L10.end, L11.settle, L11.max_run).
 type liveJob struct {
 	key    JobKey
-	allocs []int // allocation indices, in snapshot order
+	allocs []int // allocation indices, in index order
 	gpus   int
 	// killTimeout is the largest kill_timeout of its allocations (L8).
 	killTimeout time.Duration
@@ -25,38 +25,43 @@ type liveJob struct {
 
 // liveJobs groups by job, in key order, the allocations inside the tree
 // that a timed rule may act on: those of flex requests and those naming a
-// reservation of the snapshot.
-func (p *planner) liveJobs() []*liveJob {
-	var byKey map[JobKey]*liveJob
+// reservation of the snapshot that has started.
+func (p *planner) liveJobs() []liveJob {
+	var idx []int
 	for _, a := range p.allocs {
-		if a.q == nil || (a.a.MaxRun <= 0 && (a.a.Reservation == "" || p.resByID[a.a.Reservation] == nil)) {
+		if a.q == nil || (a.a.MaxRun <= 0 && (a.a.Reservation == "" || p.cal.started[a.a.Reservation] == nil)) {
 			continue
 		}
-		if byKey == nil {
-			byKey = map[JobKey]*liveJob{}
-		}
-		k := a.a.JobKey()
-		j := byKey[k]
-		if j == nil {
-			j = &liveJob{key: k}
-			byKey[k] = j
-		}
-		j.allocs = append(j.allocs, a.index)
-		j.gpus += a.count
-		j.killTimeout = max(j.killTimeout, a.a.KillTimeout)
-		if a.a.MaxRun > 0 {
-			j.maxRun = a.a.MaxRun
-		}
-		if !a.a.AdmittedAt.IsZero() && (j.admitted.IsZero() || a.a.AdmittedAt.Before(j.admitted)) {
-			j.admitted = a.a.AdmittedAt
-		}
-		if a.a.Reservation != "" {
-			j.reservation = a.a.Reservation
-		}
+		idx = append(idx, a.index)
 	}
-	out := make([]*liveJob, 0, len(byKey))
-	for _, k := range slices.SortedFunc(maps.Keys(byKey), JobKey.Compare) {
-		out = append(out, byKey[k])
+	if len(idx) == 0 {
+		return nil
+	}
+	slices.SortFunc(idx, func(x, y int) int {
+		return cmp.Or(p.allocs[x].a.JobKey().Compare(p.allocs[y].a.JobKey()), cmp.Compare(x, y))
+	})
+	var out []liveJob
+	for i := 0; i < len(idx); {
+		k := p.allocs[idx[i]].a.JobKey()
+		j := liveJob{key: k}
+		n := i
+		for ; n < len(idx) && p.allocs[idx[n]].a.JobKey() == k; n++ {
+			a := p.allocs[idx[n]]
+			j.gpus += a.count
+			j.killTimeout = max(j.killTimeout, a.a.KillTimeout)
+			if a.a.MaxRun > 0 {
+				j.maxRun = a.a.MaxRun
+			}
+			if !a.a.AdmittedAt.IsZero() && (j.admitted.IsZero() || a.a.AdmittedAt.Before(j.admitted)) {
+				j.admitted = a.a.AdmittedAt
+			}
+			if a.a.Reservation != "" {
+				j.reservation = a.a.Reservation
+			}
+		}
+		j.allocs = idx[i:n:n]
+		out = append(out, j)
+		i = n
 	}
 	return out
 }
@@ -93,8 +98,9 @@ func (p *planner) timedStops() map[JobKey]bool {
 		pendingOf[p.snap.Pending[i].JobKey()] = true
 	}
 	suspended := map[JobKey]bool{}
-	for _, j := range live {
-		if r := p.reservationOf(j.reservation); r != nil && !p.now.Before(r.Start) {
+	for i := range live {
+		j := &live[i]
+		if r := p.reservationOf(j.reservation); r != nil {
 			at := r.End.Add(-j.killTimeout)
 			if !p.now.Before(at) {
 				p.stopJob(j, ActionStopJob, RuleEnd, r.ID, fmt.Sprintf("reservation %s ends at %s; stopped %s (its kill_timeout) before",
@@ -129,12 +135,13 @@ func (p *planner) timedStops() map[JobKey]bool {
 	return suspended
 }
 
-// reservationOf returns the snapshot's reservation id, or nil.
+// reservationOf returns the snapshot's reservation id if it has started
+// (active or ended), or nil.
 func (p *planner) reservationOf(id string) *Reservation {
 	if id == "" {
 		return nil
 	}
-	return p.resByID[id]
+	return p.cal.started[id]
 }
 
 // stopJob emits one whole-job action of kind for live job j and takes its

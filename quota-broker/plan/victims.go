@@ -502,13 +502,13 @@ func (p *planner) restoreQuota(j *job, c *claim) bool {
 func (p *planner) overNominal(q *qnode, booked []int) []int {
 	l := p.st.ledger
 	over := make([]int, 1+len(q.ancestors))
-	nominal, _ := p.lowered(q, booked)
+	nominal := lowered(q, booked)
 	over[0] = l.nonIdle[q.index] - l.reserved[q.index] - nominal
 	if q.node.ChildPreemption {
 		over[0] = l.ownNonIdle[q.index] - l.ownReserved[q.index] - nominal
 	}
 	for i, a := range q.ancestors {
-		nominal, _ := p.lowered(a, booked)
+		nominal := lowered(a, booked)
 		over[1+i] = l.nonIdle[a.index] - l.debt[a.index] - l.reservedNonDebt[a.index] - nominal
 	}
 	return over
