@@ -27,9 +27,9 @@ type calendar struct {
 // they use, and each one's quota node.
 func (p *planner) indexBookings() {
 	c := &p.cal
-	c.active = map[string]*Reservation{}
+	c.active = make(map[string]*Reservation, len(c.started))
 	c.activeBooked = make([]int, len(p.quotas))
-	c.used = map[string]int{}
+	c.used = make(map[string]int, len(c.started))
 	c.peaks = map[time.Duration][]int{}
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
@@ -68,11 +68,18 @@ func (p *planner) bookedOver(w time.Duration) []int {
 		q     *qnode
 	}
 	end := p.now.Add(w)
-	var events []event
+	meets := func(r *Reservation) bool { return r.Start.Before(end) && p.now.Before(r.End) }
+	n := 0
+	for i := range p.snap.Reservations {
+		if meets(&p.snap.Reservations[i]) {
+			n++
+		}
+	}
+	events := make([]event, 0, 2*n)
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
 		q := p.byName[r.Quota]
-		if q == nil || !r.Start.Before(end) || !p.now.Before(r.End) {
+		if q == nil || !meets(r) {
 			continue
 		}
 		start := r.Start
@@ -166,22 +173,21 @@ func (p *planner) classifyDisplaced() {
 	if len(p.cal.active) == 0 {
 		return
 	}
-	out := make([]*qnode, len(p.allocs))
-	p.displace(p.cal.activeBooked, out)
-	for i, q := range out {
+	for i, q := range p.displace(p.cal.activeBooked) {
 		p.allocs[i].displaced = q
 	}
 }
 
 // displace decides DESIGN L10's displaced allocations for booked, the
-// GPUs booked in each quota node's subtree, into out (per allocation, the
-// node it is displaced at, or nil). Bottom-up, for every quota node with
+// GPUs booked in each quota node's subtree, and returns, per allocation,
+// the node it is displaced at, or nil when none is displaced. Bottom-up, for every quota node with
 // booked GPUs, the non-reserved non-idle allocations of its subtree that
 // are not debt and not already displaced at a descendant fill the node's
 // nominal less its booked GPUs, oldest first (first fit, then allocation
 // ID); the rest are displaced at that node.
-func (p *planner) displace(booked []int, out []*qnode) {
+func (p *planner) displace(booked []int) []*qnode {
 	var byQuota [][]*alloc
+	var out []*qnode
 	for i := len(p.quotas) - 1; i >= 0; i-- { // reverse pre-order: children first
 		q := p.quotas[i]
 		if booked[q.index] == 0 {
@@ -193,6 +199,7 @@ func (p *planner) displace(booked []int, out []*qnode) {
 			continue // every candidate fits, and so does every subset of them
 		}
 		if byQuota == nil {
+			out = make([]*qnode, len(p.allocs))
 			byQuota = make([][]*alloc, len(p.quotas))
 			for _, a := range p.allocs {
 				if a.q != nil && !a.a.Idle && !a.reserved && a.debt == nil {
@@ -228,4 +235,5 @@ func (p *planner) displace(booked []int, out []*qnode) {
 			out[a.index] = q
 		}
 	}
+	return out
 }

@@ -270,9 +270,12 @@ func (p *planner) displacedAt(t time.Time) []*qnode {
 			booked[n.index] += r.GPUs
 		}
 	}
-	out := make([]*qnode, len(p.allocs))
+	var out []*qnode
 	if any {
-		p.displace(booked, out)
+		out = p.displace(booked)
+	}
+	if out == nil {
+		out = make([]*qnode, len(p.allocs))
 	}
 	return out
 }

@@ -237,7 +237,13 @@ func (p *planner) gpu(g int32) *GPU {
 func (p *planner) indexAllocations() {
 	// The reservations that have started (active or ended), by ID: the
 	// only ones a live allocation's rules look at (L10).
-	p.cal.started = map[string]*Reservation{}
+	n := 0
+	for i := range p.snap.Reservations {
+		if !p.now.Before(p.snap.Reservations[i].Start) {
+			n++
+		}
+	}
+	p.cal.started = make(map[string]*Reservation, n)
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
 		if !p.now.Before(r.Start) {

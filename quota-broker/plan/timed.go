@@ -40,7 +40,7 @@ func (p *planner) liveJobs() []liveJob {
 	slices.SortFunc(idx, func(x, y int) int {
 		return cmp.Or(p.allocs[x].a.JobKey().Compare(p.allocs[y].a.JobKey()), cmp.Compare(x, y))
 	})
-	var out []liveJob
+	out := make([]liveJob, 0, min(len(idx), 64))
 	for i := 0; i < len(idx); {
 		k := p.allocs[idx[i]].a.JobKey()
 		j := liveJob{key: k}
