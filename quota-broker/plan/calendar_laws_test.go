@@ -258,3 +258,36 @@ func TestL10EndStopsExactlyTheBookingsJobs(t *testing.T) {
 		t.Fatalf("at end - kill_timeout (-want +got):\n%s", d)
 	}
 }
+
+// TestL12WakeAt: wake_at is the earliest instant after now at which time
+// alone changes the plan, among a debt grace end, a flex request's
+// max_wait and a reservation's drain; none of them gives no wake_at.
+func TestL12WakeAt(t *testing.T) {
+	tree := referenceTree()
+	tree.Children[0].GPUs, tree.Children[1].GPUs = 8, 120
+	tree.Children[0].ChangedAt = t0.Add(-4 * time.Minute) // debt grace 10m: ends at t0 + 6m
+	build := func() *snapBuilder {
+		return newSnap(tree).nodes(4, 8, h100).
+			alloc("b1", "workspace-b", "t1", "node-01", 8, started(2*time.Hour)).
+			alloc("b2", "workspace-b", "t2", "node-02", 8, started(time.Hour))
+	}
+	p := mustPlan(t, build().build())
+	if u := usageOf(t, p, "Quota1.1"); u.Debt != 8 {
+		t.Fatalf("Quota1.1 debt = %d, want 8", u.Debt)
+	}
+	if want := t0.Add(6 * time.Minute); !p.WakeAt.Equal(want) {
+		t.Errorf("debt only: wake_at = %s, want the end of the grace %s", p.WakeAt, want)
+	}
+	s := build().
+		pending("workspace-c", "flex", 1, 8, pFlex(2*time.Hour, time.Hour), pSubmitted(118*time.Minute)).
+		booking("r-c", "workspace-c", "Quota1.2", 8, t0.Add(70*time.Minute), t0.Add(3*time.Hour)).build()
+	s.Nodes = s.Nodes[:2] // no room: the flex request waits
+	p = mustPlan(t, s)
+	if want := t0.Add(2*time.Minute + time.Nanosecond); !p.WakeAt.Equal(want) {
+		t.Errorf("wake_at = %s, want the flex request's expiry %s", p.WakeAt, want)
+	}
+	s = newSnap(referenceTree()).nodes(1, 8, h100).build()
+	if p = mustPlan(t, s); !p.WakeAt.IsZero() {
+		t.Errorf("nothing timed: wake_at = %s, want none", p.WakeAt)
+	}
+}
