@@ -291,3 +291,35 @@ func TestL12WakeAt(t *testing.T) {
 		t.Errorf("nothing timed: wake_at = %s, want none", p.WakeAt)
 	}
 }
+
+// TestL10HeldGPUsLentToIdleJobsOnlyAfterSettle: from start + settle until
+// the end, GPUs still held for the reservation are lent to idle jobs,
+// never to other non-idle work.
+func TestL10HeldGPUsLentToIdleJobsOnlyAfterSettle(t *testing.T) {
+	start := t0.Add(-time.Minute)
+	build := func(idleJob bool) *Snapshot {
+		s := newSnap(referenceTree()).nodes(1, 8, h100).
+			booking("r-b", "workspace-b", "Quota1.1", 8, start, start.Add(time.Hour)).build()
+		s.Holds = []Hold{{For: HoldOwner{Reservation: "r-b"}, Node: "node-01",
+			GPUIDs: []string{"node-01-gpu0", "node-01-gpu1", "node-01-gpu2", "node-01-gpu3",
+				"node-01-gpu4", "node-01-gpu5", "node-01-gpu6", "node-01-gpu7"}, Until: start.Add(30 * time.Second)}}
+		s.Pending = []Pending{{Namespace: "workspace-c", Job: "j", Group: "g", Type: JobBatch, Priority: 50, Count: 1,
+			GPUs: 8, NodePool: "default", Idle: idleJob, SubmittedAt: t0}}
+		return s
+	}
+	p := mustPlan(t, build(true))
+	if a := actionsOf(p, ActionAdmit); len(a) != 1 || a[0].Rule != RuleIdle {
+		t.Fatalf("idle job: actions %+v, want admitted on the lent GPUs", p.Actions)
+	}
+	p = mustPlan(t, build(false))
+	if w := actionsOf(p, ActionWait); len(w) != 1 || w[0].Reason != `no node has 8 free GPUs in any datacenter, node pool "default", even with preemption` {
+		t.Fatalf("non-idle job: actions %+v, want a wait for room", p.Actions)
+	}
+	// Before start + settle the idle job waits too.
+	s := build(true)
+	s.Holds[0].Until = t0.Add(time.Minute)
+	p = mustPlan(t, s)
+	if w := actionsOf(p, ActionWait); len(w) != 1 {
+		t.Fatalf("idle job before the hold's end: actions %+v, want a wait", p.Actions)
+	}
+}

@@ -248,7 +248,12 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 				continue
 			}
 			k := victimKey{step: stepStart, priority: a.a.Priority, started: a.started, alloc: ai}
+			from := len(st.actions)
 			p.stopUnit(a.unit, k, c)
+			for i := from; i < len(p.st.actions); i++ {
+				p.st.actions[i].Reason = fmt.Sprintf("on GPUs held for reservation %s, which starts at %s",
+					c.drain.ID, c.drain.Start.Format(time.RFC3339))
+			}
 		}
 	}
 }
