@@ -323,3 +323,30 @@ func TestL10HeldGPUsLentToIdleJobsOnlyAfterSettle(t *testing.T) {
 		t.Fatalf("idle job before the hold's end: actions %+v, want a wait", p.Actions)
 	}
 }
+
+// TestL10DrainVictimStillStoppingIsNotStoppedAgain: the plan after a drain
+// sees its victim still live, stopping for the reservation, on GPUs held
+// for it: nothing is stopped or held again, and the GPUs count as the
+// reservation's (a job of the reservation at its start takes them).
+func TestL10DrainVictimStillStoppingIsNotStoppedAgain(t *testing.T) {
+	start := t0.Add(time.Minute)
+	s := newSnap(referenceTree()).nodes(1, 8, h100).
+		alloc("i1", "workspace-c", "borrow", "node-01", 8, idle).
+		booking("r-b", "workspace-b", "Quota1.1", 8, start, start.Add(time.Hour)).build()
+	s.Allocations[0].StoppingForReservation = "r-b"
+	s.Holds = []Hold{{For: HoldOwner{Reservation: "r-b"}, Node: "node-01", GPUIDs: s.Allocations[0].GPUIDs, Until: start.Add(30 * time.Second)}}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPlan(t, s)
+	if len(p.Actions) != 0 {
+		t.Fatalf("actions %+v, want none", p.Actions)
+	}
+	s.Time = start
+	s.Pending = []Pending{{Namespace: "workspace-b", Job: "res", Group: "g", Type: JobBatch, Priority: 50, Count: 1,
+		GPUs: 8, NodePool: "default", Reservation: "r-b", SubmittedAt: t0}}
+	p = mustPlan(t, s)
+	if a := actionsOf(p, ActionAdmit); len(a) != 1 || len(stops(p)) != 0 {
+		t.Fatalf("at the start: actions %+v, want the reservation's job admitted on the freed GPUs, nothing stopped", p.Actions)
+	}
+}

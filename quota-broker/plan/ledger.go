@@ -300,8 +300,8 @@ func (p *planner) indexAllocations() {
 		x := &store[len(p.allocs)]
 		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
 			reserved: a.Reservation != "" && active(a.Reservation), count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
-		x.victimable = x.q != nil && !x.reserved && a.StoppingFor.IsZero() && (a.Type == JobService || a.Type == JobBatch)
-		if !a.StoppingFor.IsZero() {
+		x.victimable = x.q != nil && !x.reserved && a.stoppingOwner().IsZero() && (a.Type == JobService || a.Type == JobBatch)
+		if !a.stoppingOwner().IsZero() {
 			eager[node] = true
 		}
 		p.allocs = append(p.allocs, x)
@@ -333,8 +333,8 @@ func (p *planner) resolve(ni int) {
 		x := p.allocs[ai]
 		a := x.a
 		claimant := noClaimant
-		if !a.StoppingFor.IsZero() {
-			claimant = p.claimantID(a.StoppingFor)
+		if o := a.stoppingOwner(); !o.IsZero() {
+			claimant = p.ownerID(o)
 		}
 		x.gpus, p.gpuPool = p.gpuPool[:0:len(a.GPUIDs)], p.gpuPool[len(a.GPUIDs):]
 		x.healthy = 0
@@ -370,8 +370,8 @@ func (p *planner) rebook(since int) {
 		for _, ai := range p.nodes[ni].allocs {
 			x := p.allocs[ai]
 			claimant := noClaimant
-			if !x.a.StoppingFor.IsZero() {
-				claimant = p.claimantID(x.a.StoppingFor)
+			if o := x.a.stoppingOwner(); !o.IsZero() {
+				claimant = p.ownerID(o)
 			}
 			for _, g := range x.gpus {
 				p.st.holder[g] = int32(x.index)

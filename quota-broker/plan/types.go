@@ -109,7 +109,12 @@ type Allocation struct {
 	// StoppingFor is the claimant the broker already stopped this
 	// allocation for, or the zero GroupKey (DESIGN L6).
 	StoppingFor GroupKey
-	StartedAt   time.Time
+	// StoppingForReservation is the reservation the broker already stopped
+	// this allocation for (a drain, rule L10.drain), or ""; at most one of
+	// StoppingFor and StoppingForReservation is set. In JSON both are
+	// stopping_for: {"reservation": ID} for this one.
+	StoppingForReservation string
+	StartedAt              time.Time
 	// KillTimeout is the job's kill_timeout (DESIGN L8): the time a stop
 	// takes at most. Timed stops (L10.end, L11.max_run) and drains
 	// (L10.drain) come that long before their instant. The snapshot format
@@ -136,6 +141,12 @@ func (a *Allocation) GPUs() int { return len(a.GPUIDs) }
 
 // JobKey returns the key of the allocation's job.
 func (a *Allocation) JobKey() JobKey { return JobKey{Namespace: a.Namespace, Job: a.Job} }
+
+// stoppingOwner returns whom the allocation is already being stopped for,
+// or the zero owner.
+func (a *Allocation) stoppingOwner() HoldOwner {
+	return HoldOwner{Reservation: a.StoppingForReservation, Group: a.StoppingFor}
+}
 
 // GroupKey returns the key of the allocation's task group.
 func (a *Allocation) GroupKey() GroupKey {

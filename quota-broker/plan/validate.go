@@ -94,10 +94,15 @@ func (f *Fault) Unwrap() []error {
 // idle and elastic flags as the other allocations of their job; pending
 // groups have names, a type and priority, count and GPUs in 1-quota.MaxGPUs
 // and a job asking for at most quota.MaxGPUs, datacenters non-empty and
-// listed once, flex settings within L11 and not on an idle job, and the
-// same job-level settings as the other groups of their job; reservations
-// have unique IDs, a known quota bound at or above their namespace,
-// positive GPUs and an end after their start.
+// listed once, flex settings within L11 and not on an idle job or one
+// naming a reservation, a queued time not before the submission, and the
+// same job-level settings as the other groups of their job; allocations
+// also have a kill_timeout not negative, a max_run within L11 and not with
+// a reservation, and at most one stopping owner; reservations have unique
+// IDs, a known quota bound at or above their namespace, positive GPUs, an
+// alloc_gpus that divides them and an end after their start; holds name a
+// known reservation or a claimant, a known node, GPUs of that node held
+// once, and an end; the settings are not negative.
 func (s *Snapshot) Validate() error {
 	fatal, items := s.Check()
 	if fatal != nil {
@@ -338,6 +343,11 @@ func (c *checker) allocation(i int, ids map[string]int, first map[JobKey]int) *F
 	}
 	if f := c.book(i, path, bad); f != nil {
 		return f
+	}
+	if a.StoppingForReservation != "" && !a.StoppingFor.IsZero() {
+		c.unbook(i, a.GPUIDs)
+		return bad(path+".stopping_for", "names both reservation %s and claimant %s; give one",
+			Quote(a.StoppingForReservation), Quote(a.StoppingFor.String()))
 	}
 	if k := a.StoppingFor; !k.IsZero() {
 		if p, msg := names(path+".stopping_for", "namespace", k.Namespace, "job", k.Job, "group", k.Group); msg != "" {

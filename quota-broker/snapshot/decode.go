@@ -242,7 +242,7 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 		if err := priority(path+".priority", w.Priority); err != nil {
 			return nil, err
 		}
-		stoppingFor, err := claimant(path+".stopping_for", w.StoppingFor)
+		stoppingFor, stoppingRes, err := claimant(path+".stopping_for", w.StoppingFor)
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +254,7 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 			ID: w.ID, Namespace: w.Namespace, Job: w.Job, Group: w.Group,
 			Type: plan.JobType(w.Type), Priority: int(w.Priority), Node: w.Node,
 			GPUIDs: w.GPUIDs, Idle: w.Idle, Elastic: w.Elastic, Reservation: w.Reservation,
-			StoppingFor: stoppingFor, StartedAt: started, KillTimeout: plan.DefaultKillTimeout,
+			StoppingFor: stoppingFor, StoppingForReservation: stoppingRes, StartedAt: started, KillTimeout: plan.DefaultKillTimeout,
 		}
 		if w.KillTimeout != nil {
 			if a.KillTimeout, err = parseDuration(path+".kill_timeout", *w.KillTimeout); err != nil {
@@ -408,26 +408,35 @@ func nilIfEmpty(s []string) []string {
 	return s
 }
 
-// claimant converts a claimant reference. The object form needs its three
-// keys non-empty; the older string form "namespace/job/group" must have
+// claimant converts a claimant reference, a task group or (the object
+// {"reservation": ID} alone) a reservation. The group object form needs
+// its three keys; the older string form "namespace/job/group" must have
 // exactly three non-empty parts, so an ID or group name that contains "/"
 // (a periodic or dispatched child job) can only be given as an object.
-func claimant(path string, w wireClaimant) (plan.GroupKey, error) {
-	if w.Key != nil {
-		if err := nonEmpty(path, "namespace", w.Key.Namespace, "job", w.Key.Job, "group", w.Key.Group); err != nil {
-			return plan.GroupKey{}, err
+func claimant(path string, w wireClaimant) (plan.GroupKey, string, error) {
+	if k := w.Key; k != nil {
+		if k.Reservation != "" {
+			if k.Namespace != "" || k.Job != "" || k.Group != "" {
+				return plan.GroupKey{}, "", errf(path, "names both reservation %s and a claimant; give one", quoteShort(k.Reservation))
+			}
+			return plan.GroupKey{}, k.Reservation, nil
 		}
-		return plan.GroupKey{Namespace: w.Key.Namespace, Job: w.Key.Job, Group: w.Key.Group}, nil
+		for _, f := range [][2]string{{"namespace", k.Namespace}, {"job", k.Job}, {"group", k.Group}} {
+			if f[1] == "" {
+				return plan.GroupKey{}, "", errf(path+"."+f[0], "must not be empty")
+			}
+		}
+		return plan.GroupKey{Namespace: k.Namespace, Job: k.Job, Group: k.Group}, "", nil
 	}
 	if w.Text == "" {
-		return plan.GroupKey{}, nil
+		return plan.GroupKey{}, "", nil
 	}
 	parts := strings.Split(w.Text, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return plan.GroupKey{}, errf(path, "%s is not a claimant of the form \"namespace/job/group\" (three non-empty parts; "+
+		return plan.GroupKey{}, "", errf(path, "%s is not a claimant of the form \"namespace/job/group\" (three non-empty parts; "+
 			"a job ID or group with \"/\" needs the object form {\"namespace\": ..., \"job\": ..., \"group\": ...})", quoteShort(w.Text))
 	}
-	return plan.GroupKey{Namespace: parts[0], Job: parts[1], Group: parts[2]}, nil
+	return plan.GroupKey{Namespace: parts[0], Job: parts[1], Group: parts[2]}, "", nil
 }
 
 // nonEmpty checks pairs of (key, value) for empty strings.

@@ -103,6 +103,9 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 			StoppingFor: claimantToWire(a.StoppingFor), StartedAt: timeText(a.StartedAt),
 			KillTimeout: text(a.KillTimeout),
 		}
+		if a.StoppingForReservation != "" {
+			wa.StoppingFor = wireClaimant{Key: &wireGroupKey{Reservation: a.StoppingForReservation}}
+		}
 		if a.MaxRun != 0 {
 			wa.MaxRun = text(a.MaxRun)
 		}

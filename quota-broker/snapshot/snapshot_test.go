@@ -390,7 +390,12 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			func(m map[string]any) {
 				at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": "workspace-a", "job": "chat"}
 			},
-			`allocations[1].stopping_for.group: missing required key "group"`},
+			`allocations[1].stopping_for.group: must not be empty`},
+		{"a stopping_for naming a reservation and a claimant is rejected",
+			func(m map[string]any) {
+				at(m, "allocations", 1)["stopping_for"] = map[string]any{"reservation": "r-1", "job": "chat"}
+			},
+			`allocations[1].stopping_for: names both reservation "r-1" and a claimant; give one`},
 		{"a stopping_for object with an empty job is rejected",
 			func(m map[string]any) {
 				at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": "workspace-a", "job": "", "group": "g"}
@@ -554,6 +559,33 @@ func TestEncodeThenDecodeGivesTheSameSnapshot(t *testing.T) {
 	back, err := Decode(&buf)
 	if err != nil {
 		t.Fatalf("decoding Encode's output: %v\n%s", err, buf.String())
+	}
+	if !reflect.DeepEqual(back, s) {
+		t.Errorf("round trip changed the snapshot:\n got %+v\nwant %+v", back, s)
+	}
+}
+
+func TestAStopForAReservationSurvivesTheRoundTrip(t *testing.T) {
+	m := map[string]any{}
+	if err := json.Unmarshal([]byte(base), &m); err != nil {
+		t.Fatal(err)
+	}
+	at(m, "allocations", 0)["stopping_for"] = map[string]any{"reservation": "r-1"}
+	doc, _ := json.Marshal(m)
+	s, err := Unmarshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := s.Allocations[0]; a.StoppingForReservation != "r-1" || !a.StoppingFor.IsZero() {
+		t.Fatalf("allocation = %+v, want stopping for reservation r-1", a)
+	}
+	out, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Unmarshal(out)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(back, s) {
 		t.Errorf("round trip changed the snapshot:\n got %+v\nwant %+v", back, s)

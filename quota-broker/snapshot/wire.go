@@ -140,19 +140,22 @@ type wireHoldOwner struct {
 }
 
 // wireClaimant is a claimant reference (stopping_for): the object
-// {"namespace", "job", "group"} that the encoder writes, or, as older
-// snapshots wrote it, the string "namespace/job/group" with exactly three
-// non-empty parts. "" (or no key) is no claimant. The strict reader
-// decodes it by hand (decoder.claimant): one key, two JSON types.
+// {"namespace", "job", "group"} that the encoder writes, or
+// {"reservation": ID} for a stop made for a reservation (L10.drain), or,
+// as older snapshots wrote it, the string "namespace/job/group" with
+// exactly three non-empty parts. "" (or no key) is no claimant. The strict
+// reader decodes it by hand (decoder.claimant): one key, two JSON types;
+// the converter checks that an object has one form (claimant).
 type wireClaimant struct {
 	Text string        // the string form as given, or ""
 	Key  *wireGroupKey // the object form, or nil
 }
 
 type wireGroupKey struct {
-	Namespace string `json:"namespace" snap:"required"`
-	Job       string `json:"job" snap:"required"`
-	Group     string `json:"group" snap:"required"`
+	Reservation string `json:"reservation,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Job         string `json:"job,omitempty"`
+	Group       string `json:"group,omitempty"`
 }
 
 // IsZero reports whether c names no claimant (the key is then left out).
