@@ -95,14 +95,17 @@ func (f *Fault) Unwrap() []error {
 // groups have names, a type and priority, count and GPUs in 1-quota.MaxGPUs
 // and a job asking for at most quota.MaxGPUs, datacenters non-empty and
 // listed once, flex settings within L11 and not on an idle job or one
-// naming a reservation, a queued time not before the submission, and the
-// same job-level settings as the other groups of their job; allocations
-// also have a kill_timeout not negative, a max_run within L11 and not with
-// a reservation, and at most one stopping owner; reservations have unique
-// IDs, a known quota bound at or above their namespace, positive GPUs, an
-// alloc_gpus that divides them and an end after their start; holds name a
-// known reservation or a claimant, a known node, GPUs of that node held
-// once, and an end; the settings are not negative.
+// that names a reservation, and the
+// same job-level settings as the other groups of their job; reservations
+// have unique IDs, a known quota bound at or above their namespace,
+// positive GPUs and an end after their start.
+//
+// And for Calendar and Flex (DESIGN L10, L11): every setting is not
+// negative; allocations have a kill_timeout not negative, a max_run within
+// L11 and not with a reservation, and at most one stopping owner; pending
+// groups a queued time not before the submission; reservations an
+// alloc_gpus that divides their GPUs; holds name a known reservation or a
+// claimant, a known node, GPUs of that node held once, and an end.
 func (s *Snapshot) Validate() error {
 	fatal, items := s.Check()
 	if fatal != nil {
@@ -501,7 +504,7 @@ func (c *checker) group(i int, groups map[GroupKey]int, jobs map[JobKey]*pending
 			return bad(path+".flex", "an idle job (idle: true) cannot be a flex request")
 		}
 		if g.Reservation != "" {
-			return bad(path+".flex", "a flex request cannot name reservation %s (DESIGN L11)", Quote(g.Reservation))
+			return bad(path+".reservation", "%s: a flex request cannot name a reservation (L11)", Quote(g.Reservation))
 		}
 		if err := g.Flex.Check(); err != nil {
 			var fe *FlexError
@@ -639,7 +642,7 @@ func (c *checker) hold(i int, res map[string]bool, held map[string]int) *Fault {
 		gpath := path + ".gpu_ids[" + strconv.Itoa(k) + "]"
 		ref, ok := c.gpus[id]
 		switch {
-		case !ok || ref.node != h.Node:
+		case !ok || c.s.Nodes[ref.ni].ID != h.Node:
 			return bad(gpath, "GPU %s is not on node %s", Quote(id), Quote(h.Node))
 		case held[id] > 0:
 			return bad(gpath, "GPU %s is held twice (also by holds[%d])", Quote(id), held[id]-1)

@@ -451,7 +451,7 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			`pending[2].queued_at: "2026-12-01T06:00:00Z" is before submitted_at "2026-12-01T07:00:00Z"`},
 		{"a flex request naming a reservation is rejected",
 			func(m map[string]any) { at(m, "pending", 2)["reservation"] = "r-1" },
-			`pending[2].flex: a flex request cannot name reservation "r-1" (DESIGN L11)`},
+			`pending[2].reservation: "r-1": a flex request cannot name a reservation (L11)`},
 		{"a negative settle is rejected",
 			func(m map[string]any) { at(m, "settings")["settle"] = "-1s" },
 			`settings.settle: "-1s" is negative`},
