@@ -35,12 +35,14 @@ func Marshal(s *plan.Snapshot) ([]byte, error) {
 // EncodePlan writes p as JSON: an object {"actions": [...], "usage": [...],
 // "warnings": [...]} with the keys of plan.Action and plan.Usage, indented
 // by two spaces and followed by a newline. actions and usage are [] when
-// empty; warnings is left out when there are none. The output of one plan
+// empty; warnings is left out when there are none, wake_at when it is
+// zero (DESIGN L12: no instant at which time alone changes the plan). The
+// output of one plan
 // is always the same bytes. Its only errors are those of w.
 func EncodePlan(w io.Writer, p *plan.Plan) error {
 	out := plan.Plan{Actions: []plan.Action{}, Usage: []plan.Usage{}}
 	if p != nil {
-		out.Warnings = p.Warnings
+		out.Warnings, out.WakeAt = p.Warnings, p.WakeAt
 		if p.Actions != nil {
 			out.Actions = p.Actions
 		}

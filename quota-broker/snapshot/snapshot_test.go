@@ -874,3 +874,52 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestEncodePlanWritesHoldsJobStopsAndWakeAt(t *testing.T) {
+	until := time.Date(2026, 12, 1, 9, 0, 30, 0, time.UTC)
+	p := &plan.Plan{
+		Actions: []plan.Action{
+			{Action: plan.ActionHold, Namespace: "workspace-b", Node: "node-01", GPUs: 2, GPUIDs: []string{"g0", "g1"},
+				Rule: plan.RuleReservation, Reservation: "r-1", Until: until},
+			{Action: plan.ActionStopJob, Namespace: "workspace-b", Job: "train", GPUs: 8, Rule: plan.RuleEnd, Reservation: "r-1"},
+		},
+		Usage:  []plan.Usage{},
+		WakeAt: until,
+	}
+	var buf bytes.Buffer
+	if err := EncodePlan(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "actions": [
+    {
+      "action": "hold",
+      "namespace": "workspace-b",
+      "job": "",
+      "node": "node-01",
+      "gpus": 2,
+      "rule": "L10",
+      "reservation": "r-1",
+      "gpu_ids": [
+        "g0",
+        "g1"
+      ],
+      "until": "2026-12-01T09:00:30Z"
+    },
+    {
+      "action": "stop_job",
+      "namespace": "workspace-b",
+      "job": "train",
+      "gpus": 8,
+      "rule": "L10.end",
+      "reservation": "r-1"
+    }
+  ],
+  "usage": [],
+  "wake_at": "2026-12-01T09:00:30Z"
+}
+`
+	if buf.String() != want {
+		t.Errorf("EncodePlan =\n%s\nwant\n%s", buf.String(), want)
+	}
+}
