@@ -350,3 +350,33 @@ func TestL10DrainVictimStillStoppingIsNotStoppedAgain(t *testing.T) {
 		t.Fatalf("at the start: actions %+v, want the reservation's job admitted on the freed GPUs, nothing stopped", p.Actions)
 	}
 }
+
+// TestL10LentGPUsAreNoRoomForOtherNonIdleJobs: an idle job on GPUs that a
+// reservation lends after start + settle is no victim that makes room
+// for another namespace's non-idle job (the GPUs stay held); a job of
+// the reservation reclaims it (L5 step 1).
+func TestL10LentGPUsAreNoRoomForOtherNonIdleJobs(t *testing.T) {
+	start := t0.Add(-time.Hour)
+	build := func(ns, res string) *Snapshot {
+		s := newSnap(referenceTree()).nodes(1, 8, h100).
+			alloc("i1", "workspace-c", "borrow", "node-01", 8, idle).
+			booking("r-b", "workspace-b", "Quota1.1", 8, start, start.Add(2*time.Hour)).build()
+		s.Holds = []Hold{{For: HoldOwner{Reservation: "r-b"}, Node: "node-01", GPUIDs: s.Allocations[0].GPUIDs,
+			Until: start.Add(30 * time.Second)}}
+		s.Pending = []Pending{{Namespace: ns, Job: "j", Group: "g", Type: JobBatch, Priority: 50, Count: 1,
+			GPUs: 8, NodePool: "default", Reservation: res, SubmittedAt: t0}}
+		return s
+	}
+	p := mustPlan(t, build("workspace-a", ""))
+	if len(stops(p)) != 0 || len(actionsOf(p, ActionWait)) != 1 {
+		t.Fatalf("other namespace: actions %+v, want a wait and nothing stopped", p.Actions)
+	}
+	p = mustPlan(t, build("workspace-b", "r-b"))
+	want := []brief{
+		{Action: ActionStop, Alloc: "i1", Job: "borrow", GPUs: 8, Rule: RuleIdleDebt},
+		{Action: ActionAdmit, Job: "j", Count: 1, GPUs: 8, Rule: RuleReservation},
+	}
+	if d := cmp.Diff(want, briefs(p)); d != "" {
+		t.Fatalf("the reservation's job (-want +got):\n%s", d)
+	}
+}

@@ -239,7 +239,7 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
 			continue
 		}
-		g := p.gpusOn(u, n, c.g.Model)
+		g := p.gpusOn(u, n, c)
 		cands = append(cands, unitGPUs{unit: u, gpus: g})
 		all += g
 	}
@@ -291,9 +291,13 @@ type unitGPUs struct {
 	gpus int
 }
 
-// gpusOn counts the healthy GPUs of model that unit u holds on node n.
-func (p *planner) gpusOn(u int, n *cnode, model string) int {
-	if un := p.units[u]; len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
+// gpusOn counts the healthy GPUs of c's model that unit u holds on node n
+// and that c could take once u is stopped: not those held (L10) for
+// another owner.
+func (p *planner) gpusOn(u int, n *cnode, c *claim) int {
+	model := c.g.Model
+	held := p.st.nodeHeld != nil && p.st.nodeHeld[n.index] > 0
+	if un := p.units[u]; !held && len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
 		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == a.count {
 			return a.count
 		}
@@ -306,9 +310,15 @@ func (p *planner) gpusOn(u int, n *cnode, model string) int {
 			continue
 		}
 		for _, g := range a.gpus {
-			if p.gpus[g].healthy && modelMatches(model, p.gpu(g).Model) {
-				count++
+			if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
+				continue
 			}
+			if held {
+				if h := p.st.heldBy[g]; h != noClaimant && (c.drain != nil || (h != c.cid && h != c.alt)) {
+					continue
+				}
+			}
+			count++
 		}
 	}
 	return count
