@@ -522,7 +522,7 @@ func TestL11ExpiryAndOrder(t *testing.T) {
 		pending("workspace-b", "short", 1, 8, pFlex(24*time.Hour, 2*time.Hour), pSubmitted(time.Minute)).build()
 	p := mustPlan(t, s)
 	ex := actionsOf(p, ActionExpire)
-	if len(ex) != 1 || ex[0].Job != "old" || ex[0].Rule != RuleFlex {
+	if len(ex) != 1 || ex[0].Job != "old" || ex[0].Rule != RuleFlexExpire {
 		t.Fatalf("expired = %+v, want old", ex)
 	}
 	if a := actionsOf(p, ActionAdmit); len(a) != 1 || a[0].Job != "short" {

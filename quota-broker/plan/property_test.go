@@ -297,7 +297,9 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		}
 	}
 	for _, a := range s.Allocations {
-		if q, ok := owner[a.Namespace]; ok && !a.Idle && !stopped[a.ID] {
+		// L10: allocations of the active reservation r1 are left out of
+		// the usage for other jobs.
+		if q, ok := owner[a.Namespace]; ok && !a.Idle && !stopped[a.ID] && a.Reservation != "r1" {
 			book(q, len(a.GPUIDs), debt[a.ID])
 		}
 	}

@@ -109,14 +109,44 @@ type Allocation struct {
 	// StoppingFor is the claimant the broker already stopped this
 	// allocation for, or the zero GroupKey (DESIGN L6).
 	StoppingFor GroupKey
-	StartedAt   time.Time
+	// StoppingForReservation is the reservation the broker already stopped
+	// this allocation for (a drain, rule L10.drain), or ""; at most one of
+	// StoppingFor and StoppingForReservation is set. In JSON both are
+	// stopping_for: {"reservation": ID} for this one.
+	StoppingForReservation string
+	StartedAt              time.Time
+	// KillTimeout is the job's kill_timeout (DESIGN L8): the time a stop
+	// takes at most. Timed stops (L10.end, L11.max_run) and drains
+	// (L10.drain) come that long before their instant. The snapshot format
+	// defaults it to DefaultKillTimeout.
+	KillTimeout time.Duration
+	// MaxRun is the flex max_run of the allocation's job (DESIGN L11), 0
+	// for a job that is not a flex request.
+	MaxRun time.Duration
+	// AdmittedAt is when the broker admitted the job (from the store;
+	// L11 max_run and settle count from it). Zero: unknown, no timed rule
+	// applies.
+	AdmittedAt time.Time
 }
+
+// DefaultKillTimeout is Nomad's default kill_timeout, used when a snapshot
+// gives none.
+const DefaultKillTimeout = 5 * time.Second
+
+// Flex reports whether the allocation belongs to a flex request (L11).
+func (a *Allocation) Flex() bool { return a.MaxRun > 0 }
 
 // GPUs is the number of GPUs the allocation holds (L2).
 func (a *Allocation) GPUs() int { return len(a.GPUIDs) }
 
 // JobKey returns the key of the allocation's job.
 func (a *Allocation) JobKey() JobKey { return JobKey{Namespace: a.Namespace, Job: a.Job} }
+
+// stoppingOwner returns whom the allocation is already being stopped for,
+// or the zero owner.
+func (a *Allocation) stoppingOwner() HoldOwner {
+	return HoldOwner{Reservation: a.StoppingForReservation, Group: a.StoppingFor}
+}
 
 // GroupKey returns the key of the allocation's task group.
 func (a *Allocation) GroupKey() GroupKey {
@@ -203,8 +233,23 @@ type Pending struct {
 	Idle        bool
 	Elastic     bool
 	Reservation string
+	// SubmittedAt is the first time the broker saw the job (first_seen in
+	// the store; its place in the order of L3).
 	SubmittedAt time.Time
-	Flex        *Flex // nil = not a flex request
+	// QueuedAt is when the job was last queued: SubmittedAt, or the last
+	// time the broker suspended it again (rule L11.settle). A flex
+	// request's max_wait counts from it (L11.expire). Zero means
+	// SubmittedAt.
+	QueuedAt time.Time
+	Flex     *Flex // nil = not a flex request
+}
+
+// Queued returns QueuedAt, or SubmittedAt when QueuedAt is zero.
+func (p *Pending) Queued() time.Time {
+	if p.QueuedAt.IsZero() {
+		return p.SubmittedAt
+	}
+	return p.QueuedAt
 }
 
 // Key returns the key of the group, the claimant named in StoppingFor and
@@ -220,8 +265,65 @@ type Reservation struct {
 	Namespace string
 	Quota     string
 	GPUs      int
+	// AllocGPUs is the GPUs per allocation of the booking's shape; it
+	// divides GPUs. 0 means the default: the largest divisor of GPUs up
+	// to 8 (see Shape).
+	AllocGPUs int
+	Model     string // "" = any model
+	NodePool  string // "" = default
 	Start     time.Time
 	End       time.Time // exclusive
+}
+
+// Shape returns the booking's GPUs per allocation and the number of
+// allocations (DESIGN L10): AllocGPUs, or the largest divisor of GPUs up
+// to 8 when it is 0.
+func (r *Reservation) Shape() (allocGPUs, count int) {
+	allocGPUs = r.AllocGPUs
+	if allocGPUs <= 0 {
+		allocGPUs = 1
+		for d := min(r.GPUs, 8); d > 1; d-- {
+			if r.GPUs%d == 0 {
+				allocGPUs = d
+				break
+			}
+		}
+	}
+	if r.GPUs <= 0 {
+		return allocGPUs, 0
+	}
+	return allocGPUs, r.GPUs / allocGPUs
+}
+
+// HoldOwner is whom a hold keeps GPUs for (DESIGN L10, L5 pre-warm): a
+// reservation (Reservation set) or a claimant task group (Group set),
+// never both. In JSON {"reservation": ID} or {"namespace", "job",
+// "group"}.
+type HoldOwner struct {
+	Reservation string
+	Group       GroupKey
+}
+
+// IsZero reports whether o names no owner.
+func (o HoldOwner) IsZero() bool { return o.Reservation == "" && o.Group.IsZero() }
+
+// String renders the owner for messages: "reservation r-1" or
+// "namespace/job/group".
+func (o HoldOwner) String() string {
+	if o.Reservation != "" {
+		return "reservation " + o.Reservation
+	}
+	return o.Group.String()
+}
+
+// Hold is a set of GPUs of one node kept free for an owner until an
+// instant (DESIGN L10: for a reservation, start + settle). Held GPUs are
+// free to their owner only and never lendable while the hold lasts.
+type Hold struct {
+	For    HoldOwner
+	Node   string
+	GPUIDs []string
+	Until  time.Time
 }
 
 // Active reports whether t is inside the reservation's window.
@@ -239,6 +341,8 @@ type Snapshot struct {
 	Allocations  []Allocation
 	Pending      []Pending
 	Reservations []Reservation
+	// Holds are the holds the broker keeps (from the store, holds/<owner>).
+	Holds []Hold
 }
 
 // ActionKind is what an action does.
@@ -250,6 +354,16 @@ const (
 	ActionAdmit  ActionKind = "admit"
 	ActionWait   ActionKind = "wait"
 	ActionExpire ActionKind = "expire"
+	// ActionStopJob stops a whole job (Nomad job stop, no purge): rules
+	// L10.end and L11.max_run. Group and Alloc are empty.
+	ActionStopJob ActionKind = "stop_job"
+	// ActionSuspend suspends a whole admitted job and queues it again (its
+	// queued time becomes the plan's time): rule L11.settle. Group and
+	// Alloc are empty.
+	ActionSuspend ActionKind = "suspend"
+	// ActionHold keeps the GPUs named in GPUIDs on Node free for For
+	// until Until (DESIGN L10): the adapter writes the hold to the store.
+	ActionHold ActionKind = "hold"
 )
 
 // Rule names the law that justifies an action (DESIGN §3).
@@ -262,7 +376,29 @@ const (
 	RuleIdleDebt  Rule = "L5.1" // victim: idle allocation, or debt past its grace
 	RuleChild     Rule = "L5.2" // victim under child-level preemption
 	RulePriority  Rule = "L5.3" // victim under priority preemption
-	RuleFlex      Rule = "L11"  // flex request waits whole, or expires
+	RuleFlex      Rule = "L11"  // flex request waits whole
+	// RuleFlexExpire: a flex request waited past max_wait from its queued
+	// time and is stopped as expired (DESIGN L11).
+	RuleFlexExpire Rule = "L11.expire"
+	// RuleFlexSettle: an admitted flex request has fewer live allocations
+	// than it asked for after settle; it is suspended whole and queued
+	// again (L11).
+	RuleFlexSettle Rule = "L11.settle"
+	// RuleFlexMaxRun: an admitted flex request is stopped at admitted +
+	// max_run - kill_timeout (L11); a job stop.
+	RuleFlexMaxRun Rule = "L11.max_run"
+	// RuleReservation: a job naming an active reservation is entitled by
+	// its booking (L10); also holds of a reservation.
+	RuleReservation Rule = "L10"
+	// RuleDrain: a victim stopped so that a reservation's GPUs are free at
+	// its start, or on its held GPUs (L10).
+	RuleDrain Rule = "L10.drain"
+	// RuleStart: an allocation displaced by an active reservation stopped
+	// for a job of it (L10, between L5 steps 1 and 2).
+	RuleStart Rule = "L10.start"
+	// RuleEnd: a reservation's jobs stopped at end - kill_timeout (L10); a
+	// job stop.
+	RuleEnd Rule = "L10.end"
 )
 
 // Action is one step of a plan.
@@ -285,8 +421,15 @@ type Action struct {
 	// Quota is, for a wait by entitlement (L3), the quota node whose
 	// nominal bound it: the job's own node or the ancestor that is full.
 	// Empty for other waits (no room on the nodes, idle jobs, flex).
-	Quota  string `json:"quota,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Quota string `json:"quota,omitempty"`
+	// Reservation is, for a hold or a stop made for a reservation (rules
+	// L10.drain, L10.start), the reservation's ID (For is then zero); for
+	// a stop of rule L10.end, the reservation that ends.
+	Reservation string   `json:"reservation,omitempty"`
+	GPUIDs      []string `json:"gpu_ids,omitempty"` // hold: the GPUs held
+	// Until is, for a hold, when it ends.
+	Until  time.Time `json:"until,omitzero"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // Usage is a quota node's accounting after the plan (DESIGN L4, L9). All
@@ -300,6 +443,11 @@ type Usage struct {
 	Borrowed int    `json:"borrowed"`
 	Debt     int    `json:"debt"`
 	Lendable int    `json:"lendable"`
+	// Booked is the GPUs of active reservations in the subtree (L10).
+	Booked int `json:"booked"`
+	// Displaced is the GPUs of allocations displaced at this node by its
+	// active reservations (L10): reported apart, never as borrowing or debt.
+	Displaced int `json:"displaced"`
 }
 
 // Plan is the planner's output.
@@ -307,4 +455,9 @@ type Plan struct {
 	Actions  []Action `json:"actions"`
 	Usage    []Usage  `json:"usage"`
 	Warnings []string `json:"warnings,omitempty"`
+	// WakeAt is the next instant after the snapshot's time at which time
+	// alone changes the plan (DESIGN L12): a reservation's start or end, a
+	// drain, a max_run, a max_wait, a settle time, the end of a debt
+	// grace, the end of a hold. Zero: none.
+	WakeAt time.Time `json:"wake_at,omitzero"`
 }

@@ -36,9 +36,10 @@ const (
 	ItemAllocation              // one live allocation
 	ItemPending                 // one job's pending groups, all of them
 	ItemReservation             // one reservation
+	ItemHold                    // one hold
 )
 
-var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation"}
+var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation", "hold"}
 
 func (i Item) String() string {
 	if i < 0 || int(i) >= len(itemNames) {
@@ -98,6 +99,13 @@ func (f *Fault) Unwrap() []error {
 // same job-level settings as the other groups of their job; reservations
 // have unique IDs, a known quota bound at or above their namespace,
 // positive GPUs and an end after their start.
+//
+// And for Calendar and Flex (DESIGN L10, L11): every setting is not
+// negative; allocations have a kill_timeout not negative, a max_run within
+// L11 and not with a reservation, and at most one stopping owner; pending
+// groups a queued time not before the submission; reservations an
+// alloc_gpus that divides their GPUs; holds name a known reservation or a
+// claimant, a known node, GPUs of that node held once, and an end.
 func (s *Snapshot) Validate() error {
 	fatal, items := s.Check()
 	if fatal != nil {
@@ -125,6 +133,7 @@ func (s *Snapshot) Check() (fatal *Fault, items []*Fault) {
 	c.allocations()
 	c.pending()
 	c.reservations()
+	c.holds()
 	return nil, c.faults
 }
 
@@ -153,6 +162,7 @@ func (s *Snapshot) Without(faults []*Fault) *Snapshot {
 	out.Allocations = keep(s.Allocations, func(i int, _ *Allocation) bool { return !drop[ItemAllocation][i] })
 	out.Pending = keep(s.Pending, func(_ int, p *Pending) bool { return !jobs[p.JobKey()] })
 	out.Reservations = keep(s.Reservations, func(i int, _ *Reservation) bool { return !drop[ItemReservation][i] })
+	out.Holds = keep(s.Holds, func(i int, _ *Hold) bool { return !drop[ItemHold][i] })
 	return &out
 }
 
@@ -223,11 +233,18 @@ func (c *checker) fatal() *Fault {
 		}
 		return &Fault{Path: "quota", Item: ItemTree, Message: err.Error(), Err: err}
 	}
-	if s.Settings.MinRuntime < 0 {
-		return &Fault{Path: "settings.min_runtime", Item: ItemSettings, Message: fmt.Sprintf("%q is negative", s.Settings.MinRuntime.String())}
-	}
-	if s.Settings.DebtGrace < 0 {
-		return &Fault{Path: "settings.debt_grace", Item: ItemSettings, Message: fmt.Sprintf("%q is negative", s.Settings.DebtGrace.String())}
+	st := &s.Settings
+	for _, f := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"min_runtime", st.MinRuntime}, {"debt_grace", st.DebtGrace}, {"settle", st.Settle},
+		{"drain_margin", st.DrainMargin}, {"drain_horizon", st.DrainHorizon},
+		{"reservation_max_ahead", st.ReservationMaxAhead}, {"reservation_min_duration", st.ReservationMinDuration},
+	} {
+		if f.v < 0 {
+			return &Fault{Path: "settings." + f.key, Item: ItemSettings, Message: fmt.Sprintf("%q is negative", f.v.String())}
+		}
 	}
 	c.tree = map[string]*quota.Node{}
 	c.parent = map[string]*quota.Node{}
@@ -331,10 +348,20 @@ func (c *checker) allocation(i int, ids map[string]int, first map[JobKey]int) *F
 	if f := c.book(i, path, bad); f != nil {
 		return f
 	}
+	if a.StoppingForReservation != "" && !a.StoppingFor.IsZero() {
+		c.unbook(i, a.GPUIDs)
+		return bad(path+".stopping_for", "names both reservation %s and claimant %s; give one",
+			Quote(a.StoppingForReservation), Quote(a.StoppingFor.String()))
+	}
 	if k := a.StoppingFor; !k.IsZero() {
 		if p, msg := names(path+".stopping_for", "namespace", k.Namespace, "job", k.Job, "group", k.Group); msg != "" {
+			c.unbook(i, a.GPUIDs)
 			return bad(p, "%s", msg)
 		}
+	}
+	if f := allocationTimes(a, path, bad); f != nil {
+		c.unbook(i, a.GPUIDs)
+		return f
 	}
 	// idle and elastic are job meta (gputide_idle, gputide_elastic): every
 	// allocation of a job has the same. The planner preempts a batch job
@@ -354,6 +381,24 @@ func (c *checker) allocation(i int, ids map[string]int, first map[JobKey]int) *F
 		first[a.JobKey()] = i
 	}
 	ids[a.ID] = i
+	return nil
+}
+
+// allocationTimes checks an allocation's kill_timeout and flex fields
+// (DESIGN L8, L11): kill_timeout not negative, max_run within L11 when
+// given (0 = not flex), and a flex allocation does not name a reservation.
+func allocationTimes(a *Allocation, path string, bad func(p, format string, args ...any) *Fault) *Fault {
+	switch {
+	case a.KillTimeout < 0:
+		return bad(path+".kill_timeout", "%s is negative", Quote(a.KillTimeout.String()))
+	case a.MaxRun < 0:
+		return bad(path+".max_run", "%s must be more than 0", Quote(a.MaxRun.String()))
+	case a.MaxRun > MaxFlexRun:
+		return bad(path+".max_run", "%s is above the maximum of 168h", Quote(a.MaxRun.String()))
+	case a.MaxRun > 0 && a.Reservation != "":
+		return bad(path+".max_run", "a flex request (max_run %s) cannot name reservation %s (DESIGN L11)",
+			Quote(a.MaxRun.String()), Quote(a.Reservation))
+	}
 	return nil
 }
 
@@ -451,6 +496,10 @@ func (c *checker) group(i int, groups map[GroupKey]int, jobs map[JobKey]*pending
 	if p, msg := datacenters(path, g.Datacenters); msg != "" {
 		return bad(p, "%s", msg)
 	}
+	if !g.QueuedAt.IsZero() && g.QueuedAt.Before(g.SubmittedAt) {
+		return bad(path+".queued_at", "%s is before submitted_at %s", Quote(g.QueuedAt.Format(time.RFC3339Nano)),
+			Quote(g.SubmittedAt.Format(time.RFC3339Nano)))
+	}
 	if g.Flex != nil {
 		if g.Idle {
 			return bad(path+".flex", "an idle job (idle: true) cannot be a flex request")
@@ -496,6 +545,8 @@ func (c *checker) sameJob(path string, g *Pending, at int, bad func(p, format st
 		return differ("elastic", g.Elastic, first.Elastic)
 	case g.Reservation != first.Reservation:
 		return differ("reservation", Quote(g.Reservation), Quote(first.Reservation))
+	case !g.Queued().Equal(first.Queued()):
+		return differ("queued_at", Quote(g.Queued().Format(time.RFC3339Nano)), Quote(first.Queued().Format(time.RFC3339Nano)))
 	case !g.SubmittedAt.Equal(first.SubmittedAt):
 		return differ("submitted_at", Quote(g.SubmittedAt.Format(time.RFC3339Nano)), Quote(first.SubmittedAt.Format(time.RFC3339Nano)))
 	case g.Flex.String() != first.Flex.String():
@@ -542,6 +593,64 @@ func (c *checker) reservation(i int, ids map[string]int) *Fault {
 	}
 	if !r.End.After(r.Start) {
 		return bad(path+".end", "%s is not after start %s", Quote(r.End.Format(time.RFC3339)), Quote(r.Start.Format(time.RFC3339)))
+	}
+	if r.AllocGPUs < 0 || (r.AllocGPUs > 0 && r.GPUs%r.AllocGPUs != 0) {
+		return bad(path+".alloc_gpus", "%d does not divide gpus %d", r.AllocGPUs, r.GPUs)
+	}
+	return nil
+}
+
+func (c *checker) holds() {
+	res := map[string]bool{}
+	for _, r := range c.s.Reservations {
+		res[r.ID] = true
+	}
+	held := map[string]int{}
+	for i := range c.s.Holds {
+		if f := c.hold(i, res, held); f != nil {
+			c.fail(f)
+		}
+	}
+}
+
+// hold checks holds[i]: an owner (a known reservation, or a claimant with
+// three names), a known node, GPUs of that node each held once, an end.
+func (c *checker) hold(i int, res map[string]bool, held map[string]int) *Fault {
+	h := &c.s.Holds[i]
+	path := "holds[" + strconv.Itoa(i) + "]"
+	bad := func(p, format string, args ...any) *Fault {
+		return &Fault{Path: p, Item: ItemHold, Index: i, ID: h.For.String(), Message: fmt.Sprintf(format, args...)}
+	}
+	switch o := h.For; {
+	case o.Reservation != "" && !o.Group.IsZero():
+		return bad(path+".for", "names both reservation %s and claimant %s; give one", Quote(o.Reservation), Quote(o.Group.String()))
+	case o.Reservation != "":
+		if !res[o.Reservation] {
+			return bad(path+".for.reservation", "unknown reservation %s", Quote(o.Reservation))
+		}
+	default:
+		if p, msg := names(path+".for", "namespace", o.Group.Namespace, "job", o.Group.Job, "group", o.Group.Group); msg != "" {
+			return bad(p, "%s", msg)
+		}
+	}
+	if _, ok := c.nodeAt[h.Node]; !ok {
+		return bad(path+".node", "unknown node %s", Quote(h.Node))
+	}
+	if h.Until.IsZero() {
+		return bad(path+".until", "missing: a hold needs its end")
+	}
+	for k, id := range h.GPUIDs {
+		gpath := path + ".gpu_ids[" + strconv.Itoa(k) + "]"
+		ref, ok := c.gpus[id]
+		switch {
+		case !ok || c.s.Nodes[ref.ni].ID != h.Node:
+			return bad(gpath, "GPU %s is not on node %s", Quote(id), Quote(h.Node))
+		case held[id] > 0:
+			return bad(gpath, "GPU %s is held twice (also by holds[%d])", Quote(id), held[id]-1)
+		}
+	}
+	for _, id := range h.GPUIDs {
+		held[id] = i + 1
 	}
 	return nil
 }

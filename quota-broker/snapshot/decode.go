@@ -161,8 +161,22 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 				return nil, err
 			}
 		}
-		if w.Settings.DebtGrace != nil {
-			if s.Settings.DebtGrace, err = parseDuration("settings.debt_grace", *w.Settings.DebtGrace); err != nil {
+		for _, f := range []struct {
+			key  string
+			text *string
+			dst  *time.Duration
+		}{
+			{"debt_grace", w.Settings.DebtGrace, &s.Settings.DebtGrace},
+			{"settle", w.Settings.Settle, &s.Settings.Settle},
+			{"drain_margin", w.Settings.DrainMargin, &s.Settings.DrainMargin},
+			{"drain_horizon", w.Settings.DrainHorizon, &s.Settings.DrainHorizon},
+			{"reservation_max_ahead", w.Settings.ReservationMaxAhead, &s.Settings.ReservationMaxAhead},
+			{"reservation_min_duration", w.Settings.ReservationMinDuration, &s.Settings.ReservationMinDuration},
+		} {
+			if f.text == nil {
+				continue
+			}
+			if *f.dst, err = parseDuration("settings."+f.key, *f.text); err != nil {
 				return nil, err
 			}
 		}
@@ -180,6 +194,9 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	}
 	w.Pending = nil
 	if s.Reservations, err = c.reservations(w.Reservations); err != nil {
+		return nil, err
+	}
+	if s.Holds, err = c.holds(w.Holds); err != nil {
 		return nil, err
 	}
 	if err := s.Validate(); err != nil {
@@ -275,7 +292,7 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 		if err := priority(path+".priority", w.Priority); err != nil {
 			return nil, err
 		}
-		stoppingFor, err := claimant(path+".stopping_for", w.StoppingFor)
+		stoppingFor, stoppingRes, err := claimant(path+".stopping_for", w.StoppingFor)
 		if err != nil {
 			return nil, err
 		}
@@ -283,12 +300,28 @@ func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) 
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, plan.Allocation{
+		a := plan.Allocation{
 			ID: w.ID, Namespace: w.Namespace, Job: w.Job, Group: w.Group,
 			Type: plan.JobType(w.Type), Priority: int(w.Priority), Node: w.Node,
 			GPUIDs: w.GPUIDs, Idle: w.Idle, Elastic: w.Elastic, Reservation: w.Reservation,
-			StoppingFor: stoppingFor, StartedAt: started,
-		})
+			StoppingFor: stoppingFor, StoppingForReservation: stoppingRes, StartedAt: started, KillTimeout: plan.DefaultKillTimeout,
+		}
+		if w.KillTimeout != nil {
+			if a.KillTimeout, err = parseDuration(path+".kill_timeout", *w.KillTimeout); err != nil {
+				return nil, err
+			}
+		}
+		if w.MaxRun != nil {
+			if a.MaxRun, err = parseDuration(path+".max_run", *w.MaxRun); err != nil {
+				return nil, err
+			}
+		}
+		if w.AdmittedAt != "" {
+			if a.AdmittedAt, err = parseTime(path+".admitted_at", w.AdmittedAt); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }
@@ -316,7 +349,12 @@ func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
 			Priority: int(w.Priority), Count: int(w.Count), GPUs: int(w.GPUs),
 			Model: w.Model, Datacenters: nilIfEmpty(w.Datacenters),
 			NodePool: w.NodePool, Idle: w.Idle, Elastic: w.Elastic,
-			Reservation: w.Reservation, SubmittedAt: submitted,
+			Reservation: w.Reservation, SubmittedAt: submitted, QueuedAt: submitted,
+		}
+		if w.QueuedAt != "" {
+			if p.QueuedAt, err = parseTime(path+".queued_at", w.QueuedAt); err != nil {
+				return nil, err
+			}
 		}
 		if w.Flex != nil {
 			if p.Flex, err = c.flex(path+".flex", w.Flex); err != nil {
@@ -367,8 +405,46 @@ func (c *converter) reservations(ws []wireReservation) ([]plan.Reservation, erro
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, plan.Reservation{ID: w.ID, Namespace: w.Namespace, Quota: w.Quota,
-			GPUs: int(w.GPUs), Start: start, End: end})
+		r := plan.Reservation{ID: w.ID, Namespace: w.Namespace, Quota: w.Quota,
+			GPUs: int(w.GPUs), Model: w.Model, NodePool: w.NodePool, Start: start, End: end}
+		if w.AllocGPUs != nil {
+			if err := positive(path+".alloc_gpus", *w.AllocGPUs); err != nil {
+				return nil, err
+			}
+			r.AllocGPUs = int(*w.AllocGPUs)
+		} else {
+			r.AllocGPUs, _ = r.Shape()
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// holds converts the holds; their owner is {"reservation": ID} or a
+// claimant object, exactly one of the two.
+func (c *converter) holds(ws []wireHold) ([]plan.Hold, error) {
+	var out []plan.Hold
+	for i := range ws {
+		w := &ws[i]
+		path := fmt.Sprintf("holds[%d]", i)
+		h := plan.Hold{Node: w.Node, GPUIDs: w.GPUIDs}
+		o := w.For
+		switch {
+		case o.Reservation != "" && (o.Namespace != "" || o.Job != "" || o.Group != ""):
+			return nil, errf(path+".for", "names both reservation %s and a claimant; give one", quoteShort(o.Reservation))
+		case o.Reservation != "":
+			h.For.Reservation = o.Reservation
+		default:
+			if err := nonEmpty(path+".for", "namespace", o.Namespace, "job", o.Job, "group", o.Group); err != nil {
+				return nil, err
+			}
+			h.For.Group = plan.GroupKey{Namespace: o.Namespace, Job: o.Job, Group: o.Group}
+		}
+		var err error
+		if h.Until, err = parseTime(path+".until", w.Until); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
 	}
 	return out, nil
 }
@@ -382,26 +458,35 @@ func nilIfEmpty(s []string) []string {
 	return s
 }
 
-// claimant converts a claimant reference. The object form needs its three
-// keys non-empty; the older string form "namespace/job/group" must have
+// claimant converts a claimant reference, a task group or (the object
+// {"reservation": ID} alone) a reservation. The group object form needs
+// its three keys; the older string form "namespace/job/group" must have
 // exactly three non-empty parts, so an ID or group name that contains "/"
 // (a periodic or dispatched child job) can only be given as an object.
-func claimant(path string, w wireClaimant) (plan.GroupKey, error) {
-	if w.Key != nil {
-		if err := nonEmpty(path, "namespace", w.Key.Namespace, "job", w.Key.Job, "group", w.Key.Group); err != nil {
-			return plan.GroupKey{}, err
+func claimant(path string, w wireClaimant) (plan.GroupKey, string, error) {
+	if k := w.Key; k != nil {
+		if k.Reservation != "" {
+			if k.Namespace != "" || k.Job != "" || k.Group != "" {
+				return plan.GroupKey{}, "", errf(path, "names both reservation %s and a claimant; give one", quoteShort(k.Reservation))
+			}
+			return plan.GroupKey{}, k.Reservation, nil
 		}
-		return plan.GroupKey{Namespace: w.Key.Namespace, Job: w.Key.Job, Group: w.Key.Group}, nil
+		for _, f := range [][2]string{{"namespace", k.Namespace}, {"job", k.Job}, {"group", k.Group}} {
+			if f[1] == "" {
+				return plan.GroupKey{}, "", errf(path+"."+f[0], "must not be empty")
+			}
+		}
+		return plan.GroupKey{Namespace: k.Namespace, Job: k.Job, Group: k.Group}, "", nil
 	}
 	if w.Text == "" {
-		return plan.GroupKey{}, nil
+		return plan.GroupKey{}, "", nil
 	}
 	parts := strings.Split(w.Text, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return plan.GroupKey{}, errf(path, "%s is not a claimant of the form \"namespace/job/group\" (three non-empty parts; "+
+		return plan.GroupKey{}, "", errf(path, "%s is not a claimant of the form \"namespace/job/group\" (three non-empty parts; "+
 			"a job ID or group with \"/\" needs the object form {\"namespace\": ..., \"job\": ..., \"group\": ...})", quoteShort(w.Text))
 	}
-	return plan.GroupKey{Namespace: parts[0], Job: parts[1], Group: parts[2]}, nil
+	return plan.GroupKey{Namespace: parts[0], Job: parts[1], Group: parts[2]}, "", nil
 }
 
 // nonEmpty checks pairs of (key, value) for empty strings.

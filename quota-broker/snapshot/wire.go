@@ -33,6 +33,7 @@ type wireSnapshot struct {
 	Allocations  []wireAllocation  `json:"allocations"`
 	Pending      []wirePending     `json:"pending"`
 	Reservations []wireReservation `json:"reservations"`
+	Holds        []wireHold        `json:"holds,omitempty"`
 }
 
 type wireQuota struct {
@@ -48,6 +49,12 @@ type wireQuota struct {
 type wireSettings struct {
 	MinRuntime *string `json:"min_runtime,omitempty"`
 	DebtGrace  *string `json:"debt_grace,omitempty"`
+	// The Calendar and Flex settings (DESIGN L10, L11).
+	Settle                 *string `json:"settle,omitempty"`
+	DrainMargin            *string `json:"drain_margin,omitempty"`
+	DrainHorizon           *string `json:"drain_horizon,omitempty"`
+	ReservationMaxAhead    *string `json:"reservation_max_ahead,omitempty"`
+	ReservationMinDuration *string `json:"reservation_min_duration,omitempty"`
 }
 
 type wireNode struct {
@@ -77,6 +84,9 @@ type wireAllocation struct {
 	Reservation string       `json:"reservation" snap:"intern"`
 	StoppingFor wireClaimant `json:"stopping_for,omitzero"`
 	StartedAt   string       `json:"started_at" snap:"required"`
+	KillTimeout *string      `json:"kill_timeout,omitempty"` // default "5s"
+	MaxRun      *string      `json:"max_run,omitempty"`      // flex max_run; none: not flex
+	AdmittedAt  string       `json:"admitted_at,omitempty"`
 }
 
 type wirePending struct {
@@ -94,6 +104,7 @@ type wirePending struct {
 	Elastic     bool      `json:"elastic"`
 	Reservation string    `json:"reservation" snap:"intern"`
 	SubmittedAt string    `json:"submitted_at" snap:"required"`
+	QueuedAt    string    `json:"queued_at,omitempty"` // default submitted_at
 	Flex        *wireFlex `json:"flex,omitempty"`
 }
 
@@ -107,24 +118,47 @@ type wireReservation struct {
 	Namespace string `json:"namespace" snap:"required"`
 	Quota     string `json:"quota" snap:"required"`
 	GPUs      int64  `json:"gpus" snap:"required"`
+	AllocGPUs *int64 `json:"alloc_gpus,omitempty"` // default: largest divisor of gpus up to 8
+	Model     string `json:"model,omitempty"`
+	NodePool  string `json:"node_pool,omitempty"`
 	Start     string `json:"start" snap:"required"`
 	End       string `json:"end" snap:"required"`
 }
 
+// wireHold is a hold (DESIGN L10): GPUs of one node kept for an owner.
+type wireHold struct {
+	For    wireHoldOwner `json:"for" snap:"required"`
+	Node   string        `json:"node" snap:"required"`
+	GPUIDs []string      `json:"gpu_ids" snap:"required"`
+	Until  string        `json:"until" snap:"required"`
+}
+
+// wireHoldOwner is a hold's owner: {"reservation": ID} or a claimant
+// object {"namespace", "job", "group"}; exactly one of the two forms.
+type wireHoldOwner struct {
+	Reservation string `json:"reservation,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Job         string `json:"job,omitempty"`
+	Group       string `json:"group,omitempty"`
+}
+
 // wireClaimant is a claimant reference (stopping_for): the object
-// {"namespace", "job", "group"} that the encoder writes, or, as older
-// snapshots wrote it, the string "namespace/job/group" with exactly three
-// non-empty parts. "" (or no key) is no claimant. The strict reader
-// decodes it by hand (decoder.claimant): one key, two JSON types.
+// {"namespace", "job", "group"} that the encoder writes, or
+// {"reservation": ID} for a stop made for a reservation (L10.drain), or,
+// as older snapshots wrote it, the string "namespace/job/group" with
+// exactly three non-empty parts. "" (or no key) is no claimant. The strict
+// reader decodes it by hand (decoder.claimant): one key, two JSON types;
+// the converter checks that an object has one form (claimant).
 type wireClaimant struct {
 	Text string        // the string form as given, or ""
 	Key  *wireGroupKey // the object form, or nil
 }
 
 type wireGroupKey struct {
-	Namespace string `json:"namespace" snap:"required"`
-	Job       string `json:"job" snap:"required"`
-	Group     string `json:"group" snap:"required"`
+	Reservation string `json:"reservation,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Job         string `json:"job,omitempty"`
+	Group       string `json:"group,omitempty"`
 }
 
 // IsZero reports whether c names no claimant (the key is then left out).
