@@ -296,6 +296,7 @@ func (p *planner) binPack(nodes []int, cid int32, g *Pending) int {
 // preferring GPUs being freed for cid, then free ones, in node order.
 func (p *planner) take(c *cnode, cid int32, model string, gpus int) {
 	p.resolve(c.index)
+	p.vc.touch(c.index)
 	st := p.st
 	for pass := 0; pass < 2 && gpus > 0; pass++ {
 		for _, g := range c.gpus {

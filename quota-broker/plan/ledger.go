@@ -32,6 +32,12 @@ type planner struct {
 	claimants map[GroupKey]int32
 	// scratch is a reusable buffer of a node's candidate units.
 	scratch []unitGPUs
+	// vc keeps the nodes' victim sets between the allocations of one
+	// claim (victimcache.go); scanVictims turns it off (tests), and
+	// victimEvals counts the node searches.
+	vc          *victimCache
+	scanVictims bool
+	victimEvals int
 	// gpuPool backs the GPU lists of allocations as nodes are resolved.
 	gpuPool []int32
 	// booked: the ledger and node counters are built, so resolving a node
@@ -59,7 +65,9 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		byNS:      map[string]*qnode{},
 		nodeByID:  make(map[string]int, len(s.Nodes)),
 		claimants: map[GroupKey]int32{},
+		vc:        &buf.victims,
 	}
+	p.vc.forget()
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
 	p.st = &state{
@@ -312,6 +320,7 @@ func (p *planner) resolve(ni int) {
 				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil)
 			}
 			p.st.nodeFree[ni] -= d
+			p.vc.forget() // counts other nodes' sets were made with changed
 		}
 		x.count = len(x.gpus)
 	}

@@ -52,6 +52,7 @@ func Compute(s *Snapshot) (*Plan, error) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
+	defer p.vc.forget()
 	jobs := p.pendingJobs()
 	cache := map[feasibilityKey][]int{}
 	for _, idlePass := range []bool{false, true} {

@@ -178,32 +178,6 @@ func (s *victimSet) better(o *victimSet, p *planner) bool {
 	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
 }
 
-// findVictims runs DESIGN L6 for one allocation of claim c: for each node
-// where it can run, take that node's candidates in key order until it fits,
-// then drop, from the last added backwards, each one not needed; choose the
-// best node. Units younger than min_runtime are allowed only when no node
-// has a set without them. It returns nil when nothing makes room, else the
-// set and the candidates' keys.
-func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
-	for _, allowYoung := range []bool{false, true} {
-		if allowYoung && p.settings.MinRuntime <= 0 {
-			break
-		}
-		keys, ok := p.candidates(c, allowYoung)
-		var best *victimSet
-		try := &victimSet{}
-		for _, ni := range c.nodes {
-			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
-				best, try = try, &victimSet{}
-			}
-		}
-		if best != nil {
-			return best, keys
-		}
-	}
-	return nil, nil
-}
-
 // victimsOn builds node n's minimal victim set for claim c into set and
 // reports whether there is one.
 func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
@@ -306,6 +280,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 		a := p.allocs[ai]
 		p.resolve(a.node)
 		st.stopped[ai] = true
+		p.vc.touch(a.node)
 		for _, g := range a.gpus {
 			if p.gpus[g].healthy && st.freeFor[g] == noClaimant {
 				st.nodeFreeing[a.node]++
@@ -326,6 +301,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			Reason:    p.stopReason(a, k, c),
 		})
 	}
+	p.vc.unitStopped(u)
 }
 
 // stopReason says why allocation a is stopped. The rule is its unit's
