@@ -18,14 +18,18 @@ package plan
 //     taken (planner.take) or freed by a stop (planner.stopUnit, on every
 //     node of the stopped unit, a batch job's other nodes included) (touch).
 //
-// The cache belongs to one claim and one state: another claim, or a state
+// The cache belongs to one claim (a group's claim, everything in it made
+// from the group) and one state: another claim, or a state
 // restored after a flex request or a yield that did not fit (placeWhole),
 // starts it again; so does a node whose allocations' GPU counts its
 // resolution corrected (a snapshot that Validate refuses). The best set is
 // the top of a binary heap ordered by victimSet.better, a strict total
 // order (node ID last), so it is the set a scan of every node picks.
 type victimCache struct {
-	c      *claim
+	// g and cid name the claim (not kept itself, so that a claim need not
+	// escape to the heap); st is the state the sets were made in.
+	g      *Pending
+	cid    int32
 	st     *state
 	passes [2]victimPass // [0]: young units left out; [1]: allowed
 	try    victimSet     // scratch set of one node's search
@@ -53,7 +57,7 @@ const noVictims int32 = -1
 // forget drops the claim and state, so that pooled buffers keep no plan
 // alive.
 func (vc *victimCache) forget() {
-	vc.c, vc.st = nil, nil
+	vc.g, vc.st = nil, nil
 	for i := range vc.passes {
 		vc.passes[i].built = false
 	}
@@ -62,7 +66,7 @@ func (vc *victimCache) forget() {
 // touch records that node ni's GPUs changed: every pass searches it again
 // before its next answer.
 func (vc *victimCache) touch(ni int) {
-	if vc.c == nil {
+	if vc.g == nil {
 		return
 	}
 	for i := range vc.passes {
@@ -76,7 +80,7 @@ func (vc *victimCache) touch(ni int) {
 
 // unitStopped records that unit u was stopped: it is no candidate any more.
 func (vc *victimCache) unitStopped(u int) {
-	if vc.c == nil {
+	if vc.g == nil {
 		return
 	}
 	for i := range vc.passes {
@@ -99,9 +103,9 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 		return p.findVictimsScan(c)
 	}
 	vc := p.vc
-	if vc.c != c || vc.st != p.st {
+	if vc.g != c.g || vc.cid != c.cid || vc.st != p.st {
 		vc.forget()
-		vc.c, vc.st = c, p.st
+		vc.g, vc.cid, vc.st = c.g, c.cid, p.st
 	}
 	for i, allowYoung := range []bool{false, true} {
 		if allowYoung && p.settings.MinRuntime <= 0 {
