@@ -25,6 +25,11 @@ package plan
 // resolution corrected (a snapshot that Validate refuses). The best set is
 // the top of a binary heap ordered by victimSet.better, a strict total
 // order (node ID last), so it is the set a scan of every node picks.
+//
+// A rule added to the search that reads other state of the plan must mark
+// the nodes whose sets that state changes (touch), or forget the cache when
+// it changes; TestVictimCacheMatchesScan compares the plans with and
+// without the cache.
 type victimCache struct {
 	// g and cid name the claim (not kept itself, so that a claim need not
 	// escape to the heap); st is the state the sets were made in.
