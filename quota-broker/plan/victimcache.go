@@ -132,29 +132,6 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 	return nil, nil
 }
 
-// findVictimsScan is findVictims without the cache: every feasible node is
-// searched for every allocation. Tests compare the two.
-func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
-	for _, allowYoung := range []bool{false, true} {
-		if allowYoung && p.settings.MinRuntime <= 0 {
-			break
-		}
-		keys, ok := p.candidates(c, allowYoung)
-		var best *victimSet
-		try := &victimSet{}
-		for _, ni := range c.nodes {
-			p.victimEvals++
-			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
-				best, try = try, &victimSet{}
-			}
-		}
-		if best != nil {
-			return best, keys
-		}
-	}
-	return nil, nil
-}
-
 // buildVictims fills pass v for claim c: the candidates, then every
 // feasible node's set, in a heap.
 func (p *planner) buildVictims(v *victimPass, c *claim, allowYoung bool) {

@@ -178,6 +178,34 @@ func (s *victimSet) better(o *victimSet, p *planner) bool {
 	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
 }
 
+// findVictimsScan is findVictims without the cache (victimcache.go): for
+// each allocation it searches every node where it can run (DESIGN L6: take
+// that node's candidates in key order until it fits, then drop, from the
+// last added backwards, each one not needed; choose the best node). Units
+// younger than min_runtime are allowed only when no node has a set without
+// them. It returns nil when nothing makes room, else the set and the
+// candidates' keys. Tests compare the two.
+func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
+	for _, allowYoung := range []bool{false, true} {
+		if allowYoung && p.settings.MinRuntime <= 0 {
+			break
+		}
+		keys, ok := p.candidates(c, allowYoung)
+		var best *victimSet
+		try := &victimSet{}
+		for _, ni := range c.nodes {
+			p.victimEvals++
+			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
+				best, try = try, &victimSet{}
+			}
+		}
+		if best != nil {
+			return best, keys
+		}
+	}
+	return nil, nil
+}
+
 // victimsOn builds node n's minimal victim set for claim c into set and
 // reports whether there is one.
 func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
