@@ -320,7 +320,7 @@ func (p *planner) resolve(ni int) {
 				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil)
 			}
 			p.st.nodeFree[ni] -= d
-			p.vc.forget() // counts other nodes' sets were made with changed
+			p.vc.forget() // cached victim sets counted the old GPU count
 		}
 		x.count = len(x.gpus)
 	}
