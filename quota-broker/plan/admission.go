@@ -356,6 +356,7 @@ func (p *planner) binPack(nodes []int, cl *claim) int {
 // are (free, or being freed for cl).
 func (p *planner) take(n *cnode, cl *claim, gpus int, hold int32) []int32 {
 	p.resolve(n.index)
+	p.vc.touch(n.index)
 	st := p.st
 	var out []int32
 	for pass := 0; pass < 3 && gpus > 0; pass++ {

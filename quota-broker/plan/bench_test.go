@@ -228,3 +228,22 @@ func BenchmarkAdmissionPlan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkManyAllocationAdmit: issue 8's preemptive admit of many
+// allocations (heldSnapshot): every GPU held by one-GPU allocations, one
+// entitled job of count one-GPU allocations, each placed by preemption.
+// nodes=6250/count=6000 is the issue's 50,000-allocation snapshot.
+func BenchmarkManyAllocationAdmit(b *testing.B) {
+	for _, tc := range []struct{ nodes, count int }{{625, 600}, {1250, 1200}, {6250, 6000}} {
+		s := heldSnapshot(tc.nodes, tc.count)
+		b.Run(fmt.Sprintf("nodes=%d/count=%d", tc.nodes, tc.count), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := Compute(s)
+				if err != nil || len(stops(p)) != tc.count {
+					b.Fatalf("unexpected plan: %v, %d stops", err, len(stops(p)))
+				}
+			}
+		})
+	}
+}

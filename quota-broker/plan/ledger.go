@@ -35,6 +35,12 @@ type planner struct {
 	lend []bool
 	// scratch is a reusable buffer of a node's candidate units.
 	scratch []unitGPUs
+	// vc keeps the nodes' victim sets between the allocations of one
+	// claim (victimcache.go); scanVictims turns it off (tests), and
+	// victimEvals counts the node searches.
+	vc          *victimCache
+	scanVictims bool
+	victimEvals int
 	// gpuPool backs the GPU lists of allocations as nodes are resolved.
 	gpuPool []int32
 	// booked: the ledger and node counters are built, so resolving a node
@@ -76,7 +82,9 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		nodeByID:  make(map[string]int, len(s.Nodes)),
 		claimants: map[HoldOwner]int32{},
 		byName:    map[string]*qnode{},
+		vc:        &buf.victims,
 	}
+	p.vc.forget()
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
 	p.st = &state{
@@ -358,6 +366,7 @@ func (p *planner) resolve(ni int) {
 				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil, x.reserved)
 			}
 			p.st.nodeFree[ni] -= d
+			p.vc.forget() // cached victim sets counted the old GPU count
 		}
 		x.count = len(x.gpus)
 	}

@@ -76,6 +76,13 @@ func Compute(s *Snapshot) (*Plan, error) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
+	defer p.vc.forget()
+	return p.run(), nil
+}
+
+// run is the pipeline above on a new planner: timed stops, drains, then the
+// pending jobs in L3 order, non-idle before idle.
+func (p *planner) run() *Plan {
 	suspended := p.timedStops()
 	cache := map[feasibilityKey][]int{}
 	p.drains(cache)
@@ -87,7 +94,7 @@ func Compute(s *Snapshot) (*Plan, error) {
 			}
 		}
 	}
-	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}, nil
+	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}
 }
 
 // decide makes the plan's actions for one pending job.

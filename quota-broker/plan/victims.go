@@ -201,13 +201,14 @@ func (s *victimSet) better(o *victimSet, p *planner) bool {
 	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
 }
 
-// findVictims runs DESIGN L6 for one allocation of claim c: for each node
-// where it can run, take that node's candidates in key order until it fits,
-// then drop, from the last added backwards, each one not needed; choose the
-// best node. Units younger than min_runtime are allowed only when no node
-// has a set without them. It returns nil when nothing makes room, else the
-// set and the candidates' keys.
-func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
+// findVictimsScan is findVictims without the cache (victimcache.go): for
+// each allocation it searches every node where it can run (DESIGN L6: take
+// that node's candidates in key order until it fits, then drop, from the
+// last added backwards, each one not needed; choose the best node). Units
+// younger than min_runtime are allowed only when no node has a set without
+// them. It returns nil when nothing makes room, else the set and the
+// candidates' keys. Tests compare the two.
+func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
 	for _, allowYoung := range []bool{false, true} {
 		if allowYoung && p.settings.MinRuntime <= 0 {
 			break
@@ -216,6 +217,7 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 		var best *victimSet
 		try := &victimSet{}
 		for _, ni := range c.nodes {
+			p.victimEvals++
 			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
 				best, try = try, &victimSet{}
 			}
@@ -339,6 +341,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 		a := p.allocs[ai]
 		p.resolve(a.node)
 		st.stopped[ai] = true
+		p.vc.touch(a.node)
 		for _, g := range a.gpus {
 			if p.gpus[g].healthy && st.freeFor[g] == noClaimant {
 				st.nodeFreeing[a.node]++
@@ -363,6 +366,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 		}
 		st.actions = append(st.actions, act)
 	}
+	p.vc.unitStopped(u)
 }
 
 // stopReason says why allocation a is stopped. The rule is its unit's
