@@ -39,6 +39,13 @@ func TestIsolation(t *testing.T) {
 	applyReferenceNamespaces(t, a)
 	secrets := applyReferencePolicies(t, a.Client)
 	b := startACLBroker(t, a)
+	t.Cleanup(func() {
+		for name, secret := range secrets {
+			if strings.Contains(b.Log.String(), secret) {
+				t.Errorf("the broker log shows %s's token", name)
+			}
+		}
+	})
 	t.Logf("agents ready after %s", time.Since(start).Round(time.Millisecond))
 
 	admin := brokerClient(t, b, a.ManagementToken)
@@ -77,6 +84,9 @@ func TestIsolation(t *testing.T) {
 		// Team C cannot read it: another namespace's reservation is 404.
 		_, err = teamC.Reservation(ctx, "b-night")
 		wantStatus(t, "team C reads team B's booking", err, 404)
+		// Team C can neither cancel it nor learn that it exists.
+		_, err = teamC.CancelReservation(ctx, "b-night", false)
+		wantStatus(t, "team C cancels team B's booking", err, 404)
 		// Team C lists it redacted: namespace and GPUs only.
 		all, err := teamC.Reservations(ctx, "")
 		if err != nil {
@@ -112,6 +122,17 @@ func TestIsolation(t *testing.T) {
 	})
 
 	t.Run("anonymous callers are refused", func(t *testing.T) {
+		if got := brokerGet(t, b, "/v1/agent/health", ""); got != 200 {
+			t.Errorf("anonymous health = %d, want 200 (needs nothing)", got)
+		}
+		for _, path := range []string{"/v1/quotas", "/v1/metrics", "/v1/queue", "/v1/preemptions", "/v1/reservations", "/v1/plan", "/v1/snapshot"} {
+			if got := brokerGet(t, b, path, ""); got != 403 {
+				t.Errorf("anonymous GET %s = %d, want 403", path, got)
+			}
+		}
+		if got := brokerGet(t, b, "/v1/metrics", secrets["team-b"]); got != 200 {
+			t.Errorf("team B GET /v1/metrics = %d, want 200 (any valid token)", got)
+		}
 		_, err := anon.CreateReservation(ctx, brokerapi.BookingRequest{Namespace: "workspace-b", GPUs: 1,
 			Start: time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339), Duration: "1h"})
 		wantStatus(t, "anonymous booking", err, 403)
@@ -134,6 +155,40 @@ func TestIsolation(t *testing.T) {
 		}
 		if got := brokerGet(t, b, "/v1/plan", a.ManagementToken); got != 200 {
 			t.Fatalf("admin GET /v1/plan = %d, want 200", got)
+		}
+		// A holder of the admin_policy (gputide-admin) is an admin too.
+		alice := brokerClient(t, b, secrets["gputide-admin"])
+		_, err = alice.QuotaScale(ctx, "Quota1.1", 4)
+		wantStatus(t, "gputide-admin quota scale", err, 409)
+		if got := brokerGet(t, b, "/v1/snapshot", secrets["gputide-admin"]); got != 200 {
+			t.Fatalf("gputide-admin GET /v1/snapshot = %d, want 200", got)
+		}
+	})
+
+	t.Run("gputide_pool must name an existing pool listed in admit_pools", func(t *testing.T) {
+		defer cleanJobs(t, a.Client)
+		want := map[string]string{
+			"gpu-a100":    `job meta gputide_pool = "gpu-a100": not one of the broker's admit_pools ["default" "gpu-missing"]`,
+			"gpu-missing": `job meta gputide_pool = "gpu-missing": no such node pool in Nomad`,
+		}
+		for pool := range want {
+			submit(t, nomadB, jobSpec{Namespace: "workspace-b", ID: "to-" + pool, Type: "batch", Priority: 50, Count: 1, GPUs: 1,
+				Meta: map[string]string{"gputide_pool": pool}})
+		}
+		for pool, reason := range want {
+			err := waitFor(20*time.Second, 100*time.Millisecond, func() error {
+				j := jobInfo(t, a.Client, "workspace-b", "to-"+pool)
+				if j.Meta["gputide_status"] != "error" || j.Meta["gputide_reason"] != reason {
+					return fmt.Errorf("to-%s meta %v", pool, j.Meta)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j := jobInfo(t, a.Client, "workspace-b", "to-"+pool); *j.NodePool != nomad.DefaultHoldingPool {
+				t.Fatalf("to-%s moved to %q", pool, *j.NodePool)
+			}
 		}
 	})
 
@@ -162,6 +217,13 @@ func TestIsolation(t *testing.T) {
 			if p.Namespace != "workspace-c" || p.Job != "training" || p.For != "workspace-a/inference/main" || p.Alloc == "" || p.At == nil {
 				t.Fatalf("team C sees its own preemption %+v, want it in full", p)
 			}
+		}
+		// The plan of a waiting job needs read-job on its namespace.
+		waiting := []byte(`{"Namespace": "workspace-c", "JobID": "training"}`)
+		_, err = teamB.Plan(ctx, waiting)
+		wantStatus(t, "team B plans team C's waiting job", err, 403)
+		if p, err := teamC.Plan(ctx, waiting); err != nil || p.Job != "training" {
+			t.Fatalf("team C plans its waiting job: %+v, %v", p, err)
 		}
 		// The queue: team C's waiting training is redacted for team B.
 		q, err := teamB.Queue(ctx, "")
@@ -283,9 +345,6 @@ func applyReferencePolicies(t *testing.T, c *api.Client) map[string]string {
 		if _, err := c.ACLPolicies().Upsert(&api.ACLPolicy{Name: name, Rules: string(rules)}, nil); err != nil {
 			t.Fatalf("policy %s: %v", name, err)
 		}
-		if name == "gputide-admin" {
-			continue
-		}
 		tok, _, err := c.ACLTokens().Create(&api.ACLToken{Name: name, Type: "client", Policies: []string{name}}, nil)
 		if err != nil {
 			t.Fatalf("token %s: %v", name, err)
@@ -315,6 +374,7 @@ staleness    = "3s"
 http_bind    = "127.0.0.1:%d"
 log_level    = "debug"
 admin_policy = "gputide-admin"
+admit_pools  = ["default", "gpu-missing"]
 `, a.Addr, a.ManagementToken, freePorts(t, 1)[0])
 	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
