@@ -51,9 +51,18 @@ quota "Quota1" {
 // backend) and the three workspaces, and waits for its 8 GPUs.
 func startGPUNomad(t *testing.T) *nomadAgent {
 	t.Helper()
+	return startGPUNomadACL(t, false)
+}
+
+// startGPUNomadACL is startGPUNomad, with Nomad's ACLs enabled and
+// bootstrapped when acl is set (the agent's Client then carries the
+// management token).
+func startGPUNomadACL(t *testing.T, acl bool) *nomadAgent {
+	t.Helper()
 	nomadBinary(t)
 	bin := goBuild(t, pluginPkg, t.TempDir(), pluginFile)
 	a := newNomadAgent(t, nomadOptions{
+		ACL:     acl,
 		Plugins: map[string]string{pluginFile: bin},
 		ExtraConfig: fmt.Sprintf(`
 plugin %q {
@@ -147,6 +156,14 @@ func writeQuota(t *testing.T, path string, b11, b12 int) {
 func startBroker(t *testing.T, nomadAddr string, b11, b12 int) *broker {
 	t.Helper()
 	cfgPath, quotaFile := brokerConfig(t, nomadAddr, b11, b12)
+	return runBroker(t, cfgPath, quotaFile)
+}
+
+// runBroker runs the broker in-process with the config file cfgPath (its
+// quota file is quotaFile) until the test ends or stop is called, and
+// waits until it acts.
+func runBroker(t *testing.T, cfgPath, quotaFile string) *broker {
+	t.Helper()
 	cfg, err := agent.LoadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)

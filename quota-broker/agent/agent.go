@@ -364,7 +364,8 @@ func (a *Agent) cycle(ctx context.Context) {
 	a.seeded = true
 	a.mu.Unlock()
 	in := nomad.BuildInput{Now: a.now(), Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
-		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted}
+		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted,
+		AdmitPools: a.cfg.AdmitPools}
 	b := state.Build(in)
 	if !seeded {
 		a.actor.AcceptRunning(b)

@@ -33,7 +33,8 @@ type fakeNomad struct {
 func newFakeNomad(t *testing.T) *fakeNomad {
 	f := &fakeNomad{kick: make(chan struct{})}
 	files := map[string]string{"/v1/namespaces": "namespaces.json", "/v1/nodes": "nodes.json",
-		"/v1/allocations": "allocations.json", "/v1/jobs": "jobs.json", "/v1/evaluations": "evaluations-blocked.json"}
+		"/v1/allocations": "allocations.json", "/v1/jobs": "jobs.json", "/v1/evaluations": "evaluations-blocked.json",
+		"GET /v1/node/pools": "node-pools.json"}
 	for _, j := range []string{"workspace-a/inference", "workspace-b/training", "workspace-c/training", "workspace-c/bad-idle", "workspace-c/bad-maxrun"} {
 		ns, id, _ := strings.Cut(j, "/")
 		files["/v1/job/"+id+"?"+ns] = "job-" + ns + "-" + id + ".json"
@@ -78,6 +79,9 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 		key := r.URL.Path
 		if strings.HasPrefix(key, "/v1/job/") {
 			key += "?" + r.URL.Query().Get("namespace")
+		}
+		if r.Method == http.MethodGet && key == "/v1/node/pools" {
+			key = "GET /v1/node/pools"
 		}
 		name, ok := files[key]
 		if !ok {

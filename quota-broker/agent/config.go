@@ -93,6 +93,7 @@ var reservedPools = map[string]bool{"default": true, "all": true}
 //	quota_file   = "quota.hcl"           # required: the quota tree (reloaded when it changes)
 //	namespaces   = ["workspace-a"]       # namespaces to govern; default: every namespace in the tree
 //	holding_pool = "gputide-queue"       # default; created by the broker
+//	admit_pools  = ["default"]           # default; the pools gputide_pool may name
 //	interval     = "30s"                 # plan at least this often; at least 1s
 //	min_runtime  = "10m"                 # overrides the tree's settings when set
 //	staleness    = "15s"                 # L12: never act on state older than this; at least 1s
@@ -117,12 +118,17 @@ type Config struct {
 	QuotaFile   string
 	Namespaces  []string
 	HoldingPool string
-	Interval    time.Duration
-	MinRuntime  *time.Duration
-	Staleness   time.Duration
-	HTTPBind    string
-	LogLevel    string
-	DumpDir     string
+	// AdmitPools are the node pools a job may name in gputide_pool
+	// (default ["default"]); a job naming another pool, or one Nomad does
+	// not have, gets a meta error and is left unadmitted (issue 10 item 4:
+	// Nomad CE checks no node-pool ACL at registration).
+	AdmitPools []string
+	Interval   time.Duration
+	MinRuntime *time.Duration
+	Staleness  time.Duration
+	HTTPBind   string
+	LogLevel   string
+	DumpDir    string
 	// AdminPolicy, AdminToken (never logged) and OpenReadsWithoutACL are
 	// the API's token settings (DESIGN §9, docs/acl.md).
 	AdminPolicy         string
@@ -145,6 +151,7 @@ type fileConfig struct {
 	QuotaFile   string     `hcl:"quota_file"`
 	Namespaces  []string   `hcl:"namespaces,optional"`
 	HoldingPool string     `hcl:"holding_pool,optional"`
+	AdmitPools  []string   `hcl:"admit_pools,optional"`
 	Interval    string     `hcl:"interval,optional"`
 	MinRuntime  string     `hcl:"min_runtime,optional"`
 	Staleness   string     `hcl:"staleness,optional"`
@@ -229,7 +236,7 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	if diags := gohcl.DecodeBody(file.Body, nil, &fc); diags.HasErrors() {
 		return nil, fmt.Errorf("failed to decode %s: %s", filename, diags.Error())
 	}
-	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool,
+	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool, AdmitPools: fc.AdmitPools,
 		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir,
 		AdminPolicy: fc.AdminPolicy, AdminToken: fc.AdminToken, OpenReadsWithoutACL: fc.OpenReads}
 	if fc.Nomad != nil {
@@ -329,6 +336,9 @@ func (c *Config) applyDefaults(filename string) error {
 	if !poolName.MatchString(c.HoldingPool) {
 		return bad("holding_pool", c.HoldingPool, "not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')")
 	}
+	if err := c.checkAdmitPools(filename); err != nil {
+		return err
+	}
 	if c.HTTPBind == "" {
 		c.HTTPBind = DefaultHTTPBind
 	}
@@ -350,6 +360,32 @@ func (c *Config) applyDefaults(filename string) error {
 	for _, ns := range c.Namespaces {
 		if ns == "" {
 			return bad("namespaces", ns, "empty namespace name")
+		}
+	}
+	return nil
+}
+
+// checkAdmitPools defaults admit_pools to ["default"] and checks each
+// name: a Nomad pool name, not the holding pool (jobs wait there; they are
+// never admitted into it). An empty list is refused: it would admit
+// nothing.
+func (c *Config) checkAdmitPools(filename string) error {
+	if c.AdmitPools == nil {
+		c.AdmitPools = []string{nomad.DefaultAdmitPool}
+		return nil
+	}
+	bad := func(v, why string) error {
+		return &ConfigError{File: filename, Key: "admit_pools", Value: v, Err: ErrInvalid, Why: why}
+	}
+	if len(c.AdmitPools) == 0 {
+		return bad("[]", "empty: no job could be admitted; leave it unset for [\"default\"]")
+	}
+	for _, p := range c.AdmitPools {
+		switch {
+		case !poolName.MatchString(p):
+			return bad(p, "not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')")
+		case p == c.HoldingPool:
+			return bad(p, "is the holding pool, where jobs wait; a job is never admitted into it")
 		}
 	}
 	return nil

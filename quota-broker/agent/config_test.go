@@ -206,3 +206,36 @@ func TestParseConfigPublicBindWithTLS(t *testing.T) {
 		t.Fatalf("config = %+v", c)
 	}
 }
+
+// admit_pools (issue 10 item 4): default ["default"]; a list is kept as
+// written; an empty list, a name that is no pool name, or the holding pool
+// is a *ConfigError naming the key and the value.
+func TestParseConfigAdmitPools(t *testing.T) {
+	t.Setenv("NOMAD_ADDR", "")
+	for _, tc := range []struct {
+		src  string
+		want []string
+		msg  string
+	}{
+		{``, []string{"default"}, ""},
+		{`admit_pools = ["gpu-a100", "default"]`, []string{"gpu-a100", "default"}, ""},
+		{`admit_pools = []`, nil, `broker.hcl: admit_pools = "[]": empty: no job could be admitted; leave it unset for ["default"]`},
+		{`admit_pools = ["a b"]`, nil, `broker.hcl: admit_pools = "a b": not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')`},
+		{`admit_pools = ["default", "gputide-queue"]`, nil, `broker.hcl: admit_pools = "gputide-queue": is the holding pool, where jobs wait; a job is never admitted into it`},
+	} {
+		c, err := ParseConfig([]byte(`quota_file = "q"`+"\n"+tc.src), "broker.hcl")
+		if tc.msg != "" {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != "admit_pools" || !errors.Is(err, ErrInvalid) || err.Error() != tc.msg {
+				t.Errorf("%s: err = %v, want %q", tc.src, err, tc.msg)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		if diff := cmp.Diff(tc.want, c.AdmitPools); diff != "" {
+			t.Errorf("%s: admit_pools (-want +got):\n%s", tc.src, diff)
+		}
+	}
+}

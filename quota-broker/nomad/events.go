@@ -211,7 +211,41 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	}
 	close(next)
 	wg.Wait()
+	if err := s.refreshPools(ctx, c, keys); err != nil && first == nil {
+		first = err
+	}
 	return first
+}
+
+// refreshPools lists the node pools again when one of the jobs refreshed
+// (keys) names in gputide_pool a pool the state does not know: a pool
+// created after the last full list is seen on the job's next change. A
+// state without a pool list (nil) is left so.
+func (s *State) refreshPools(ctx context.Context, c *api.Client, keys []plan.JobKey) error {
+	s.mu.RLock()
+	unknown := false
+	for _, k := range keys {
+		j := s.jobs[k]
+		if s.pools == nil || j == nil {
+			continue
+		}
+		if p := j.Meta[MetaPool]; p != "" && !s.pools[p] {
+			unknown = true
+			break
+		}
+	}
+	s.mu.RUnlock()
+	if !unknown {
+		return nil
+	}
+	pools, err := listPools(ctx, c)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.pools = pools
+	s.mu.Unlock()
+	return nil
 }
 
 // fetchJob reads a job the state lacks (its event was older than a

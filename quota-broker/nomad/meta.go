@@ -3,6 +3,7 @@ package nomad
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,6 +126,26 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 		o.Flex = &flex
 	}
 	return o, nil
+}
+
+// CheckAdmitPool checks the pool a job is admitted into (its gputide_pool,
+// or "default" when unset): it must be listed in admit (the broker's
+// admit_pools; nil means ["default"]) and, when pools is not nil (the node
+// pools Nomad listed, by name), be one of Nomad's pools (DESIGN §9, issue
+// 10: Nomad CE checks no node-pool ACL at registration, so the broker only
+// moves jobs into the pools its operator allows). The error is a
+// *MetaError naming gputide_pool and the pool.
+func CheckAdmitPool(pool string, admit []string, pools map[string]bool) error {
+	if admit == nil {
+		admit = []string{DefaultAdmitPool}
+	}
+	if !slices.Contains(admit, pool) {
+		return &MetaError{MetaPool, pool, fmt.Sprintf("not one of the broker's admit_pools %q", admit)}
+	}
+	if pools != nil && !pools[pool] {
+		return &MetaError{MetaPool, pool, "no such node pool in Nomad"}
+	}
+	return nil
 }
 
 var knownKeys = []string{MetaElastic, MetaFlexMaxRun, MetaFlexMaxWait, MetaIdle, MetaPool, MetaReservation}

@@ -36,6 +36,10 @@ type BuildInput struct {
 	// (or was there when it started). A job in a real pool that is not
 	// accepted was registered straight into it and is checked as pending.
 	Accepted func(job plan.JobKey) bool
+	// AdmitPools are the node pools a job may name in gputide_pool (the
+	// agent's admit_pools); nil means ["default"]. A job naming another
+	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
+	AdmitPools []string
 }
 
 // JobView is a governed job as the broker sees it.
@@ -80,7 +84,8 @@ type Build struct {
 //     (never free);
 //  2. liveByGroup: live allocations per job and task group (L2);
 //  3. jobView: each job of a governed namespace, with its pool, meta
-//     options (or meta error), live count and whether it was registered
+//     options (or meta error, also when its gputide_pool is not an
+//     existing pool listed in AdmitPools), live count and whether it was registered
 //     straight into a real pool;
 //  4. pendingGroups: the pending groups of a job (pendingCount decides how
 //     many allocations). Jobs with a bad meta value, stopped jobs, system
@@ -119,6 +124,9 @@ func (s *State) Build(in BuildInput) *Build {
 			continue
 		}
 		v := jobView(k, j, live[k], holding, in.Accepted)
+		if v.MetaErr == nil {
+			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.pools)
+		}
 		b.Jobs[k] = v
 		pending, noGPU := pendingGroups(v, live[k], s.summaries[k])
 		if noGPU {

@@ -69,6 +69,10 @@ type State struct {
 	summaries  map[plan.JobKey]*api.JobSummary // job summaries
 	blocked    map[string]*api.Evaluation      // eval ID -> blocked evaluation
 	namespaces map[string]bool
+	// pools are the node pool names Nomad listed (ListAll, and again by
+	// Refresh when a job names a pool not among them); nil in a state
+	// built from events alone, where the pool check is skipped.
+	pools map[string]bool
 	// dirty lists jobs whose summary (or existence) must be fetched again
 	// before the next snapshot: evaluations change the summary but the
 	// event stream carries no summary events.
