@@ -28,6 +28,8 @@
 //     blocking an entitled job (L3: idle allocations never block an
 //     entitled job).
 //  5. Usage is reported after the plan's stops and admits (L4).
+//  6. The idle fit of each idle group is counted on the GPUs still free
+//     (idleFit, issue 11 item 4).
 package plan
 
 import (
@@ -61,7 +63,9 @@ func Compute(s *Snapshot) (*Plan, error) {
 			}
 		}
 	}
-	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings}, nil
+	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings}
+	pl.IdleFit = p.idleFit()
+	return pl, nil
 }
 
 // decide makes the plan's actions for one pending job.

@@ -239,6 +239,9 @@ type Snapshot struct {
 	Allocations  []Allocation
 	Pending      []Pending
 	Reservations []Reservation
+	// IdleGroups are the groups with a gputide-idle scaling policy, whose
+	// idle fit the plan reports (IdleGroup, Plan.IdleFit).
+	IdleGroups []IdleGroup
 }
 
 // ActionKind is what an action does.
@@ -307,4 +310,7 @@ type Plan struct {
 	Actions  []Action `json:"actions"`
 	Usage    []Usage  `json:"usage"`
 	Warnings []string `json:"warnings,omitempty"`
+	// IdleFit is the idle fit of each of the snapshot's idle groups after
+	// the plan's actions, sorted by group key (see IdleGroup, idleFit).
+	IdleFit []GroupFit `json:"idle_fit,omitempty"`
 }

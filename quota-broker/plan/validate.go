@@ -36,9 +36,10 @@ const (
 	ItemAllocation              // one live allocation
 	ItemPending                 // one job's pending groups, all of them
 	ItemReservation             // one reservation
+	ItemIdleGroup               // one idle group (IdleGroup)
 )
 
-var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation"}
+var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation", "idle group"}
 
 func (i Item) String() string {
 	if i < 0 || int(i) >= len(itemNames) {
@@ -97,7 +98,9 @@ func (f *Fault) Unwrap() []error {
 // that names a reservation, and the
 // same job-level settings as the other groups of their job; reservations
 // have unique IDs, a known quota bound at or above their namespace,
-// positive GPUs and an end after their start.
+// positive GPUs and an end after their start; idle groups are listed once,
+// with names, a priority, GPUs and max in 1-quota.MaxGPUs, a count in
+// 0-quota.MaxGPUs and datacenters as pending groups have them.
 func (s *Snapshot) Validate() error {
 	fatal, items := s.Check()
 	if fatal != nil {
@@ -111,8 +114,8 @@ func (s *Snapshot) Validate() error {
 
 // Check is Validate item by item. fatal is the first fault in the
 // snapshot's time, its quota tree or its settings (then items is nil);
-// items lists, in snapshot order (nodes, allocations, pending, then
-// reservations), every node, allocation, pending job and reservation that
+// items lists, in snapshot order (nodes, allocations, pending, reservations,
+// then idle groups), every node, allocation, pending job, reservation and idle group that
 // breaks a rule, one fault each. Items are checked against the items that
 // passed before them: an allocation on a node that failed fails as on an
 // unknown node. Without (items) is the snapshot the adapter can plan.
@@ -125,6 +128,7 @@ func (s *Snapshot) Check() (fatal *Fault, items []*Fault) {
 	c.allocations()
 	c.pending()
 	c.reservations()
+	c.idleGroups()
 	return nil, c.faults
 }
 
@@ -153,6 +157,7 @@ func (s *Snapshot) Without(faults []*Fault) *Snapshot {
 	out.Allocations = keep(s.Allocations, func(i int, _ *Allocation) bool { return !drop[ItemAllocation][i] })
 	out.Pending = keep(s.Pending, func(_ int, p *Pending) bool { return !jobs[p.JobKey()] })
 	out.Reservations = keep(s.Reservations, func(i int, _ *Reservation) bool { return !drop[ItemReservation][i] })
+	out.IdleGroups = keep(s.IdleGroups, func(i int, _ *IdleGroup) bool { return !drop[ItemIdleGroup][i] })
 	return &out
 }
 
