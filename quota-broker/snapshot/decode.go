@@ -182,6 +182,9 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	if s.Reservations, err = c.reservations(w.Reservations); err != nil {
 		return nil, err
 	}
+	if s.IdleGroups, err = c.idleGroups(w.IdleGroups); err != nil {
+		return nil, err
+	}
 	if err := s.Validate(); err != nil {
 		var f *plan.Fault
 		if errors.As(err, &f) {

@@ -35,12 +35,12 @@ func Marshal(s *plan.Snapshot) ([]byte, error) {
 // EncodePlan writes p as JSON: an object {"actions": [...], "usage": [...],
 // "warnings": [...]} with the keys of plan.Action and plan.Usage, indented
 // by two spaces and followed by a newline. actions and usage are [] when
-// empty; warnings is left out when there are none. The output of one plan
+// empty; warnings and idle_fit are left out when there are none. The output of one plan
 // is always the same bytes. Its only errors are those of w.
 func EncodePlan(w io.Writer, p *plan.Plan) error {
 	out := plan.Plan{Actions: []plan.Action{}, Usage: []plan.Usage{}}
 	if p != nil {
-		out.Warnings = p.Warnings
+		out.Warnings, out.IdleFit = p.Warnings, p.IdleFit
 		if p.Actions != nil {
 			out.Actions = p.Actions
 		}
@@ -127,6 +127,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 			Start: timeText(r.Start), End: timeText(r.End),
 		})
 	}
+	w.IdleGroups = idleGroupsToWire(s.IdleGroups)
 	return w
 }
 

@@ -33,6 +33,7 @@ type wireSnapshot struct {
 	Allocations  []wireAllocation  `json:"allocations"`
 	Pending      []wirePending     `json:"pending"`
 	Reservations []wireReservation `json:"reservations"`
+	IdleGroups   []wireIdleGroup   `json:"idle_groups,omitempty"`
 }
 
 type wireQuota struct {
