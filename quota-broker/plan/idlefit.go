@@ -101,7 +101,7 @@ func (p *planner) idleFit() []GroupFit {
 		}
 		return x.Key().Compare(y.Key()) < 0
 	})
-	f := &fitter{p: p, classes: map[fitClassKey]*fitClass{}, member: make([][]*fitClass, len(p.nodes))}
+	f := &fitter{p: p, classes: map[fitClassKey]*fitClass{}}
 	out := make([]GroupFit, len(gs))
 	for _, i := range order {
 		g := &gs[i]
@@ -138,6 +138,7 @@ type fitClassKey struct {
 type fitClass struct {
 	key    fitClassKey
 	byFree [][]int32
+	member []bool // per node index: the node was pushed into the class
 }
 
 // fitter places idle-fit allocations, one class index per class of node
@@ -145,7 +146,7 @@ type fitClass struct {
 type fitter struct {
 	p       *planner
 	classes map[fitClassKey]*fitClass
-	member  [][]*fitClass // per node index: the classes it was pushed into
+	list    []*fitClass // the classes in the order they were built
 }
 
 // class returns the index of g's class, building it on first use from the
@@ -155,15 +156,16 @@ func (f *fitter) class(g *IdleGroup) *fitClass {
 	if c, ok := f.classes[key]; ok {
 		return c
 	}
-	c := &fitClass{key: key}
+	c := &fitClass{key: key, member: make([]bool, len(f.p.nodes))}
 	f.classes[key] = c
+	f.list = append(f.list, c)
 	for _, n := range f.p.nodes {
 		if !inPlace(n, g.Datacenters, g.NodePool) {
 			continue
 		}
 		if free := f.p.freeOn(n, noClaimant, g.Model); free > 0 {
 			c.push(free, int32(n.index))
-			f.member[n.index] = append(f.member[n.index], c)
+			c.member[n.index] = true
 		}
 	}
 	return c
@@ -207,8 +209,18 @@ func (f *fitter) pick(c *fitClass, gpus int) int {
 // class it belongs to under its new free count.
 func (f *fitter) take(ni int, g *IdleGroup) {
 	n := f.p.nodes[ni]
-	f.p.take(n, noClaimant, g.Model, g.GPUs)
-	for _, c := range f.member[ni] {
+	if st := f.p.st; n.model != "" && st.nodeFreeing[ni] == 0 {
+		// One model and nothing being freed: freeOn reads nodeFree for
+		// every model that can match, so the count is all there is to
+		// book (the holders are not read again after the last step).
+		st.nodeFree[ni] -= g.GPUs
+	} else {
+		f.p.take(n, noClaimant, g.Model, g.GPUs)
+	}
+	for _, c := range f.list {
+		if !c.member[ni] {
+			continue
+		}
 		if free := f.p.freeOn(n, noClaimant, c.key.model); free > 0 {
 			c.push(free, int32(ni))
 		}

@@ -3,7 +3,9 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -189,11 +191,28 @@ func BenchmarkIdleFit(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		if _, err := IdleFit(s); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
+}
+
+// cpuTime is the process's user and system CPU time. The benchmarks
+// report it per op next to the wall time, which on a shared machine
+// counts the time other processes run.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkComputeIdleGroups is Compute on the same snapshot with and
@@ -203,11 +222,13 @@ func BenchmarkComputeIdleGroups(b *testing.B) {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			s := idleFitSnapshot(5000, groups)
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				if _, err := Compute(s); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }
