@@ -3,6 +3,9 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"syscall"
 	"testing"
 	"time"
@@ -250,4 +253,126 @@ func idleFitSnapshot(nodes, groups int) *Snapshot {
 			Priority: 10 + i%50, GPUs: sizes[i%4], Model: h100, Datacenters: []string{"dc1"}, NodePool: "default", Count: 1, Max: 1 + 30})
 	}
 	return s
+}
+
+// naiveIdleFit is the idle fit written the obvious way, as an oracle: for
+// each group in L3 order, scan every node for the one with the fewest free
+// GPUs of the model that still fit (then the first), and take its first
+// free GPUs of the model. s has no pending groups, so the free GPUs are the
+// healthy ones no allocation holds. Nodes must be given sorted by ID.
+func naiveIdleFit(s *Snapshot) []GroupFit {
+	held := map[string]bool{}
+	for _, a := range s.Allocations {
+		for _, id := range a.GPUIDs {
+			held[id] = true
+		}
+	}
+	free := make([][]bool, len(s.Nodes))
+	for i, n := range s.Nodes {
+		free[i] = make([]bool, len(n.GPUs))
+		for k, g := range n.GPUs {
+			free[i][k] = g.Healthy && !held[g.ID]
+		}
+	}
+	bound := map[string]bool{}
+	s.Quota.Walk(func(q *quota.Node) {
+		for _, ns := range q.Namespaces {
+			bound[ns] = true
+		}
+	})
+	groups := append([]IdleGroup(nil), s.IdleGroups...)
+	sort.SliceStable(groups, func(a, b int) bool {
+		if groups[a].Priority != groups[b].Priority {
+			return groups[a].Priority > groups[b].Priority
+		}
+		return groups[a].Key().Compare(groups[b].Key()) < 0
+	})
+	var out []GroupFit
+	for _, g := range groups {
+		f := GroupFit{Namespace: g.Namespace, Job: g.Job, Group: g.Group}
+		for bound[g.Namespace] && f.Fit < g.Max-g.Count {
+			best, bestFree := -1, 0
+			for i, n := range s.Nodes {
+				if poolOf(n.NodePool) != poolOf(g.NodePool) || (len(g.Datacenters) > 0 && !slices.Contains(g.Datacenters, n.Datacenter)) {
+					continue
+				}
+				c := 0
+				for k, gpu := range n.GPUs {
+					if free[i][k] && modelMatches(g.Model, gpu.Model) {
+						c++
+					}
+				}
+				if c >= g.GPUs && (best < 0 || c < bestFree) {
+					best, bestFree = i, c
+				}
+			}
+			if best < 0 {
+				break
+			}
+			left := g.GPUs
+			for k, gpu := range s.Nodes[best].GPUs {
+				if left > 0 && free[best][k] && modelMatches(g.Model, gpu.Model) {
+					free[best][k] = false
+					left--
+				}
+			}
+			f.Fit++
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b GroupFit) int { return a.Key().Compare(b.Key()) })
+	return out
+}
+
+// IdleFit agrees with the oracle on random clusters: mixed models, unhealthy
+// GPUs, two datacenters and pools, groups of every shape and priority.
+func TestIdleFitMatchesTheNaiveOracle(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 4))
+	a100 := "NVIDIA A100-SXM4-40GB"
+	for round := range 300 {
+		s := &Snapshot{Time: t0, Quota: referenceTree(), Settings: quota.DefaultSettings()}
+		for i := range 1 + rng.IntN(12) {
+			n := Node{ID: fmt.Sprintf("node-%02d", i), Datacenter: []string{"dc1", "dc2"}[rng.IntN(2)], NodePool: []string{"default", "gpu"}[rng.IntN(2)]}
+			mixed := rng.IntN(4) == 0
+			model := []string{h100, a100}[rng.IntN(2)]
+			for k := range 1 + rng.IntN(8) {
+				m := model
+				if mixed {
+					m = []string{h100, a100}[rng.IntN(2)]
+				}
+				n.GPUs = append(n.GPUs, GPU{ID: fmt.Sprintf("%s-%d", n.ID, k), Model: m, Healthy: rng.IntN(6) != 0})
+			}
+			held := rng.IntN(len(n.GPUs) + 1)
+			if held > 0 {
+				a := Allocation{ID: "a-" + n.ID, Namespace: "workspace-b", Job: "j-" + n.ID, Group: "g", Type: JobBatch, Priority: 50, Node: n.ID, StartedAt: t0}
+				for k := 0; k < held; k++ {
+					a.GPUIDs = append(a.GPUIDs, n.GPUs[k].ID)
+				}
+				s.Allocations = append(s.Allocations, a)
+			}
+			s.Nodes = append(s.Nodes, n)
+		}
+		for i := range rng.IntN(8) {
+			g := IdleGroup{Namespace: []string{"workspace-a", "workspace-b", "workspace-c", "nowhere"}[rng.IntN(4)], Job: fmt.Sprintf("t%d", i), Group: "g",
+				Priority: 1 + rng.IntN(3)*20, GPUs: 1 + rng.IntN(4), Max: 1 + rng.IntN(8), Count: rng.IntN(3)}
+			if rng.IntN(2) == 0 {
+				g.Model = []string{h100, a100}[rng.IntN(2)]
+			}
+			if rng.IntN(2) == 0 {
+				g.Datacenters = []string{[]string{"dc1", "dc2"}[rng.IntN(2)]}
+			}
+			if rng.IntN(2) == 0 {
+				g.NodePool = "gpu"
+			}
+			s.IdleGroups = append(s.IdleGroups, g)
+		}
+		want := naiveIdleFit(s)
+		got := mustFit(t, s)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("round %d: IdleFit differs from the oracle (-want +got):\n%s", round, diff)
+		}
+		if diff := cmp.Diff(want, mustPlan(t, s).IdleFit); diff != "" {
+			t.Fatalf("round %d: Plan.IdleFit differs from the oracle (-want +got):\n%s", round, diff)
+		}
+	}
 }
