@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
@@ -104,5 +106,64 @@ func TestPolicyWatcherReadsPoliciesFromNomad(t *testing.T) {
 	}
 	if err := scale(*j.JobModifyIndex); err != nil {
 		t.Fatalf("Scale with the current JobModifyIndex: %v", err)
+	}
+}
+
+// An idle group whose allocations stay unplaced (it asks for GPUs the dev
+// agent does not have) for settle is scaled down by the broker's Actor to
+// its live allocations, never below 1: the count read back from Nomad.
+func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
+	needNomad(t)
+	a := newNomadAgent(t, nomadOptions{})
+	c := a.Client
+	job := &api.Job{ID: ptr("e2e-idle-down"), Name: ptr("e2e-idle-down"), Type: ptr("batch"), Datacenters: []string{"dc1"},
+		Meta: map[string]string{"gputide_idle": "true", "gputide_elastic": "true"},
+		TaskGroups: []*api.TaskGroup{{Name: ptr("train"), Count: ptr(3),
+			Tasks: []*api.Task{{Name: "sleep", Driver: "raw_exec",
+				Config: map[string]any{"command": "/bin/sleep", "args": []string{"3600"}},
+				Resources: &api.Resources{CPU: ptr(10), MemoryMB: ptr(10),
+					Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: ptr(uint64(1))}}}}},
+			Scaling: &api.ScalingPolicy{Min: ptr(int64(1)), Max: ptr(int64(12)), Enabled: ptr(true), Policy: map[string]any{
+				"check": []any{map[string]any{"fit": []any{map[string]any{"source": "gputide-apm",
+					"strategy": []any{map[string]any{"gputide-idle": []any{map[string]any{}}}}}}}}}}}}}
+	if _, _, err := c.Jobs().Register(job, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	log := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+	pols := nomad.NewPolicies()
+	if _, err := (&nomad.PolicyWatcher{Client: c, Policies: pols, Logger: log}).Sync(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	tree := &quota.Node{Name: "Root", GPUs: 8, Namespaces: []string{"default"}}
+	now := time.Now()
+	actor := &nomad.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
+	execute := func() nomad.Outcome {
+		t.Helper()
+		s, err := nomad.ListAll(ctx, c, func(string) bool { return true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		actor.State = s
+		b := s.Build(nomad.BuildInput{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Policies: pols,
+			Accepted: func(plan.JobKey) bool { return true }})
+		if len(b.Snapshot.IdleGroups) != 1 || b.Snapshot.IdleGroups[0].Count != 3 {
+			t.Fatalf("idle groups %+v; want e2e-idle-down/train at count 3", b.Snapshot.IdleGroups)
+		}
+		return actor.Execute(ctx, &plan.Plan{}, b)
+	}
+	if out := execute(); out.ScaledDown != 0 {
+		t.Fatalf("scaled down at once: %+v", out)
+	}
+	now = now.Add(nomad.DefaultSettle)
+	if out := execute(); out.ScaledDown != 1 || len(out.Errors) != 0 {
+		t.Fatalf("after settle: %+v; want one scale-down", out)
+	}
+	j, _, err := c.Jobs().Info("e2e-idle-down", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *j.TaskGroups[0].Count; got != 1 {
+		t.Fatalf("count in Nomad = %d; want 1 (no live allocation, never below 1)", got)
 	}
 }
