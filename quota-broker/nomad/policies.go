@@ -185,20 +185,35 @@ type PolicyWatcher struct {
 	Wait, Backoff time.Duration
 }
 
-// Run watches until ctx ends and returns ctx's error.
+// Run watches until ctx ends and returns ctx's error (or an error at once
+// when Policies is nil).
 func (w *PolicyWatcher) Run(ctx context.Context) error {
+	if w.Policies == nil {
+		return fmt.Errorf("policy watcher: no Policies to keep")
+	}
 	backoff := w.Backoff
 	if backoff <= 0 {
 		backoff = time.Second
 	}
 	wait, index, failed := backoff, uint64(0), false
 	for {
+		start := time.Now()
 		next, err := w.Sync(ctx, index)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err == nil {
+			// A query that came back at once without a change (a proxy
+			// that does not block) waits out the rest of backoff, so the
+			// loop never spins.
+			pause := time.Duration(0)
+			if index != 0 && next == index {
+				pause = backoff - time.Since(start)
+			}
 			index, wait, failed = next, backoff, false
+			if pause > 0 && !sleepCtx(ctx, pause) {
+				return ctx.Err()
+			}
 			continue
 		}
 		w.Policies.unsynced()
@@ -206,14 +221,22 @@ func (w *PolicyWatcher) Run(ctx context.Context) error {
 			w.Logger.Warn("cannot read the scaling policies; idle groups are not planned until they are read", "error", err, "retry_in", wait)
 		}
 		failed, index = true, 0
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, wait) {
 			return ctx.Err()
-		case <-t.C:
 		}
 		wait = NextBackoff(wait, DefaultMaxBackoff)
+	}
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether it waited d.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -229,9 +252,12 @@ func (w *PolicyWatcher) Sync(ctx context.Context, index uint64) (uint64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("failed to list the scaling policies: %w", err)
 	}
-	if index != 0 && meta.LastIndex <= index && w.Policies.Synced() {
+	if index != 0 && meta.LastIndex == index && w.Policies.Synced() {
 		return index, nil // the wait ended without a change
 	}
+	// Otherwise (a change, or an index gone back after Nomad restored a
+	// snapshot) the list is compared with the set: the policies are read
+	// again by ModifyIndex, and the list's index is the next one.
 	old := w.Policies.snapshot()
 	next := make(map[string]*ScalingPolicy, len(stubs))
 	changed := false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,5 +269,48 @@ func TestScaleDownNeverGoesBelowOne(t *testing.T) {
 	got := scaleRequests(t, f)
 	if len(got) != 1 || *got[0].Count != 1 {
 		t.Fatalf("scale requests %+v; want one to count 1", got)
+	}
+}
+
+// Run retries after a failure: while Nomad cannot answer the set is not
+// synced (no idle group is planned), and it is again once Nomad answers.
+func TestPolicyWatcherRunRecoversAfterAFailure(t *testing.T) {
+	f := newFakeNomad(t)
+	servePolicies(f, 20)
+	f.mu.Lock()
+	f.down = true
+	f.mu.Unlock()
+	log, buf := testLogger(t)
+	pols := NewPolicies()
+	w := &PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log,
+		Backoff: 10 * time.Millisecond, Wait: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("a failed list", func() bool { return f.count(http.MethodGet, "/v1/scaling/policies") >= 2 })
+	if pols.Synced() || len(pols.IdlePolicies()) != 0 {
+		t.Fatalf("synced %v with %d idle policies while Nomad is down", pols.Synced(), len(pols.IdlePolicies()))
+	}
+	f.mu.Lock()
+	f.down = false
+	f.mu.Unlock()
+	waitFor("the policies", func() bool { return pols.Synced() && len(pols.IdlePolicies()) == 1 })
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run = %v; want context.Canceled", err)
+	}
+	if n := strings.Count(buf.String(), "cannot read the scaling policies"); n != 1 {
+		t.Fatalf("%d warnings for one failure in a row; want 1:\n%s", n, buf.String())
+	}
+	if err := (&PolicyWatcher{}).Run(context.Background()); err == nil {
+		t.Fatal("Run without Policies: no error")
 	}
 }
