@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/scalingpolicy"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -342,7 +343,7 @@ func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string
 		}
 		out = append(out, plan.IdleGroup{Namespace: sp.Group.Namespace, Job: sp.Group.Job, Group: sp.Group.Group,
 			Priority: prio(j), GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
-			Max: int(min(sp.Max, int64(^uint32(0)>>1))), Count: count})
+			Max: int(min(sp.Max, quota.MaxGPUs)), Count: count})
 		iv := &IdleView{Group: sp.Group, Count: count}
 		if j.JobModifyIndex != nil {
 			iv.JobModifyIndex = *j.JobModifyIndex
