@@ -77,7 +77,8 @@ func (p *Policies) Synced() bool {
 }
 
 // withStrategy returns copies of the enabled policies with a check of the
-// strategy, by target group; a group with several such policies keeps the
+// strategy (their Checks are shared: callers must not change them),
+// by target group; a group with several such policies keeps the
 // one of lowest ID, so the choice does not depend on map order.
 func (p *Policies) withStrategy(strategy string) []ScalingPolicy {
 	if p == nil {
