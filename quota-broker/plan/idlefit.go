@@ -63,10 +63,14 @@ func (p *Plan) IdleFitOf(k GroupKey) (int, bool) {
 // IdleFit returns the idle fit of every idle group of s on the snapshot as
 // it is, before any plan (the GPUs free now). Compute reports the fit after
 // its own actions in Plan.IdleFit, which is what the broker serves. s must
-// pass Validate; the result is sorted by group key.
+// pass Validate; as Compute, it returns an error only for no snapshot or a
+// quota tree that breaks L1. The result is sorted by group key.
 func IdleFit(s *Snapshot) ([]GroupFit, error) {
 	if s == nil {
 		return nil, fmt.Errorf("no snapshot")
+	}
+	if err := quota.Validate(s.Quota); err != nil {
+		return nil, err
 	}
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
