@@ -65,6 +65,11 @@ type Agent struct {
 	// left are the snapshot faults logged by the last cycle (cycle
 	// goroutine only): a fault is logged when it appears, not every cycle.
 	left map[string]bool
+
+	// policies are the scaling policies of governed namespaces, kept by
+	// policyWatcher (idle groups, issue 11).
+	policies      *nomad.Policies
+	policyWatcher *nomad.PolicyWatcher
 }
 
 // Options are the run-time options of New.
@@ -109,6 +114,9 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
+	a.policies = nomad.NewPolicies()
+	a.policyWatcher = &nomad.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,
+		Logger: log.Named("policies"), OnChange: a.poke}
 	if a.api, err = a.newAPI(); err != nil {
 		return nil, fmt.Errorf("failed to create the HTTP API: %w", err)
 	}
@@ -256,8 +264,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); _ = a.watcher.Run(ctx) }()
+	go func() { defer wg.Done(); _ = a.policyWatcher.Run(ctx) }()
 	go func() { defer wg.Done(); a.probe(ctx) }()
 	defer wg.Wait()
 
@@ -365,7 +374,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	a.mu.Unlock()
 	in := nomad.BuildInput{Now: a.now(), Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted,
-		AdmitPools: a.cfg.AdmitPools}
+		AdmitPools: a.cfg.AdmitPools, Policies: a.policies}
 	b := state.Build(in)
 	if !seeded {
 		a.actor.AcceptRunning(b)

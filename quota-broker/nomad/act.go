@@ -43,6 +43,9 @@ type Actor struct {
 	DryRun  bool
 	Now     func() time.Time
 	Workers int
+	// Settle is how long an idle group may have allocations unplaced
+	// before its count is lowered (default DefaultSettle).
+	Settle time.Duration
 
 	mu       sync.Mutex
 	stopping map[string]plan.GroupKey // alloc ID -> claimant
@@ -50,6 +53,8 @@ type Actor struct {
 	reasons  map[plan.JobKey]string   // last logged wait reason per job
 	// lastDeferred is the number of stops deferred by the last Execute.
 	lastDeferred int
+	// unplaced: since when each idle group has had allocations unplaced.
+	unplaced map[plan.GroupKey]time.Time
 }
 
 // Outcome reports what an Execute call did: counts, and for the broker to
@@ -57,6 +62,8 @@ type Actor struct {
 // failed call's action.
 type Outcome struct {
 	Admitted, Suspended, Stopped, MetaWrites, Expired int
+	// ScaledDown counts idle groups whose count was lowered (step 7).
+	ScaledDown int
 	// Deferred counts stop actions held back because other allocations are
 	// still stopping for a claimant the broker cannot name.
 	Deferred int
@@ -68,7 +75,7 @@ type Outcome struct {
 	// to their pool, victims' jobs and suspended jobs to the holding pool.
 	Moves []Move
 	// Failed lists the action of each failed Nomad call ("stop", "admit",
-	// "suspend", "expire", "meta"), in the order they failed.
+	// "suspend", "expire", "meta", "scale"), in the order they failed.
 	Failed []string
 }
 
@@ -198,7 +205,10 @@ func (a *Actor) accept(k plan.JobKey) {
 //  5. reportMetaErrors: jobs with a bad meta value in the holding pool get
 //     the error in their meta, and straight registrations with one are
 //     suspended;
-//  6. writeMeta, concurrently: the status meta of steps 4 and 5.
+//  6. writeMeta, concurrently: the status meta of steps 4 and 5;
+//  7. scaleDown: idle groups with an allocation stopped in step 2, or with
+//     allocations unplaced for Settle, get their count lowered to their
+//     live allocations, never below 1 (scaledown.go).
 //
 // Errors of single calls are collected in the outcome; the rest of the
 // plan is still carried out.
@@ -210,6 +220,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 	x.waitOrExpire(ctx)
 	x.reportMetaErrors(ctx)
 	x.writeMeta(ctx)
+	x.scaleDown(ctx)
 	return x.out
 }
 

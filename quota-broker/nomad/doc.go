@@ -25,6 +25,13 @@
 //     see docs/nomad-integration.md); with the job in an empty pool the
 //     replacement waits there until the broker admits it again (law L7).
 //
+// Scaling policies (policies.go, scaledown.go, issue 11): a PolicyWatcher
+// keeps the scaling policies of governed namespaces (blocking list, then
+// each changed policy); groups with a gputide-idle policy become the
+// snapshot's idle groups, and Actor.Execute lowers their count to their live
+// allocations (never below 1) after stopping one of them or when some stay
+// unplaced for Settle. The gputide-schedule policies are kept for pre-warm.
+//
 // Job meta is written only on jobs with no live allocations: a meta change
 // is a destructive update that would replace running allocations.
 //

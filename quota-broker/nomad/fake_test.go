@@ -40,6 +40,8 @@ type fakeNomad struct {
 	mu       sync.Mutex
 	requests []request
 	files    map[string]string // path (with "?namespace=x" for job reads) -> file
+	// bodies are answers given as they are, by path, before files.
+	bodies map[string]string
 	// streams holds the event lines to send on each stream request, in
 	// order; after the last, a stream request gets lines nil.
 	streams [][]string
@@ -101,6 +103,9 @@ func (f *fakeNomad) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPut && r.URL.Path == "/v1/jobs":
 		fmt.Fprint(w, `{"EvalID":"eval-register","JobModifyIndex":500}`)
 		return
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/job/") && strings.HasSuffix(r.URL.Path, "/scale"):
+		fmt.Fprint(w, `{"EvalID":"eval-scale","JobModifyIndex":600}`)
+		return
 	case r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/stop"):
 		fmt.Fprint(w, `{"EvalID":"eval-stop"}`)
 		return
@@ -114,7 +119,12 @@ func (f *fakeNomad) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	name := f.files[key]
+	answer, inline := f.bodies[r.URL.Path]
 	f.mu.Unlock()
+	if inline {
+		fmt.Fprint(w, answer)
+		return
+	}
 	if name == "" {
 		http.Error(w, "not found", http.StatusNotFound)
 		return

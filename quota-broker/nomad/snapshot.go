@@ -40,6 +40,9 @@ type BuildInput struct {
 	// agent's admit_pools); nil means ["default"]. A job naming another
 	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
 	AdmitPools []string
+	// Policies are the scaling policies of governed namespaces (nil:
+	// none); groups with a gputide-idle policy become idle groups.
+	Policies *Policies
 }
 
 // JobView is a governed job as the broker sees it.
@@ -74,6 +77,9 @@ type Build struct {
 	// nothing can be planned and the broker must not act (DESIGN L12).
 	// Snapshot is then the unchecked snapshot.
 	Invalid error
+	// Idle are the idle groups of the snapshot (before Validate) with what
+	// the Actor's scale-down needs, by group.
+	Idle map[plan.GroupKey]*IdleView
 }
 
 // Build turns the state into a snapshot for the planning core, in these
@@ -96,7 +102,9 @@ type Build struct {
 //     (StoppingFor), or UnknownClaimant. The live allocations of a job
 //     registered straight into a pool are left out (L3 decides on it as
 //     pending);
-//  6. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
+//  6. idleGroups: groups with a gputide-idle scaling policy become the
+//     snapshot's idle groups (issue 11 item 4);
+//  7. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
 //     allocation or pending job that breaks a rule is left out and listed
 //     in Left; a fault in the tree or the settings is Invalid.
 func (s *State) Build(in BuildInput) *Build {
@@ -135,6 +143,7 @@ func (s *State) Build(in BuildInput) *Build {
 		snap.Pending = append(snap.Pending, pending...)
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
+	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
 	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
 }

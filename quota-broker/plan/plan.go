@@ -51,6 +51,8 @@
 //     entitled job).
 //  7. Usage is reported after the plan's stops and admits (L4, L10), and
 //     WakeAt, the next instant at which time alone changes the plan (L12).
+//  8. The idle fit of each idle group is counted on the GPUs still free
+//     (idleFit, issue 11 item 4).
 package plan
 
 import (
@@ -94,7 +96,9 @@ func (p *planner) run() *Plan {
 			}
 		}
 	}
-	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}
+	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}
+	pl.IdleFit = p.idleFit()
+	return pl
 }
 
 // decide makes the plan's actions for one pending job.

@@ -343,6 +343,9 @@ type Snapshot struct {
 	Reservations []Reservation
 	// Holds are the holds the broker keeps (from the store, holds/<owner>).
 	Holds []Hold
+	// IdleGroups are the groups with a gputide-idle scaling policy, whose
+	// idle fit the plan reports (IdleGroup, Plan.IdleFit).
+	IdleGroups []IdleGroup
 }
 
 // ActionKind is what an action does.
@@ -460,4 +463,7 @@ type Plan struct {
 	// drain, a max_run, a max_wait, a settle time, the end of a debt
 	// grace, the end of a hold. Zero: none.
 	WakeAt time.Time `json:"wake_at,omitzero"`
+	// IdleFit is the idle fit of each of the snapshot's idle groups after
+	// the plan's actions, sorted by group key (see IdleGroup, idleFit).
+	IdleFit []GroupFit `json:"idle_fit,omitempty"`
 }

@@ -37,9 +37,10 @@ const (
 	ItemPending                 // one job's pending groups, all of them
 	ItemReservation             // one reservation
 	ItemHold                    // one hold
+	ItemIdleGroup               // one idle group (IdleGroup)
 )
 
-var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation", "hold"}
+var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation", "hold", "idle group"}
 
 func (i Item) String() string {
 	if i < 0 || int(i) >= len(itemNames) {
@@ -98,7 +99,9 @@ func (f *Fault) Unwrap() []error {
 // that names a reservation, and the
 // same job-level settings as the other groups of their job; reservations
 // have unique IDs, a known quota bound at or above their namespace,
-// positive GPUs and an end after their start.
+// positive GPUs and an end after their start; idle groups are listed once,
+// with names, a priority, GPUs and max in 1-quota.MaxGPUs, a count in
+// 0-quota.MaxGPUs and datacenters as pending groups have them.
 //
 // And for Calendar and Flex (DESIGN L10, L11): every setting is not
 // negative; allocations have a kill_timeout not negative, a max_run within
@@ -119,8 +122,8 @@ func (s *Snapshot) Validate() error {
 
 // Check is Validate item by item. fatal is the first fault in the
 // snapshot's time, its quota tree or its settings (then items is nil);
-// items lists, in snapshot order (nodes, allocations, pending, then
-// reservations), every node, allocation, pending job and reservation that
+// items lists, in snapshot order (nodes, allocations, pending, reservations,
+// then idle groups), every node, allocation, pending job, reservation and idle group that
 // breaks a rule, one fault each. Items are checked against the items that
 // passed before them: an allocation on a node that failed fails as on an
 // unknown node. Without (items) is the snapshot the adapter can plan.
@@ -134,6 +137,7 @@ func (s *Snapshot) Check() (fatal *Fault, items []*Fault) {
 	c.pending()
 	c.reservations()
 	c.holds()
+	c.idleGroups()
 	return nil, c.faults
 }
 
@@ -163,6 +167,7 @@ func (s *Snapshot) Without(faults []*Fault) *Snapshot {
 	out.Pending = keep(s.Pending, func(_ int, p *Pending) bool { return !jobs[p.JobKey()] })
 	out.Reservations = keep(s.Reservations, func(i int, _ *Reservation) bool { return !drop[ItemReservation][i] })
 	out.Holds = keep(s.Holds, func(i int, _ *Hold) bool { return !drop[ItemHold][i] })
+	out.IdleGroups = keep(s.IdleGroups, func(i int, _ *IdleGroup) bool { return !drop[ItemIdleGroup][i] })
 	return &out
 }
 

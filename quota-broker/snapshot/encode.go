@@ -35,14 +35,14 @@ func Marshal(s *plan.Snapshot) ([]byte, error) {
 // EncodePlan writes p as JSON: an object {"actions": [...], "usage": [...],
 // "warnings": [...]} with the keys of plan.Action and plan.Usage, indented
 // by two spaces and followed by a newline. actions and usage are [] when
-// empty; warnings is left out when there are none, wake_at when it is
-// zero (DESIGN L12: no instant at which time alone changes the plan). The
-// output of one plan
+// empty; warnings and idle_fit are left out when there are none, wake_at
+// when it is zero (DESIGN L12: no instant at which time alone changes the
+// plan). The output of one plan
 // is always the same bytes. Its only errors are those of w.
 func EncodePlan(w io.Writer, p *plan.Plan) error {
 	out := plan.Plan{Actions: []plan.Action{}, Usage: []plan.Usage{}}
 	if p != nil {
-		out.Warnings, out.WakeAt = p.Warnings, p.WakeAt
+		out.Warnings, out.WakeAt, out.IdleFit = p.Warnings, p.WakeAt, p.IdleFit
 		if p.Actions != nil {
 			out.Actions = p.Actions
 		}
@@ -155,6 +155,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 				Job: h.For.Group.Job, Group: h.For.Group.Group}}
 		w.Holds = append(w.Holds, wh)
 	}
+	w.IdleGroups = idleGroupsToWire(s.IdleGroups)
 	return w
 }
 

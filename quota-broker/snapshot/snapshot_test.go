@@ -833,6 +833,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(ref)
 	f.Add([]byte(base))
+	f.Add([]byte(withIdle))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}}`))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}} []`))
 	f.Add([]byte(`[{"a": [1, 2.5, null, true, "x"]}]`))

@@ -34,6 +34,7 @@ type wireSnapshot struct {
 	Pending      []wirePending     `json:"pending"`
 	Reservations []wireReservation `json:"reservations"`
 	Holds        []wireHold        `json:"holds,omitempty"`
+	IdleGroups   []wireIdleGroup   `json:"idle_groups,omitempty"`
 }
 
 type wireQuota struct {

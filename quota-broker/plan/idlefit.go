@@ -1,0 +1,321 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+)
+
+// IdleGroup is a task group whose scaling policy uses the gputide-idle
+// strategy (issue 11 item 4): an elastic idle batch group that the Nomad
+// Autoscaler grows by the group's idle fit. The Nomad adapter reads it from
+// the group's scaling policy and the job (snapshot key idle_groups).
+type IdleGroup struct {
+	Namespace   string
+	Job         string
+	Group       string
+	Priority    int      // job priority, 1-100 (L3 order)
+	GPUs        int      // GPUs per allocation, 1-quota.MaxGPUs
+	Model       string   // "" = any model
+	Datacenters []string // empty = any datacenter
+	NodePool    string   // "" = default
+	// Max is the scaling policy's max and Count the group's count now
+	// (placed or not), 0 <= Count; the fit is at most Max - Count.
+	Max   int
+	Count int
+}
+
+// Key returns the key of the group.
+func (g *IdleGroup) Key() GroupKey {
+	return GroupKey{Namespace: g.Namespace, Job: g.Job, Group: g.Group}
+}
+
+// GroupFit is the idle fit of one idle group: Fit more allocations of the
+// group's shape fit now (plan field idle_fit; GET /v1/idle-fit answers it
+// as {"idle_fit": Fit}).
+type GroupFit struct {
+	Namespace string `json:"namespace"`
+	Job       string `json:"job"`
+	Group     string `json:"group"`
+	Fit       int    `json:"fit"`
+}
+
+// Key returns the key of the group.
+func (f GroupFit) Key() GroupKey { return GroupKey{Namespace: f.Namespace, Job: f.Job, Group: f.Group} }
+
+// IdleFitOf returns the idle fit of group k in the plan, and false when k
+// is not an idle group of the snapshot the plan was made from.
+func (p *Plan) IdleFitOf(k GroupKey) (int, bool) {
+	if p == nil {
+		return 0, false
+	}
+	i, ok := slices.BinarySearchFunc(p.IdleFit, k, func(f GroupFit, k GroupKey) int { return f.Key().Compare(k) })
+	if !ok {
+		return 0, false
+	}
+	return p.IdleFit[i].Fit, true
+}
+
+// IdleFit returns the idle fit of every idle group of s on the snapshot as
+// it is, before any plan (the GPUs free now). Compute reports the fit after
+// its own actions in Plan.IdleFit, which is what the broker serves. s must
+// pass Validate; as Compute, it returns an error only for no snapshot or a
+// quota tree that breaks L1. The result is sorted by group key.
+func IdleFit(s *Snapshot) ([]GroupFit, error) {
+	if s == nil {
+		return nil, fmt.Errorf("no snapshot")
+	}
+	if err := quota.Validate(s.Quota); err != nil {
+		return nil, err
+	}
+	buf := bufferPool.Get().(*buffers)
+	defer bufferPool.Put(buf)
+	return newPlanner(s, buf).idleFit(), nil
+}
+
+// idleFit is the last step of a plan (issue 11 item 4, DESIGN L3, L4): for
+// each idle group, in L3 order (higher priority first, then namespace, job
+// and group), the allocations of its shape that fit on GPUs that are
+// healthy, held by nobody and being freed for nobody, placed one at a time
+// by bin-packing as admission places them (binPack: the feasible node with
+// the fewest free GPUs that still fit, then the lowest node ID), at most
+// Max - Count. Each placement takes its GPUs, so no GPU is promised to two
+// groups; GPUs admitted or freed for claimants by the plan are not free. A
+// group whose namespace is bound to no quota is not governed: fit 0.
+//
+// It changes the state's GPU holders (not the ledger nor the actions): it
+// runs after the plan's actions and usage are made.
+func (p *planner) idleFit() []GroupFit {
+	gs := p.snap.IdleGroups
+	if len(gs) == 0 {
+		return nil
+	}
+	order := make([]int, len(gs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := &gs[order[a]], &gs[order[b]]
+		if x.Priority != y.Priority {
+			return x.Priority > y.Priority
+		}
+		return x.Key().Compare(y.Key()) < 0
+	})
+	f := &fitter{p: p, classes: map[fitClassKey]*fitClass{}}
+	out := make([]GroupFit, len(gs))
+	for _, i := range order {
+		g := &gs[i]
+		out[i] = GroupFit{Namespace: g.Namespace, Job: g.Job, Group: g.Group}
+		if p.byNS[g.Namespace] == nil {
+			continue
+		}
+		c := f.class(g)
+		for out[i].Fit < g.Max-g.Count {
+			ni := f.pick(c, g.GPUs)
+			if ni < 0 {
+				break
+			}
+			f.take(ni, g)
+			out[i].Fit++
+		}
+	}
+	slices.SortFunc(out, func(a, b GroupFit) int { return a.Key().Compare(b.Key()) })
+	return out
+}
+
+// fitClassKey is what decides which nodes can run a group, but for the
+// number of GPUs per allocation.
+type fitClassKey struct {
+	datacenters string // joined with NUL
+	pool        string
+	model       string
+}
+
+// fitClass indexes the nodes of one class by their free GPUs of its model:
+// byFree[f] is a min-heap of the indices of nodes that had f free GPUs when
+// pushed. A node is pushed again each time its count falls, so an entry
+// whose count no longer matches is stale and dropped when met.
+type fitClass struct {
+	key    fitClassKey
+	byFree [][]int32
+	member []bool // per node index: the node was pushed into the class
+	cl     *claim // what freeOn counts for the class: free, unheld GPUs of its model
+}
+
+// fitClaim is the claim an idle group's extra allocations are counted as:
+// no claimant, so that only free, healthy, unheld GPUs of the model count
+// (DESIGN §8: held GPUs, lent ones included, are not offered to idle_fit).
+func fitClaim(model string, gpus int) *claim {
+	return &claim{j: &job{}, g: &Pending{Model: model, GPUs: gpus}, cid: noClaimant, alt: noClaimant}
+}
+
+// fitter places idle-fit allocations, one class index per class of node
+// that the idle groups ask for.
+type fitter struct {
+	p       *planner
+	classes map[fitClassKey]*fitClass
+	list    []*fitClass // the classes in the order they were built
+}
+
+// class returns the index of g's class, building it on first use from the
+// nodes of g's datacenters and pool with free GPUs of g's model.
+func (f *fitter) class(g *IdleGroup) *fitClass {
+	key := fitClassKey{datacenters: strings.Join(g.Datacenters, "\x00"), pool: poolOf(g.NodePool), model: g.Model}
+	if c, ok := f.classes[key]; ok {
+		return c
+	}
+	c := &fitClass{key: key, member: make([]bool, len(f.p.nodes)), cl: fitClaim(g.Model, g.GPUs)}
+	f.classes[key] = c
+	f.list = append(f.list, c)
+	for _, n := range f.p.nodes {
+		if !inPlace(n, g.Datacenters, g.NodePool) {
+			continue
+		}
+		if free := f.p.freeOn(n, c.cl); free > 0 {
+			c.push(free, int32(n.index))
+			c.member[n.index] = true
+		}
+	}
+	return c
+}
+
+// inPlace reports whether node n is in one of dcs (empty or "*": any) and
+// in pool.
+func inPlace(n *cnode, dcs []string, pool string) bool {
+	if poolOf(pool) != poolOf(n.n.NodePool) {
+		return false
+	}
+	if len(dcs) == 0 {
+		return true
+	}
+	for _, dc := range dcs {
+		if dc == n.n.Datacenter || dc == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// pick returns the node binPack would choose for an allocation of gpus
+// GPUs of class c (fewest free GPUs that fit, then lowest index), or -1.
+func (f *fitter) pick(c *fitClass, gpus int) int {
+	for free := gpus; free < len(c.byFree); free++ {
+		h := c.byFree[free]
+		for len(h) > 0 {
+			ni := int(h[0])
+			if f.p.freeOn(f.p.nodes[ni], c.cl) == free {
+				return ni
+			}
+			h = popHeap(h)
+			c.byFree[free] = h
+		}
+	}
+	return -1
+}
+
+// take books one allocation of g on node ni and re-files the node in every
+// class it belongs to under its new free count.
+func (f *fitter) take(ni int, g *IdleGroup) {
+	n := f.p.nodes[ni]
+	if st := f.p.st; n.model != "" && st.nodeFreeing[ni] == 0 && (st.nodeHeld == nil || st.nodeHeld[ni] == 0) {
+		// One model and nothing being freed: freeOn reads nodeFree for
+		// every model that can match, so the count is all there is to
+		// book (the holders are not read again after the last step).
+		st.nodeFree[ni] -= g.GPUs
+	} else {
+		f.p.take(n, fitClaim(g.Model, g.GPUs), g.GPUs, noClaimant)
+	}
+	for _, c := range f.list {
+		if !c.member[ni] {
+			continue
+		}
+		if free := f.p.freeOn(n, c.cl); free > 0 {
+			c.push(free, int32(ni))
+		}
+	}
+}
+
+func (c *fitClass) push(free int, ni int32) {
+	for len(c.byFree) <= free {
+		c.byFree = append(c.byFree, nil)
+	}
+	h := append(c.byFree[free], ni)
+	for i := len(h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if h[up] <= h[i] {
+			break
+		}
+		h[up], h[i] = h[i], h[up]
+		i = up
+	}
+	c.byFree[free] = h
+}
+
+// popHeap removes the least element of min-heap h.
+func popHeap(h []int32) []int32 {
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && h[l] < h[m] {
+			m = l
+		}
+		if r < len(h) && h[r] < h[m] {
+			m = r
+		}
+		if m == i {
+			return h
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// idleGroups checks the snapshot's idle groups (part of Check).
+func (c *checker) idleGroups() {
+	seen := map[GroupKey]int{}
+	for i := range c.s.IdleGroups {
+		if f := c.idleGroup(i, seen); f != nil {
+			c.fail(f)
+		}
+	}
+}
+
+// idleGroup checks idle_groups[i]: names, listed once, priority 1-100,
+// gpus and max 1-quota.MaxGPUs (idle policies need max >= min >= 1, issue
+// 11 item 4), count 0-quota.MaxGPUs, datacenters non-empty and listed once.
+func (c *checker) idleGroup(i int, seen map[GroupKey]int) *Fault {
+	g := &c.s.IdleGroups[i]
+	path := "idle_groups[" + strconv.Itoa(i) + "]"
+	bad := func(p, format string, args ...any) *Fault {
+		return &Fault{Path: p, Item: ItemIdleGroup, Index: i, Job: JobKey{Namespace: g.Namespace, Job: g.Job}, Message: fmt.Sprintf(format, args...)}
+	}
+	if p, msg := names(path, "namespace", g.Namespace, "job", g.Job, "group", g.Group); msg != "" {
+		return bad(p, "%s", msg)
+	}
+	if j, dup := seen[g.Key()]; dup {
+		return bad(path, "group %s is listed twice (also idle_groups[%d])", Quote(g.Key().String()), j)
+	}
+	seen[g.Key()] = i
+	if g.Priority < 1 || g.Priority > 100 {
+		return bad(path+".priority", "%d is outside 1-100", g.Priority)
+	}
+	if msg := positive(g.GPUs); msg != "" {
+		return bad(path+".gpus", "%s", msg)
+	}
+	if msg := positive(g.Max); msg != "" {
+		return bad(path+".max", "%s", msg)
+	}
+	if g.Count < 0 || g.Count > quota.MaxGPUs {
+		return bad(path+".count", "must be in 0-%d, not %d", quota.MaxGPUs, g.Count)
+	}
+	if p, msg := datacenters(path, g.Datacenters); msg != "" {
+		return bad(p, "%s", msg)
+	}
+	return nil
+}
