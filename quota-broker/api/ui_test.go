@@ -63,8 +63,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type uiHarness struct {
 	srv   *Server
@@ -85,7 +89,9 @@ var uiPreemptions = []store.Preemption{
 // newUIHarness serves the reference scenario (examples/reference) with
 // the fake Nomad's tokens, a settable clock, a bookings of team B (rb) and
 // of team C (rc-hidden), and a log sink.
-func newUIHarness(t testing.TB, tlsServer bool) *uiHarness {
+// extra adds routes beside the server's (the browser test's login
+// helper).
+func newUIHarness(t testing.TB, tlsServer bool, extra ...func(h *uiHarness, mux *http.ServeMux)) *uiHarness {
 	t.Helper()
 	clk := &testClock{t: clock}
 	nomadSrv := httptest.NewServer(&fakeNomad{})
@@ -108,14 +114,19 @@ func newUIHarness(t testing.TB, tlsServer bool) *uiHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts *httptest.Server
-	if tlsServer {
-		ts = httptest.NewTLSServer(srv.Handler())
-	} else {
-		ts = httptest.NewServer(srv.Handler())
+	h := &uiHarness{srv: srv, clock: clk, res: res, logs: logs}
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	for _, f := range extra {
+		f(h, mux)
 	}
+	if tlsServer {
+		h.ts = httptest.NewTLSServer(mux)
+	} else {
+		h.ts = httptest.NewServer(mux)
+	}
+	ts := h.ts
 	t.Cleanup(ts.Close)
-	h := &uiHarness{srv: srv, ts: ts, clock: clk, res: res, logs: logs}
 	for tok, body := range map[string]string{
 		tokTeamB: `{"namespace":"workspace-b","gpus":16,"start":"2026-12-03T00:00:00Z","duration":"48h","id":"rb"}`,
 		tokTeamC: `{"namespace":"workspace-c","gpus":8,"start":"2026-12-05T00:00:00Z","duration":"24h","id":"rc-hidden"}`,
@@ -486,5 +497,43 @@ func TestUISessionTableBound(t *testing.T) {
 	}
 	if _, ok := u.get(first, now); ok {
 		t.Errorf("the session nearest its end survived a full table")
+	}
+}
+
+func TestUITimelineAndBars(t *testing.T) {
+	at := func(h int) *time.Time { v := clock.Add(time.Duration(h) * time.Hour); return &v }
+	tl := uiTimelineOf([]ReservationEntry{
+		{Namespace: "workspace-b", GPUs: 16, ID: "late", Start: at(24 * 13), End: at(24 * 20)},
+		{Namespace: "workspace-b", GPUs: 8, ID: "two-days", Start: at(24), End: at(72)},
+		{Namespace: "workspace-c", GPUs: 8, ID: "running", Start: at(-5), End: at(12)},
+	}, clock)
+	type box struct {
+		ID          string
+		X, Width, Y int
+	}
+	var got []box
+	for _, r := range tl.Rows {
+		got = append(got, box{r.ID, r.X, r.Width, r.Y})
+	}
+	// 60 px a day after a 220 px label column; rows by start, 22 px apart
+	// below a 24 px head; boxes clipped to [now, now+14 d].
+	want := []box{{"running", 220, 30, 24}, {"two-days", 280, 120, 46}, {"late", 1000, 60, 68}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("timeline boxes (-want +got):\n%s", d)
+	}
+	if tl.Width != 220+14*60 || tl.Height != 24+3*22 {
+		t.Errorf("timeline %dx%d, want %dx%d", tl.Width, tl.Height, 220+14*60, 24+3*22)
+	}
+	// clock is 08:00:05 UTC: the first midnight is 15 h 59 m 55 s later
+	// (39.97 px, truncated); 14 midnights follow now.
+	if len(tl.Days) != 15 || tl.Days[0].Label != "now" || tl.Days[1].X != 220+39 || tl.Days[1].Label != "Wed 02" {
+		t.Errorf("timeline days %+v", tl.Days)
+	}
+	for _, c := range []struct{ gpus, nominal, want int }{
+		{0, 48, 0}, {40, 48, 200}, {48, 48, 240}, {60, 48, 240}, {1, 1000, 1}, {3, 0, 240},
+	} {
+		if got := barWidth(c.gpus, c.nominal); got != c.want {
+			t.Errorf("barWidth(%d, %d) = %d, want %d", c.gpus, c.nominal, got, c.want)
+		}
 	}
 }

@@ -60,9 +60,10 @@ type uiTimeline struct {
 	Rows          []uiBooking
 }
 
+// uiDay is one line of the timeline: now, or a UTC midnight.
 type uiDay struct {
 	X     int
-	Label string // "Mon 07"
+	Label string // "now", "Mon 07"
 }
 
 type uiBooking struct {
@@ -162,19 +163,21 @@ func barWidth(gpus, nominal int) int {
 }
 
 // uiTimelineOf places bookings (readable, overlapping [now, now+14 d)) on
-// a 14-day axis starting at now, one row each, by start.
+// a 14-day axis starting at now (UTC midnights marked), one row each, by
+// start; a booking's box is clipped to the axis.
 func uiTimelineOf(list []ReservationEntry, now time.Time) uiTimeline {
 	list = slices.Clone(list)
 	slices.SortStableFunc(list, func(a, b ReservationEntry) int { return a.Start.Compare(*b.Start) })
 	days := int(uiTimelineSpan / (24 * time.Hour))
 	t := uiTimeline{Width: uiTimelineLabel + days*uiTimelineDay, Height: uiTimelineHead + max(len(list), 1)*uiTimelineRow}
-	for i := range days {
-		d := now.UTC().Add(time.Duration(i) * 24 * time.Hour)
-		t.Days = append(t.Days, uiDay{X: uiTimelineLabel + i*uiTimelineDay, Label: d.Format("Mon 02")})
-	}
 	x := func(at time.Time) int {
 		f := float64(at.Sub(now)) / float64(uiTimelineSpan)
 		return uiTimelineLabel + int(min(max(f, 0), 1)*float64(days*uiTimelineDay))
+	}
+	// A line at now, then one at each UTC midnight before the end.
+	t.Days = append(t.Days, uiDay{X: uiTimelineLabel, Label: "now"})
+	for d := now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour); d.Before(now.Add(uiTimelineSpan)); d = d.Add(24 * time.Hour) {
+		t.Days = append(t.Days, uiDay{X: x(d), Label: d.Format("Mon 02")})
 	}
 	for i, e := range list {
 		x0, x1 := x(*e.Start), x(*e.End)
