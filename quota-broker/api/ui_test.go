@@ -72,6 +72,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 
 type uiHarness struct {
 	srv   *Server
+	be    *fakeBackend
 	ts    *httptest.Server
 	clock *testClock
 	res   *revocable
@@ -107,14 +108,15 @@ func newUIHarness(t testing.TB, tlsServer bool, extra ...func(h *uiHarness, mux 
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	srv, err := NewServer(Config{Backend: &fakeBackend{st: st, leader: true}, Store: kv, Resolver: res, QuotaWrites: true,
+	be := &fakeBackend{st: st, leader: true}
+	srv, err := NewServer(Config{Backend: be, Store: kv, Resolver: res, QuotaWrites: true,
 		Now: clk.Now, Random: repeat{1, 2, 3, 4},
 		Preemptions: func(context.Context) ([]store.Preemption, error) { return uiPreemptions, nil },
 		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &uiHarness{srv: srv, clock: clk, res: res, logs: logs}
+	h := &uiHarness{srv: srv, be: be, clock: clk, res: res, logs: logs}
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
 	for _, f := range extra {
@@ -535,5 +537,21 @@ func TestUITimelineAndBars(t *testing.T) {
 		if got := barWidth(c.gpus, c.nominal); got != c.want {
 			t.Errorf("barWidth(%d, %d) = %d, want %d", c.gpus, c.nominal, got, c.want)
 		}
+	}
+}
+
+// No state yet: the page says so (503) and shows no figures; the session
+// stays.
+func TestUINoState(t *testing.T) {
+	h := newUIHarness(t, false)
+	c := h.browser(t, nil)
+	h.login(t, c, tokTeamB)
+	h.be.mu.Lock()
+	h.be.st = BrokerState{}
+	h.be.mu.Unlock()
+	resp, body := send(t, c, "GET", h.ts.URL+"/ui/", nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "the broker has no cluster state yet") ||
+		strings.Contains(body, `id="quotas"`) || !strings.Contains(body, "Log out") {
+		t.Errorf("no state: %d\n%s", resp.StatusCode, body)
 	}
 }

@@ -27,6 +27,7 @@ type uiView struct {
 	Now         string
 	StateAge    string
 	Error       string // the state could not be read (no state, stale): no figures
+	PreemptErr  string // the preemption history could not be read
 	Quotas      []uiQuota
 	Queue       []QueueEntry
 	Preemptions []PreemptionEntry // last 24 h, newest first
@@ -90,7 +91,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int
 	v.Queue = queueOf(st, "", c, now)
 	if list, err := s.cfg.Preemptions(ctx); err != nil {
 		_, body := statusOf(err)
-		v.Error = "preemptions: " + body.Error
+		v.PreemptErr = body.Error
 	} else {
 		p := preemptionsOf(list, "", now.Add(-uiPreemptionWindow), c)
 		slices.Reverse(p)
