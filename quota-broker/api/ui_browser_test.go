@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,11 @@ func TestUIChromium(t *testing.T) {
 		})
 	})
 
+	// No session: the login form, no figures.
+	if form := chromium(t, "--dump-dom", h.ts.URL+"/ui/"); !strings.Contains(form, `action="/ui/login"`) || strings.Contains(form, `id="quotas"`) {
+		t.Errorf("without a session the DOM is not the login form:\n%s", form)
+	}
+
 	dom := chromium(t, "--dump-dom", h.ts.URL+"/test-login")
 	if !strings.Contains(dom, `id="quotas"`) {
 		t.Fatalf("the dumped DOM has no quota tree (login failed?):\n%s", dom)
@@ -98,4 +104,18 @@ func TestUIChromium(t *testing.T) {
 		t.Fatalf("screenshot %s: %v (size %v), want a PNG of the page", png, err, fi)
 	}
 	t.Logf("screenshot: %s (%d bytes)", png, fi.Size())
+
+	// The token was in no URL the browser asked for and no log line.
+	uris := h.requestURIs()
+	if !slices.Contains(uris, "/ui/") || !slices.Contains(uris, "/test-login") {
+		t.Errorf("the browser's requests %v lack /ui/ or /test-login", uris)
+	}
+	for _, u := range uris {
+		if strings.Contains(u, tokTeamB) {
+			t.Errorf("a requested URL holds the token: %s", u)
+		}
+	}
+	if strings.Contains(h.logs.String(), tokTeamB) {
+		t.Errorf("a log line holds the token:\n%s", h.logs.String())
+	}
 }

@@ -77,6 +77,16 @@ type uiHarness struct {
 	clock *testClock
 	res   *revocable
 	logs  *syncBuffer
+
+	mu   sync.Mutex
+	urls []string // every request URI the server received
+}
+
+// requestURIs returns the request URIs the server received so far.
+func (h *uiHarness) requestURIs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.urls...)
 }
 
 // The recorded preemptions of the UI tests: one of workspace-b and one of
@@ -122,10 +132,16 @@ func newUIHarness(t testing.TB, tlsServer bool, extra ...func(h *uiHarness, mux 
 	for _, f := range extra {
 		f(h, mux)
 	}
+	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.urls = append(h.urls, r.RequestURI)
+		h.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	})
 	if tlsServer {
-		h.ts = httptest.NewTLSServer(mux)
+		h.ts = httptest.NewTLSServer(record)
 	} else {
-		h.ts = httptest.NewServer(mux)
+		h.ts = httptest.NewServer(record)
 	}
 	ts := h.ts
 	t.Cleanup(ts.Close)
