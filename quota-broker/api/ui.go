@@ -218,6 +218,9 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 	if !c.open {
 		who = c.accessor()
 	}
+	if old, err := r.Cookie(SessionCookie); err == nil {
+		s.ui.end(old.Value) // a new login replaces this browser's session
+	}
 	now := s.cfg.Now()
 	id := s.ui.start(token, who, now, now.Add(SessionTTL))
 	s.cfg.Logger.Info("ui: session started", "accessor_id", who, "ends", now.Add(SessionTTL))

@@ -265,6 +265,13 @@ func TestUILoginCookie(t *testing.T) {
 			if other := h.login(t, h.browser(t, nil), tokTeamB).Cookies()[0].Value; other == ck.Value {
 				t.Errorf("two logins got the same session ID %q", other)
 			}
+			// A new login from a browser with a session replaces it.
+			c := h.browser(t, nil)
+			first := h.login(t, c, tokTeamB).Cookies()[0].Value
+			h.login(t, c, tokMgmt)
+			if _, ok := h.srv.ui.get(first, h.clock.Now()); ok {
+				t.Errorf("the session before a new login lives on")
+			}
 		})
 	}
 }
