@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -50,31 +51,41 @@ const (
 // Nomad cannot check it (fail closed).
 func (s *Server) guard(n need, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth, err := s.cfg.Resolver.Resolve(r.Context(), acl.TokenFromRequest(r))
-		c := &caller{auth: auth}
-		switch {
-		case err == nil:
-			s.metrics.tokenChecks.WithLabelValues(resultAllowed).Inc()
-		case errors.Is(err, acl.ErrACLDisabled):
-			s.metrics.tokenChecks.WithLabelValues(resultACLDisabled).Inc()
-			if !s.cfg.OpenReadsWithoutACL || (n != needRead && n != needAdminGet) {
-				writeError(w, forbidden("Nomad ACLs are off: this request needs the broker's admin_token"))
-				return
-			}
-			c = &caller{open: true}
-		case errors.Is(err, acl.ErrUnavailable):
-			s.metrics.tokenChecks.WithLabelValues(resultUnavailable).Inc()
+		c, err := s.callerOf(r.Context(), acl.TokenFromRequest(r), n)
+		if err != nil {
 			writeError(w, err)
-			return
-		default:
-			s.metrics.tokenChecks.WithLabelValues(resultDenied).Inc()
-			writeError(w, forbidden("permission denied: a valid Nomad ACL token is needed (X-Nomad-Token or Authorization: Bearer)"))
-			return
-		}
-		if (n == needAdmin || n == needAdminGet) && !c.open && !c.admin() {
-			writeError(w, forbidden("permission denied: this request needs a management token or the admin policy"))
 			return
 		}
 		h(w, r, c)
 	})
+}
+
+// callerOf resolves token (acl package) and checks the coarse right n: the
+// one rights decision of the JSON API and the status page (/ui/). Errors:
+// a 403 Problem without a valid token or the right, acl.ErrUnavailable
+// (503) while Nomad cannot check it (fail closed). Counts
+// gputide_token_checks_total.
+func (s *Server) callerOf(ctx context.Context, token string, n need) (*caller, error) {
+	auth, err := s.cfg.Resolver.Resolve(ctx, token)
+	c := &caller{auth: auth}
+	switch {
+	case err == nil:
+		s.metrics.tokenChecks.WithLabelValues(resultAllowed).Inc()
+	case errors.Is(err, acl.ErrACLDisabled):
+		s.metrics.tokenChecks.WithLabelValues(resultACLDisabled).Inc()
+		if !s.cfg.OpenReadsWithoutACL || (n != needRead && n != needAdminGet) {
+			return nil, forbidden("Nomad ACLs are off: this request needs the broker's admin_token")
+		}
+		c = &caller{open: true}
+	case errors.Is(err, acl.ErrUnavailable):
+		s.metrics.tokenChecks.WithLabelValues(resultUnavailable).Inc()
+		return nil, err
+	default:
+		s.metrics.tokenChecks.WithLabelValues(resultDenied).Inc()
+		return nil, forbidden("permission denied: a valid Nomad ACL token is needed (X-Nomad-Token or Authorization: Bearer)")
+	}
+	if (n == needAdmin || n == needAdminGet) && !c.open && !c.admin() {
+		return nil, forbidden("permission denied: this request needs a management token or the admin policy")
+	}
+	return c, nil
 }

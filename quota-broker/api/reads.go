@@ -10,6 +10,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/snapshot"
+	"github.com/gputide/gputide/quota-broker/store"
 )
 
 // current returns the broker's state with its freshness, or a 503 when
@@ -233,6 +234,13 @@ func (s *Server) preemptions(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeError(w, err)
 		return
 	}
+	writeJSON(w, PreemptionsResponse{State: fresh, Preemptions: preemptionsOf(list, ns, since, c)})
+}
+
+// preemptionsOf keeps the stops of list in namespace ns ("": all) at or
+// after since, oldest first as listed, redacted to namespace and GPUs
+// where c has no read-job.
+func preemptionsOf(list []store.Preemption, ns string, since time.Time, c *caller) []PreemptionEntry {
 	out := []PreemptionEntry{}
 	for _, p := range list {
 		if (ns != "" && p.Namespace != ns) || p.At.Before(since) {
@@ -245,7 +253,7 @@ func (s *Server) preemptions(w http.ResponseWriter, r *http.Request, c *caller) 
 		}
 		out = append(out, e)
 	}
-	writeJSON(w, PreemptionsResponse{State: fresh, Preemptions: out})
+	return out
 }
 
 // parseSince reads since: "" (all), an RFC 3339 time, or a Go duration

@@ -129,14 +129,19 @@ func (s *Server) reservationList(w http.ResponseWriter, r *http.Request, c *call
 		writeError(w, err)
 		return
 	}
-	ns := r.URL.Query().Get("namespace")
+	writeJSON(w, ReservationsResponse{State: fresh, Reservations: s.reservationsOf(g.Reservations, r.URL.Query().Get("namespace"), c)})
+}
+
+// reservationsOf renders the bookings of namespace ns ("": all) for c, in
+// the store's order (by ID), redacted per namespace (entryOf).
+func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller) []ReservationEntry {
 	out := []ReservationEntry{}
-	for _, b := range g.Reservations {
+	for _, b := range list {
 		if ns == "" || b.Namespace == ns {
 			out = append(out, entryOf(b, c, s.running(b.ID)))
 		}
 	}
-	writeJSON(w, ReservationsResponse{State: fresh, Reservations: out})
+	return out
 }
 
 // reservationGet serves GET /v1/reservation/<id>: read-job on its

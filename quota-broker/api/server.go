@@ -96,6 +96,7 @@ type Server struct {
 	cfg     Config
 	metrics *serverMetrics
 	mux     *http.ServeMux
+	ui      *uiSessions // the status page's sessions (ui.go)
 }
 
 // NewServer checks cfg and builds a Server.
@@ -118,7 +119,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = http.NotFoundHandler()
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, ui: newUISessions()}
 	m, err := newServerMetrics(cfg.Registerer, s)
 	if err != nil {
 		return nil, err
@@ -163,6 +164,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("POST /v1/reservations", s.guard(needWrite, s.reservationCreate))
 	mux.Handle("GET /v1/reservation/{id}", s.guard(needRead, s.reservationGet))
 	mux.Handle("DELETE /v1/reservation/{id}", s.guard(needWrite, s.reservationCancel))
+	s.uiRoutes(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Problem{Status: http.StatusNotFound, Msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 	})
