@@ -107,7 +107,13 @@ func (c *consul) read(ctx context.Context, prefixes []Key) ([]entry, error) {
 	for _, p := range prefixes {
 		ops = append(ops, &api.KVTxnOp{Verb: api.KVGetTree, Key: c.full(p)})
 	}
-	ok, resp, _, err := c.c.KV().Txn(ops, c.query(ctx, 0))
+	// Consistent: a server that has just become leader (a restart) may
+	// answer default reads before it has applied its log, with an empty or
+	// old state; a consistent read waits for that (it answers 500 "Not
+	// ready to serve consistent reads" until then, which is ErrUnavailable).
+	q := c.query(ctx, 0)
+	q.RequireConsistent = true
+	ok, resp, _, err := c.c.KV().Txn(ops, q)
 	if err != nil {
 		return nil, unavailable("read", "", err)
 	}
