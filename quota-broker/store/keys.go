@@ -1,0 +1,107 @@
+package store
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Key is a key of the store relative to its prefix (DESIGN §6). Build keys
+// with the functions below, never by joining strings: each escapes its
+// parts (a Nomad job ID may contain "/").
+type Key string
+
+// The fixed keys and the key folders (DESIGN §6).
+const (
+	// KeyTree holds the quota tree, its settings and change time (TreeRecord).
+	KeyTree Key = "tree"
+	// KeyGuard is the guard counter every guarded write checks and increments.
+	KeyGuard Key = "guard"
+	// KeyLeader is the leader lock (a session lock, DESIGN L12).
+	KeyLeader Key = "leader"
+
+	dirReservations        Key = "reservations/"
+	dirJobs                Key = "jobs/"
+	dirIntents             Key = "intents/"
+	dirHolds               Key = "holds/"
+	dirHistoryReservations Key = "history/reservations/"
+	dirHistoryPreemptions  Key = "history/preemptions/"
+)
+
+// escape makes one key segment of s: url.PathEscape, which escapes "/"
+// (as %2F) and "%", so a segment never splits and always reads back.
+func escape(s string) string { return url.PathEscape(s) }
+
+// ReservationKey is reservations/<id>.
+func ReservationKey(id string) Key { return dirReservations + Key(escape(id)) }
+
+// JobID names a Nomad job: namespace and job ID.
+type JobID struct {
+	Namespace string
+	Job       string
+}
+
+func (j JobID) String() string { return j.Namespace + "/" + j.Job }
+
+// JobKey is jobs/<namespace>/<job>, each part escaped.
+func JobKey(id JobID) Key { return dirJobs + Key(escape(id.Namespace)+"/"+escape(id.Job)) }
+
+// IntentKey is intents/<alloc>.
+func IntentKey(alloc string) Key { return dirIntents + Key(escape(alloc)) }
+
+// HoldKey is holds/<owner>; owner is a reservation ID or a claimant
+// ("namespace/job/group"), escaped into one segment.
+func HoldKey(owner string) Key { return dirHolds + Key(escape(owner)) }
+
+// HistoryReservationKey is history/reservations/<id>.
+func HistoryReservationKey(id string) Key { return dirHistoryReservations + Key(escape(id)) }
+
+// historyTimeLayout is fixed-width UTC, so preemption keys sort by time.
+const historyTimeLayout = "20060102T150405.000000000Z"
+
+// HistoryPreemptionKey is history/preemptions/<time>-<alloc>, the time in
+// fixed-width UTC (20261208T000000.000000000Z) so keys sort by time.
+func HistoryPreemptionKey(at time.Time, alloc string) Key {
+	return dirHistoryPreemptions + Key(at.UTC().Format(historyTimeLayout)+"-"+escape(alloc))
+}
+
+// parseJobKey reads a JobKey (relative to the prefix) back.
+func parseJobKey(k Key) (JobID, error) {
+	rest, ok := strings.CutPrefix(string(k), string(dirJobs))
+	if !ok {
+		return JobID{}, fmt.Errorf("key %q is not under %s", k, dirJobs)
+	}
+	ns, job, ok := strings.Cut(rest, "/")
+	if !ok {
+		return JobID{}, fmt.Errorf("key %q: want jobs/<namespace>/<job>", k)
+	}
+	nsu, err1 := url.PathUnescape(ns)
+	jobu, err2 := url.PathUnescape(job)
+	if err1 != nil || err2 != nil || strings.Contains(job, "/") {
+		return JobID{}, fmt.Errorf("key %q: bad escaping", k)
+	}
+	return JobID{Namespace: nsu, Job: jobu}, nil
+}
+
+// parseSegment reads the one escaped segment of a key under dir.
+func parseSegment(dir, k Key) (string, error) {
+	rest, ok := strings.CutPrefix(string(k), string(dir))
+	if !ok || rest == "" || strings.Contains(rest, "/") {
+		return "", fmt.Errorf("key %q: want %s<one segment>", k, dir)
+	}
+	s, err := url.PathUnescape(rest)
+	if err != nil {
+		return "", fmt.Errorf("key %q: bad escaping", k)
+	}
+	return s, nil
+}
+
+// parsePreemptionTime reads the time of a HistoryPreemptionKey.
+func parsePreemptionTime(k Key) (time.Time, error) {
+	rest, ok := strings.CutPrefix(string(k), string(dirHistoryPreemptions))
+	if !ok || len(rest) < len(historyTimeLayout) {
+		return time.Time{}, fmt.Errorf("key %q: want %s<time>-<alloc>", k, dirHistoryPreemptions)
+	}
+	return time.Parse(historyTimeLayout, rest[:len(historyTimeLayout)])
+}

@@ -1,0 +1,268 @@
+// Package store is the broker's durable state (DESIGN §6): the quota tree
+// and its settings, the guard counter, reservations, the broker's per-job
+// times, intents, holds, history and the leader lock (L12), in Consul KV
+// under one prefix, or in memory with the same behaviour.
+//
+// One implementation (*KV) runs over two backends, Consul (NewConsul) and
+// memory (NewMemory), and one test suite runs on both. Writes that must not
+// race (a booking, a cancel, a tree write, a quota move) go through
+// Guarded: one transaction that checks and increments the guard after the
+// caller has validated the laws (L1, L10) on the state read at that guard
+// index. The store itself knows no law.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
+)
+
+// Limits of one transaction (DESIGN §6, Consul's own limits).
+const (
+	// MaxOps is the most operations in one transaction.
+	MaxOps = 64
+	// MaxValueSize is the largest value, in bytes (Consul refuses 512 KB).
+	MaxValueSize = 512*1024 - 1
+	// Retries is how often a guarded write re-reads and retries after a
+	// conflict before it returns ErrConflict.
+	Retries = 3
+	// DefaultHistoryRetention is history_retention (90 days).
+	DefaultHistoryRetention = 2160 * time.Hour
+	// DefaultHistoryMax is the most entries kept in each history folder.
+	DefaultHistoryMax = 100000
+	// DefaultPrefix is the default key prefix.
+	DefaultPrefix = "gputide/"
+)
+
+// The sentinels callers branch on; every error of the package is an *Error
+// that unwraps to one of them (or to the caller's own validation error).
+var (
+	// ErrConflict: a guarded write lost its race Retries+1 times (HTTP 409).
+	ErrConflict = errors.New("conflict: the guarded state changed while writing, retries exhausted")
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the backend cannot be reached or failed; nothing was
+	// written unless the error says the outcome is unknown (L12: stop acting).
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrInvalid: the write was refused before it was sent (too many
+	// operations, a value too large, a record that does not encode).
+	ErrInvalid = errors.New("invalid store write")
+	// ErrNotLeader: a write fenced by the leader lock found the lock lost.
+	ErrNotLeader = errors.New("not the leader")
+)
+
+// Error is the package's one error shape: the operation, the key (relative
+// to the prefix, "" for several) and the cause. Unwrap gives Kind (a
+// sentinel) and Err (the underlying error), so errors.Is works on both.
+type Error struct {
+	Op   string // "get", "put", "guarded", "txn", "lock", ...
+	Key  Key
+	Kind error // ErrConflict, ErrNotFound, ErrUnavailable, ErrInvalid, ErrNotLeader
+	Err  error // the cause, may be nil
+}
+
+func (e *Error) Error() string {
+	s := "store: " + e.Op
+	if e.Key != "" {
+		s += " " + string(e.Key)
+	}
+	s += ": " + e.Kind.Error()
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns Kind and Err.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+func newErr(op string, key Key, kind, cause error) *Error {
+	return &Error{Op: op, Key: key, Kind: kind, Err: cause}
+}
+
+// ConsulConfig is the broker.hcl block
+//
+//	consul {
+//	  address = "http://127.0.0.1:8500"  # default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500
+//	  token   = ""                       # default: CONSUL_HTTP_TOKEN; never logged
+//	  prefix  = "gputide/"               # every key lives under it; ends with "/"
+//	}
+type ConsulConfig struct {
+	Address string `hcl:"address,optional"`
+	Token   string `hcl:"token,optional"`
+	Prefix  string `hcl:"prefix,optional"`
+}
+
+// TreeRecord is the value of KeyTree: the quota tree, the tree-wide
+// settings (every setting that changes a plan or validates a write, so
+// leader and standbys agree, DESIGN §6) and the time of the last change.
+type TreeRecord struct {
+	Root      *quota.Node    `json:"root"`
+	Settings  quota.Settings `json:"settings"`
+	ChangedAt time.Time      `json:"changed_at"`
+}
+
+// JobRecord is the value of JobKey: the broker's times of one governed job
+// (DESIGN L11, L12), written by the leader before it acts.
+type JobRecord struct {
+	FirstSeen  time.Time `json:"first_seen"`
+	QueuedAt   time.Time `json:"queued_at"`
+	AdmittedAt time.Time `json:"admitted_at,omitzero"`
+	// JobModifyIndex is the last JobModifyIndex the broker wrote to Nomad
+	// for the job, so it can tell its own writes from the user's.
+	JobModifyIndex uint64 `json:"job_modify_index,omitempty"`
+}
+
+// Intent is the value of IntentKey: what the leader is about to do to an
+// allocation, written before the call so that a successor repeats nothing
+// (L12).
+type Intent struct {
+	Alloc     string    `json:"alloc"`
+	Action    string    `json:"action"` // "stop", ...
+	Namespace string    `json:"namespace"`
+	Job       string    `json:"job"`
+	For       string    `json:"for,omitempty"`  // the claimant
+	Rule      string    `json:"rule,omitempty"` // the law, e.g. "L5.1"
+	At        time.Time `json:"at"`
+}
+
+// Hold is the value of HoldKey: GPUs kept free for one owner until a time
+// (DESIGN L10).
+type Hold struct {
+	Owner  string    `json:"owner"` // reservation ID or claimant "namespace/job/group"
+	Node   string    `json:"node"`  // Nomad node ID
+	GPUIDs []string  `json:"gpu_ids"`
+	Until  time.Time `json:"until"`
+}
+
+// ReservationHistory is the value of HistoryReservationKey: a booking that
+// ended, was cancelled or was forced off.
+type ReservationHistory struct {
+	Booking reservation.Booking `json:"booking"`
+	EndedAt time.Time           `json:"ended_at"`
+	Outcome string              `json:"outcome"` // "ended", "cancelled", "forced"
+}
+
+// Preemption is the value of HistoryPreemptionKey: one stop the broker made.
+type Preemption struct {
+	At        time.Time `json:"at"`
+	Alloc     string    `json:"alloc"`
+	Namespace string    `json:"namespace"`
+	Job       string    `json:"job"`
+	GPUs      int       `json:"gpus"`
+	For       string    `json:"for,omitempty"`
+	Rule      string    `json:"rule"`
+}
+
+// Guarded is the state every guarded write validates against, read in one
+// consistent read: the guard (ModifyIndex and counter), the tree and all
+// reservations (sorted by ID).
+type Guarded struct {
+	// Index is the guard key's modify index the state was read at (0: no
+	// guarded write yet); the write succeeds only if it is unchanged.
+	Index uint64
+	// Counter is the guard's value: the number of guarded writes so far.
+	Counter uint64
+	// Tree is nil while no tree was written.
+	Tree         *TreeRecord
+	Reservations []reservation.Booking
+}
+
+// Reservation returns the reservation with id, or false.
+func (g *Guarded) Reservation(id string) (reservation.Booking, bool) {
+	for _, r := range g.Reservations {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return reservation.Booking{}, false
+}
+
+// Change is one write of a guarded transaction; build it with PutTree,
+// PutReservation, DeleteReservation or PutReservationHistory.
+type Change struct {
+	key    Key
+	del    bool
+	value  any
+	booked *reservation.Booking // for applying to a Guarded
+	tree   *TreeRecord
+}
+
+// PutTree writes the tree record.
+func PutTree(rec TreeRecord) Change { return Change{key: KeyTree, value: rec, tree: &rec} }
+
+// PutReservation writes a reservation (a new booking or a changed one).
+func PutReservation(b reservation.Booking) Change {
+	return Change{key: ReservationKey(b.ID), value: b, booked: &b}
+}
+
+// DeleteReservation removes a reservation (cancel, end).
+func DeleteReservation(id string) Change {
+	return Change{key: ReservationKey(id), del: true, booked: &reservation.Booking{ID: id}}
+}
+
+// PutReservationHistory records an ended or cancelled booking.
+func PutReservationHistory(h ReservationHistory) Change {
+	return Change{key: HistoryReservationKey(h.Booking.ID), value: h}
+}
+
+// ValidateFunc validates a guarded write on the state read at one guard
+// index and returns the changes to write (at most MaxOps-1). Its error is
+// returned unchanged and nothing is written. It may run several times (once
+// per attempt) and must not have side effects.
+type ValidateFunc func(state *Guarded) ([]Change, error)
+
+// Store is the broker's state. *KV implements it over Consul or memory.
+type Store interface {
+	// ReadGuarded reads the guarded state consistently.
+	ReadGuarded(ctx context.Context) (*Guarded, error)
+	// Guarded runs one guarded write: read, validate, write with the guard
+	// checked and incremented; on conflict it retries Retries times, then
+	// ErrConflict. It returns the state as written.
+	Guarded(ctx context.Context, validate ValidateFunc) (*Guarded, error)
+	// WatchGuarded calls fn with the guarded state each time it changes
+	// (blocking queries), and with an error when the store is unavailable
+	// (then retries with back-off), until ctx ends.
+	WatchGuarded(ctx context.Context, fn func(state *Guarded, err error)) error
+
+	Job(ctx context.Context, id JobID) (JobRecord, error)
+	Jobs(ctx context.Context) (map[JobID]JobRecord, error)
+	PutJob(ctx context.Context, lock *Lock, id JobID, rec JobRecord) error
+	DeleteJob(ctx context.Context, lock *Lock, id JobID) error
+
+	Intents(ctx context.Context) ([]Intent, error)
+	PutIntent(ctx context.Context, lock *Lock, in Intent) error
+	DeleteIntent(ctx context.Context, lock *Lock, alloc string) error
+
+	Holds(ctx context.Context) ([]Hold, error)
+	PutHold(ctx context.Context, lock *Lock, h Hold) error
+	DeleteHold(ctx context.Context, lock *Lock, owner string) error
+
+	ReservationHistory(ctx context.Context) ([]ReservationHistory, error)
+	Preemptions(ctx context.Context) ([]Preemption, error)
+	AddPreemption(ctx context.Context, lock *Lock, p Preemption) error
+	PruneHistory(ctx context.Context, lock *Lock, now time.Time, retention time.Duration, maxEntries int) (int, error)
+
+	// SeedTree writes the tree only when none is stored.
+	SeedTree(ctx context.Context, rec TreeRecord) (*TreeRecord, bool, error)
+
+	// Lock blocks until this client holds the leader lock or ctx ends.
+	Lock(ctx context.Context, holder string) (*Lock, error)
+	// Leader is the current holder's name, "" when none.
+	Leader(ctx context.Context) (string, error)
+}
+
+var _ Store = (*KV)(nil)
+
+func keyErr(k Key, format string, args ...any) error {
+	return fmt.Errorf("%s: "+format, append([]any{k}, args...)...)
+}
