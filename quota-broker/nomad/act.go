@@ -43,6 +43,9 @@ type Actor struct {
 	DryRun  bool
 	Now     func() time.Time
 	Workers int
+	// Fence, when set, is asked before each act on Nomad (the leader
+	// check, then the intent written to the store, DESIGN L12).
+	Fence Fence
 
 	mu       sync.Mutex
 	stopping map[string]string // alloc ID -> claimant
@@ -311,6 +314,10 @@ func (x *execution) admit(ctx context.Context) {
 		}
 		switch {
 		case v.Direct:
+			if err := a.beforeJob(ctx, k, WriteAdmit); err != nil {
+				x.fail("admit", fmt.Errorf("not accepting job %s: %w", k, err))
+				continue
+			}
 			a.accept(k)
 			a.Logger.Info("accepted a job registered straight into its pool", "job", k, "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
@@ -473,13 +480,22 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For, "rule", act.Rule, "reason", act.Reason)
 		return nil, nil
 	}
+	if err := a.beforeStop(ctx, act); err != nil {
+		return nil, fmt.Errorf("not preempting allocation %s of job %s: %w", act.Alloc, k, err)
+	}
 	if _, done := moved[k]; !done && !v.Holding {
+		if err := a.beforeJob(ctx, k, WriteRequeue); err != nil {
+			return nil, fmt.Errorf("not moving victim job %s to the holding pool: %w", k, err)
+		}
 		if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
 			return nil, fmt.Errorf("failed to move victim job %s to the holding pool: %w", k, err)
 		}
 		moved[k] = true
 	} else if !done {
 		moved[k] = false // already in the holding pool
+	}
+	if err := a.check(ctx); err != nil {
+		return nil, fmt.Errorf("not stopping allocation %s of job %s: %w", act.Alloc, k, err)
 	}
 	q := (&api.QueryOptions{Namespace: act.Namespace}).WithContext(ctx)
 	if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: act.Alloc}, q); err != nil {
@@ -507,6 +523,9 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 		a.Logger.Info("dry run: would admit", "job", v.Key, "pool", v.Options.Pool)
 		return nil
 	}
+	if err := a.beforeJob(ctx, v.Key, WriteAdmit); err != nil {
+		return fmt.Errorf("not admitting job %s: %w", v.Key, err)
+	}
 	var meta map[string]*string
 	if v.Live == 0 {
 		meta = map[string]*string{MetaStatus: nil, MetaReason: nil}
@@ -526,6 +545,9 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 		a.Logger.Info("dry run: would suspend", "job", v.Key, "reason", reason)
 		return false, nil
 	}
+	if err := a.beforeJob(ctx, v.Key, WriteRequeue); err != nil {
+		return false, fmt.Errorf("not suspending job %s: %w", v.Key, err)
+	}
 	if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
 		return false, fmt.Errorf("failed to suspend job %s: %w", v.Key, err)
 	}
@@ -537,6 +559,10 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 	for _, al := range a.State.Allocs() {
 		if al.Namespace != ns || al.JobID != id || !al.Live() || al.Stopping() {
 			continue
+		}
+		if err := a.check(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("not stopping allocation %s of suspended job %s: %w", al.ID, v.Key, err))
+			break
 		}
 		q := (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
 		if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: al.ID}, q); err != nil {
@@ -575,6 +601,9 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 	if a.DryRun {
 		a.Logger.Info("dry run: would write job status", "job", v.Key, "status", status, "reason", reason)
 		return false, nil
+	}
+	if err := a.beforeJob(ctx, v.Key, WriteStatus); err != nil {
+		return false, fmt.Errorf("not writing the status of job %s: %w", v.Key, err)
 	}
 	meta := map[string]*string{MetaStatus: &status, MetaReason: &reason}
 	if _, err := a.register(ctx, v, "", meta, stop); err != nil {
@@ -634,6 +663,7 @@ func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[
 	if a.State != nil {
 		a.State.noteJob(v.Key, j, resp.JobModifyIndex)
 	}
+	a.registered(ctx, v.Key, resp.JobModifyIndex)
 	return j, nil
 }
 

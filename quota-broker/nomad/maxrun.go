@@ -39,6 +39,12 @@ func (a *Actor) EnforceMaxRun(ctx context.Context, b *Build, now time.Time) ([]s
 			a.Logger.Info("dry run: would stop a flex request past its max_run", "job", k, "ran", ran, "max_run", v.Options.Flex.MaxRun)
 			continue
 		}
+		if err := a.beforeJob(ctx, k, WriteStatus); err != nil {
+			if first == nil {
+				first = fmt.Errorf("not stopping flex request %s past its max_run: %w", k, err)
+			}
+			continue
+		}
 		ns, id := splitKey(k)
 		if _, _, err := a.Client.Jobs().Deregister(id, false, (&api.WriteOptions{Namespace: ns}).WithContext(ctx)); err != nil {
 			if first == nil {
