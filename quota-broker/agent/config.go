@@ -14,9 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -98,6 +100,17 @@ var reservedPools = map[string]bool{"default": true, "all": true}
 //	http_bind    = "127.0.0.1:4780"      # metrics and reads; loopback only
 //	log_level    = "info"                # trace, debug, info, warn, error or off
 //	dump_dir     = ""                    # write each snapshot and plan here (for gputide plan)
+//	history_retention = "2160h"          # the leader prunes preemption history older than this
+//	consul {                             # optional: the durable store and the leader lock (DESIGN §6, L12)
+//	  address = "127.0.0.1:8500"         # default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500
+//	  token   = ""                       # default: CONSUL_HTTP_TOKEN; never logged
+//	  prefix  = "gputide/"               # every key lives under it; ends with "/"
+//	}
+//
+// Without a consul block the agent keeps its state in memory (bookings and
+// history die with it) and quota_file is the tree, reloaded when it
+// changes. With one, quota_file (then optional) only seeds an absent tree
+// key; the tree is read from Consul and watched.
 //
 // Relative paths are relative to the configuration file. The address is
 // http or https with a host; its userinfo, if any, is never printed
@@ -115,6 +128,12 @@ type Config struct {
 	HTTPBind    string
 	LogLevel    string
 	DumpDir     string
+	// Consul is the consul block; nil: the in-memory store.
+	Consul *store.ConsulConfig
+	// HistoryRetention: the leader prunes history older than this (and
+	// beyond store.DefaultHistoryMax entries). Default
+	// store.DefaultHistoryRetention (2160h, DESIGN §6).
+	HistoryRetention time.Duration
 }
 
 // NomadConfig is how the agent reaches Nomad.
@@ -125,16 +144,18 @@ type NomadConfig struct {
 }
 
 type fileConfig struct {
-	Nomad       *fileNomad `hcl:"nomad,block"`
-	QuotaFile   string     `hcl:"quota_file"`
-	Namespaces  []string   `hcl:"namespaces,optional"`
-	HoldingPool string     `hcl:"holding_pool,optional"`
-	Interval    string     `hcl:"interval,optional"`
-	MinRuntime  string     `hcl:"min_runtime,optional"`
-	Staleness   string     `hcl:"staleness,optional"`
-	HTTPBind    string     `hcl:"http_bind,optional"`
-	LogLevel    string     `hcl:"log_level,optional"`
-	DumpDir     string     `hcl:"dump_dir,optional"`
+	Nomad       *fileNomad          `hcl:"nomad,block"`
+	QuotaFile   string              `hcl:"quota_file,optional"`
+	Namespaces  []string            `hcl:"namespaces,optional"`
+	HoldingPool string              `hcl:"holding_pool,optional"`
+	Interval    string              `hcl:"interval,optional"`
+	MinRuntime  string              `hcl:"min_runtime,optional"`
+	Staleness   string              `hcl:"staleness,optional"`
+	HTTPBind    string              `hcl:"http_bind,optional"`
+	LogLevel    string              `hcl:"log_level,optional"`
+	DumpDir     string              `hcl:"dump_dir,optional"`
+	Consul      *store.ConsulConfig `hcl:"consul,block"`
+	Retention   string              `hcl:"history_retention,optional"`
 }
 
 type fileNomad struct {
@@ -205,7 +226,7 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 		return nil, fmt.Errorf("failed to decode %s: %s", filename, diags.Error())
 	}
 	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool,
-		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir}
+		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir, Consul: fc.Consul}
 	if fc.Nomad != nil {
 		c.Nomad = NomadConfig{Address: fc.Nomad.Address, Token: fc.Nomad.Token, Region: fc.Nomad.Region}
 	}
@@ -249,6 +270,12 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	if c.Staleness, err = period("staleness", fc.Staleness, DefaultStaleness); err != nil {
 		return nil, err
 	}
+	if c.HistoryRetention, err = dur("history_retention", fc.Retention, store.DefaultHistoryRetention); err != nil {
+		return nil, err
+	}
+	if c.HistoryRetention == 0 {
+		return nil, bad("history_retention", fc.Retention, ErrInvalid, "must be positive")
+	}
 	if fc.MinRuntime != "" {
 		d, err := dur("min_runtime", fc.MinRuntime, 0)
 		if err != nil {
@@ -268,8 +295,13 @@ func (c *Config) applyDefaults(filename string) error {
 	bad := func(key, v string, why string) error {
 		return &ConfigError{File: filename, Key: key, Value: v, Err: ErrInvalid, Why: why}
 	}
-	if c.QuotaFile == "" {
-		return &ConfigError{File: filename, Err: ErrInvalid, Why: "quota_file is required"}
+	if c.QuotaFile == "" && c.Consul == nil {
+		return &ConfigError{File: filename, Err: ErrInvalid, Why: "quota_file is required without a consul block"}
+	}
+	if c.Consul != nil {
+		if err := checkConsul(c.Consul, filename); err != nil {
+			return err
+		}
 	}
 	addrKey := "nomad.address"
 	if c.Nomad.Address == "" {
@@ -346,6 +378,38 @@ func (c *Config) CheckNamespaces(bound map[string]string, quotaFile string) erro
 			return &ConfigError{File: quotaFile, Key: "namespaces", Value: ns, Err: ErrNotGoverned,
 				Why: "listed in the agent configuration's namespaces but bound to no quota in this tree"}
 		}
+	}
+	return nil
+}
+
+// checkConsul checks the consul block: the address is host:port or an
+// http, https or unix URL; the prefix ends with "/" and does not start with
+// one (default store.DefaultPrefix). Empty address and token are left for
+// the Consul client, which reads CONSUL_HTTP_ADDR and CONSUL_HTTP_TOKEN.
+func checkConsul(c *store.ConsulConfig, filename string) error {
+	bad := func(key, v, why string) error {
+		return &ConfigError{File: filename, Key: key, Value: v, Err: ErrInvalid, Why: why}
+	}
+	if c.Address != "" {
+		if strings.Contains(c.Address, "://") {
+			u, err := url.Parse(c.Address)
+			switch {
+			case err != nil:
+				return bad("consul.address", nomad.RedactAddress(c.Address), "not a URL")
+			case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix":
+				return bad("consul.address", nomad.RedactAddress(c.Address), "want host:port or an http, https or unix URL")
+			case u.Scheme != "unix" && u.Hostname() == "":
+				return bad("consul.address", nomad.RedactAddress(c.Address), "the URL has no host")
+			}
+		} else if _, port, err := net.SplitHostPort(c.Address); err != nil || port == "" {
+			return bad("consul.address", c.Address, "want host:port such as 127.0.0.1:8500, or an http or https URL")
+		}
+	}
+	if c.Prefix == "" {
+		c.Prefix = store.DefaultPrefix
+	}
+	if !strings.HasSuffix(c.Prefix, "/") || strings.HasPrefix(c.Prefix, "/") || strings.Contains(c.Prefix, "//") {
+		return bad("consul.prefix", c.Prefix, `must end with "/", not start with one, and have no empty segment`)
 	}
 	return nil
 }

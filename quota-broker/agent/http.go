@@ -1,11 +1,11 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -22,7 +22,12 @@ type Health struct {
 	LastPlanAt time.Time `json:"last_plan_at"`    // when the last plan was made
 	DryRun     bool      `json:"dry_run"`         // plans are only logged
 	Stopping   int       `json:"stopping"`        // allocations stopped and not yet gone
-	Error      string    `json:"last_error,omitempty"`
+	// Leader is the name of the leader lock's holder as last read ("" when
+	// none); IsLeader says whether it is this agent (DESIGN L12).
+	Leader   string `json:"leader"`
+	IsLeader bool   `json:"is_leader"`
+	Store    string `json:"store"` // "consul" or "memory"
+	Error    string `json:"last_error,omitempty"`
 }
 
 // handler serves the agent's reads. They keep working while Nomad is
@@ -31,7 +36,7 @@ type Health struct {
 //	GET /v1/agent/health   Health
 //	GET /v1/plan           the last plan (docs/snapshot-format.md)
 //	GET /v1/snapshot       the snapshot of the last plan
-//	GET /v1/preemptions    the preemptions of this process, oldest first
+//	GET /v1/preemptions    the preemption history in the store, oldest first
 //	GET /metrics           Prometheus metrics
 func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
@@ -40,9 +45,12 @@ func (a *Agent) handler() http.Handler {
 		writeJSON(w, a.Health())
 	})
 	mux.HandleFunc("GET /v1/preemptions", func(w http.ResponseWriter, r *http.Request) {
-		list := a.recorder.List()
-		if list == nil {
-			list = []history.Preemption{}
+		ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+		defer cancel()
+		list, err := a.preemptions(ctx)
+		if err != nil {
+			http.Error(w, "failed to read the preemption history: "+err.Error(), http.StatusServiceUnavailable)
+			return
 		}
 		writeJSON(w, list)
 	})
@@ -70,9 +78,18 @@ func (a *Agent) handler() http.Handler {
 // Health returns the agent's health.
 func (a *Agent) Health() Health {
 	st := a.watcher.Status()
+	isLeader := a.IsLeader()
+	kind := "memory"
+	if a.consul {
+		kind = "consul"
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Health{Acting: a.acting, Why: a.why, Connected: st.Connected, SyncedAt: st.SyncedAt,
+	leader := a.leaderName
+	if isLeader {
+		leader = a.holder
+	}
+	return Health{Leader: leader, IsLeader: isLeader, Store: kind, Acting: a.acting, Why: a.why, Connected: st.Connected, SyncedAt: st.SyncedAt,
 		Staleness: a.cfg.Staleness.String(), Index: st.Index, Relists: st.Relists, LastPlanAt: a.lastPlanAt,
 		DryRun: a.dryRun, Stopping: len(a.actor.Stopping()), Error: st.LastError}
 }

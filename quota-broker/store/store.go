@@ -161,6 +161,8 @@ type Preemption struct {
 	GPUs      int       `json:"gpus"`
 	For       string    `json:"for,omitempty"`
 	Rule      string    `json:"rule"`
+	Node      string    `json:"node,omitempty"`   // Nomad node ID
+	Reason    string    `json:"reason,omitempty"` // the plan's reason
 }
 
 // Guarded is the state every guarded write validates against, read in one
