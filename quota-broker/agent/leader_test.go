@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/store"
+	"github.com/hashicorp/go-hclog"
+)
+
+// The live allocations of workspace-c/training in the recorded state.
+const (
+	recAllocC1 = "1bdfc0b1-95aa-947a-4125-104f338209f0"
+	recAllocC2 = "2b70b577-7405-16fd-d6c5-6b9f12d1bf62"
+)
+
+// leaderAgent starts an agent on the fake Nomad and the shared store st.
+func leaderAgent(t *testing.T, f *fakeNomad, st store.Store, staleness time.Duration, log hclog.Logger) *Agent {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+nomad { address = %q }
+quota_file = "quota.hcl"
+http_bind  = "127.0.0.1:0"
+`, f.srv.URL)), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interval, cfg.Staleness = 50*time.Millisecond, staleness
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	a, err := New(cfg, Options{Logger: log, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return a
+}
+
+func (f *fakeNomad) allWrites() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.writes...)
+}
+
+// L12: while another broker holds the leader lock the agent plans but
+// writes nothing to Nomad, and says who leads; once the lock is released
+// it takes it and acts, recording every governed job in the store.
+func TestStandbyDoesNotActUntilItHoldsTheLock(t *testing.T) {
+	f := newFakeNomad(t)
+	st := store.NewMemory()
+	other, err := st.Lock(context.Background(), "other-broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := leaderAgent(t, f, st, 300*time.Millisecond, nil)
+	until(t, "standby", 10*time.Second, func() bool {
+		h := a.Health()
+		return h.Leader == "other-broker" && strings.HasPrefix(h.Why, "standby")
+	})
+	until(t, "a plan", 10*time.Second, func() bool { return a.Health().LastPlanAt.After(time.Time{}) })
+	time.Sleep(300 * time.Millisecond)
+	if w := f.allWrites(); len(w) != 0 {
+		t.Fatalf("the standby wrote to Nomad: %v", w)
+	}
+	if h := a.Health(); h.Acting || h.IsLeader {
+		t.Fatalf("standby health = %+v", h)
+	}
+	if err := other.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "leading", 10*time.Second, func() bool { h := a.Health(); return h.IsLeader && h.Acting })
+	// The two jobs with bad meta get their error written: it acts.
+	until(t, "the meta writes", 10*time.Second, func() bool { return f.writeCount() >= 2 })
+	if h := a.Health(); h.Leader == "" || h.Leader == "other-broker" || h.Store != "memory" {
+		t.Fatalf("leader health = %+v", h)
+	}
+	jobs, err := st.Jobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for id, rec := range jobs {
+		if rec.FirstSeen.IsZero() || rec.QueuedAt.IsZero() {
+			t.Errorf("job %s record %+v lacks first_seen or queued_at", id, rec)
+		}
+		keys = append(keys, id.String())
+	}
+	slices.Sort(keys)
+	want := []string{"workspace-a/inference", "workspace-b/training", "workspace-c/bad-idle", "workspace-c/bad-maxrun", "workspace-c/training"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("job records = %q, want %q", keys, want)
+	}
+	// What ran before the store's first start is admitted as it is.
+	if rec := jobs[store.JobID{Namespace: "workspace-c", Job: "training"}]; rec.AdmittedAt.IsZero() {
+		t.Errorf("workspace-c/training record %+v, want admitted_at (running at the first start)", rec)
+	}
+}
+
+// L12: a successor reads its predecessor's intents back as StoppingFor and
+// does not stop those allocations again; an intent whose allocation is
+// gone is deleted.
+func TestSuccessorReadsIntentsBackAndRepeatsNothing(t *testing.T) {
+	f := newFakeNomad(t)
+	st := store.NewMemory()
+	ctx := context.Background()
+	old, err := st.Lock(ctx, "old-leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimant := "workspace-a/inference/main"
+	for _, alloc := range []string{recAllocC1, recAllocC2, "gone-alloc"} {
+		in := store.Intent{Alloc: alloc, Action: "stop", Namespace: "workspace-c", Job: "training", For: claimant,
+			Rule: "L5.2", At: time.Now()}
+		if err := st.PutIntent(ctx, old, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The predecessor had admitted workspace-c/training (not a first start).
+	if err := st.PutJob(ctx, old, store.JobID{Namespace: "workspace-c", Job: "training"},
+		store.JobRecord{FirstSeen: time.Now(), QueuedAt: time.Now(), AdmittedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := leaderAgent(t, f, st, 5*time.Second, nil)
+	until(t, "leading", 10*time.Second, func() bool { h := a.Health(); return h.IsLeader && h.Acting })
+	until(t, "the stale intent deleted", 10*time.Second, func() bool {
+		ins, err := st.Intents(ctx)
+		return err == nil && len(ins) == 2
+	})
+	// The two jobs with bad meta get their error written: one Execute is done.
+	until(t, "the meta writes", 10*time.Second, func() bool { return f.writeCount() >= 2 })
+	a.mu.Lock()
+	snap := a.lastSnap
+	a.mu.Unlock()
+	got := map[string]string{}
+	for _, al := range snap.Allocations {
+		if al.StoppingFor != "" {
+			got[al.ID] = al.StoppingFor
+		}
+	}
+	want := map[string]string{recAllocC1: claimant, recAllocC2: claimant}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stopping_for = %v, want %v", got, want)
+	}
+	for _, w := range f.allWrites() {
+		if strings.Contains(w, recAllocC1) || strings.Contains(w, recAllocC2) {
+			t.Fatalf("the successor stopped an allocation its predecessor had: %s", w)
+		}
+	}
+}
+
+// Past the store's first start, a job running in a real pool without
+// admitted_at was registered straight into it: it is checked by L3 (and
+// here accepted), not taken as it is.
+func TestPastTheFirstStartAJobWithoutAdmittedAtIsADirectRegistration(t *testing.T) {
+	f := newFakeNomad(t)
+	st := store.NewMemory()
+	ctx := context.Background()
+	old, err := st.Lock(ctx, "old-leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutJob(ctx, old, store.JobID{Namespace: "workspace-a", Job: "inference"},
+		store.JobRecord{FirstSeen: time.Now(), QueuedAt: time.Now(), AdmittedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a := leaderAgent(t, f, st, 300*time.Millisecond, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info}))
+	until(t, "leading", 10*time.Second, func() bool { return a.Health().IsLeader })
+	until(t, "the direct registration accepted", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "accepted a job registered straight into its pool: job=workspace-c/training")
+	})
+	if strings.Contains(logs.String(), "job=workspace-a/inference") {
+		t.Fatalf("the admitted job was checked again:\n%s", logs.String())
+	}
+	until(t, "admitted_at recorded", 10*time.Second, func() bool {
+		rec, err := st.Job(ctx, store.JobID{Namespace: "workspace-c", Job: "training"})
+		return err == nil && !rec.AdmittedAt.IsZero()
+	})
+}
