@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 )
@@ -200,5 +201,99 @@ func TestPastTheFirstStartAJobWithoutAdmittedAtIsADirectRegistration(t *testing.
 	until(t, "admitted_at recorded", 10*time.Second, func() bool {
 		rec, err := st.Job(ctx, store.JobID{Namespace: "workspace-c", Job: "training"})
 		return err == nil && !rec.AdmittedAt.IsZero()
+	})
+}
+
+// With a consul block, quota_file only seeds an absent tree: the store's
+// tree wins, and a tree written to the store later applies live (DESIGN §6).
+func TestWithConsulTheStoreTreeWinsAndAppliesLive(t *testing.T) {
+	f := newFakeNomad(t)
+	st := store.NewMemory()
+	ctx := context.Background()
+	tree, settings, err := quota.Parse([]byte(strings.Replace(e2eQuota, "gpus       = 3", "gpus       = 2", 1)), "stored.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, seeded, err := st.SeedTree(ctx, store.TreeRecord{Root: tree, Settings: settings, ChangedAt: time.Now()}); err != nil || !seeded {
+		t.Fatalf("seed: %v %v", seeded, err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+nomad { address = %q }
+consul { address = "127.0.0.1:1" }
+quota_file = "quota.hcl"
+http_bind  = "127.0.0.1:0"
+`, f.srv.URL)), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interval, cfg.Staleness = 50*time.Millisecond, 300*time.Millisecond
+	a, err := New(cfg, Options{Logger: hclog.NewNullLogger(), Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	gpus := func(name string) int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.tree == nil {
+			return -1
+		}
+		return a.tree.Find(name).GPUs
+	}
+	until(t, "the store's tree", 10*time.Second, func() bool { return gpus("Quota1.1") == 2 })
+	if h := a.Health(); h.Store != "consul" {
+		t.Fatalf("health store = %q", h.Store)
+	}
+	// A quota move written by another instance: 1.1 = 3, 1.2 = 5.
+	moved, _, err := quota.Parse([]byte(e2eQuota), "moved.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutTree(store.TreeRecord{Root: moved, Settings: settings, ChangedAt: time.Now()})}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the moved tree", 10*time.Second, func() bool { return gpus("Quota1.1") == 3 })
+	a.mu.Lock()
+	changed := a.tree.Find("Quota1.1").ChangedAt
+	a.mu.Unlock()
+	if changed.IsZero() {
+		t.Fatal("the moved node has no change time (L9 debt grace)")
+	}
+}
+
+// The leader prunes the preemption history past history_retention when
+// it takes the lock (DESIGN §6).
+func TestLeaderPrunesOldHistory(t *testing.T) {
+	f := newFakeNomad(t)
+	st := store.NewMemory()
+	ctx := context.Background()
+	old, err := st.Lock(ctx, "old-leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i, age := range []time.Duration{3000 * time.Hour, time.Hour} {
+		p := store.Preemption{At: now.Add(-age), Alloc: fmt.Sprint("alloc-", i), Namespace: "workspace-c", Job: "training",
+			GPUs: 2, For: "workspace-a/inference/main", Rule: "L5.2"}
+		if err := st.AddPreemption(ctx, old, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := leaderAgent(t, f, st, 300*time.Millisecond, nil)
+	until(t, "the old entry pruned", 10*time.Second, func() bool {
+		list, err := a.preemptions(ctx)
+		return err == nil && len(list) == 1 && list[0].Alloc == "alloc-1"
 	})
 }
