@@ -96,9 +96,6 @@ type span struct {
 	booked   int   // GPUs already booked in the node's subtree at from
 }
 
-// maxInstant stands for "no later event".
-const maxInstant = int64(1<<63 - 1)
-
 // Check decides whether booking b, already prepared (Prepare), fits law L10
 // among existing (bookings with b's ID are left out, so a booking can be
 // re-checked): at every instant of [b.Start, b.End), for each node on the

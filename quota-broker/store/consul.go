@@ -228,3 +228,16 @@ func (c *consul) release(ctx context.Context, key Key, session string) (bool, er
 }
 
 func (c *consul) close() {}
+
+// MemoryWarning is what an agent without a consul block logs (DESIGN §6).
+const MemoryWarning = "no consul block: the broker keeps its state in memory; bookings, job times and history die with this process, and only one broker may run"
+
+// Open returns the store the agent's configuration asks for: Consul when
+// cfg is non-nil, else memory together with MemoryWarning.
+func Open(cfg *ConsulConfig) (kv *KV, warning string, err error) {
+	if cfg == nil {
+		return NewMemory(), MemoryWarning, nil
+	}
+	kv, err = NewConsul(*cfg)
+	return kv, "", err
+}

@@ -84,19 +84,6 @@ func parseJobKey(k Key) (JobID, error) {
 	return JobID{Namespace: nsu, Job: jobu}, nil
 }
 
-// parseSegment reads the one escaped segment of a key under dir.
-func parseSegment(dir, k Key) (string, error) {
-	rest, ok := strings.CutPrefix(string(k), string(dir))
-	if !ok || rest == "" || strings.Contains(rest, "/") {
-		return "", fmt.Errorf("key %q: want %s<one segment>", k, dir)
-	}
-	s, err := url.PathUnescape(rest)
-	if err != nil {
-		return "", fmt.Errorf("key %q: bad escaping", k)
-	}
-	return s, nil
-}
-
 // parsePreemptionTime reads the time of a HistoryPreemptionKey.
 func parsePreemptionTime(k Key) (time.Time, error) {
 	rest, ok := strings.CutPrefix(string(k), string(dirHistoryPreemptions))

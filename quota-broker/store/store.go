@@ -14,7 +14,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -48,9 +47,10 @@ var (
 	// ErrUnavailable: the backend cannot be reached or failed; nothing was
 	// written unless the error says the outcome is unknown (L12: stop acting).
 	ErrUnavailable = errors.New("store unavailable")
-	// ErrInvalid: the write was refused before it was sent (too many
-	// operations, a value too large, a record that does not encode).
-	ErrInvalid = errors.New("invalid store write")
+	// ErrInvalid: refused before anything was sent (too many operations,
+	// a value too large, a record that does not encode, a bad consul
+	// block), or a stored value that does not decode.
+	ErrInvalid = errors.New("invalid")
 	// ErrNotLeader: a write fenced by the leader lock found the lock lost.
 	ErrNotLeader = errors.New("not the leader")
 )
@@ -264,7 +264,3 @@ type Store interface {
 }
 
 var _ Store = (*KV)(nil)
-
-func keyErr(k Key, format string, args ...any) error {
-	return fmt.Errorf("%s: "+format, append([]any{k}, args...)...)
-}

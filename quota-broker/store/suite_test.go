@@ -304,7 +304,7 @@ func testGuardedLimits(t *testing.T, s *KV) {
 		big.Root.Children = append(big.Root.Children, &quota.Node{Name: fmt.Sprintf("node-with-a-long-name-%08d", i)})
 	}
 	_, err = s.Guarded(ctx, func(*Guarded) ([]Change, error) { return []Change{PutTree(big)}, nil })
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "store: encode tree: invalid store write: value is") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "store: encode tree: invalid: value is") {
 		t.Fatalf("large tree: %v", err)
 	}
 	st, _ := s.ReadGuarded(ctx)

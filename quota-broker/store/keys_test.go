@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestKeys(t *testing.T) {
+	at := time.Date(2026, 12, 8, 9, 0, 0, 5, time.FixedZone("JST", 9*3600))
+	got := []Key{
+		ReservationKey("r-0ab1ff00"), JobKey(JobID{"workspace-a", "sweep/run-1"}), IntentKey("9f0c-1"),
+		HoldKey("workspace-b/train/g"), HistoryReservationKey("r-1"), HistoryPreemptionKey(at, "a/1"),
+	}
+	want := []Key{
+		"reservations/r-0ab1ff00", "jobs/workspace-a/sweep%2Frun-1", "intents/9f0c-1",
+		"holds/workspace-b%2Ftrain%2Fg", "history/reservations/r-1", "history/preemptions/20261208T000000.000000005Z-a%2F1",
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("key %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	if p, err := parsePreemptionTime(got[5]); err != nil || !p.Equal(at) {
+		t.Fatalf("preemption time %v %v", p, err)
+	}
+}
+
+// FuzzJobKey: any namespace and job ID give one key that reads back.
+func FuzzJobKey(f *testing.F) {
+	for _, s := range [][2]string{{"default", "train"}, {"ns", "a/b/c"}, {"ns", "100%"}, {"a b", "é/../x"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, ns, job string) {
+		id := JobID{ns, job}
+		back, err := parseJobKey(JobKey(id))
+		if err != nil || back != id {
+			t.Fatalf("%+v -> %q -> %+v %v", id, JobKey(id), back, err)
+		}
+	})
+}
+
+func TestOpen(t *testing.T) {
+	kv, warn, err := Open(nil)
+	if err != nil || warn != MemoryWarning {
+		t.Fatalf("Open(nil): %v %q", err, warn)
+	}
+	if _, ok := kv.b.(*memory); !ok {
+		t.Fatalf("Open(nil) backend %T", kv.b)
+	}
+	kv, warn, err = Open(&ConsulConfig{Address: "127.0.0.1:1"})
+	if err != nil || warn != "" || kv.b.(*consul).prefix != DefaultPrefix {
+		t.Fatalf("Open(consul): %v %q", err, warn)
+	}
+	if _, _, err := Open(&ConsulConfig{Prefix: "no-slash"}); err == nil || err.Error() != `store: config: invalid: consul.prefix "no-slash": must end with "/" and not start with one` {
+		t.Fatalf("bad prefix: %v", err)
+	}
+	// Nothing listens on port 1: the first call says ErrUnavailable.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kv.ReadGuarded(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("unreachable consul: %v", err)
+	}
+}
