@@ -92,18 +92,16 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
 		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store}
-	switch {
-	case a.store != nil:
-		a.consul = cfg.Consul != nil
-	case cfg.Consul != nil:
-		kv, err := store.NewConsul(*cfg.Consul)
+	a.consul = cfg.Consul != nil
+	if a.store == nil {
+		kv, warning, err := store.Open(cfg.Consul)
 		if err != nil {
 			return nil, err
 		}
-		a.store, a.consul = kv, true
-	default:
-		a.store = store.NewMemory()
-		log.Warn("no consul block: the broker's state lives in memory; bookings, intents and history die with this process, and only one broker may run")
+		if warning != "" {
+			log.Warn(warning)
+		}
+		a.store = kv
 	}
 	if err := a.loadQuota(); err != nil {
 		return nil, err
