@@ -413,6 +413,15 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.log.Warn("not acting on the plan: L12", "why", why)
 		return
 	}
+	// A consistent read of the lock before the acts (each act then checks
+	// the lock again, and its intent write is fenced by the session).
+	vctx, vcancel := context.WithTimeout(ctx, storeTimeout)
+	err = lock.Verify(vctx)
+	vcancel()
+	if err != nil {
+		a.setActing(false, fmt.Sprintf("the leader lock could not be verified: %v", err))
+		return
+	}
 	a.setActing(true, "")
 	a.actor.Fence = &fence{a: a, lock: lock, now: a.now, jobs: maps.Clone(view.jobs)}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
