@@ -362,7 +362,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	start := a.now()
 	a.actor.State = state
 	a.actor.Forget(state)
-	stopping, staleIntents := view.stopping(a.actor.Stopping(), state, start, a.cfg.Staleness)
+	stopping, resume, staleIntents := view.stopping(a.actor.Stopping(), state, a.cfg.HoldingPool, start, a.cfg.Staleness)
 	accepted := func(k string) bool { return a.actor.Accepted(k) || view.admitted(k) }
 	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: stopping, Accepted: accepted}
@@ -423,6 +423,14 @@ func (a *Agent) cycle(ctx context.Context) {
 		return
 	}
 	a.setActing(true, "")
+	if len(resume) > 0 {
+		// The stops a predecessor announced and did not make come first;
+		// the plan counted them as stopping for their claimants.
+		a.log.Info("finishing the preemption the previous leader began", "stops", len(resume))
+		resumed := *p // p is shared with the HTTP reads
+		resumed.Actions = append(append([]plan.Action(nil), resume...), p.Actions...)
+		p = &resumed
+	}
 	a.actor.Fence = &fence{a: a, lock: lock, now: a.now, jobs: maps.Clone(view.jobs)}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
 	out := a.actor.Execute(actx, p, b)

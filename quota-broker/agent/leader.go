@@ -152,31 +152,52 @@ func (v *storeView) admitted(key string) bool {
 }
 
 // stopping merges the actor's own stops with the intents read back (L12: a
-// successor repeats nothing): an intent counts while its allocation is
-// live and either being stopped or announced less than grace ago (the
-// call may still be reaching Nomad). It returns the intents to delete: their
-// allocation is gone, or was never stopped within grace (the predecessor
-// died before the call; the plan decides again).
-func (v *storeView) stopping(own map[string]string, s *nomad.State, now time.Time, grace time.Duration) (map[string]string, []string) {
-	out := maps.Clone(own)
+// successor repeats nothing and finishes what was begun). An intent counts
+// as StoppingFor while its allocation is live and either being stopped, or
+// announced less than grace ago (the call may still be reaching Nomad), or
+// announced and not made while its claimant still waits in the holding
+// pool: the predecessor died between the stops of one preemption, and the
+// stop is returned in resume for this leader to make (once: the
+// allocation is not being stopped yet). The intents to delete are
+// returned in stale: their allocation is gone, or their stop was never made
+// and its claimant no longer waits (the plan decides again).
+func (v *storeView) stopping(own map[string]string, s *nomad.State, holdingPool string, now time.Time,
+	grace time.Duration) (out map[string]string, resume []plan.Action, stale []string) {
+	out = maps.Clone(own)
 	if out == nil {
 		out = map[string]string{}
 	}
-	var stale []string
 	for _, in := range v.intents {
 		al, ok := s.Alloc(in.Alloc)
+		_, mine := out[in.Alloc]
 		switch {
 		case !ok || !al.Live():
 			stale = append(stale, in.Alloc)
+		case mine:
 		case al.Stopping() || now.Sub(in.At) < grace:
-			if _, mine := out[in.Alloc]; !mine {
-				out[in.Alloc] = in.For
-			}
+			out[in.Alloc] = in.For
+		case claimantWaits(s, in.For, holdingPool):
+			out[in.Alloc] = in.For
+			resume = append(resume, plan.Action{Action: plan.ActionStop, Namespace: in.Namespace, Job: in.Job,
+				Group: al.Group, Alloc: in.Alloc, Node: al.NodeID, GPUs: len(al.GPUIDs), Rule: plan.Rule(in.Rule), For: in.For,
+				Reason: "finishing the preemption the previous leader began (L12)"})
 		default:
 			stale = append(stale, in.Alloc)
 		}
 	}
-	return out, stale
+	return out, resume, stale
+}
+
+// claimantWaits reports whether the claimant "namespace/job/group" is a
+// job waiting in the holding pool.
+func claimantWaits(s *nomad.State, claimant, holdingPool string) bool {
+	ns, rest, ok := strings.Cut(claimant, "/")
+	i := strings.LastIndex(rest, "/")
+	if !ok || i < 0 {
+		return false
+	}
+	j := s.Job(ns, rest[:i])
+	return j != nil && j.NodePool != nil && *j.NodePool == holdingPool && (j.Stop == nil || !*j.Stop)
 }
 
 // recordJobs is the leader's bookkeeping before it acts: each governed job
@@ -293,6 +314,15 @@ func (f *fence) BeforeStop(ctx context.Context, act plan.Action) error {
 	defer cancel()
 	return f.a.store.PutIntent(ctx, f.lock, store.Intent{Alloc: act.Alloc, Action: "stop", Namespace: act.Namespace,
 		Job: act.Job, For: act.For, Rule: string(act.Rule), At: f.now().UTC()})
+}
+
+// Withdraw deletes the intent of an announced stop that was not made.
+func (f *fence) Withdraw(ctx context.Context, alloc string) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if err := f.a.store.DeleteIntent(ctx, f.lock, alloc); err != nil && !errors.Is(err, store.ErrNotLeader) {
+		f.a.log.Warn("failed to withdraw the intent of a stop not made", "alloc", alloc, "error", err)
+	}
 }
 
 // BeforeJob writes jobs/<ns>/<job> with the times the write changes:

@@ -297,3 +297,60 @@ func TestLeaderPrunesOldHistory(t *testing.T) {
 		return err == nil && len(list) == 1 && list[0].Alloc == "alloc-1"
 	})
 }
+
+// L12: a predecessor that died between the stops of one preemption left
+// an announced stop it did not make; its claimant still waits in the
+// holding pool. The successor makes that stop, once, instead of choosing
+// other victims.
+func TestSuccessorFinishesAPreemptionItsPredecessorBegan(t *testing.T) {
+	f := newFakeNomad(t)
+	st := store.NewMemory()
+	ctx := context.Background()
+	old, err := st.Lock(ctx, "old-leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimant := "workspace-b/training/worker" // in the holding pool in the recording
+	in := store.Intent{Alloc: recAllocC1, Action: "stop", Namespace: "workspace-c", Job: "training", For: claimant,
+		Rule: "L5.2", At: time.Now().Add(-time.Minute)}
+	if err := st.PutIntent(ctx, old, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutJob(ctx, old, store.JobID{Namespace: "workspace-c", Job: "training"},
+		store.JobRecord{FirstSeen: time.Now(), QueuedAt: time.Now(), AdmittedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a := leaderAgent(t, f, st, 300*time.Millisecond, hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info}))
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	stop := "PUT /v1/allocation/" + recAllocC1 + "/stop"
+	count := func() int {
+		n := 0
+		for _, w := range f.allWrites() {
+			if w == stop {
+				n++
+			}
+		}
+		return n
+	}
+	until(t, "the announced stop made", 10*time.Second, func() bool { return count() == 1 })
+	cycles := a.Health().LastPlanAt
+	until(t, "more cycles", 10*time.Second, func() bool { return a.Health().LastPlanAt.After(cycles.Add(200 * time.Millisecond)) })
+	if n := count(); n != 1 {
+		t.Fatalf("%s made %d times, want once", stop, n)
+	}
+	list, err := a.preemptions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Alloc != recAllocC1 || list[0].Claimant != claimant {
+		t.Fatalf("preemptions = %+v, want the finished stop for %s", list, claimant)
+	}
+}

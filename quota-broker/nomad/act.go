@@ -187,27 +187,32 @@ func (a *Actor) accept(k string) {
 //  1. deferStops: if b has allocations stopping for a claimant the broker
 //     cannot name, every stop is deferred (and its claimant not admitted)
 //     until those are gone, so that nothing is stopped twice;
-//  2. preempt: in the plan's order, for each stop the victim's job is moved
+//  2. announce: with a Fence, the intent of every stop is written before
+//     the first call (L12), so that a successor finishes a preemption this
+//     broker began instead of choosing other victims; a claimant whose
+//     intent cannot be written is skipped;
+//  3. preempt: in the plan's order, for each stop the victim's job is moved
 //     to the holding pool (once per job) and, after Nomad's 200, the
-//     allocation is stopped;
-//  3. admit, concurrently: jobs in the holding pool move to their pool
+//     allocation is stopped; the intents of stops not made are withdrawn;
+//  4. admit, concurrently: jobs in the holding pool move to their pool
 //     (claimants whose stops failed or were deferred are skipped), and so
 //     do jobs there that ask for no GPU; a job registered straight into a
 //     real pool is accepted as it is;
-//  4. waitOrExpire: a job registered straight into a real pool that must
+//  5. waitOrExpire: a job registered straight into a real pool that must
 //     wait is suspended; a job waiting in the holding pool with no live
 //     allocation gets the reason in its meta; an expired flex request is
 //     stopped (Stop = true) with its status in meta;
-//  5. reportMetaErrors: jobs with a bad meta value in the holding pool get
+//  6. reportMetaErrors: jobs with a bad meta value in the holding pool get
 //     the error in their meta, and straight registrations with one are
 //     suspended;
-//  6. writeMeta, concurrently: the status meta of steps 4 and 5.
+//  7. writeMeta, concurrently: the status meta of steps 5 and 6.
 //
 // Errors of single calls are collected in the outcome; the rest of the
 // plan is still carried out.
 func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 	x := &execution{a: a, p: p, b: b, skip: map[string]bool{}, admitted: map[string]bool{}, metaText: map[string][2]string{}}
 	x.deferStops()
+	x.announce(ctx)
 	x.preempt(ctx)
 	x.admit(ctx)
 	x.waitOrExpire(ctx)
@@ -225,10 +230,11 @@ type execution struct {
 	mu  sync.Mutex // guards out in the concurrent steps
 	out Outcome
 
-	skip     map[string]bool // claimants ("namespace/job/group") not to admit now
-	admitted map[string]bool // jobs ("namespace/job") admitted or accepted in step 3
-	metaJobs []*JobView      // jobs whose status meta step 6 writes
-	metaText map[string][2]string
+	skip      map[string]bool // claimants ("namespace/job/group") not to admit now
+	announced map[string]bool // allocations whose stop intent step 2 wrote
+	admitted  map[string]bool // jobs ("namespace/job") admitted or accepted in step 3
+	metaJobs  []*JobView      // jobs whose status meta step 6 writes
+	metaText  map[string][2]string
 }
 
 // fail records a failed call of the given action.
@@ -272,17 +278,45 @@ func (x *execution) deferStops() {
 	}
 }
 
-// preempt is step 2.
+// announce is step 2.
+func (x *execution) announce(ctx context.Context) {
+	x.announced = map[string]bool{}
+	if x.a.Fence == nil || x.a.DryRun {
+		return
+	}
+	for _, act := range x.p.Actions {
+		if act.Action != plan.ActionStop || x.skip[act.For] {
+			continue
+		}
+		if err := x.a.beforeStop(ctx, act); err != nil {
+			x.skip[act.For] = true
+			x.fail("stop", fmt.Errorf("not preempting allocation %s of job %s/%s: %w", act.Alloc, act.Namespace, act.Job, err))
+			continue
+		}
+		x.announced[act.Alloc] = true
+	}
+}
+
+// preempt is step 3.
 func (x *execution) preempt(ctx context.Context) {
 	moved := map[string]bool{}
 	for _, act := range x.p.Actions {
-		if act.Action != plan.ActionStop || x.skip[act.For] {
+		if act.Action != plan.ActionStop {
+			continue
+		}
+		if x.skip[act.For] {
+			if x.announced[act.Alloc] {
+				x.a.withdraw(ctx, act.Alloc)
+			}
 			continue
 		}
 		stop, err := x.a.preempt(ctx, act, x.b, moved)
 		if err != nil {
 			x.skip[act.For] = true
 			x.fail("stop", err)
+			if x.announced[act.Alloc] {
+				x.a.withdraw(ctx, act.Alloc)
+			}
 			continue
 		}
 		x.out.Stopped++
@@ -298,7 +332,7 @@ func (x *execution) preempt(ctx context.Context) {
 	}
 }
 
-// admit is step 3.
+// admit is step 4.
 func (x *execution) admit(ctx context.Context) {
 	a, b := x.a, x.b
 	var admits []*JobView
@@ -345,7 +379,7 @@ func (x *execution) admit(ctx context.Context) {
 	})
 }
 
-// waitOrExpire is step 4.
+// waitOrExpire is step 5.
 func (x *execution) waitOrExpire(ctx context.Context) {
 	a := x.a
 	waited := map[string]bool{}
@@ -393,7 +427,7 @@ func (x *execution) suspend(ctx context.Context, v *JobView, reason string) {
 	x.out.Suspended++
 }
 
-// reportMetaErrors is step 5.
+// reportMetaErrors is step 6.
 func (x *execution) reportMetaErrors(ctx context.Context) {
 	for _, k := range slices.Sorted(maps.Keys(x.b.Jobs)) {
 		v := x.b.Jobs[k]
@@ -411,7 +445,7 @@ func (x *execution) reportMetaErrors(ctx context.Context) {
 	}
 }
 
-// writeMeta is step 6.
+// writeMeta is step 7.
 func (x *execution) writeMeta(ctx context.Context) {
 	x.a.parallel(x.metaJobs, func(v *JobView) {
 		t := x.metaText[v.Key]
@@ -480,7 +514,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For, "rule", act.Rule, "reason", act.Reason)
 		return nil, nil
 	}
-	if err := a.beforeStop(ctx, act); err != nil {
+	if err := a.check(ctx); err != nil {
 		return nil, fmt.Errorf("not preempting allocation %s of job %s: %w", act.Alloc, k, err)
 	}
 	if _, done := moved[k]; !done && !v.Holding {

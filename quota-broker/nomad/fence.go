@@ -52,8 +52,13 @@ func (w JobWrite) String() string {
 type Fence interface {
 	// Check returns nil while this broker may act (it holds the lock).
 	Check(ctx context.Context) error
-	// BeforeStop records the claimant of a stop (intents/<alloc>).
+	// BeforeStop records the claimant of a stop (intents/<alloc>). Execute
+	// announces every stop of a claimant before its first call, so that a
+	// successor can finish a preemption its predecessor began.
 	BeforeStop(ctx context.Context, act plan.Action) error
+	// Withdraw drops the intent of an announced stop that was not made
+	// (an earlier stop of its claimant failed, or the lock was lost).
+	Withdraw(ctx context.Context, alloc string)
 	// BeforeJob records a job write (key "namespace/job").
 	BeforeJob(ctx context.Context, key string, w JobWrite) error
 	// Registered records the JobModifyIndex Nomad gave the broker's write.
@@ -97,6 +102,12 @@ func (a *Actor) beforeJob(ctx context.Context, key string, w JobWrite) error {
 		return fmt.Errorf("failed to record the %s of job %s: %w", w, key, err)
 	}
 	return nil
+}
+
+func (a *Actor) withdraw(ctx context.Context, alloc string) {
+	if a.Fence != nil {
+		a.Fence.Withdraw(ctx, alloc)
+	}
 }
 
 func (a *Actor) registered(ctx context.Context, key string, index uint64) {

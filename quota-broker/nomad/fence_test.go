@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -52,11 +53,16 @@ func (r *recordingFence) BeforeJob(_ context.Context, key string, w JobWrite) er
 	return nil
 }
 
+func (r *recordingFence) Withdraw(_ context.Context, alloc string) {
+	r.add("withdraw " + alloc)
+}
+
 func (r *recordingFence) Registered(_ context.Context, key string, index uint64) {
 	r.add("registered " + key)
 }
 
-// L12: every intent is recorded before the Nomad call it announces.
+// L12: every intent is recorded before the Nomad call it announces, and
+// every stop of a claimant before the first of them.
 func TestExecuteRecordsEachIntentBeforeItsCall(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
@@ -70,9 +76,9 @@ func TestExecuteRecordsEachIntentBeforeItsCall(t *testing.T) {
 	claimant := "workspace-b/training/worker"
 	want := []string{
 		"0 intent stop " + allocC1 + " for " + claimant,
+		"0 intent stop " + allocC2 + " for " + claimant,
 		"0 job requeue workspace-c/training",
 		"1 registered workspace-c/training", // the move to the holding pool
-		"2 intent stop " + allocC2 + " for " + claimant,
 		"3 job admit workspace-b/training",
 		"4 registered workspace-b/training",
 		// the two jobs with bad meta get their status (step 6, one worker)
@@ -94,9 +100,10 @@ func TestExecuteRecordsEachIntentBeforeItsCall(t *testing.T) {
 func TestExecuteStopsActingWhenTheLockIsLostMidPlan(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	// The first stop passes its three checks (before its intent, before the
-	// move of its job, before the call); the lock is lost before the second.
-	fence := &recordingFence{f: f, allow: 3}
+	// The two intents (two checks) and the first stop (before the stop,
+	// before the move of its job, before the call) pass; the lock is lost
+	// before the second stop, whose intent is withdrawn.
+	fence := &recordingFence{f: f, allow: 5}
 	a.Fence = fence
 	p, b := planFor(t, s, a, claimTree())
 	out := a.Execute(context.Background(), p, b)
@@ -114,6 +121,9 @@ func TestExecuteStopsActingWhenTheLockIsLostMidPlan(t *testing.T) {
 	}
 	if len(out.Errors) == 0 {
 		t.Fatal("no error reported for the acts skipped")
+	}
+	if !slices.Contains(fence.log, "2 withdraw "+allocC2) {
+		t.Errorf("fence log %q: the second stop's intent is not withdrawn", fence.log)
 	}
 	if got := a.Stopping(); len(got) != 1 || got[allocC1] == "" {
 		t.Fatalf("stopping = %v, want only %s", got, allocC1)
