@@ -9,10 +9,16 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -198,10 +204,55 @@ func waitTakeover(t *testing.T, b *procBroker, since time.Time, bound time.Durat
 	return time.Since(since)
 }
 
-// pair starts two brokers and returns (leader, standby) once both are up.
-func pair(t *testing.T, bin, nomadAddr, consulAddr, prefix string) (*procBroker, *procBroker) {
+// stopGate is a reverse proxy to Nomad that passes the first allocation
+// stop and holds every later one unanswered (never forwarded), so that a
+// broker behind it is caught between the stops of one preemption.
+type stopGate struct {
+	URL   string
+	mu    sync.Mutex
+	stops int
+	held  chan struct{} // closed when a stop is held
+	once  sync.Once
+}
+
+func newStopGate(t *testing.T, nomadAddr string) *stopGate {
 	t.Helper()
-	x := newProcBroker(t, "x", bin, nomadAddr, consulAddr, prefix)
+	target, err := url.Parse(nomadAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &stopGate{held: make(chan struct{})}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // the event stream
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/allocation/") && strings.HasSuffix(r.URL.Path, "/stop") {
+			g.mu.Lock()
+			g.stops++
+			n := g.stops
+			g.mu.Unlock()
+			if n > 1 {
+				g.once.Do(func() { close(g.held) })
+				<-r.Context().Done() // held until the broker dies
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections) // first: a held stop ends with its connection
+	g.URL = srv.URL
+	return g
+}
+
+// pair starts two brokers and returns (leader, standby) once both are up;
+// the leader reaches Nomad at leaderNomad, the standby at nomadAddr.
+func pair(t *testing.T, bin, nomadAddr, consulAddr, prefix string, leaderNomad ...string) (*procBroker, *procBroker) {
+	t.Helper()
+	xNomad := nomadAddr
+	if len(leaderNomad) > 0 {
+		xNomad = leaderNomad[0]
+	}
+	x := newProcBroker(t, "x", bin, xNomad, consulAddr, prefix)
 	y := newProcBroker(t, "y", bin, nomadAddr, consulAddr, prefix)
 	x.start(t)
 	if err := waitFor(60*time.Second, 100*time.Millisecond, func() error {
@@ -280,12 +331,16 @@ func TestBrokerLeaderFailover(t *testing.T) {
 	})
 }
 
-// killMidPreemption: inference preempts team C's training (victims take 15 s
-// to checkpoint); the leader is killed right after the stops; the standby
-// acts within 25 s, the inference runs, and each victim was stopped once.
+// killMidPreemption: inference preempts team C's training (two
+// allocations, 15 s to checkpoint). The leader reaches Nomad through a gate
+// that passes its first stop and holds the second: it is killed between
+// the two stops of the preemption. The standby acts within 25 s, finishes
+// that preemption (the second victim, not another one), the inference
+// runs, and each victim was stopped once.
 func killMidPreemption(t *testing.T, a *nomadAgent, bin, consulAddr, prefix string) {
 	c := a.Client
-	leader, standby := pair(t, bin, a.Addr, consulAddr, prefix)
+	gate := newStopGate(t, a.Addr)
+	leader, standby := pair(t, bin, a.Addr, consulAddr, prefix, gate.URL)
 	submit(t, c, jobSpec{Namespace: "workspace-c", ID: "training-f", Type: "batch", Priority: 50, Count: 2, GPUs: 2,
 		Checkpoint: "15", KillTimeout: 40 * time.Second})
 	cTrain := waitRunning(t, c, "workspace-c", "training-f", 2, 30*time.Second)
@@ -296,16 +351,22 @@ func killMidPreemption(t *testing.T, a *nomadAgent, bin, consulAddr, prefix stri
 	before := stoppedAllocs(t, c)
 
 	submit(t, c, jobSpec{Namespace: "workspace-a", ID: "inference", Type: "service", Priority: 80, Count: 1, GPUs: 4})
-	if err := waitFor(30*time.Second, 20*time.Millisecond, func() error {
-		if n := len(minus(stoppedAllocs(t, c), before)); n < 1 {
-			return fmt.Errorf("%d stopped", n)
+	select {
+	case <-gate.held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the leader made no second stop")
+	}
+	// Nomad marks the first victim stopped once its evaluation ran.
+	if err := waitFor(20*time.Second, 20*time.Millisecond, func() error {
+		if n := len(minus(stoppedAllocs(t, c), before)); n != 1 {
+			return fmt.Errorf("%d allocations stopped before the kill, want 1", n)
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	leader.signal(syscall.SIGKILL) // mid-preemption: the victims are still checkpointing
+	leader.signal(syscall.SIGKILL) // between the two stops of one preemption
 	took := waitTakeover(t, standby, t0, crashTakeover)
 	t.Logf("takeover after kill -9 mid-preemption: %s", took.Round(time.Millisecond))
 	if took > crashTakeover {
