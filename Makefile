@@ -11,10 +11,11 @@ LDFLAGS  := -X github.com/gputide/gputide/quota-broker/version.Commit=$(COMMIT)
 
 all: build
 
-## build: the broker CLI and daemon, and the device plugin, into bin/
+## build: the broker CLI and daemon, and the device plugin, into bin/; the autoscaler plugins into bin/plugins/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gputide ./quota-broker/cmd/gputide
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
+	$(GO) build -o $(BIN)/plugins/ ./autoscaler-plugin/cmd/...
 
 ## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN, fail without it under CI)
 test:
@@ -37,13 +38,15 @@ e2e:
 
 ## bench: the go test benchmarks whose numbers are in docs/benchmarks.md
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./quota-broker/... ./device-plugin/...
+	$(GO) test -run '^$$' -bench . -benchmem ./quota-broker/... ./device-plugin/... ./autoscaler-plugin/...
 
 ## fuzz: a short run of every fuzz target
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./quota-broker/snapshot
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/quota
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/schedule
+	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 30s ./autoscaler-plugin/apmplugin
+	$(GO) test -run '^$$' -fuzz FuzzPreviewInput -fuzztime 30s ./quota-broker/scalingpolicy
 
 clean:
 	rm -rf $(BIN) out

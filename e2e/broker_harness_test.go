@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/agent"
-	"github.com/gputide/gputide/quota-broker/history"
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -51,9 +51,18 @@ quota "Quota1" {
 // backend) and the three workspaces, and waits for its 8 GPUs.
 func startGPUNomad(t *testing.T) *nomadAgent {
 	t.Helper()
+	return startGPUNomadACL(t, false)
+}
+
+// startGPUNomadACL is startGPUNomad, with Nomad's ACLs enabled and
+// bootstrapped when acl is set (the agent's Client then carries the
+// management token).
+func startGPUNomadACL(t *testing.T, acl bool) *nomadAgent {
+	t.Helper()
 	nomadBinary(t)
 	bin := goBuild(t, pluginPkg, t.TempDir(), pluginFile)
 	a := newNomadAgent(t, nomadOptions{
+		ACL:     acl,
 		Plugins: map[string]string{pluginFile: bin},
 		ExtraConfig: fmt.Sprintf(`
 plugin %q {
@@ -122,6 +131,8 @@ interval   = "2s"
 staleness  = "3s"
 http_bind  = "127.0.0.1:%d"
 log_level  = "debug"
+# The test Nomad runs without ACLs: reads need no token (DESIGN §9).
+open_reads_without_acl = true
 `, nomadAddr, port)
 	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -145,6 +156,14 @@ func writeQuota(t *testing.T, path string, b11, b12 int) {
 func startBroker(t *testing.T, nomadAddr string, b11, b12 int) *broker {
 	t.Helper()
 	cfgPath, quotaFile := brokerConfig(t, nomadAddr, b11, b12)
+	return runBroker(t, cfgPath, quotaFile)
+}
+
+// runBroker runs the broker in-process with the config file cfgPath (its
+// quota file is quotaFile) until the test ends or stop is called, and
+// waits until it acts.
+func runBroker(t *testing.T, cfgPath, quotaFile string) *broker {
+	t.Helper()
 	cfg, err := agent.LoadConfig(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -201,13 +220,13 @@ func (b *broker) waitActing(t *testing.T, timeout time.Duration) {
 	}
 }
 
-func (b *broker) preemptions(t *testing.T) []history.Preemption {
+func (b *broker) preemptions(t *testing.T) []brokerapi.PreemptionEntry {
 	t.Helper()
-	var out []history.Preemption
+	var out brokerapi.PreemptionsResponse
 	if err := getJSON("http://"+b.Addr+"/v1/preemptions", &out); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return out.Preemptions
 }
 
 func getJSON(url string, v any) error {

@@ -72,6 +72,10 @@ type nomadOptions struct {
 	Plugins map[string]string
 	// ReadyTimeout bounds the wait for a ready client node (default 60s).
 	ReadyTimeout time.Duration
+	// ACL runs the agent with acl { enabled = true } and bootstraps the
+	// ACL system through the API; the agent's Client then carries the
+	// bootstrap (management) token, also in nomadAgent.ManagementToken.
+	ACL bool
 }
 
 // nomadAgent is one running dev agent.
@@ -83,6 +87,8 @@ type nomadAgent struct {
 	PluginDir string
 	NodeID    string
 	Bin       string
+	// ManagementToken is the bootstrap token's secret (nomadOptions.ACL).
+	ManagementToken string
 
 	t        testing.TB
 	cmd      *exec.Cmd
@@ -160,6 +166,10 @@ func newNomadAgent(t testing.TB, opts nomadOptions) *nomadAgent {
 		}
 	}
 	ports := freePorts(t, 3)
+	extra := opts.ExtraConfig
+	if opts.ACL {
+		extra += "\nacl {\n  enabled = true\n}\n"
+	}
 	config := fmt.Sprintf(`
 data_dir   = %q
 plugin_dir = %q
@@ -178,7 +188,7 @@ plugin "raw_exec" {
   }
 }
 %s
-`, a.DataDir, a.PluginDir, ports[0], ports[1], ports[2], opts.ExtraConfig)
+`, a.DataDir, a.PluginDir, ports[0], ports[1], ports[2], extra)
 	cfgPath := filepath.Join(dir, "agent.hcl")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -208,6 +218,9 @@ plugin "raw_exec" {
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
+	if opts.ACL {
+		a.bootstrapACL(timeout)
+	}
 	err = waitFor(timeout, 250*time.Millisecond, func() error {
 		select {
 		case <-a.exited:
@@ -230,6 +243,30 @@ plugin "raw_exec" {
 		t.Fatalf("nomad agent not ready: %v\n%s", err, tail(a.log.String(), 4000))
 	}
 	return a
+}
+
+// bootstrapACL bootstraps the agent's ACL system through the API
+// (retrying until a leader is elected) and sets the management token on
+// a.Client.
+func (a *nomadAgent) bootstrapACL(timeout time.Duration) {
+	a.t.Helper()
+	err := waitFor(timeout, 250*time.Millisecond, func() error {
+		select {
+		case <-a.exited:
+			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
+		default:
+		}
+		tok, _, err := a.Client.ACLTokens().Bootstrap(nil)
+		if err != nil {
+			return err
+		}
+		a.ManagementToken = tok.SecretID
+		return nil
+	})
+	if err != nil {
+		a.t.Fatalf("ACL bootstrap: %v\n%s", err, tail(a.log.String(), 4000))
+	}
+	a.Client.SetSecretID(a.ManagementToken)
 }
 
 // agentEnv is this process's environment without AWS_CA_BUNDLE and

@@ -22,6 +22,11 @@ namespaces = ["workspace-a", "workspace-b", "workspace-c"]
 # pool name, not "default" or "all".
 holding_pool = "gputide-queue"
 
+# The node pools a job may name in meta gputide_pool (default ["default"]);
+# another pool, or one Nomad does not have, is a meta error: the job is left
+# unadmitted (Nomad CE checks no node-pool ACL at registration).
+admit_pools = ["default"]
+
 # Plan on every Nomad event and at least this often (1s at least).
 interval = "30s"
 

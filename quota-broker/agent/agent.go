@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/metrics"
 	"github.com/gputide/gputide/quota-broker/nomad"
@@ -42,6 +44,7 @@ type Agent struct {
 	recorder *history.Recorder
 	metrics  *metrics.Metrics
 	registry *prometheus.Registry
+	api      *brokerapi.Server
 	now      func() time.Time
 	trigger  chan struct{}
 	// store is the broker's state (DESIGN §6): Consul with a consul block,
@@ -67,6 +70,9 @@ type Agent struct {
 	addr       string // the HTTP address actually bound
 	poolOK     bool   // the holding pool is known to exist (cycle goroutine only)
 	seeded     bool   // a dry run seeded its accepted set (cycle goroutine only)
+	// left are the snapshot faults logged by the last cycle (cycle
+	// goroutine only): a fault is logged when it appears, not every cycle.
+	left map[string]bool
 }
 
 // Options are the run-time options of New.
@@ -125,6 +131,9 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
+	if a.api, err = a.newAPI(); err != nil {
+		return nil, fmt.Errorf("failed to create the HTTP API: %w", err)
+	}
 	return a, nil
 }
 
@@ -206,6 +215,14 @@ func (a *Agent) Recorder() *history.Recorder { return a.recorder }
 // every interval. It returns nil after a graceful stop, or the error that
 // kept it from starting (the HTTP address in use).
 func (a *Agent) Run(ctx context.Context) error {
+	var cert tls.Certificate
+	if a.cfg.TLSCertFile != "" {
+		c, err := tls.LoadX509KeyPair(a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		cert = c
+	}
 	ln, err := net.Listen("tcp", a.cfg.HTTPBind)
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", a.cfg.HTTPBind, err)
@@ -215,7 +232,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	host, _ := os.Hostname()
 	a.holder = host + " " + a.Addr()
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if a.cfg.TLSCertFile != "" {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -363,9 +383,9 @@ func (a *Agent) cycle(ctx context.Context) {
 	a.actor.State = state
 	a.actor.Forget(state)
 	stopping, resume, staleIntents := view.stopping(a.actor.Stopping(), state, a.cfg.HoldingPool, start, a.cfg.Staleness)
-	accepted := func(k string) bool { return a.actor.Accepted(k) || view.admitted(k) }
+	accepted := func(k plan.JobKey) bool { return a.actor.Accepted(k) || view.admitted(k) }
 	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
-		Governed: a.governed, Stopping: stopping, Accepted: accepted}
+		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools}
 	b := state.Build(in)
 	// The store's first start (no job records yet): what runs in a real
 	// pool was there before the broker and is accepted as it is; past it,
@@ -378,6 +398,12 @@ func (a *Agent) cycle(ctx context.Context) {
 	if firstStart {
 		a.actor.AcceptRunning(b)
 		b = state.Build(in)
+	}
+	a.logLeft(b.Left)
+	if b.Invalid != nil {
+		a.log.Error("not acting: the quota tree or the settings are invalid (L12)", "error", b.Invalid)
+		a.setActing(false, b.Invalid.Error())
+		return
 	}
 	a.actor.Observe(b)
 	if leader {
@@ -449,6 +475,21 @@ func (a *Agent) cycle(ctx context.Context) {
 	}
 }
 
+// logLeft logs each item left out of the plan for breaking a snapshot
+// rule, once while it stays left out.
+func (a *Agent) logLeft(faults []*plan.Fault) {
+	now := make(map[string]bool, len(faults))
+	for _, f := range faults {
+		key := f.Item.String() + "\x00" + f.ID + "\x00" + f.Job.String() + "\x00" + f.Error()
+		now[key] = true
+		if !a.left[key] {
+			a.log.Warn("left out of the plan: it breaks a snapshot rule", "item", f.Item.String(), "id", f.ID,
+				"job", f.Job.String(), "path", f.Path, "problem", f.Message)
+		}
+	}
+	a.left = now
+}
+
 func (a *Agent) setActing(ok bool, why string) {
 	a.mu.Lock()
 	changed := a.acting != ok || a.cycles == 0
@@ -488,8 +529,8 @@ func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
 	if a.dryRun {
 		for _, act := range p.Actions {
 			if act.Action != plan.ActionWait {
-				a.log.Info("dry run: plan action", "action", act.Action, "job", act.Namespace+"/"+act.Job, "group", act.Group,
-					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For, "reason", act.Reason)
+				a.log.Info("dry run: plan action", "action", act.Action, "namespace", act.Namespace, "job", act.Job, "group", act.Group,
+					"alloc", act.Alloc, "count", act.Count, "gpus", act.GPUs, "rule", act.Rule, "for", act.For.String(), "reason", act.Reason)
 			}
 		}
 	}

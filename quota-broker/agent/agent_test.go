@@ -33,7 +33,8 @@ type fakeNomad struct {
 func newFakeNomad(t *testing.T) *fakeNomad {
 	f := &fakeNomad{kick: make(chan struct{})}
 	files := map[string]string{"/v1/namespaces": "namespaces.json", "/v1/nodes": "nodes.json",
-		"/v1/allocations": "allocations.json", "/v1/jobs": "jobs.json", "/v1/evaluations": "evaluations-blocked.json"}
+		"/v1/allocations": "allocations.json", "/v1/jobs": "jobs.json", "/v1/evaluations": "evaluations-blocked.json",
+		"GET /v1/node/pools": "node-pools.json"}
 	for _, j := range []string{"workspace-a/inference", "workspace-b/training", "workspace-c/training", "workspace-c/bad-idle", "workspace-c/bad-maxrun"} {
 		ns, id, _ := strings.Cut(j, "/")
 		files["/v1/job/"+id+"?"+ns] = "job-" + ns + "-" + id + ".json"
@@ -62,6 +63,9 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 			case <-done:
 			}
 			return
+		case r.URL.Path == "/v1/acl/token/self": // Nomad's exact answer with ACLs off
+			http.Error(w, "ACL support disabled", http.StatusBadRequest)
+			return
 		case r.URL.Path == "/v1/status/leader":
 			fmt.Fprint(w, `"127.0.0.1:4647"`)
 			return
@@ -78,6 +82,9 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 		key := r.URL.Path
 		if strings.HasPrefix(key, "/v1/job/") {
 			key += "?" + r.URL.Query().Get("namespace")
+		}
+		if r.Method == http.MethodGet && key == "/v1/node/pools" {
+			key = "GET /v1/node/pools"
 		}
 		name, ok := files[key]
 		if !ok {
@@ -151,6 +158,7 @@ func TestAgentStopsActingWhileNomadIsUnreachable(t *testing.T) {
 nomad { address = %q }
 quota_file = "quota.hcl"
 http_bind  = "127.0.0.1:0"
+admin_token = "adm"
 `, f.srv.URL)), filepath.Join(dir, "broker.hcl"))
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +181,13 @@ http_bind  = "127.0.0.1:0"
 	}()
 
 	until(t, "acting", 10*time.Second, func() bool { return a.Health().Acting })
+	// The API: the admin token (ACLs off) reads the plan; no token is refused.
+	if code := getStatus(t, a.Addr(), "/v1/plan", "adm"); code != http.StatusOK {
+		t.Errorf("GET /v1/plan with the admin token: %d", code)
+	}
+	if code := getStatus(t, a.Addr(), "/v1/plan", ""); code != http.StatusForbidden {
+		t.Errorf("GET /v1/plan without a token: %d, want 403", code)
+	}
 	// The two jobs with bad meta get their error written: the agent acts.
 	until(t, "the meta writes", 10*time.Second, func() bool { return f.writeCount() >= 2 })
 
@@ -187,12 +202,14 @@ http_bind  = "127.0.0.1:0"
 	if f.writeCount() != n {
 		t.Fatal("wrote while Nomad was unreachable")
 	}
-	// Reads are still served.
-	resp, err := http.Get("http://" + a.Addr() + "/v1/plan")
+	// Health is still served; reads of the state answer 503 once it is
+	// older than the staleness bound (DESIGN §9), never a stale answer.
+	resp, err := http.Get("http://" + a.Addr() + "/v1/agent/health")
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /v1/plan while down: %v %v", resp, err)
+		t.Fatalf("GET /v1/agent/health while down: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	until(t, "stale reads refused", 10*time.Second, func() bool { return getStatus(t, a.Addr(), "/v1/plan", "adm") == http.StatusServiceUnavailable })
 
 	f.setDown(false)
 	// The watcher reconnects with backoff (1s, 2s, 4s, ...): allow for a
@@ -371,5 +388,56 @@ http_bind    = "127.0.0.1:0"
 		if w != "PUT /v1/node/pools" {
 			t.Fatalf("wrote %s without a holding pool; all writes: %v", w, writes)
 		}
+	}
+}
+
+// getStatus GETs path on the agent with token and returns the status.
+func getStatus(t *testing.T, addr, path, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	if token != "" {
+		req.Header.Set("X-Nomad-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A reloaded quota file reaches the API's store, so bookings validate
+// against the tree the agent plans with.
+func TestQuotaReloadReachesTheAPIStore(t *testing.T) {
+	dir := t.TempDir()
+	qf := filepath.Join(dir, "quota.hcl")
+	if err := os.WriteFile(qf, []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte("quota_file = \"quota.hcl\"\nhttp_bind = \"127.0.0.1:0\"\n"), filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(strings.Replace(e2eQuota, "gpus       = 3", "gpus       = 4", 1), "gpus       = 5", "gpus       = 4", 1)
+	if err := os.WriteFile(qf, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(qf, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.loadQuota(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.store.ReadGuarded(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Tree.Root.Find("Quota1.1"); n == nil || n.GPUs != 4 || n.ChangedAt.IsZero() {
+		t.Fatalf("store tree Quota1.1 = %+v, want 4 GPUs with a change time", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
@@ -94,12 +95,20 @@ var reservedPools = map[string]bool{"default": true, "all": true}
 //	quota_file   = "quota.hcl"           # required: the quota tree (reloaded when it changes)
 //	namespaces   = ["workspace-a"]       # namespaces to govern; default: every namespace in the tree
 //	holding_pool = "gputide-queue"       # default; created by the broker
+//	admit_pools  = ["default"]           # default; the pools gputide_pool may name
 //	interval     = "30s"                 # plan at least this often; at least 1s
 //	min_runtime  = "10m"                 # overrides the tree's settings when set
 //	staleness    = "15s"                 # L12: never act on state older than this; at least 1s
-//	http_bind    = "127.0.0.1:4780"      # metrics and reads; loopback only
+//	http_bind    = "127.0.0.1:4780"      # the API; beyond loopback only with tls
+//	tls {                                # serve the API over TLS (DESIGN §9)
+//	  cert_file = "broker.pem"
+//	  key_file  = "broker-key.pem"
+//	}
 //	log_level    = "info"                # trace, debug, info, warn, error or off
 //	dump_dir     = ""                    # write each snapshot and plan here (for gputide plan)
+//	admin_policy = "gputide-admin"       # Nomad policy whose holders are broker admins (DESIGN §9)
+//	admin_token  = ""                    # the broker's admin token, only while Nomad ACLs are off; default GPUTIDE_ADMIN_TOKEN
+//	open_reads_without_acl = false       # with Nomad ACLs off, serve reads without the admin token
 //	history_retention = "2160h"          # the leader prunes preemption history older than this
 //	consul {                             # optional: the durable store and the leader lock (DESIGN §6, L12)
 //	  address = "127.0.0.1:8500"         # default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500
@@ -122,12 +131,25 @@ type Config struct {
 	QuotaFile   string
 	Namespaces  []string
 	HoldingPool string
-	Interval    time.Duration
-	MinRuntime  *time.Duration
-	Staleness   time.Duration
-	HTTPBind    string
-	LogLevel    string
-	DumpDir     string
+	// AdmitPools are the node pools a job may name in gputide_pool
+	// (default ["default"]); a job naming another pool, or one Nomad does
+	// not have, gets a meta error and is left unadmitted (issue 10 item 4:
+	// Nomad CE checks no node-pool ACL at registration).
+	AdmitPools []string
+	Interval   time.Duration
+	MinRuntime *time.Duration
+	Staleness  time.Duration
+	HTTPBind   string
+	LogLevel   string
+	DumpDir    string
+	// AdminPolicy, AdminToken (never logged) and OpenReadsWithoutACL are
+	// the API's token settings (DESIGN §9, docs/acl.md).
+	AdminPolicy         string
+	AdminToken          string
+	OpenReadsWithoutACL bool
+	// TLSCertFile and TLSKeyFile serve the API over TLS; both or neither.
+	TLSCertFile string
+	TLSKeyFile  string
 	// Consul is the consul block; nil: the in-memory store.
 	Consul *store.ConsulConfig
 	// HistoryRetention: the leader prunes history older than this (and
@@ -148,14 +170,24 @@ type fileConfig struct {
 	QuotaFile   string              `hcl:"quota_file,optional"`
 	Namespaces  []string            `hcl:"namespaces,optional"`
 	HoldingPool string              `hcl:"holding_pool,optional"`
+	AdmitPools  []string            `hcl:"admit_pools,optional"`
 	Interval    string              `hcl:"interval,optional"`
 	MinRuntime  string              `hcl:"min_runtime,optional"`
 	Staleness   string              `hcl:"staleness,optional"`
 	HTTPBind    string              `hcl:"http_bind,optional"`
 	LogLevel    string              `hcl:"log_level,optional"`
 	DumpDir     string              `hcl:"dump_dir,optional"`
+	AdminPolicy string              `hcl:"admin_policy,optional"`
+	AdminToken  string              `hcl:"admin_token,optional"`
+	OpenReads   bool                `hcl:"open_reads_without_acl,optional"`
+	TLS         *fileTLS            `hcl:"tls,block"`
 	Consul      *store.ConsulConfig `hcl:"consul,block"`
 	Retention   string              `hcl:"history_retention,optional"`
+}
+
+type fileTLS struct {
+	CertFile string `hcl:"cert_file"`
+	KeyFile  string `hcl:"key_file"`
 }
 
 type fileNomad struct {
@@ -225,8 +257,9 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	if diags := gohcl.DecodeBody(file.Body, nil, &fc); diags.HasErrors() {
 		return nil, fmt.Errorf("failed to decode %s: %s", filename, diags.Error())
 	}
-	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool,
-		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir, Consul: fc.Consul}
+	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool, AdmitPools: fc.AdmitPools,
+		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir, Consul: fc.Consul,
+		AdminPolicy: fc.AdminPolicy, AdminToken: fc.AdminToken, OpenReadsWithoutACL: fc.OpenReads}
 	if fc.Nomad != nil {
 		c.Nomad = NomadConfig{Address: fc.Nomad.Address, Token: fc.Nomad.Token, Region: fc.Nomad.Region}
 	}
@@ -236,6 +269,9 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 			return p
 		}
 		return filepath.Join(base, p)
+	}
+	if fc.TLS != nil {
+		c.TLSCertFile, c.TLSKeyFile = rel(fc.TLS.CertFile), rel(fc.TLS.KeyFile)
 	}
 	c.QuotaFile = rel(c.QuotaFile)
 	c.DumpDir = rel(c.DumpDir)
@@ -320,6 +356,9 @@ func (c *Config) applyDefaults(filename string) error {
 	if c.Nomad.Region == "" {
 		c.Nomad.Region = os.Getenv("NOMAD_REGION")
 	}
+	if c.AdminToken == "" {
+		c.AdminToken = adminTokenFromEnv()
+	}
 	if c.HoldingPool == "" {
 		c.HoldingPool = DefaultPool
 	}
@@ -329,15 +368,20 @@ func (c *Config) applyDefaults(filename string) error {
 	if !poolName.MatchString(c.HoldingPool) {
 		return bad("holding_pool", c.HoldingPool, "not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')")
 	}
+	if err := c.checkAdmitPools(filename); err != nil {
+		return err
+	}
 	if c.HTTPBind == "" {
 		c.HTTPBind = DefaultHTTPBind
 	}
-	host, _, err := net.SplitHostPort(c.HTTPBind)
-	if err != nil {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return bad("tls", fmt.Sprintf("cert_file = %q, key_file = %q", c.TLSCertFile, c.TLSKeyFile), "give both")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPBind); err != nil {
 		return bad("http_bind", c.HTTPBind, err.Error())
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return bad("http_bind", c.HTTPBind, "must be a loopback address (the broker's reads are not authenticated)")
+	if err := brokerapi.CheckListen(c.HTTPBind, c.TLSCertFile != ""); err != nil {
+		return bad("http_bind", c.HTTPBind, "must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }")
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
@@ -348,6 +392,32 @@ func (c *Config) applyDefaults(filename string) error {
 	for _, ns := range c.Namespaces {
 		if ns == "" {
 			return bad("namespaces", ns, "empty namespace name")
+		}
+	}
+	return nil
+}
+
+// checkAdmitPools defaults admit_pools to ["default"] and checks each
+// name: a Nomad pool name, not the holding pool (jobs wait there; they are
+// never admitted into it). An empty list is refused: it would admit
+// nothing.
+func (c *Config) checkAdmitPools(filename string) error {
+	if c.AdmitPools == nil {
+		c.AdmitPools = []string{nomad.DefaultAdmitPool}
+		return nil
+	}
+	bad := func(v, why string) error {
+		return &ConfigError{File: filename, Key: "admit_pools", Value: v, Err: ErrInvalid, Why: why}
+	}
+	if len(c.AdmitPools) == 0 {
+		return bad("[]", "empty: no job could be admitted; leave it unset for [\"default\"]")
+	}
+	for _, p := range c.AdmitPools {
+		switch {
+		case !poolName.MatchString(p):
+			return bad(p, "not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')")
+		case p == c.HoldingPool:
+			return bad(p, "is the holding pool, where jobs wait; a job is never admitted into it")
 		}
 	}
 	return nil

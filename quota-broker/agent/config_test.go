@@ -76,7 +76,8 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		"1ns interval":         {`interval = "1ns"`, &ConfigError{Key: "interval", Value: "1ns", Err: ErrTooShort}, `broker.hcl: interval = "1ns": must be at least 1s`},
 		"999ms interval":       {`interval = "999ms"`, &ConfigError{Key: "interval", Value: "999ms", Err: ErrTooShort}, `broker.hcl: interval = "999ms": must be at least 1s`},
 		"negative min_runtime": {`min_runtime = "-1m"`, &ConfigError{Key: "min_runtime", Value: "-1m", Err: ErrInvalid}, `broker.hcl: min_runtime = "-1m": want a non-negative duration such as "30s"`},
-		"public bind":          {`http_bind = "0.0.0.0:4780"`, &ConfigError{Key: "http_bind", Value: "0.0.0.0:4780", Err: ErrInvalid}, `broker.hcl: http_bind = "0.0.0.0:4780": must be a loopback address (the broker's reads are not authenticated)`},
+		"public bind":          {`http_bind = "0.0.0.0:4780"`, &ConfigError{Key: "http_bind", Value: "0.0.0.0:4780", Err: ErrInvalid}, `broker.hcl: http_bind = "0.0.0.0:4780": must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }`},
+		"half tls":             {"tls {\ncert_file = \"c\"\nkey_file = \"\"\n}", &ConfigError{Key: "tls", Value: `cert_file = "c", key_file = ""`, Err: ErrInvalid}, `broker.hcl: tls = "cert_file = \"c\", key_file = \"\"": give both`},
 		"unix address":         {`nomad { address = "unix:///var/run/nomad.sock" }`, &ConfigError{Key: "nomad.address", Value: "unix:///var/run/nomad.sock", Err: ErrInvalid}, `broker.hcl: nomad.address = "unix:///var/run/nomad.sock": want an http or https URL such as http://127.0.0.1:4646`},
 		"address without host": {`nomad { address = "http://:4646" }`, &ConfigError{Key: "nomad.address", Value: "http://:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "http://:4646": the URL has no host`},
 		"bare host":            {`nomad { address = "nomad.example:4646" }`, &ConfigError{Key: "nomad.address", Value: "nomad.example:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "nomad.example:4646": want an http or https URL such as http://127.0.0.1:4646`},
@@ -240,5 +241,49 @@ func TestParseConfigRejectsBadConsulValues(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// DESIGN §9: a listener beyond loopback needs TLS.
+func TestParseConfigPublicBindWithTLS(t *testing.T) {
+	c, err := ParseConfig([]byte("quota_file = \"q\"\nhttp_bind = \"0.0.0.0:4780\"\ntls {\n  cert_file = \"b.pem\"\n  key_file = \"k.pem\"\n}\nadmin_policy = \"gputide-admin\"\nopen_reads_without_acl = true\n"), "/x/broker.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLSCertFile != "/x/b.pem" || c.TLSKeyFile != "/x/k.pem" || c.AdminPolicy != "gputide-admin" || !c.OpenReadsWithoutACL {
+		t.Fatalf("config = %+v", c)
+	}
+}
+
+// admit_pools (issue 10 item 4): default ["default"]; a list is kept as
+// written; an empty list, a name that is no pool name, or the holding pool
+// is a *ConfigError naming the key and the value.
+func TestParseConfigAdmitPools(t *testing.T) {
+	t.Setenv("NOMAD_ADDR", "")
+	for _, tc := range []struct {
+		src  string
+		want []string
+		msg  string
+	}{
+		{``, []string{"default"}, ""},
+		{`admit_pools = ["gpu-a100", "default"]`, []string{"gpu-a100", "default"}, ""},
+		{`admit_pools = []`, nil, `broker.hcl: admit_pools = "[]": empty: no job could be admitted; leave it unset for ["default"]`},
+		{`admit_pools = ["a b"]`, nil, `broker.hcl: admit_pools = "a b": not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')`},
+		{`admit_pools = ["default", "gputide-queue"]`, nil, `broker.hcl: admit_pools = "gputide-queue": is the holding pool, where jobs wait; a job is never admitted into it`},
+	} {
+		c, err := ParseConfig([]byte(`quota_file = "q"`+"\n"+tc.src), "broker.hcl")
+		if tc.msg != "" {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != "admit_pools" || !errors.Is(err, ErrInvalid) || err.Error() != tc.msg {
+				t.Errorf("%s: err = %v, want %q", tc.src, err, tc.msg)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		if diff := cmp.Diff(tc.want, c.AdmitPools); diff != "" {
+			t.Errorf("%s: admit_pools (-want +got):\n%s", tc.src, diff)
+		}
 	}
 }

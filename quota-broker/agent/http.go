@@ -2,12 +2,16 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
+	"os"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/snapshot"
+	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gputide/gputide/quota-broker/acl"
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/store"
 )
 
 // Health is the body of GET /v1/agent/health.
@@ -30,49 +34,55 @@ type Health struct {
 	Error    string `json:"last_error,omitempty"`
 }
 
-// handler serves the agent's reads. They keep working while Nomad is
-// unreachable (L12):
-//
-//	GET /v1/agent/health   Health
-//	GET /v1/plan           the last plan (docs/snapshot-format.md)
-//	GET /v1/snapshot       the snapshot of the last plan
-//	GET /v1/preemptions    the preemption history in the store, oldest first
-//	GET /metrics           Prometheus metrics
-func (a *Agent) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /v1/agent/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, a.Health())
+// newAPI builds the agent's HTTP API (package api, DESIGN §9): token
+// checks against Nomad with the caller's token (package acl), the reads
+// over the agent's last snapshot and plan, Calendar bookings and the
+// preemption history in the agent's store (Consul, or memory: then they
+// die with the process), the leader state of the agent's lock (L12), and
+// /metrics, /v1/metrics on the agent's registry. Quota writes go to the
+// store with Consul (every instance's tree watch picks them up); without
+// it they answer 409, as the tree is the quota file (DESIGN §6).
+func (a *Agent) newAPI() (*brokerapi.Server, error) {
+	res, err := acl.NewResolver(acl.Config{Address: a.cfg.Nomad.Address, AdminPolicy: a.cfg.AdminPolicy,
+		AdminToken: a.cfg.AdminToken, Now: a.now, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	if !a.consul {
+		a.log.Warn("no Consul store: quota writes through the API are refused (edit the quota file)")
+	}
+	return brokerapi.NewServer(brokerapi.Config{
+		Backend: agentBackend{a}, Store: a.store, Resolver: res, QuotaWrites: a.consul,
+		OpenReadsWithoutACL: a.cfg.OpenReadsWithoutACL, Staleness: a.cfg.Staleness,
+		Preemptions: a.preemptions, Registerer: a.registry,
+		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}), Now: a.now,
 	})
-	mux.HandleFunc("GET /v1/preemptions", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
-		defer cancel()
-		list, err := a.preemptions(ctx)
-		if err != nil {
-			http.Error(w, "failed to read the preemption history: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		writeJSON(w, list)
-	})
-	mux.HandleFunc("GET /v1/plan", func(w http.ResponseWriter, r *http.Request) {
-		a.mu.Lock()
-		p := a.lastPlan
-		a.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_ = snapshot.EncodePlan(w, p)
-	})
-	mux.HandleFunc("GET /v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		a.mu.Lock()
-		s := a.lastSnap
-		a.mu.Unlock()
-		if s == nil {
-			http.Error(w, "no snapshot yet", http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = snapshot.Encode(w, s)
-	})
-	return mux
+}
+
+// agentBackend is the agent as the API's Backend.
+type agentBackend struct{ a *Agent }
+
+func (b agentBackend) State() brokerapi.BrokerState {
+	st := b.a.watcher.Status()
+	b.a.mu.Lock()
+	defer b.a.mu.Unlock()
+	return brokerapi.BrokerState{Snapshot: b.a.lastSnap, Plan: b.a.lastPlan, SyncedAt: st.SyncedAt}
+}
+
+// IsLeader is whether the agent holds the leader lock now (L12); a dry
+// run never does.
+func (b agentBackend) IsLeader() bool { return b.a.IsLeader() }
+
+func (b agentBackend) Health() any { return b.a.Health() }
+
+func (b agentBackend) PendingOf(job *nomadapi.Job, now time.Time) ([]plan.Pending, error) {
+	return brokerapi.PendingOfJob(job, now)
+}
+
+// preemptions is the preemption history in the store (written by the
+// leaders, DESIGN §6, L8), oldest first.
+func (a *Agent) preemptions(ctx context.Context) ([]store.Preemption, error) {
+	return a.store.Preemptions(ctx)
 }
 
 // Health returns the agent's health.
@@ -94,9 +104,6 @@ func (a *Agent) Health() Health {
 		DryRun: a.dryRun, Stopping: len(a.actor.Stopping()), Error: st.LastError}
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
+// adminTokenFromEnv is GPUTIDE_ADMIN_TOKEN, used when the file sets no
+// admin_token.
+func adminTokenFromEnv() string { return os.Getenv("GPUTIDE_ADMIN_TOKEN") }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -138,16 +136,15 @@ func (a *Agent) readStore(ctx context.Context) (*storeView, error) {
 	return &storeView{jobs: jobs, intents: intents, leader: leader}, nil
 }
 
-// jobID reads "namespace/job" (a namespace has no "/"; a job ID may).
-func jobID(key string) store.JobID {
-	ns, id, _ := strings.Cut(key, "/")
-	return store.JobID{Namespace: ns, Job: id}
+// jobID is the store's name of a job.
+func jobID(k plan.JobKey) store.JobID {
+	return store.JobID{Namespace: k.Namespace, Job: k.Job}
 }
 
 // admitted reports whether the store records the job as admitted (L12: a
 // successor does not take the jobs its predecessor admitted for direct
 // registrations).
-func (v *storeView) admitted(key string) bool {
+func (v *storeView) admitted(key plan.JobKey) bool {
 	return !v.jobs[jobID(key)].AdmittedAt.IsZero()
 }
 
@@ -161,11 +158,11 @@ func (v *storeView) admitted(key string) bool {
 // allocation is not being stopped yet). The intents to delete are
 // returned in stale: their allocation is gone, or their stop was never made
 // and its claimant no longer waits (the plan decides again).
-func (v *storeView) stopping(own map[string]string, s *nomad.State, holdingPool string, now time.Time,
-	grace time.Duration) (out map[string]string, resume []plan.Action, stale []string) {
+func (v *storeView) stopping(own map[string]plan.GroupKey, s *nomad.State, holdingPool string, now time.Time,
+	grace time.Duration) (out map[string]plan.GroupKey, resume []plan.Action, stale []string) {
 	out = maps.Clone(own)
 	if out == nil {
-		out = map[string]string{}
+		out = map[string]plan.GroupKey{}
 	}
 	for _, in := range v.intents {
 		al, ok := s.Alloc(in.Alloc)
@@ -188,15 +185,13 @@ func (v *storeView) stopping(own map[string]string, s *nomad.State, holdingPool 
 	return out, resume, stale
 }
 
-// claimantWaits reports whether the claimant "namespace/job/group" is a
-// job waiting in the holding pool.
-func claimantWaits(s *nomad.State, claimant, holdingPool string) bool {
-	ns, rest, ok := strings.Cut(claimant, "/")
-	i := strings.LastIndex(rest, "/")
-	if !ok || i < 0 {
+// claimantWaits reports whether the claimant's job waits in the holding
+// pool.
+func claimantWaits(s *nomad.State, claimant plan.GroupKey, holdingPool string) bool {
+	if claimant.IsZero() {
 		return false
 	}
-	j := s.Job(ns, rest[:i])
+	j := s.Job(claimant.Namespace, claimant.Job)
 	return j != nil && j.NodePool != nil && *j.NodePool == holdingPool && (j.Stop == nil || !*j.Stop)
 }
 
@@ -208,7 +203,7 @@ func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, 
 	staleIntents []string, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	for _, k := range slices.Sorted(maps.Keys(b.Jobs)) {
+	for _, k := range slices.SortedFunc(maps.Keys(b.Jobs), plan.JobKey.Compare) {
 		id := jobID(k)
 		if _, ok := v.jobs[id]; ok {
 			continue
@@ -245,7 +240,7 @@ func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nom
 	defer cancel()
 	for _, s := range out.Preempted {
 		p := store.Preemption{At: s.Time, Alloc: s.Alloc, Namespace: s.Namespace, Job: s.Job, GPUs: s.GPUs,
-			For: s.Claimant, Rule: string(s.Rule), Node: s.Node, Reason: s.Reason}
+			For: s.Claimant.String(), Rule: string(s.Rule), Node: s.Node, Reason: s.Reason}
 		if err := a.store.AddPreemption(ctx, lock, p); err != nil {
 			a.log.Error("failed to record a preemption in the store", "alloc", s.Alloc, "error", err)
 		}
@@ -269,21 +264,6 @@ func (a *Agent) prune(ctx context.Context, lock *store.Lock, now time.Time, forc
 	if n > 0 {
 		a.log.Info("pruned the history", "deleted", n, "retention", a.cfg.HistoryRetention)
 	}
-}
-
-// preemptions reads the preemption history from the store, oldest first,
-// in the shape of GET /v1/preemptions.
-func (a *Agent) preemptions(ctx context.Context) ([]history.Preemption, error) {
-	list, err := a.store.Preemptions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]history.Preemption, 0, len(list))
-	for _, p := range list {
-		out = append(out, history.Preemption{Time: p.At, Claimant: p.For, Namespace: p.Namespace, Job: p.Job,
-			Alloc: p.Alloc, Node: p.Node, GPUs: p.GPUs, Rule: plan.Rule(p.Rule), Reason: p.Reason})
-	}
-	return out, nil
 }
 
 // fence is the nomad.Fence of one leader cycle: the lock check and the
@@ -328,7 +308,7 @@ func (f *fence) Withdraw(ctx context.Context, alloc string) {
 // BeforeJob writes jobs/<ns>/<job> with the times the write changes:
 // admitted_at for an admission, queued_at (and no admitted_at) for a move to
 // the holding pool; a status write only makes sure the record exists.
-func (f *fence) BeforeJob(ctx context.Context, key string, w nomad.JobWrite) error {
+func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomad.JobWrite) error {
 	id := jobID(key)
 	now := f.now().UTC()
 	f.mu.Lock()
@@ -353,7 +333,7 @@ func (f *fence) BeforeJob(ctx context.Context, key string, w nomad.JobWrite) err
 }
 
 // Registered writes the JobModifyIndex Nomad answered into the record.
-func (f *fence) Registered(ctx context.Context, key string, index uint64) {
+func (f *fence) Registered(ctx context.Context, key plan.JobKey, index uint64) {
 	id := jobID(key)
 	f.mu.Lock()
 	rec, ok := f.jobs[id]
@@ -364,7 +344,7 @@ func (f *fence) Registered(ctx context.Context, key string, index uint64) {
 	}
 	rec.JobModifyIndex = index
 	if err := f.put(ctx, id, rec); err != nil && !errors.Is(err, store.ErrNotLeader) {
-		f.a.log.Warn("failed to record the job modify index", "job", key, "index", index, "error", err)
+		f.a.log.Warn("failed to record the job modify index", "job", key.String(), "index", index, "error", err)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
@@ -127,7 +129,7 @@ func TestSuccessorReadsIntentsBackAndRepeatsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimant := "workspace-a/inference/main"
+	claimant := plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "main"}
 	for _, alloc := range []string{recAllocC1, recAllocC2, "gone-alloc"} {
 		in := store.Intent{Alloc: alloc, Action: "stop", Namespace: "workspace-c", Job: "training", For: claimant,
 			Rule: "L5.2", At: time.Now()}
@@ -154,15 +156,15 @@ func TestSuccessorReadsIntentsBackAndRepeatsNothing(t *testing.T) {
 	a.mu.Lock()
 	snap := a.lastSnap
 	a.mu.Unlock()
-	got := map[string]string{}
+	got := map[string]plan.GroupKey{}
 	for _, al := range snap.Allocations {
-		if al.StoppingFor != "" {
+		if !al.StoppingFor.IsZero() {
 			got[al.ID] = al.StoppingFor
 		}
 	}
-	want := map[string]string{recAllocC1: claimant, recAllocC2: claimant}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("stopping_for = %v, want %v", got, want)
+	want := map[string]plan.GroupKey{recAllocC1: claimant, recAllocC2: claimant}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("stopping_for (-want +got):\n%s", diff)
 	}
 	for _, w := range f.allWrites() {
 		if strings.Contains(w, recAllocC1) || strings.Contains(w, recAllocC2) {
@@ -310,7 +312,7 @@ func TestSuccessorFinishesAPreemptionItsPredecessorBegan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimant := "workspace-b/training/worker" // in the holding pool in the recording
+	claimant := plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"} // in the holding pool in the recording
 	in := store.Intent{Alloc: recAllocC1, Action: "stop", Namespace: "workspace-c", Job: "training", For: claimant,
 		Rule: "L5.2", At: time.Now().Add(-time.Minute)}
 	if err := st.PutIntent(ctx, old, in); err != nil {
@@ -350,7 +352,7 @@ func TestSuccessorFinishesAPreemptionItsPredecessorBegan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0].Alloc != recAllocC1 || list[0].Claimant != claimant {
+	if len(list) != 1 || list[0].Alloc != recAllocC1 || list[0].For != claimant.String() {
 		t.Fatalf("preemptions = %+v, want the finished stop for %s", list, claimant)
 	}
 }

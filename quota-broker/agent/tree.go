@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
@@ -116,16 +117,27 @@ func (a *Agent) watchTree(ctx context.Context) {
 	})
 }
 
-// publishTree copies the file's tree into the memory store.
+// publishTree copies the file's tree into the memory store, so that
+// bookings validate against the tree the agent plans with. The file is the
+// truth: the write is not refused, but bookings it leaves above a nominal
+// (L10) are logged.
 func (a *Agent) publishTree(ctx context.Context) {
 	a.mu.Lock()
-	rec := store.TreeRecord{Root: a.tree, Settings: a.settings, ChangedAt: a.now().UTC()}
+	tree := a.tree
+	rec := store.TreeRecord{Root: tree.Clone(), Settings: a.settings, ChangedAt: a.now().UTC()}
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	if _, err := a.store.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) {
+	g, err := a.store.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) {
 		return []store.Change{store.PutTree(rec)}, nil
-	}); err != nil {
+	})
+	if err != nil {
 		a.log.Warn("failed to copy the quota tree into the memory store", "error", err)
+		return
+	}
+	if rt, err := reservation.NewTree(tree); err == nil {
+		if err := rt.Fits(g.Reservations); err != nil {
+			a.log.Warn("the reloaded quota tree leaves bookings above a nominal (L10)", "error", err)
+		}
 	}
 }

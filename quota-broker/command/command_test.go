@@ -144,7 +144,7 @@ func TestPlanJSONForTheReferenceSnapshot(t *testing.T) {
 				admit = &p.Actions[i]
 			}
 		case plan.ActionStop:
-			if !strings.HasPrefix(string(a.Rule), "L5.") || a.For == "" || a.Alloc == "" || a.GPUs == 0 {
+			if !strings.HasPrefix(string(a.Rule), "L5.") || a.For.IsZero() || a.Alloc == "" || a.GPUs == 0 {
 				t.Errorf("stop %+v lacks an L5 rule, a claimant, an allocation or its GPUs", a)
 			}
 		}
@@ -415,7 +415,7 @@ func TestFormatPlanDrawsTheTables(t *testing.T) {
 		Actions: []plan.Action{
 			{Action: plan.ActionStop, Alloc: "5b0c7c4e-1f2a-4b7e-9c1d-0e6f7a8b9c0d", Namespace: "workspace-c",
 				Job: "train-9", Group: "w", Node: "node-03", GPUs: 8, Rule: plan.RuleChild,
-				For: "workspace-a/chat/server", Reason: "child-level preemption for Quota1"},
+				For: plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"}, Reason: "child-level preemption for Quota1"},
 			{Action: plan.ActionAdmit, Namespace: "workspace-a", Job: "chat", Group: "server", Count: 2,
 				Nodes: []string{"node-03", "node-07"}, GPUs: 8, Rule: plan.RuleAdmission},
 			{Action: plan.ActionWait, Namespace: "workspace-b", Job: "big", Group: "g", Count: 1, GPUs: 8,

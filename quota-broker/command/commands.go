@@ -1,6 +1,6 @@
 // Package command holds gputide's CLI commands, in the style of the nomad
 // CLI (github.com/hashicorp/cli): one type per command with Help, Synopsis
-// and Run, a shared Meta for input and output, tables drawn with columnize
+// and Run, a shared Meta for input and output, tables drawn by formatList
 // and a -json flag where a command prints data.
 //
 // The command registry is Commands, in this file: a new command is one
@@ -28,12 +28,19 @@ type Meta struct {
 // commands as "quota status", with a parent "quota" command) mapped to a
 // factory. Add a command with one line here.
 func Commands(m Meta) map[string]cli.CommandFactory {
-	return map[string]cli.CommandFactory{
+	cmds := map[string]cli.CommandFactory{
 		"agent":   func() (cli.Command, error) { return &AgentCommand{Meta: m}, nil },
 		"plan":    func() (cli.Command, error) { return &PlanCommand{Meta: m}, nil },
 		"sim":     func() (cli.Command, error) { return &SimCommand{Meta: m}, nil },
 		"version": func() (cli.Command, error) { return &VersionCommand{Meta: m}, nil },
+
+		"schedule":         func() (cli.Command, error) { return &ScheduleCommand{Meta: m}, nil },
+		"schedule preview": func() (cli.Command, error) { return &SchedulePreviewCommand{Meta: m}, nil },
 	}
+	for name, f := range brokerCommands(m) {
+		cmds[name] = f
+	}
+	return cmds
 }
 
 // Run runs the gputide CLI with args (without the program name) and

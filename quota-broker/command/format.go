@@ -6,29 +6,54 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/ryanuber/columnize"
 )
 
-// cellSep separates cells in the rows given to formatList; it cannot occur
-// in names or reasons, unlike columnize's default "|".
-const cellSep = "\x1f"
+// maxColumnWidth bounds how wide a column is padded: a cell wider than it
+// overflows its column instead of widening it, so that one wide cell (an
+// admit on 6,000 nodes, a hostile name) does not pad every other row to
+// its width. The output is then at most the cells' text plus
+// maxColumnWidth+2 bytes per cell: proportional to the plan.
+const maxColumnWidth = 48
 
 // formatList draws rows of cells as a table with aligned columns, as the
-// nomad CLI does. The first row is the header; empty cells show "-".
+// nomad CLI does (two spaces between columns, the last one not padded).
+// The first row is the header; empty cells show "-"; every cell goes
+// through printable.
 func formatList(rows [][]string) string {
-	lines := make([]string, len(rows))
-	for i, r := range rows {
-		cells := make([]string, len(r))
-		for j, c := range r {
-			cells[j] = printable(c)
-		}
-		lines[i] = strings.Join(cells, cellSep)
+	cols := 0
+	for _, r := range rows {
+		cols = max(cols, len(r))
 	}
-	conf := columnize.DefaultConfig()
-	conf.Delim = cellSep
-	conf.Empty = "-"
-	return columnize.Format(lines, conf)
+	cells := make([][]string, len(rows))
+	widths := make([]int, cols)
+	for i, r := range rows {
+		cells[i] = make([]string, len(r))
+		for j, c := range r {
+			if c == "" {
+				c = "-"
+			}
+			c = printable(c)
+			cells[i][j] = c
+			if w := utf8.RuneCountInString(c); w <= maxColumnWidth {
+				widths[j] = max(widths[j], w)
+			}
+		}
+	}
+	var b strings.Builder
+	for i, r := range cells {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for j, c := range r {
+			b.WriteString(c)
+			if j == len(r)-1 {
+				break
+			}
+			pad := max(widths[j]-utf8.RuneCountInString(c), 0)
+			b.WriteString(strings.Repeat(" ", pad+2))
+		}
+	}
+	return b.String()
 }
 
 // shortID cuts a UUID to its first 8 characters, as nomad does without

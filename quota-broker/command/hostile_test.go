@@ -35,7 +35,7 @@ func TestFormatPlanEscapesControlCharactersInNames(t *testing.T) {
 	p := &plan.Plan{
 		Actions: []plan.Action{
 			{Action: plan.ActionStop, Alloc: "a\x1b[2J", Namespace: "ns", Job: "j\u202e", Group: "g\n",
-				Node: "n\x1fode", GPUs: 1, Rule: plan.RuleIdleDebt, For: "x/y/z", Reason: "r\x07"},
+				Node: "n\x1fode", GPUs: 1, Rule: plan.RuleIdleDebt, For: plan.GroupKey{Namespace: "x", Job: "y", Group: "z"}, Reason: "r\x07"},
 		},
 		Usage:    []plan.Usage{{Quota: "Q\x1b[31m", Nominal: 1}},
 		Warnings: []string{"job ns/j\x1b]0;t\a: namespace \"ns\" is not bound to any quota; not governed"},

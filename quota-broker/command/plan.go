@@ -42,7 +42,8 @@ Plan Options:
     "warnings": [...]}) instead of tables.
 
   -verbose
-    Print full allocation IDs instead of their first 8 characters.
+    Print full allocation IDs instead of their first 8 characters, and
+    every node of an admit instead of the first 3 and how many more.
 `)
 }
 
@@ -170,7 +171,7 @@ func actionRow(a plan.Action, verbose bool) []string {
 	}
 	nodes := a.Node
 	if len(a.Nodes) > 0 {
-		nodes = strings.Join(a.Nodes, ",")
+		nodes = nodeList(a.Nodes, verbose)
 	}
 	gpus := ""
 	switch {
@@ -181,7 +182,48 @@ func actionRow(a plan.Action, verbose bool) []string {
 	case a.GPUs > 0:
 		gpus = strconv.Itoa(a.GPUs)
 	}
-	return []string{string(a.Action), string(a.Rule), what, nodes, gpus, a.For, a.Reason}
+	claimant := ""
+	if !a.For.IsZero() {
+		claimant = a.For.String()
+	}
+	return []string{string(a.Action), string(a.Rule), what, nodes, gpus, claimant, a.Reason}
+}
+
+// shownNodes is how many distinct nodes of an admit the table lists
+// without -verbose.
+const shownNodes = 3
+
+// nodeList renders the nodes of an admit (one entry per allocation): all
+// of them with -verbose or when there are at most shownNodes, else the
+// first shownNodes distinct nodes with their allocation counts and how
+// many nodes more ("node-01 x8,node-02 x8,node-03 x8 +747 more nodes"),
+// so that a wide admit keeps the table narrow.
+func nodeList(nodes []string, verbose bool) string {
+	if verbose || len(nodes) <= shownNodes {
+		return strings.Join(nodes, ",")
+	}
+	count := map[string]int{}
+	var order []string
+	for _, n := range nodes {
+		if count[n] == 0 {
+			order = append(order, n)
+		}
+		count[n]++
+	}
+	var b strings.Builder
+	for i, n := range order[:min(shownNodes, len(order))] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(n)
+		if c := count[n]; c > 1 {
+			b.WriteString(" x" + strconv.Itoa(c))
+		}
+	}
+	if rest := len(order) - shownNodes; rest > 0 {
+		b.WriteString(" +" + plural(rest, "more node"))
+	}
+	return b.String()
 }
 
 func plural(n int, word string) string {

@@ -40,8 +40,12 @@ Usage: gputide sim [options]
     report.md       utilisation per quota and overall, GPU-hours used, idle
                     and lent, preemptions by rule, inference waits at each
                     scale-up, training queue waits, work lost to preemption
+    report.html     the same report with the charts inline, one file a
+                    browser opens from disk (its path is printed last)
     occupancy.svg   GPUs in use over time, stacked by workspace, and each
                     child quota's use against its nominal
+    queue.svg       GPUs waiting over time by workspace
+    losses.svg      GPU-hours lost to preemption per hour, by rule
     events.jsonl    every plan action with its rule, and every lifecycle
                     event of the modelled cluster
 
@@ -69,6 +73,17 @@ Sim Options:
   -compare
     Also run the same workload under static quotas and a Kueue-like
     policy, and add a side-by-side table to the report and the summary.
+
+  -quota=FILE
+    Run the scenario with the quota tree of FILE (a quota file, as the
+    scenario's quota attribute names) instead of its own: what if the
+    quotas were these? The tree must bind the scenario's namespaces and
+    hold the nodes its quota moves change.
+
+  -compare-quota=FILE
+    Also run gputide with the quota tree of FILE, and put it beside the
+    scenario's tree (or -quota's) in one report: a column "whatif" in the
+    comparison, and its charts as <chart>-whatif.svg.
 `)
 }
 
@@ -86,6 +101,8 @@ func (c *SimCommand) Run(args []string) int {
 		days          float64
 		seed          int64
 		compare       bool
+		quotaFile     string
+		compareQuota  string
 	)
 	flags := flag.NewFlagSet("sim", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
@@ -94,6 +111,8 @@ func (c *SimCommand) Run(args []string) int {
 	flags.Float64Var(&days, "days", 0, "")
 	flags.Int64Var(&seed, "seed", 0, "")
 	flags.BoolVar(&compare, "compare", false, "")
+	flags.StringVar(&quotaFile, "quota", "", "")
+	flags.StringVar(&compareQuota, "compare-quota", "", "")
 	if err := flags.Parse(args); err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing flags: %s", err))
 		c.Ui.Error(`For additional help try 'gputide sim -help'`)
@@ -143,6 +162,19 @@ func (c *SimCommand) Run(args []string) int {
 	if seedSet {
 		sc.Seed = uint64(seed)
 	}
+	if quotaFile != "" {
+		if sc, err = sc.WithQuotaFile(quotaFile); err != nil {
+			c.Ui.Error(fmt.Sprintf("Error reading -quota=%s: %s", quotaFile, err))
+			return 1
+		}
+	}
+	var whatif *sim.Scenario
+	if compareQuota != "" {
+		if whatif, err = sc.WithQuotaFile(compareQuota); err != nil {
+			c.Ui.Error(fmt.Sprintf("Error reading -compare-quota=%s: %s", compareQuota, err))
+			return 1
+		}
+	}
 	w, err := sc.Workload()
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error reading the workload: %s", err))
@@ -172,8 +204,8 @@ func (c *SimCommand) Run(args []string) int {
 		sh := sim.PolicyShares(sc, w)
 		policies = []sim.Policy{sim.NewStatic(sh), sim.NewKueue(sh)}
 	}
-	results := make([]*sim.Result, len(policies)+1)
-	errs := make([]error, len(policies)+1)
+	results := make([]*sim.Result, len(policies)+2)
+	errs := make([]error, len(policies)+2)
 	var wg sync.WaitGroup
 	for i, p := range policies {
 		wg.Add(1)
@@ -183,6 +215,17 @@ func (c *SimCommand) Run(args []string) int {
 		}()
 	}
 	main := len(policies)
+	if whatif != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := sim.Run(whatif, w, sim.Options{Policy: sim.Gputide{}})
+			if r != nil {
+				r.Label, r.LabelText = "whatif", fmt.Sprintf("gputide with the quota tree of `%s` instead of the scenario's", compareQuota)
+			}
+			results[main+1], errs[main+1] = r, err
+		}()
+	}
 	results[main], errs[main] = sim.Run(sc, w, sim.Options{Policy: sim.Gputide{}, Events: ev, Progress: prog.update})
 	prog.done()
 	wg.Wait()
@@ -195,8 +238,11 @@ func (c *SimCommand) Run(args []string) int {
 		return 1
 	}
 	var compared []*sim.Result
-	if compare {
-		compared = results
+	if compare || whatif != nil {
+		compared = results[:main+1]
+		if whatif != nil {
+			compared = results
+		}
 	}
 	if err := report.Write(out, results[main], compared, w.Notes); err != nil {
 		c.Ui.Error(fmt.Sprintf("Error writing the report: %s", err))

@@ -22,7 +22,7 @@ func TestSimCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
-	for _, f := range []string{"report.md", "occupancy.svg", "events.jsonl", "occupancy-static.svg", "occupancy-kueue.svg"} {
+	for _, f := range []string{"report.md", "report.html", "occupancy.svg", "queue.svg", "losses.svg", "events.jsonl", "occupancy-static.svg", "occupancy-kueue.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, "o", f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -31,6 +31,9 @@ func TestSimCommand(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
+	}
+	if !strings.HasSuffix(out.String(), "report: o/report.html\n") {
+		t.Errorf("summary does not end with the HTML report's path:\n%s", out.String())
 	}
 	if !strings.Contains(errb.String(), "100%") {
 		t.Errorf("no progress on stderr: %q", errb.String())
@@ -105,5 +108,49 @@ func TestSimHelpDays(t *testing.T) {
 		if !strings.Contains(h, want) {
 			t.Errorf("help lacks %q:\n%s", want, h)
 		}
+	}
+}
+
+// -compare-quota runs a what-if tree beside the scenario's in one report;
+// -quota runs it instead; a tree that cannot replace it is refused.
+func TestSimCommandWhatIf(t *testing.T) {
+	whatif, err := filepath.Abs("../../examples/reference/quota-whatif.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "o")
+	var stdout, errb bytes.Buffer
+	if code := Run([]string{"sim", "-days", "0.1", "-out", out, "-compare-quota", whatif}, nil, &stdout, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), errb.String())
+	}
+	for _, f := range []string{"occupancy-whatif.svg", "queue-whatif.svg", "losses-whatif.svg"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	for _, want := range []string{"| quota nominal (GPUs at the start) | gputide | whatif |", "| Quota1.1 | 48 | 56 |",
+		"- **whatif**: gputide with the quota tree of `" + whatif + "`", "|  | gputide | whatif | best | why |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	stdout.Reset()
+	if code := Run([]string{"sim", "-days", "0.05", "-out", out, "-quota", whatif}, nil, &stdout, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), errb.String())
+	}
+	if md, _ := os.ReadFile(filepath.Join(out, "report.md")); !strings.Contains(string(md), "| Quota1.1 | 56 |") {
+		t.Errorf("-quota: report.md does not show Quota1.1 at 56")
+	}
+	if _, err := os.Stat(filepath.Join(out, "occupancy-whatif.svg")); err == nil {
+		t.Error("occupancy-whatif.svg left from the -compare-quota run")
+	}
+	bad := filepath.Join(dir, "flat.hcl")
+	os.WriteFile(bad, []byte("quota \"Quota1\" {\n  gpus = 128\n  namespaces = [\"workspace-a\", \"workspace-b\", \"workspace-c\"]\n}\n"), 0o644)
+	errb.Reset()
+	if code := Run([]string{"sim", "-days", "0.05", "-out", out, "-compare-quota", bad}, nil, &stdout, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "-compare-quota="+bad) || !strings.Contains(errb.String(), `no quota node "Quota1.1"`) {
+		t.Errorf("a flat tree: exit %d, stderr %q", code, errb.String())
 	}
 }

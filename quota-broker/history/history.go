@@ -14,15 +14,15 @@ import (
 
 // Preemption is one allocation the broker stopped for a claimant (DESIGN L8).
 type Preemption struct {
-	Time      time.Time `json:"time"`
-	Claimant  string    `json:"claimant"` // "namespace/job/group"
-	Namespace string    `json:"namespace"`
-	Job       string    `json:"job"`
-	Alloc     string    `json:"alloc"`
-	Node      string    `json:"node,omitempty"`
-	GPUs      int       `json:"gpus"`
-	Rule      plan.Rule `json:"rule"`
-	Reason    string    `json:"reason,omitempty"`
+	Time      time.Time     `json:"time"`
+	Claimant  plan.GroupKey `json:"claimant"` // {"namespace", "job", "group"}
+	Namespace string        `json:"namespace"`
+	Job       string        `json:"job"`
+	Alloc     string        `json:"alloc"`
+	Node      string        `json:"node,omitempty"`
+	GPUs      int           `json:"gpus"`
+	Rule      plan.Rule     `json:"rule"`
+	Reason    string        `json:"reason,omitempty"`
 }
 
 // FromStop is the record of one stop the adapter reported.

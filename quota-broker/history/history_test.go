@@ -13,15 +13,15 @@ func TestAddOutcomeRecordsEveryStopInOrder(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var r Recorder
 	r.AddOutcome(nomad.Outcome{Preempted: []nomad.Stop{
-		{Time: t0, Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: "a1", Node: "n1",
+		{Time: t0, Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a1", Node: "n1",
 			GPUs: 2, Rule: plan.RuleChild, Reason: "r1"},
-		{Time: t0, Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: "a2", Node: "n1",
+		{Time: t0, Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a2", Node: "n1",
 			GPUs: 2, Rule: plan.RuleChild, Reason: "r2"},
 	}, Moves: []nomad.Move{{Namespace: "workspace-c", Job: "training", Pool: "gputide-queue"}}})
 	want := []Preemption{
-		{Time: t0, Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: "a1", Node: "n1",
+		{Time: t0, Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a1", Node: "n1",
 			GPUs: 2, Rule: plan.RuleChild, Reason: "r1"},
-		{Time: t0, Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: "a2", Node: "n1",
+		{Time: t0, Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a2", Node: "n1",
 			GPUs: 2, Rule: plan.RuleChild, Reason: "r2"},
 	}
 	if diff := cmp.Diff(want, r.List()); diff != "" {

@@ -4,8 +4,6 @@
 package metrics
 
 import (
-	"strings"
-
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,8 +106,7 @@ func (m *Metrics) ObserveOutcome(o nomad.Outcome) {
 		return
 	}
 	for _, s := range o.Preempted {
-		claimantNS, _, _ := strings.Cut(s.Claimant, "/")
-		m.Preemptions.WithLabelValues(string(s.Rule), s.Namespace, claimantNS).Inc()
+		m.Preemptions.WithLabelValues(string(s.Rule), s.Namespace, s.Claimant.Namespace).Inc()
 		m.PreemptedGPUs.WithLabelValues(string(s.Rule)).Add(float64(s.GPUs))
 	}
 	for _, mv := range o.Moves {

@@ -18,9 +18,9 @@ func TestObserveOutcomeCountsWhatTheAdapterDid(t *testing.T) {
 	m := New(reg)
 	m.ObserveOutcome(nomad.Outcome{
 		Preempted: []nomad.Stop{
-			{Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: "a1", GPUs: 2, Rule: plan.RuleChild},
-			{Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: "a2", GPUs: 2, Rule: plan.RuleChild},
-			{Claimant: "workspace-a/inference/server", Namespace: "workspace-b", Job: "train", Alloc: "a3", GPUs: 8, Rule: plan.RuleIdleDebt},
+			{Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a1", GPUs: 2, Rule: plan.RuleChild},
+			{Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a2", GPUs: 2, Rule: plan.RuleChild},
+			{Claimant: plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"}, Namespace: "workspace-b", Job: "train", Alloc: "a3", GPUs: 8, Rule: plan.RuleIdleDebt},
 		},
 		Moves: []nomad.Move{
 			{Namespace: "workspace-c", Job: "training", Pool: "gputide-queue"},

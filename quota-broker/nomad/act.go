@@ -48,9 +48,9 @@ type Actor struct {
 	Fence Fence
 
 	mu       sync.Mutex
-	stopping map[string]string // alloc ID -> claimant
-	accepted map[string]bool   // jobs in a real pool the broker let run
-	reasons  map[string]string // last logged wait reason per job
+	stopping map[string]plan.GroupKey // alloc ID -> claimant
+	accepted map[plan.JobKey]bool     // jobs in a real pool the broker let run
+	reasons  map[plan.JobKey]string   // last logged wait reason per job
 	// lastDeferred is the number of stops deferred by the last Execute.
 	lastDeferred int
 }
@@ -77,9 +77,9 @@ type Outcome struct {
 
 // Stop is one allocation the Actor stopped for a claimant (DESIGN L8).
 type Stop struct {
-	Time      time.Time // when Nomad accepted the stop, UTC
-	Claimant  string    // "namespace/job/group", the plan's Action.For
-	Namespace string    // the victim's
+	Time      time.Time     // when Nomad accepted the stop, UTC
+	Claimant  plan.GroupKey // the plan's Action.For
+	Namespace string        // the victim's
 	Job       string
 	Alloc     string
 	Node      string
@@ -114,10 +114,10 @@ func (a *Actor) holding() string {
 
 // Stopping returns a copy of the allocations the broker stopped and is
 // still waiting on, with their claimants.
-func (a *Actor) Stopping() map[string]string {
+func (a *Actor) Stopping() map[string]plan.GroupKey {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make(map[string]string, len(a.stopping))
+	out := make(map[string]plan.GroupKey, len(a.stopping))
 	for k, v := range a.stopping {
 		out[k] = v
 	}
@@ -137,7 +137,7 @@ func (a *Actor) Forget(s *State) {
 
 // Accepted reports whether the job in a real pool was admitted by the
 // broker or was running when it started.
-func (a *Actor) Accepted(key string) bool {
+func (a *Actor) Accepted(key plan.JobKey) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.accepted[key]
@@ -150,7 +150,7 @@ func (a *Actor) AcceptRunning(b *Build) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.accepted == nil {
-		a.accepted = map[string]bool{}
+		a.accepted = map[plan.JobKey]bool{}
 	}
 	for k, v := range b.Jobs {
 		if !v.Holding {
@@ -172,11 +172,11 @@ func (a *Actor) Observe(b *Build) {
 	}
 }
 
-func (a *Actor) accept(k string) {
+func (a *Actor) accept(k plan.JobKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.accepted == nil {
-		a.accepted = map[string]bool{}
+		a.accepted = map[plan.JobKey]bool{}
 	}
 	a.accepted[k] = true
 }
@@ -210,7 +210,7 @@ func (a *Actor) accept(k string) {
 // Errors of single calls are collected in the outcome; the rest of the
 // plan is still carried out.
 func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
-	x := &execution{a: a, p: p, b: b, skip: map[string]bool{}, admitted: map[string]bool{}, metaText: map[string][2]string{}}
+	x := &execution{a: a, p: p, b: b, skip: map[plan.GroupKey]bool{}, admitted: map[plan.JobKey]bool{}, metaText: map[plan.JobKey][2]string{}}
 	x.deferStops()
 	x.announce(ctx)
 	x.preempt(ctx)
@@ -230,11 +230,11 @@ type execution struct {
 	mu  sync.Mutex // guards out in the concurrent steps
 	out Outcome
 
-	skip      map[string]bool // claimants ("namespace/job/group") not to admit now
-	announced map[string]bool // allocations whose stop intent step 2 wrote
-	admitted  map[string]bool // jobs ("namespace/job") admitted or accepted in step 3
-	metaJobs  []*JobView      // jobs whose status meta step 6 writes
-	metaText  map[string][2]string
+	skip      map[plan.GroupKey]bool // claimants not to admit now
+	announced map[string]bool        // allocations whose stop intent step 2 wrote
+	admitted  map[plan.JobKey]bool   // jobs admitted or accepted in step 3
+	metaJobs  []*JobView             // jobs whose status meta step 6 writes
+	metaText  map[plan.JobKey][2]string
 }
 
 // fail records a failed call of the given action.
@@ -299,7 +299,7 @@ func (x *execution) announce(ctx context.Context) {
 
 // preempt is step 3.
 func (x *execution) preempt(ctx context.Context) {
-	moved := map[string]bool{}
+	moved := map[plan.JobKey]bool{}
 	for _, act := range x.p.Actions {
 		if act.Action != plan.ActionStop {
 			continue
@@ -324,9 +324,9 @@ func (x *execution) preempt(ctx context.Context) {
 			x.out.Preempted = append(x.out.Preempted, *stop)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(moved)) {
+	for _, k := range slices.SortedFunc(maps.Keys(moved), plan.JobKey.Compare) {
 		if moved[k] {
-			ns, id := splitKey(k)
+			ns, id := k.Namespace, k.Job
 			x.moved(Move{Namespace: ns, Job: id, Pool: x.a.holding()})
 		}
 	}
@@ -337,8 +337,8 @@ func (x *execution) admit(ctx context.Context) {
 	a, b := x.a, x.b
 	var admits []*JobView
 	for _, act := range x.p.Actions {
-		k := act.Namespace + "/" + act.Job
-		if act.Action != plan.ActionAdmit || x.admitted[k] || x.skip[act.Namespace+"/"+act.Job+"/"+act.Group] {
+		k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
+		if act.Action != plan.ActionAdmit || x.admitted[k] || x.skip[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}] {
 			continue
 		}
 		x.admitted[k] = true
@@ -353,7 +353,7 @@ func (x *execution) admit(ctx context.Context) {
 				continue
 			}
 			a.accept(k)
-			a.Logger.Info("accepted a job registered straight into its pool", "job", k, "pool", v.Pool, "reason", act.Reason)
+			a.Logger.Info("accepted a job registered straight into its pool", "job", k.String(), "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
 			admits = append(admits, v)
 		}
@@ -373,7 +373,7 @@ func (x *execution) admit(ctx context.Context) {
 		x.out.Admitted++
 		x.mu.Unlock()
 		if !a.DryRun {
-			ns, id := splitKey(v.Key)
+			ns, id := v.Key.Namespace, v.Key.Job
 			x.moved(Move{Namespace: ns, Job: id, Pool: v.Options.Pool, Admission: true})
 		}
 	})
@@ -382,9 +382,9 @@ func (x *execution) admit(ctx context.Context) {
 // waitOrExpire is step 5.
 func (x *execution) waitOrExpire(ctx context.Context) {
 	a := x.a
-	waited := map[string]bool{}
+	waited := map[plan.JobKey]bool{}
 	for _, act := range x.p.Actions {
-		k := act.Namespace + "/" + act.Job
+		k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
 		v := x.b.Jobs[k]
 		if v == nil || x.admitted[k] || waited[k] {
 			continue
@@ -417,7 +417,7 @@ func (x *execution) waitOrExpire(ctx context.Context) {
 func (x *execution) suspend(ctx context.Context, v *JobView, reason string) {
 	moved, err := x.a.suspend(ctx, v, reason)
 	if moved {
-		ns, id := splitKey(v.Key)
+		ns, id := v.Key.Namespace, v.Key.Job
 		x.moved(Move{Namespace: ns, Job: id, Pool: x.a.holding()})
 	}
 	if err != nil {
@@ -429,7 +429,7 @@ func (x *execution) suspend(ctx context.Context, v *JobView, reason string) {
 
 // reportMetaErrors is step 6.
 func (x *execution) reportMetaErrors(ctx context.Context) {
-	for _, k := range slices.Sorted(maps.Keys(x.b.Jobs)) {
+	for _, k := range slices.SortedFunc(maps.Keys(x.b.Jobs), plan.JobKey.Compare) {
 		v := x.b.Jobs[k]
 		if v.MetaErr == nil {
 			continue
@@ -463,17 +463,17 @@ func (x *execution) writeMeta(ctx context.Context) {
 }
 
 // logWait logs a job's wait reason when it changed since the last time.
-func (a *Actor) logWait(k string, act plan.Action) {
+func (a *Actor) logWait(k plan.JobKey, act plan.Action) {
 	a.mu.Lock()
 	if a.reasons == nil {
-		a.reasons = map[string]string{}
+		a.reasons = map[plan.JobKey]string{}
 	}
 	text := string(act.Rule) + ": " + act.Reason
 	changed := a.reasons[k] != text
 	a.reasons[k] = text
 	a.mu.Unlock()
 	if changed {
-		a.Logger.Info("job waits", "job", k, "rule", act.Rule, "reason", act.Reason)
+		a.Logger.Info("job waits", "job", k.String(), "rule", act.Rule, "reason", act.Reason)
 	}
 }
 
@@ -504,8 +504,8 @@ func (a *Actor) parallel(jobs []*JobView, fn func(*JobView)) {
 // Execute: moved[job] is set true when this call moved it), waits for the
 // answer, and stops the allocation. It returns the stop done, nil in a dry
 // run.
-func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[string]bool) (*Stop, error) {
-	k := act.Namespace + "/" + act.Job
+func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[plan.JobKey]bool) (*Stop, error) {
+	k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
 	v := b.Jobs[k]
 	if v == nil {
 		return nil, fmt.Errorf("failed to preempt allocation %s: job %s is not known", act.Alloc, k)
@@ -537,7 +537,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 	}
 	a.mu.Lock()
 	if a.stopping == nil {
-		a.stopping = map[string]string{}
+		a.stopping = map[string]plan.GroupKey{}
 	}
 	a.stopping[act.Alloc] = act.For
 	a.mu.Unlock()
@@ -554,7 +554,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 // broker's status meta when the job has no live allocation.
 func (a *Actor) admit(ctx context.Context, v *JobView) error {
 	if a.DryRun {
-		a.Logger.Info("dry run: would admit", "job", v.Key, "pool", v.Options.Pool)
+		a.Logger.Info("dry run: would admit", "job", v.Key.String(), "pool", v.Options.Pool)
 		return nil
 	}
 	if err := a.beforeJob(ctx, v.Key, WriteAdmit); err != nil {
@@ -588,7 +588,7 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 	a.mu.Lock()
 	delete(a.accepted, v.Key)
 	a.mu.Unlock()
-	ns, id := splitKey(v.Key)
+	ns, id := v.Key.Namespace, v.Key.Job
 	var errs []error
 	for _, al := range a.State.Allocs() {
 		if al.Namespace != ns || al.JobID != id || !al.Live() || al.Stopping() {
@@ -612,12 +612,12 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 // expire stops a flex request that waited too long and says so in its meta.
 func (a *Actor) expire(ctx context.Context, v *JobView, reason string) error {
 	if a.DryRun {
-		a.Logger.Info("dry run: would expire", "job", v.Key, "reason", reason)
+		a.Logger.Info("dry run: would expire", "job", v.Key.String(), "reason", reason)
 		return nil
 	}
 	_, err := a.writeStatus(ctx, v, StatusExpired, "L11: "+reason, true)
 	if err == nil {
-		a.Logger.Info("flex request expired", "job", v.Key, "reason", reason)
+		a.Logger.Info("flex request expired", "job", v.Key.String(), "reason", reason)
 	}
 	return err
 }
@@ -633,7 +633,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 		return false, nil
 	}
 	if a.DryRun {
-		a.Logger.Info("dry run: would write job status", "job", v.Key, "status", status, "reason", reason)
+		a.Logger.Info("dry run: would write job status", "job", v.Key.String(), "status", status, "reason", reason)
 		return false, nil
 	}
 	if err := a.beforeJob(ctx, v.Key, WriteStatus); err != nil {
@@ -653,7 +653,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 // refuses to change the meta of a job with live allocations: that would be
 // a destructive update.
 func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[string]*string, stop bool) (*api.Job, error) {
-	ns, id := splitKey(v.Key)
+	ns, id := v.Key.Namespace, v.Key.Job
 	j, _, err := a.Client.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
 	if err != nil {
 		return nil, err
@@ -701,11 +701,11 @@ func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[
 	return j, nil
 }
 
-func (a *Actor) liveAllocs(key string) int {
+func (a *Actor) liveAllocs(key plan.JobKey) int {
 	if a.State == nil {
 		return 0
 	}
-	ns, id := splitKey(key)
+	ns, id := key.Namespace, key.Job
 	n := 0
 	for _, al := range a.State.Allocs() {
 		if al.Namespace == ns && al.JobID == id && al.Live() {

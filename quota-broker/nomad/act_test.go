@@ -36,7 +36,7 @@ func newActor(f *fakeNomad, s *State) (*Actor, *syncBuffer) {
 func planFor(t *testing.T, s *State, a *Actor, tree *quota.Node) (*plan.Plan, *Build) {
 	t.Helper()
 	b := s.Build(BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
-		Stopping: a.Stopping(), Accepted: func(string) bool { return true }})
+		Stopping: a.Stopping(), Accepted: func(plan.JobKey) bool { return true }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	}
 	sort.Strings(errs)
 	want := []string{`bad-idle: job meta gputide_idle = "maybe": want "true" or "false"`,
-		`bad-maxrun: job meta gputide_flex_max_run = "-1h": must be positive`}
+		`bad-maxrun: job meta gputide_flex_max_run = "-1h": must be more than 0`}
 	if strings.Join(errs, "|") != strings.Join(want, "|") {
 		t.Fatalf("meta errors = %q", errs)
 	}
@@ -105,9 +105,9 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	// Every preemption and every move is reported, for the broker to count
 	// and record (L8).
 	wantStops := []Stop{
-		{Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: allocC1, Node: p.Actions[0].Node,
+		{Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: allocC1, Node: p.Actions[0].Node,
 			GPUs: 2, Rule: plan.RuleChild, Reason: p.Actions[0].Reason},
-		{Claimant: "workspace-b/training/worker", Namespace: "workspace-c", Job: "training", Alloc: allocC2, Node: p.Actions[1].Node,
+		{Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: allocC2, Node: p.Actions[1].Node,
 			GPUs: p.Actions[1].GPUs, Rule: plan.RuleChild, Reason: p.Actions[1].Reason},
 	}
 	if diff := cmp.Diff(wantStops, out.Preempted, cmpopts.IgnoreFields(Stop{}, "Time")); diff != "" {
@@ -128,7 +128,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 			t.Fatalf("second plan stops again: %+v", act)
 		}
 	}
-	if v := b2.Jobs["workspace-c/training"]; !v.Holding {
+	if v := b2.Jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]; !v.Holding {
 		t.Fatal("the victim's job is not in the holding pool in the broker's state")
 	}
 }
@@ -178,7 +178,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 	// quota (C) is now 1 GPU, so L3 does not admit its 4.
 	tree := claimTree()
 	tree.Children[0].GPUs = 1
-	b := s.Build(BuildInput{Now: at(t), Quota: tree, Accepted: func(k string) bool { return k != "workspace-c/training" }})
+	b := s.Build(BuildInput{Now: at(t), Quota: tree, Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 func TestRegisterRefusesMetaOnAJobWithLiveAllocations(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	v := &JobView{Key: "workspace-a/inference"}
+	v := &JobView{Key: plan.JobKey{Namespace: "workspace-a", Job: "inference"}}
 	status := "x"
 	_, err := a.register(context.Background(), v, "", map[string]*string{MetaStatus: &status}, false)
 	if err == nil || !strings.Contains(err.Error(), "1 live allocations") {
@@ -237,10 +237,10 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 	j.ID, j.Name = &id, &id
 	j.Meta = map[string]string{MetaPool: "default"}
 	j.TaskGroups[0].Tasks[0].Resources.Devices = nil
-	s.jobs["workspace-b/web"] = &j
+	s.jobs[plan.JobKey{Namespace: "workspace-b", Job: "web"}] = &j
 	a, _ := newActor(f, s)
 	p, b := planFor(t, s, a, e2eTree())
-	if len(b.NoGPU) != 1 || b.NoGPU[0] != "workspace-b/web" {
+	if len(b.NoGPU) != 1 || b.NoGPU[0] != (plan.JobKey{Namespace: "workspace-b", Job: "web"}) {
 		t.Fatalf("NoGPU = %v", b.NoGPU)
 	}
 	f.files["/v1/job/web?namespace=workspace-b"] = "job-workspace-b-training.json"
@@ -257,11 +257,11 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 func TestEnforceMaxRunStopsAFlexRequestThatRanOut(t *testing.T) {
 	f, s := listRecorded(t)
 	a, log := newActor(f, s)
-	j := *s.jobs["workspace-c/training"]
+	j := *s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]
 	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
-	s.jobs["workspace-c/training"] = &j
-	b := s.Build(BuildInput{Quota: e2eTree(), Accepted: func(string) bool { return true }})
-	start := a.firstStart("workspace-c/training")
+	s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}] = &j
+	b := s.Build(BuildInput{Quota: e2eTree(), Accepted: func(plan.JobKey) bool { return true }})
+	start := a.firstStart(plan.JobKey{Namespace: "workspace-c", Job: "training"})
 	if start.IsZero() {
 		t.Fatal("no start time")
 	}
@@ -270,7 +270,7 @@ func TestEnforceMaxRunStopsAFlexRequestThatRanOut(t *testing.T) {
 		t.Fatalf("due = %v, %v", due, err)
 	}
 	due, err := a.EnforceMaxRun(context.Background(), b, start.Add(61*time.Minute))
-	if err != nil || len(due) != 1 || due[0] != "workspace-c/training" {
+	if err != nil || len(due) != 1 || due[0] != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) {
 		t.Fatalf("due = %v, %v", due, err)
 	}
 	w := f.writes()

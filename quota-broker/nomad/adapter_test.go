@@ -78,10 +78,10 @@ func TestListAllReadsNodesAllocationsJobsAndSummaries(t *testing.T) {
 	if len(s.jobs) != 5 {
 		t.Fatalf("jobs = %d, want 5", len(s.jobs))
 	}
-	if j := s.jobs["workspace-b/training"]; str(j.NodePool) != DefaultHoldingPool {
+	if j := s.jobs[plan.JobKey{Namespace: "workspace-b", Job: "training"}]; str(j.NodePool) != DefaultHoldingPool {
 		t.Fatalf("workspace-b/training pool = %q, want the holding pool", str(j.NodePool))
 	}
-	if q, ok := queuedOf(s.summaries["workspace-b/training"], "worker"); !ok || q != 1 {
+	if q, ok := queuedOf(s.summaries[plan.JobKey{Namespace: "workspace-b", Job: "training"}], "worker"); !ok || q != 1 {
 		t.Fatalf("workspace-b/training queued = %d (%v), want 1", q, ok)
 	}
 	if len(s.blocked) != 3 {
@@ -98,7 +98,7 @@ func TestListAllReadsNodesAllocationsJobsAndSummaries(t *testing.T) {
 func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
 	_, s := listRecorded(t)
 	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
-		Accepted: func(string) bool { return true }})
+		Accepted: func(plan.JobKey) bool { return true }})
 	snap := b.Snapshot
 	if len(snap.Nodes) != 1 || len(snap.Nodes[0].GPUs) != 8 {
 		t.Fatalf("nodes = %+v", snap.Nodes)
@@ -112,7 +112,7 @@ func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
 	}
 	a := byID[allocA]
 	if a.Namespace != "workspace-a" || a.Job != "inference" || a.Group != "server" || a.Type != plan.JobService ||
-		a.Priority != 80 || a.GPUs() != 4 || a.Node != node || a.StoppingFor != "" || a.Idle {
+		a.Priority != 80 || a.GPUs() != 4 || a.Node != node || !a.StoppingFor.IsZero() || a.Idle {
 		t.Fatalf("inference allocation = %+v", a)
 	}
 	c := byID[allocC1]
@@ -132,15 +132,15 @@ func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
 	if p.SubmittedAt.IsZero() || p.SubmittedAt.After(at(t)) {
 		t.Fatalf("submitted = %v", p.SubmittedAt)
 	}
-	for _, k := range []string{"workspace-c/bad-idle", "workspace-c/bad-maxrun"} {
+	for _, k := range []plan.JobKey{{Namespace: "workspace-c", Job: "bad-idle"}, {Namespace: "workspace-c", Job: "bad-maxrun"}} {
 		if b.Jobs[k].MetaErr == nil {
 			t.Fatalf("%s: no meta error", k)
 		}
 	}
-	if got := b.Jobs["workspace-c/bad-idle"].MetaErr.Error(); got != `job meta gputide_idle = "maybe": want "true" or "false"` {
+	if got := b.Jobs[plan.JobKey{Namespace: "workspace-c", Job: "bad-idle"}].MetaErr.Error(); got != `job meta gputide_idle = "maybe": want "true" or "false"` {
 		t.Fatalf("bad-idle error = %q", got)
 	}
-	if got := b.Jobs["workspace-c/bad-maxrun"].MetaErr.Error(); got != `job meta gputide_flex_max_run = "-1h": must be positive` {
+	if got := b.Jobs[plan.JobKey{Namespace: "workspace-c", Job: "bad-maxrun"}].MetaErr.Error(); got != `job meta gputide_flex_max_run = "-1h": must be more than 0` {
 		t.Fatalf("bad-maxrun error = %q", got)
 	}
 	// The core agrees: workspace-b/training waits, naming the quota and numbers.
@@ -157,17 +157,17 @@ func TestBuildMarksStoppingAllocations(t *testing.T) {
 	_, s := listRecorded(t)
 	s.markStopping(allocC1)
 	s.markStopping(allocC2)
-	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Stopping: map[string]string{allocC1: "workspace-a/inference/server"},
-		Accepted: func(string) bool { return true }})
+	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Stopping: map[string]plan.GroupKey{allocC1: (plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"})},
+		Accepted: func(plan.JobKey) bool { return true }})
 	for _, a := range b.Snapshot.Allocations {
 		switch a.ID {
 		case allocC1:
-			if a.StoppingFor != "workspace-a/inference/server" {
-				t.Fatalf("known stop: StoppingFor = %q", a.StoppingFor)
+			if a.StoppingFor != (plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"}) {
+				t.Fatalf("known stop: StoppingFor = %v", a.StoppingFor)
 			}
 		case allocC2:
 			if a.StoppingFor != UnknownClaimant {
-				t.Fatalf("unknown stop: StoppingFor = %q", a.StoppingFor)
+				t.Fatalf("unknown stop: StoppingFor = %v", a.StoppingFor)
 			}
 		}
 	}
@@ -179,8 +179,8 @@ func TestBuildMarksStoppingAllocations(t *testing.T) {
 func TestBuildTreatsAStraightRegistrationAsPending(t *testing.T) {
 	_, s := listRecorded(t)
 	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(),
-		Accepted: func(k string) bool { return k != "workspace-c/training" }})
-	v := b.Jobs["workspace-c/training"]
+		Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
+	v := b.Jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]
 	if !v.Direct || v.Pending != 2 {
 		t.Fatalf("view = %+v, want direct with 2 pending", v)
 	}
@@ -205,10 +205,10 @@ func TestEventsRebuildTheLedgerTheListGives(t *testing.T) {
 	if d := LedgerDiff(listed.GPUsByAlloc(), s.GPUsByAlloc()); len(d) != 0 {
 		t.Fatalf("ledger from events differs from the list (L2): %+v", d)
 	}
-	if j := s.jobs["workspace-b/training"]; j == nil || str(j.NodePool) != DefaultHoldingPool {
+	if j := s.jobs[plan.JobKey{Namespace: "workspace-b", Job: "training"}]; j == nil || str(j.NodePool) != DefaultHoldingPool {
 		t.Fatal("the job events lost the node pool")
 	}
-	if j := s.jobs["workspace-a/inference"]; j == nil || str(j.NodePool) != "default" {
+	if j := s.jobs[plan.JobKey{Namespace: "workspace-a", Job: "inference"}]; j == nil || str(j.NodePool) != "default" {
 		t.Fatal("inference is not in its pool after the events")
 	}
 	if len(s.nodes[node].GPUs) != 8 {
@@ -221,19 +221,19 @@ func TestEventsRebuildTheLedgerTheListGives(t *testing.T) {
 
 func TestRefreshFetchesTheSummariesEventsTouched(t *testing.T) {
 	f, s := listRecorded(t)
-	s.dirty["workspace-b/training"] = true
-	s.dirty["workspace-c/gone"] = true
-	s.summaries["workspace-c/gone"] = s.summaries["workspace-c/training"]
+	s.dirty[plan.JobKey{Namespace: "workspace-b", Job: "training"}] = true
+	s.dirty[plan.JobKey{Namespace: "workspace-c", Job: "gone"}] = true
+	s.summaries[plan.JobKey{Namespace: "workspace-c", Job: "gone"}] = s.summaries[plan.JobKey{Namespace: "workspace-c", Job: "training"}]
 	// An event that was applied before the summary said so: the job is read.
-	delete(s.jobs, "workspace-a/inference")
-	s.dirty["workspace-a/inference"] = true
+	delete(s.jobs, plan.JobKey{Namespace: "workspace-a", Job: "inference"})
+	s.dirty[plan.JobKey{Namespace: "workspace-a", Job: "inference"}] = true
 	if err := s.Refresh(context.Background(), f.client()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.summaries["workspace-c/gone"]; ok {
+	if _, ok := s.summaries[plan.JobKey{Namespace: "workspace-c", Job: "gone"}]; ok {
 		t.Fatal("the summary of a job Nomad no longer knows was kept")
 	}
-	if j := s.jobs["workspace-a/inference"]; j == nil || str(j.ID) != "inference" {
+	if j := s.jobs[plan.JobKey{Namespace: "workspace-a", Job: "inference"}]; j == nil || str(j.ID) != "inference" {
 		t.Fatal("a job the state lacked was not read")
 	}
 	if f.count("GET", "/v1/job/training/summary") != 1 || len(s.dirty) != 0 {
@@ -244,12 +244,12 @@ func TestRefreshFetchesTheSummariesEventsTouched(t *testing.T) {
 // A job Nomad no longer knows (purged) leaves the state on a 404.
 func TestRefreshDropsAPurgedJob(t *testing.T) {
 	f, s := listRecorded(t)
-	s.jobs["workspace-c/gone"] = s.jobs["workspace-c/training"]
-	s.dirty["workspace-c/gone"] = true
+	s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "gone"}] = s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]
+	s.dirty[plan.JobKey{Namespace: "workspace-c", Job: "gone"}] = true
 	if err := s.Refresh(context.Background(), f.client()); err != nil {
 		t.Fatal(err)
 	}
-	if s.jobs["workspace-c/gone"] != nil {
+	if s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "gone"}] != nil {
 		t.Fatal("a purged job was kept")
 	}
 }

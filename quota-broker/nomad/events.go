@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
@@ -89,7 +90,7 @@ func (s *State) applyOne(e *api.Event) error {
 			delete(s.blocked, ev.ID)
 		}
 		if s.governed == nil || s.governed(nsOrDefault(ev.Namespace)) {
-			s.dirty[nsOrDefault(ev.Namespace)+"/"+ev.JobID] = true
+			s.dirty[plan.JobKey{Namespace: nsOrDefault(ev.Namespace), Job: ev.JobID}] = true
 		}
 	case api.TopicNode:
 		pl, err := decodePayload(e)
@@ -147,24 +148,24 @@ func decodePayload(e *api.Event) (*payload, error) {
 // marked for the next refresh.
 func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	s.mu.Lock()
-	keys := make([]string, 0, len(s.dirty))
+	keys := make([]plan.JobKey, 0, len(s.dirty))
 	for k := range s.dirty {
 		keys = append(keys, k)
 	}
-	s.dirty = map[string]bool{}
+	s.dirty = map[plan.JobKey]bool{}
 	s.mu.Unlock()
 	var (
 		mu    sync.Mutex
 		first error
 		wg    sync.WaitGroup
-		next  = make(chan string)
+		next  = make(chan plan.JobKey)
 	)
 	for w := 0; w < listWorkers && w < len(keys); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range next {
-				ns, id := splitKey(k)
+				ns, id := k.Namespace, k.Job
 				s.mu.RLock()
 				before := s.jobs[k]
 				s.mu.RUnlock()
@@ -210,13 +211,47 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	}
 	close(next)
 	wg.Wait()
+	if err := s.refreshPools(ctx, c, keys); err != nil && first == nil {
+		first = err
+	}
 	return first
+}
+
+// refreshPools lists the node pools again when one of the jobs refreshed
+// (keys) names in gputide_pool a pool the state does not know: a pool
+// created after the last full list is seen on the job's next change. A
+// state without a pool list (nil) is left so.
+func (s *State) refreshPools(ctx context.Context, c *api.Client, keys []plan.JobKey) error {
+	s.mu.RLock()
+	unknown := false
+	for _, k := range keys {
+		j := s.jobs[k]
+		if s.pools == nil || j == nil {
+			continue
+		}
+		if p := j.Meta[MetaPool]; p != "" && !s.pools[p] {
+			unknown = true
+			break
+		}
+	}
+	s.mu.RUnlock()
+	if !unknown {
+		return nil
+	}
+	pools, err := listPools(ctx, c)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.pools = pools
+	s.mu.Unlock()
+	return nil
 }
 
 // fetchJob reads a job the state lacks (its event was older than a
 // summary that says it exists) and stores it unless a newer copy arrived.
-func (s *State) fetchJob(ctx context.Context, c *api.Client, k string) error {
-	ns, id := splitKey(k)
+func (s *State) fetchJob(ctx context.Context, c *api.Client, k plan.JobKey) error {
+	ns, id := k.Namespace, k.Job
 	j, _, err := c.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
 	if err != nil {
 		if isNotFound(err) {
@@ -233,13 +268,4 @@ func (s *State) fetchJob(ctx context.Context, c *api.Client, k string) error {
 		s.jobs[k] = j
 	}
 	return nil
-}
-
-func splitKey(k string) (string, string) {
-	for i := 0; i < len(k); i++ {
-		if k[i] == '/' {
-			return k[:i], k[i+1:]
-		}
-	}
-	return "default", k
 }

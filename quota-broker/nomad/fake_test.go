@@ -58,6 +58,7 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 		"/v1/allocations": "allocations.json",
 		"/v1/jobs":        "jobs.json",
 		"/v1/evaluations": "evaluations-blocked.json",
+		"/v1/node/pools":  "node-pools.json",
 	}}
 	for _, j := range []string{"workspace-a/inference", "workspace-b/training", "workspace-c/training", "workspace-c/bad-idle", "workspace-c/bad-maxrun"} {
 		ns, id, _ := strings.Cut(j, "/")

@@ -59,10 +59,10 @@ type Fence interface {
 	// Withdraw drops the intent of an announced stop that was not made
 	// (an earlier stop of its claimant failed, or the lock was lost).
 	Withdraw(ctx context.Context, alloc string)
-	// BeforeJob records a job write (key "namespace/job").
-	BeforeJob(ctx context.Context, key string, w JobWrite) error
+	// BeforeJob records a write to the job key names.
+	BeforeJob(ctx context.Context, key plan.JobKey, w JobWrite) error
 	// Registered records the JobModifyIndex Nomad gave the broker's write.
-	Registered(ctx context.Context, key string, jobModifyIndex uint64)
+	Registered(ctx context.Context, key plan.JobKey, jobModifyIndex uint64)
 }
 
 // check is the L12 check before one act: nil without a Fence.
@@ -91,7 +91,7 @@ func (a *Actor) beforeStop(ctx context.Context, act plan.Action) error {
 }
 
 // beforeJob checks the lock and records the intent of a job write.
-func (a *Actor) beforeJob(ctx context.Context, key string, w JobWrite) error {
+func (a *Actor) beforeJob(ctx context.Context, key plan.JobKey, w JobWrite) error {
 	if err := a.check(ctx); err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (a *Actor) withdraw(ctx context.Context, alloc string) {
 	}
 }
 
-func (a *Actor) registered(ctx context.Context, key string, index uint64) {
+func (a *Actor) registered(ctx context.Context, key plan.JobKey, index uint64) {
 	if a.Fence != nil && index > 0 {
 		a.Fence.Registered(ctx, key, index)
 	}

@@ -44,12 +44,12 @@ func (r *recordingFence) Check(context.Context) error {
 }
 
 func (r *recordingFence) BeforeStop(_ context.Context, act plan.Action) error {
-	r.add("intent stop " + act.Alloc + " for " + act.For)
+	r.add("intent stop " + act.Alloc + " for " + act.For.String())
 	return nil
 }
 
-func (r *recordingFence) BeforeJob(_ context.Context, key string, w JobWrite) error {
-	r.add("job " + w.String() + " " + key)
+func (r *recordingFence) BeforeJob(_ context.Context, key plan.JobKey, w JobWrite) error {
+	r.add("job " + w.String() + " " + key.String())
 	return nil
 }
 
@@ -57,8 +57,8 @@ func (r *recordingFence) Withdraw(_ context.Context, alloc string) {
 	r.add("withdraw " + alloc)
 }
 
-func (r *recordingFence) Registered(_ context.Context, key string, index uint64) {
-	r.add("registered " + key)
+func (r *recordingFence) Registered(_ context.Context, key plan.JobKey, index uint64) {
+	r.add("registered " + key.String())
 }
 
 // L12: every intent is recorded before the Nomad call it announces, and
@@ -125,7 +125,7 @@ func TestExecuteStopsActingWhenTheLockIsLostMidPlan(t *testing.T) {
 	if !slices.Contains(fence.log, "2 withdraw "+allocC2) {
 		t.Errorf("fence log %q: the second stop's intent is not withdrawn", fence.log)
 	}
-	if got := a.Stopping(); len(got) != 1 || got[allocC1] == "" {
+	if got := a.Stopping(); len(got) != 1 || got[allocC1] == (plan.GroupKey{}) {
 		t.Fatalf("stopping = %v, want only %s", got, allocC1)
 	}
 }

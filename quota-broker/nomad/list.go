@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -13,7 +14,7 @@ import (
 const listWorkers = 8
 
 // ListAll reads the whole state the broker needs from Nomad into a new
-// State: namespaces, nodes with their device instances (resources=true),
+// State: namespaces, node pools, nodes with their device instances (resources=true),
 // live allocations with their allocated devices, jobs with their
 // summaries (full job specs for namespaces where governed returns true),
 // and blocked evaluations. The state's index is the largest index Nomad
@@ -37,6 +38,9 @@ func ListAll(ctx context.Context, c *api.Client, governed func(namespace string)
 	track(m)
 	for _, ns := range nss {
 		s.namespaces[ns.Name] = true
+	}
+	if s.pools, err = listPools(ctx, c); err != nil {
+		return nil, err
 	}
 	nodes, m, err := c.Nodes().List(q(map[string]string{"resources": "true"}))
 	if err != nil {
@@ -66,7 +70,7 @@ func ListAll(ctx context.Context, c *api.Client, governed func(namespace string)
 	for _, j := range jobs {
 		ns := nsOrDefault(j.Namespace)
 		if j.JobSummary != nil {
-			s.summaries[ns+"/"+j.ID] = j.JobSummary
+			s.summaries[plan.JobKey{Namespace: ns, Job: j.ID}] = j.JobSummary
 		}
 		if governed(ns) {
 			want = append(want, j)
@@ -90,6 +94,22 @@ func ListAll(ctx context.Context, c *api.Client, governed func(namespace string)
 		}
 	}
 	return s, nil
+}
+
+// listPools reads the names of Nomad's node pools (GET /v1/node/pools;
+// the token needs node_pool read). The node pool event topic needs a
+// management token, so pools are listed, not watched: ListAll lists them
+// and Refresh lists them again when a job names one the state lacks.
+func listPools(ctx context.Context, c *api.Client) (map[string]bool, error) {
+	list, _, err := c.NodePools().List((&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("failed to list node pools: %w", err)
+	}
+	pools := make(map[string]bool, len(list))
+	for _, p := range list {
+		pools[p.Name] = true
+	}
+	return pools, nil
 }
 
 // readJobs reads the full specs of stubs with a few requests in flight. A

@@ -3,9 +3,10 @@ package nomad
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -15,8 +16,8 @@ import (
 // purge: Nomad sends each task its kill signal and kill_timeout, and the
 // job keeps its spec). The core plans only what is pending, so the adapter
 // enforces this limit itself. It returns the jobs it stopped, sorted.
-func (a *Actor) EnforceMaxRun(ctx context.Context, b *Build, now time.Time) ([]string, error) {
-	var due []string
+func (a *Actor) EnforceMaxRun(ctx context.Context, b *Build, now time.Time) ([]plan.JobKey, error) {
+	var due []plan.JobKey
 	for k, v := range b.Jobs {
 		if v.Options.Flex == nil || v.Options.Flex.MaxRun <= 0 || v.Holding || v.Live == 0 {
 			continue
@@ -30,13 +31,13 @@ func (a *Actor) EnforceMaxRun(ctx context.Context, b *Build, now time.Time) ([]s
 		}
 		due = append(due, k)
 	}
-	sort.Strings(due)
+	slices.SortFunc(due, plan.JobKey.Compare)
 	var first error
 	for _, k := range due {
 		v := b.Jobs[k]
 		ran := now.Sub(a.firstStart(k)).Round(time.Second)
 		if a.DryRun {
-			a.Logger.Info("dry run: would stop a flex request past its max_run", "job", k, "ran", ran, "max_run", v.Options.Flex.MaxRun)
+			a.Logger.Info("dry run: would stop a flex request past its max_run", "job", k.String(), "ran", ran, "max_run", v.Options.Flex.MaxRun)
 			continue
 		}
 		if err := a.beforeJob(ctx, k, WriteStatus); err != nil {
@@ -45,21 +46,21 @@ func (a *Actor) EnforceMaxRun(ctx context.Context, b *Build, now time.Time) ([]s
 			}
 			continue
 		}
-		ns, id := splitKey(k)
+		ns, id := k.Namespace, k.Job
 		if _, _, err := a.Client.Jobs().Deregister(id, false, (&api.WriteOptions{Namespace: ns}).WithContext(ctx)); err != nil {
 			if first == nil {
 				first = fmt.Errorf("failed to stop flex request %s past its max_run: %w", k, err)
 			}
 			continue
 		}
-		a.Logger.Info("stopped a flex request past its max_run (L11)", "job", k, "ran", ran, "max_run", v.Options.Flex.MaxRun)
+		a.Logger.Info("stopped a flex request past its max_run (L11)", "job", k.String(), "ran", ran, "max_run", v.Options.Flex.MaxRun)
 	}
 	return due, first
 }
 
 // firstStart is the earliest start of the job's live allocations.
-func (a *Actor) firstStart(key string) time.Time {
-	ns, id := splitKey(key)
+func (a *Actor) firstStart(key plan.JobKey) time.Time {
+	ns, id := key.Namespace, key.Job
 	var first time.Time
 	for _, al := range a.State.Allocs() {
 		if al.Namespace == ns && al.JobID == id && al.Live() && (first.IsZero() || al.StartedAt.Before(first)) {

@@ -1,7 +1,9 @@
 package nomad
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,8 +17,8 @@ import (
 const (
 	MetaIdle         = "gputide_idle"          // "true" or "false"
 	MetaElastic      = "gputide_elastic"       // "true" or "false"
-	MetaFlexMaxWait  = "gputide_flex_max_wait" // Go duration, 0 < d <= 168h
-	MetaFlexMaxRun   = "gputide_flex_max_run"  // Go duration, > 0
+	MetaFlexMaxWait  = "gputide_flex_max_wait" // Go duration, 0 < d <= 168h, default 168h (plan.Flex.Check)
+	MetaFlexMaxRun   = "gputide_flex_max_run"  // Go duration, 0 < d <= 168h, required with either flex key
 	MetaReservation  = "gputide_reservation"   // reservation ID
 	MetaPool         = "gputide_pool"          // node pool to admit into, default "default"
 	MetaStatus       = "gputide_status"        // written by the broker: waiting, error, expired
@@ -76,13 +78,7 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 			if err != nil {
 				return JobOptions{}, &MetaError{k, v, `want a duration such as "72h"`}
 			}
-			if d <= 0 {
-				return JobOptions{}, &MetaError{k, v, "must be positive"}
-			}
 			if k == MetaFlexMaxWait {
-				if d > plan.MaxFlexWait {
-					return JobOptions{}, &MetaError{k, v, fmt.Sprintf("at most %s", plan.MaxFlexWait)}
-				}
 				flex.MaxWait = d
 			} else {
 				flex.MaxRun = d
@@ -107,13 +103,49 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 			return JobOptions{}, &MetaError{k, v, "unknown gputide key (known: " + strings.Join(knownKeys, ", ") + ")"}
 		}
 	}
+	if hasFlex && o.Reservation != "" {
+		return JobOptions{}, &MetaError{MetaReservation, o.Reservation, "a flex request (gputide_flex_*) cannot name a reservation (L11)"}
+	}
 	if hasFlex {
-		if flex.MaxWait == 0 {
-			flex.MaxWait = plan.MaxFlexWait
+		if _, set := meta[MetaFlexMaxWait]; !set {
+			flex.MaxWait = plan.DefaultFlexWait
+		}
+		if err := flex.Check(); err != nil {
+			// The rule is the core's (DESIGN L11); the error names the
+			// meta key and the value as written.
+			var fe *plan.FlexError
+			if !errors.As(err, &fe) {
+				return JobOptions{}, err
+			}
+			key := MetaFlexMaxWait
+			if fe.Key == "max_run" {
+				key = MetaFlexMaxRun
+			}
+			return JobOptions{}, &MetaError{key, meta[key], fe.Problem}
 		}
 		o.Flex = &flex
 	}
 	return o, nil
+}
+
+// CheckAdmitPool checks the pool a job is admitted into (its gputide_pool,
+// or "default" when unset): it must be listed in admit (the broker's
+// admit_pools; nil means ["default"]) and, when pools is not nil (the node
+// pools Nomad listed, by name), be one of Nomad's pools (DESIGN §9, issue
+// 10: Nomad CE checks no node-pool ACL at registration, so the broker only
+// moves jobs into the pools its operator allows). The error is a
+// *MetaError naming gputide_pool and the pool.
+func CheckAdmitPool(pool string, admit []string, pools map[string]bool) error {
+	if admit == nil {
+		admit = []string{DefaultAdmitPool}
+	}
+	if !slices.Contains(admit, pool) {
+		return &MetaError{MetaPool, pool, fmt.Sprintf("not one of the broker's admit_pools %q", admit)}
+	}
+	if pools != nil && !pools[pool] {
+		return &MetaError{MetaPool, pool, "no such node pool in Nomad"}
+	}
+	return nil
 }
 
 var knownKeys = []string{MetaElastic, MetaFlexMaxRun, MetaFlexMaxWait, MetaIdle, MetaPool, MetaReservation}

@@ -15,7 +15,7 @@ func TestBuiltSnapshotsReplayWithGputidePlan(t *testing.T) {
 	_, s := listRecorded(t)
 	s.markStopping(allocC2)
 	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
-		Stopping: map[string]string{}, Accepted: func(string) bool { return true }})
+		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	var buf bytes.Buffer
 	if err := snapshot.Encode(&buf, b.Snapshot); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // for a claimant the broker cannot name (it was stopped before a restart,
 // or by someone else): the core never chooses it again and gives its GPUs
 // to nobody until it is gone.
-const UnknownClaimant = "unknown/unknown/unknown"
+var UnknownClaimant = plan.GroupKey{Namespace: "unknown", Job: "unknown", Group: "unknown"}
 
 // DefaultHoldingPool is the node pool with no nodes that governed jobs wait
 // in (DESIGN §5).
@@ -30,18 +30,21 @@ type BuildInput struct {
 	// Governed says which namespaces the broker governs; nil means every
 	// namespace bound in the quota tree.
 	Governed func(namespace string) bool
-	// Stopping maps allocations the broker stopped to their claimant
-	// ("namespace/job/group").
-	Stopping map[string]string
+	// Stopping maps allocations the broker stopped to their claimant.
+	Stopping map[string]plan.GroupKey
 	// Accepted says whether a job in a real pool was admitted by the broker
 	// (or was there when it started). A job in a real pool that is not
 	// accepted was registered straight into it and is checked as pending.
-	Accepted func(jobKey string) bool
+	Accepted func(job plan.JobKey) bool
+	// AdmitPools are the node pools a job may name in gputide_pool (the
+	// agent's admit_pools); nil means ["default"]. A job naming another
+	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
+	AdmitPools []string
 }
 
 // JobView is a governed job as the broker sees it.
 type JobView struct {
-	Key       string // "namespace/job"
+	Key       plan.JobKey
 	Job       *api.Job
 	Options   JobOptions
 	MetaErr   error // a bad gputide meta value; the job is left unadmitted
@@ -56,13 +59,21 @@ type JobView struct {
 // Build is a snapshot together with the job views it was made from.
 type Build struct {
 	Snapshot *plan.Snapshot
-	Jobs     map[string]*JobView // governed jobs by "namespace/job"
+	Jobs     map[plan.JobKey]*JobView // governed jobs
 	// UnknownStopping lists live allocations in governed namespaces that
 	// are being stopped for a claimant the broker cannot name.
 	UnknownStopping []string
 	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
 	// all: the quota does not concern them, so they are admitted at once.
-	NoGPU []string
+	NoGPU []plan.JobKey
+	// Left lists the nodes, allocations and pending jobs that break a rule
+	// of plan.Snapshot.Check, each with what is wrong: they are left out
+	// of Snapshot, and so of the plan; the caller reports them.
+	Left []*plan.Fault
+	// Invalid is a fault in the quota tree or the settings (or the time):
+	// nothing can be planned and the broker must not act (DESIGN L12).
+	// Snapshot is then the unchecked snapshot.
+	Invalid error
 }
 
 // Build turns the state into a snapshot for the planning core, in these
@@ -73,7 +84,8 @@ type Build struct {
 //     (never free);
 //  2. liveByGroup: live allocations per job and task group (L2);
 //  3. jobView: each job of a governed namespace, with its pool, meta
-//     options (or meta error), live count and whether it was registered
+//     options (or meta error, also when its gputide_pool is not an
+//     existing pool listed in AdmitPools), live count and whether it was registered
 //     straight into a real pool;
 //  4. pendingGroups: the pending groups of a job (pendingCount decides how
 //     many allocations). Jobs with a bad meta value, stopped jobs, system
@@ -83,7 +95,10 @@ type Build struct {
 //     priority and gputide meta; stopping ones carry their claimant
 //     (StoppingFor), or UnknownClaimant. The live allocations of a job
 //     registered straight into a pool are left out (L3 decides on it as
-//     pending).
+//     pending);
+//  6. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
+//     allocation or pending job that breaks a rule is left out and listed
+//     in Left; a fault in the tree or the settings is Invalid.
 func (s *State) Build(in BuildInput) *Build {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -99,16 +114,19 @@ func (s *State) Build(in BuildInput) *Build {
 		return in.Governed == nil || in.Governed(ns)
 	}
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
-	b := &Build{Snapshot: snap, Jobs: map[string]*JobView{}}
+	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
 
 	snap.Nodes = snapshotNodes(s.nodes)
 	live := liveByGroup(s.allocs)
-	for _, k := range slices.Sorted(maps.Keys(s.jobs)) {
+	for _, k := range slices.SortedFunc(maps.Keys(s.jobs), plan.JobKey.Compare) {
 		j := s.jobs[k]
 		if !governed(nsOrDefault(str(j.Namespace))) {
 			continue
 		}
 		v := jobView(k, j, live[k], holding, in.Accepted)
+		if v.MetaErr == nil {
+			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.pools)
+		}
 		b.Jobs[k] = v
 		pending, noGPU := pendingGroups(v, live[k], s.summaries[k])
 		if noGPU {
@@ -117,6 +135,7 @@ func (s *State) Build(in BuildInput) *Build {
 		snap.Pending = append(snap.Pending, pending...)
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
+	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
 }
 
@@ -138,10 +157,9 @@ func snapshotNodes(nodes map[string]*Node) []plan.Node {
 	return out
 }
 
-// liveByGroup is step 2: live allocations by job key ("namespace/job") and
-// task group.
-func liveByGroup(allocs map[string]*Alloc) map[string]map[string]int {
-	live := map[string]map[string]int{}
+// liveByGroup is step 2: live allocations by job and task group.
+func liveByGroup(allocs map[string]*Alloc) map[plan.JobKey]map[string]int {
+	live := map[plan.JobKey]map[string]int{}
 	for _, a := range allocs {
 		if !a.Live() {
 			continue
@@ -157,7 +175,7 @@ func liveByGroup(allocs map[string]*Alloc) map[string]map[string]int {
 // jobView is step 3: the broker's view of governed job j (key k) with its
 // live allocations per group. A job outside the holding pool that accepted
 // does not know is Direct (registered straight into its pool).
-func jobView(k string, j *api.Job, live map[string]int, holding string, accepted func(string) bool) *JobView {
+func jobView(k plan.JobKey, j *api.Job, live map[string]int, holding string, accepted func(plan.JobKey) bool) *JobView {
 	v := &JobView{Key: k, Job: j, Pool: str(j.NodePool)}
 	if v.Pool == "" {
 		v.Pool = "default"
@@ -267,7 +285,7 @@ func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
 
 // snapshotAllocations is step 5: the live allocations that hold GPUs, by
 // ID, and the governed ones stopping for a claimant the broker cannot name.
-func snapshotAllocations(allocs map[string]*Alloc, jobs map[string]*JobView, stopping map[string]string,
+func snapshotAllocations(allocs map[string]*Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
 	governed func(string) bool) (out []plan.Allocation, unknown []string) {
 	for _, id := range slices.Sorted(maps.Keys(allocs)) {
 		a := allocs[id]
@@ -300,6 +318,16 @@ func snapshotAllocations(allocs map[string]*Alloc, jobs map[string]*JobView, sto
 		out = append(out, pa)
 	}
 	return out, unknown
+}
+
+// usable checks snap (plan.Snapshot.Usable): it returns snap without the
+// items that fail, their faults, or snap and the fatal fault.
+func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
+	ok, left, err := snap.Usable()
+	if err != nil {
+		return snap, nil, err
+	}
+	return ok, left, nil
 }
 
 // groupGPUs returns the nvidia/gpu devices one allocation of tg asks for,

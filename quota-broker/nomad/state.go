@@ -55,8 +55,8 @@ func (a *Alloc) Stopping() bool {
 	return a.Live() && (a.DesiredStatus == api.AllocDesiredStatusStop || a.DesiredStatus == api.AllocDesiredStatusEvict)
 }
 
-// JobKey returns "namespace/job".
-func (a *Alloc) JobKey() string { return a.Namespace + "/" + a.JobID }
+// JobKey returns the key of the allocation's job.
+func (a *Alloc) JobKey() plan.JobKey { return plan.JobKey{Namespace: a.Namespace, Job: a.JobID} }
 
 // State is the broker's copy of the Nomad state it plans on. Its methods
 // are safe for concurrent use; the maps are only read and written under mu.
@@ -65,14 +65,18 @@ type State struct {
 	index      uint64
 	nodes      map[string]*Node
 	allocs     map[string]*Alloc
-	jobs       map[string]*api.Job        // "namespace/job" -> full job (governed namespaces only)
-	summaries  map[string]*api.JobSummary // "namespace/job" -> summary
-	blocked    map[string]*api.Evaluation // eval ID -> blocked evaluation
+	jobs       map[plan.JobKey]*api.Job        // full jobs (governed namespaces only)
+	summaries  map[plan.JobKey]*api.JobSummary // job summaries
+	blocked    map[string]*api.Evaluation      // eval ID -> blocked evaluation
 	namespaces map[string]bool
+	// pools are the node pool names Nomad listed (ListAll, and again by
+	// Refresh when a job names a pool not among them); nil in a state
+	// built from events alone, where the pool check is skipped.
+	pools map[string]bool
 	// dirty lists jobs whose summary (or existence) must be fetched again
 	// before the next snapshot: evaluations change the summary but the
 	// event stream carries no summary events.
-	dirty map[string]bool
+	dirty map[plan.JobKey]bool
 	// governed says which namespaces' jobs are kept (nil: all).
 	governed func(namespace string) bool
 }
@@ -82,11 +86,11 @@ func NewState() *State {
 	return &State{
 		nodes:      map[string]*Node{},
 		allocs:     map[string]*Alloc{},
-		jobs:       map[string]*api.Job{},
-		summaries:  map[string]*api.JobSummary{},
+		jobs:       map[plan.JobKey]*api.Job{},
+		summaries:  map[plan.JobKey]*api.JobSummary{},
 		blocked:    map[string]*api.Evaluation{},
 		namespaces: map[string]bool{},
-		dirty:      map[string]bool{},
+		dirty:      map[plan.JobKey]bool{},
 	}
 }
 
@@ -112,7 +116,7 @@ func (s *State) Alloc(id string) (Alloc, bool) {
 func (s *State) Job(namespace, id string) *api.Job {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.jobs[namespace+"/"+id]
+	return s.jobs[plan.JobKey{Namespace: namespace, Job: id}]
 }
 
 // Allocs returns copies of the allocations, sorted by ID.
@@ -134,14 +138,13 @@ func (s *State) Namespaces() []string {
 	return slices.Sorted(maps.Keys(s.namespaces))
 }
 
-// BlockedEvals returns how many blocked evaluations each job has, keyed by
-// "namespace/job".
-func (s *State) BlockedEvals() map[string]int {
+// BlockedEvals returns how many blocked evaluations each job has.
+func (s *State) BlockedEvals() map[plan.JobKey]int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := map[string]int{}
+	out := map[plan.JobKey]int{}
 	for _, e := range s.blocked {
-		out[e.Namespace+"/"+e.JobID]++
+		out[plan.JobKey{Namespace: e.Namespace, Job: e.JobID}]++
 	}
 	return out
 }
@@ -250,7 +253,9 @@ func nsOrDefault(ns string) string {
 	return ns
 }
 
-func jobKey(j *api.Job) string { return nsOrDefault(str(j.Namespace)) + "/" + str(j.ID) }
+func jobKey(j *api.Job) plan.JobKey {
+	return plan.JobKey{Namespace: nsOrDefault(str(j.Namespace)), Job: str(j.ID)}
+}
 
 func str(p *string) string {
 	if p == nil {
@@ -274,7 +279,7 @@ func (s *State) markStopping(id string) {
 
 // noteJob records at once a job the broker registered, before the event
 // brings it, so that the next plan sees the new pool.
-func (s *State) noteJob(key string, j *api.Job, modifyIndex uint64) {
+func (s *State) noteJob(key plan.JobKey, j *api.Job, modifyIndex uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := *j

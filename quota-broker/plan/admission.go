@@ -20,6 +20,16 @@ type job struct {
 	idle      bool
 	flex      *Flex
 	submitted time.Time
+	// queued is the job's latest queued time (L11: max_wait counts from
+	// it); its groups agree on it (Validate).
+	queued time.Time
+	// reservation is the reservation the job names, or ""; res is it when
+	// it is active now and of the job's namespace (L10), else nil.
+	reservation string
+	res         *Reservation
+	// booked is booked(N) per quota node as the job counts it (L10), set
+	// when the job is decided.
+	booked []int
 	// asked is the total GPUs of all pending allocations of all groups,
 	// saturated at MaxAsk so that no sum of counts can wrap around.
 	asked int
@@ -40,7 +50,7 @@ func (j *job) maxRun() time.Duration {
 //  3. earlier submission;
 //  4. namespace, then job name (group names order the groups of a job).
 func (p *planner) pendingJobs() []*job {
-	byKey := map[string]*job{}
+	byKey := map[JobKey]*job{}
 	for i := range p.snap.Pending {
 		g := &p.snap.Pending[i]
 		key := g.JobKey()
@@ -52,15 +62,19 @@ func (p *planner) pendingJobs() []*job {
 		j.groups = append(j.groups, g)
 	}
 	jobs := make([]*job, 0, len(byKey))
-	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+	for _, key := range slices.SortedFunc(maps.Keys(byKey), JobKey.Compare) {
 		j := byKey[key]
 		sort.SliceStable(j.groups, func(a, b int) bool { return j.groups[a].Group < j.groups[b].Group })
 		first := j.groups[0]
 		j.idle = first.Idle
+		j.reservation = first.Reservation
 		for _, g := range j.groups {
 			j.priority = max(j.priority, g.Priority)
 			if g.SubmittedAt.Before(j.submitted) {
 				j.submitted = g.SubmittedAt
+			}
+			if q := g.Queued(); q.After(j.queued) {
+				j.queued = q
 			}
 			if j.flex == nil && g.Flex != nil {
 				j.flex = g.Flex
@@ -113,64 +127,86 @@ func addAsk(total, count, gpus int) int {
 type yielded struct{ gpus, nonDebt int }
 
 // entitlement checks DESIGN L3 for a non-idle job of node q asking for
-// gpus more GPUs, with y left out of the figures. It returns "" when the
-// job is entitled, or the reason it is not, naming the quota and the
-// numbers.
+// gpus more GPUs, with y left out of the figures and each node's nominal
+// lowered by booked (booked(N) of L10, indexed by quota node; nil for
+// none). Allocations of active reservations are left out of the usage
+// (L10). It returns "" when the job is entitled, or the quota node that
+// binds it and the reason, naming the quota and the numbers.
 //
 //   - q's non-idle usage, debt included, less y.gpus, plus gpus stays
-//     within q's nominal; when q has child-level preemption only q's own
-//     namespaces count, as its descendants yield to it (L5 step 2);
+//     within q's nominal less booked(q); when q has child-level preemption
+//     only q's own namespaces count, as its descendants yield to it (L5
+//     step 2);
 //   - for every ancestor a of q, a's non-idle subtree usage, debt excluded
 //     (debt never blocks the quota it was moved to), less y.nonDebt, plus
-//     gpus stays within a's nominal.
-func (p *planner) entitlement(q *qnode, gpus int, y yielded) string {
+//     gpus stays within a's nominal less booked(a).
+func (p *planner) entitlement(q *qnode, gpus int, y yielded, booked []int) (bound, reason string) {
 	l := p.st.ledger
-	used, scope := l.nonIdle[q.index], ""
+	used, scope := l.nonIdle[q.index]-l.reserved[q.index], ""
 	if q.node.ChildPreemption {
-		used, scope = l.ownNonIdle[q.index], " by its own namespaces"
+		used, scope = l.ownNonIdle[q.index]-l.ownReserved[q.index], " by its own namespaces"
 	}
 	if y.gpus > 0 {
 		used -= y.gpus
 		scope += fmt.Sprintf(", not counting %d of lower priority that yield", y.gpus)
 	}
-	if used+gpus > q.node.GPUs {
-		return fmt.Sprintf("%s: %d of %d GPUs in use%s; %s", q.node.Name, used, q.node.GPUs, scope,
-			shortfall(gpus, q.node.GPUs-used))
+	if nominal := lowered(q, booked); used+gpus > nominal {
+		return q.node.Name, fmt.Sprintf("%s: %d of %s GPUs in use%s; %s", q.node.Name, used, nominalText(q, booked), scope,
+			shortfall(gpus, nominal-used))
 	}
 	scope = ""
 	if y.nonDebt > 0 {
 		scope = fmt.Sprintf(", not counting %d of lower priority in %s that yield", y.nonDebt, q.node.Name)
 	}
 	for _, a := range q.ancestors {
-		used := l.nonIdle[a.index] - l.debt[a.index] - y.nonDebt
-		if used+gpus > a.node.GPUs {
-			return fmt.Sprintf("%s (above %s): %d of %d GPUs in use, debt excluded%s; %s",
-				a.node.Name, q.node.Name, used, a.node.GPUs, scope, shortfall(gpus, a.node.GPUs-used))
+		used := l.nonIdle[a.index] - l.debt[a.index] - l.reservedNonDebt[a.index] - y.nonDebt
+		if nominal := lowered(a, booked); used+gpus > nominal {
+			return a.node.Name, fmt.Sprintf("%s (above %s): %d of %s GPUs in use, debt excluded%s; %s",
+				a.node.Name, q.node.Name, used, nominalText(a, booked), scope, shortfall(gpus, nominal-used))
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// lowered returns q's nominal less booked(q) (L10; booked may be nil).
+func lowered(q *qnode, booked []int) int {
+	if booked == nil {
+		return q.node.GPUs
+	}
+	return q.node.GPUs - booked[q.index]
+}
+
+// nominalText writes q's lowered nominal for a reason: "48", or "16 (48
+// less 32 booked)".
+func nominalText(q *qnode, booked []int) string {
+	if booked == nil || booked[q.index] == 0 {
+		return fmt.Sprint(q.node.GPUs)
+	}
+	b := booked[q.index]
+	return fmt.Sprintf("%d (%d less %d booked)", q.node.GPUs-b, q.node.GPUs, b)
 }
 
 // entitled decides DESIGN L3 for non-idle job j: it returns "" and what
-// yields to j (zero when j is entitled without it), or the reason j waits.
-// Only when j is not entitled on the plain figures and its node has
-// priority preemption are the node's lower-priority allocations that L5
-// step 3 may stop (min_runtime aside, as the search may allow them) left
-// out; the plan must then restore the quota (restoreQuota).
-func (p *planner) entitled(j *job) (string, yielded) {
-	reason := p.entitlement(j.q, j.asked, yielded{})
+// yields to j (zero when j is entitled without it), or the quota node that
+// binds j and the reason j waits. Only when j is not entitled on the plain
+// figures and its node has priority preemption are the node's
+// lower-priority allocations that L5 step 3 may stop (min_runtime aside,
+// as the search may allow them) left out; the plan must then restore the
+// quota (restoreQuota).
+func (p *planner) entitled(j *job) (bound, reason string, y yielded) {
+	bound, reason = p.entitlement(j.q, j.asked, yielded{}, j.booked)
 	if reason == "" || !j.q.node.PriorityPreemption {
-		return reason, yielded{}
+		return bound, reason, yielded{}
 	}
-	var y yielded
 	for _, u := range p.yieldUnits(j, true) {
 		y.gpus += u.gpus
 		y.nonDebt += u.nonDebt
 	}
 	if y.gpus == 0 {
-		return reason, yielded{}
+		return bound, reason, yielded{}
 	}
-	return p.entitlement(j.q, j.asked, y), y
+	bound, reason = p.entitlement(j.q, j.asked, y, j.booked)
+	return bound, reason, y
 }
 
 // feasible reports whether node c can ever run an allocation of g: its
@@ -249,41 +285,62 @@ func (p *planner) feasibleNodes(g *Pending, cache map[feasibilityKey][]int) []in
 	return nodes
 }
 
-// freeOn counts the GPUs of node c that claimant cid may take for model:
-// healthy GPUs held by nobody, plus GPUs being freed for cid (DESIGN L6,
-// L7: GPUs freed for a claimant go to that claimant only).
-func (p *planner) freeOn(c *cnode, cid int32, model string) int {
+// freeOn counts the GPUs of node n that claim cl may take for its
+// model: healthy GPUs held by nobody, plus GPUs being freed for it (DESIGN
+// L6, L7: GPUs freed for a claimant go to that claimant only), less GPUs
+// held (L10) for another owner; held GPUs lent to idle jobs (a
+// reservation's, from start + settle) count for an idle claim.
+func (p *planner) freeOn(n *cnode, cl *claim) int {
 	st := p.st
-	if st.nodeFreeing[c.index] == 0 && modelMatches(model, c.model) {
-		return st.nodeFree[c.index]
+	if st.nodeFreeing[n.index] == 0 && (st.nodeHeld == nil || st.nodeHeld[n.index] == 0) && modelMatches(cl.g.Model, n.model) {
+		return st.nodeFree[n.index]
 	}
-	p.resolve(c.index)
-	n := 0
-	for _, g := range c.gpus {
-		if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
-			continue
-		}
-		if st.holder[g] == holderFree || (st.holder[g] >= 0 && st.freeFor[g] == cid && cid != noClaimant) {
-			n++
+	p.resolve(n.index)
+	count := 0
+	for _, g := range n.gpus {
+		if p.usable(g, cl) {
+			count++
 		}
 	}
-	return n
+	return count
 }
 
-// binPack picks the node for one allocation on free GPUs, like Nomad's
-// bin-packing: the feasible node with the fewest free GPUs that still fit,
-// then the lowest node ID (nodes are sorted by ID). It returns -1 when no
-// node fits.
-func (p *planner) binPack(nodes []int, cid int32, g *Pending) int {
+// usable reports whether claim cl may take GPU g (see freeOn).
+func (p *planner) usable(g int32, cl *claim) bool {
+	st := p.st
+	if !p.gpus[g].healthy || !modelMatches(cl.g.Model, p.gpu(g).Model) {
+		return false
+	}
+	switch h := st.holder[g]; {
+	case h == holderFree:
+	case h >= 0 && st.freeFor[g] != noClaimant && (st.freeFor[g] == cl.cid || st.freeFor[g] == cl.alt):
+	default:
+		return false
+	}
+	if st.heldBy == nil || st.heldBy[g] == noClaimant {
+		return true
+	}
+	h := st.heldBy[g]
+	if cl.drain != nil {
+		return false // a drain places what is not held yet
+	}
+	return h == cl.cid || h == cl.alt || (cl.j.idle && p.lend != nil && p.lend[g])
+}
+
+// binPack picks the node for one allocation of claim cl on free GPUs,
+// like Nomad's bin-packing: the feasible node with the fewest free GPUs
+// that still fit, then the lowest node ID (nodes are sorted by ID). It
+// returns -1 when no node fits.
+func (p *planner) binPack(nodes []int, cl *claim) int {
 	best, bestFree := -1, 0
 	for _, ni := range nodes {
-		free := p.freeOn(p.nodes[ni], cid, g.Model)
-		if free < g.GPUs {
+		free := p.freeOn(p.nodes[ni], cl)
+		if free < cl.g.GPUs {
 			continue
 		}
 		if best == -1 || free < bestFree {
 			best, bestFree = ni, free
-			if free == g.GPUs {
+			if free == cl.g.GPUs {
 				break
 			}
 		}
@@ -291,30 +348,54 @@ func (p *planner) binPack(nodes []int, cid int32, g *Pending) int {
 	return best
 }
 
-// take assigns gpus GPUs of node c to a new allocation of claimant cid,
-// preferring GPUs being freed for cid, then free ones, in node order.
-func (p *planner) take(c *cnode, cid int32, model string, gpus int) {
-	p.resolve(c.index)
+// take assigns gpus GPUs of node n that claim cl may use (see usable) and
+// returns them: first GPUs held for it (L10), then GPUs being freed for
+// it, then free ones, each pass in node order. With hold == noClaimant
+// the GPUs go to a new allocation of cl (their hold, if any, ends);
+// otherwise they are held for owner hold (DESIGN L10) and stay as they
+// are (free, or being freed for cl).
+func (p *planner) take(n *cnode, cl *claim, gpus int, hold int32) []int32 {
+	p.resolve(n.index)
+	p.vc.touch(n.index)
 	st := p.st
-	for pass := 0; pass < 2 && gpus > 0; pass++ {
-		for _, g := range c.gpus {
+	var out []int32
+	for pass := 0; pass < 3 && gpus > 0; pass++ {
+		for _, g := range n.gpus {
 			if gpus == 0 {
 				break
 			}
-			if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
+			if !p.usable(g, cl) {
 				continue
 			}
+			held := st.heldBy != nil && st.heldBy[g] != noClaimant
+			freeing := st.holder[g] >= 0
 			switch {
-			case pass == 0 && cid != noClaimant && st.holder[g] >= 0 && st.freeFor[g] == cid:
-				st.nodeFreeing[c.index]--
-			case pass == 1 && st.holder[g] == holderFree:
-				st.nodeFree[c.index]--
+			case pass == 0 && held:
+			case pass == 1 && !held && freeing:
+			case pass == 2 && !held && !freeing:
 			default:
 				continue
 			}
+			out = append(out, g)
+			gpus--
+			if hold != noClaimant {
+				if !held || st.heldBy[g] != hold {
+					p.holdGPU(g, hold)
+				}
+				continue
+			}
+			if freeing {
+				st.nodeFreeing[n.index]--
+			} else {
+				st.nodeFree[n.index]--
+			}
+			if held {
+				st.heldBy[g] = noClaimant
+				st.nodeHeld[n.index]--
+			}
 			st.holder[g] = holderPlanned
 			st.freeFor[g] = noClaimant
-			gpus--
 		}
 	}
+	return out
 }

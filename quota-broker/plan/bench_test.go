@@ -2,11 +2,21 @@ package plan
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
 )
+
+// cpuTime is the process's user+system CPU time: on a shared machine the
+// wall-clock ns/op includes waiting for a core, the CPU time per op does
+// not (reported as cpu-ns/op; it includes the garbage collector's work).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // benchTree scales the reference tree to a cluster of gpus GPUs: Quota1 =
 // all of them with child-level preemption, Quota1.1 = 3/8, Quota1.2 = 5/8.
@@ -95,38 +105,112 @@ func admissionSnapshot(n int) *Snapshot {
 	return s
 }
 
+// withBookings adds issue 9's calendar load to s: 10,000 reservations, 1,000
+// of them active. Each active one books 1 GPU of workspace-b or
+// workspace-c and runs one 1-GPU allocation taken from the snapshot (a
+// non-idle allocation of that namespace, split off a larger one when
+// needed). The other 9,000 book 2 GPUs each for 4h, starting every 9
+// minutes from t0 + 30m (over 8 weeks), so that about 27 overlap at any
+// instant and the first few drain.
+func withBookings(s *Snapshot) *Snapshot {
+	quotaOf := map[string]string{"workspace-b": "Quota1.1", "workspace-c": "Quota1.2"}
+	active := 0
+	var extra []Allocation
+	for i := range s.Allocations {
+		if active == 1000 {
+			break
+		}
+		a := &s.Allocations[i]
+		if a.Idle || len(a.GPUIDs) == 0 {
+			continue
+		}
+		ns := a.Namespace
+		if _, ok := quotaOf[ns]; !ok {
+			if len(a.GPUIDs) < 2 {
+				continue
+			}
+			ns = "workspace-c" // split one GPU off a service of workspace-a
+			split := a.GPUIDs[len(a.GPUIDs)-1]
+			a.GPUIDs = a.GPUIDs[:len(a.GPUIDs)-1]
+			extra = append(extra, Allocation{ID: fmt.Sprintf("res-%04d", active), Namespace: ns, Job: fmt.Sprintf("res-%04d", active),
+				Group: "g", Type: JobBatch, Priority: 50, Node: a.Node, GPUIDs: []string{split}, StartedAt: t0.Add(-time.Hour)})
+		} else {
+			if len(a.GPUIDs) != 1 {
+				continue
+			}
+			a = nil
+		}
+		id := fmt.Sprintf("r-%05d", active)
+		if a == nil {
+			s.Allocations[i].Reservation = id
+			ns = s.Allocations[i].Namespace
+		} else {
+			extra[len(extra)-1].Reservation = id
+		}
+		s.Reservations = append(s.Reservations, Reservation{ID: id, Namespace: ns, Quota: quotaOf[ns], GPUs: 1, AllocGPUs: 1,
+			Start: t0.Add(-time.Hour), End: t0.Add(time.Duration(active%48+1) * time.Hour)})
+		active++
+	}
+	s.Allocations = append(s.Allocations, extra...)
+	for i := 0; i < 9000; i++ {
+		ns := []string{"workspace-b", "workspace-c"}[i%2]
+		start := t0.Add(30*time.Minute + time.Duration(i)*9*time.Minute)
+		s.Reservations = append(s.Reservations, Reservation{ID: fmt.Sprintf("f-%05d", i), Namespace: ns, Quota: quotaOf[ns],
+			GPUs: 2, AllocGPUs: 2, Start: start, End: start.Add(4 * time.Hour)})
+	}
+	return s
+}
+
 // BenchmarkPreemptionPlan: DESIGN's benchmark (a). Allocations of 4, 2, 1
 // and 1 GPUs (4 per node, 20,000 at 5,000 nodes), and, as "alloc=8", whole-
 // node allocations (one per node).
 func BenchmarkPreemptionPlan(b *testing.B) {
 	for _, tc := range []struct {
-		n     int
-		sizes []int
-	}{{100, nil}, {1000, nil}, {5000, nil}, {5000, []int{8}}} {
+		n        int
+		sizes    []int
+		bookings bool
+	}{{100, nil, false}, {1000, nil, false}, {5000, nil, false}, {5000, []int{8}, false}, {5000, nil, true}} {
 		n := tc.n
 		s := preemptionSnapshot(n, tc.sizes...)
 		name := fmt.Sprintf("nodes=%d", n)
 		if tc.sizes != nil {
 			name += "/alloc=8"
 		}
+		if tc.bookings {
+			s = withBookings(s)
+			name += "/bookings=10000"
+		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
+			c0, n := cpuTime(), 0
 			for b.Loop() {
 				p, err := Compute(s)
 				if err != nil || len(actionsOf(p, ActionAdmit)) != 1 || len(stops(p)) == 0 {
 					b.Fatalf("unexpected plan: %v %+v", err, p.Actions)
 				}
+				n++
 			}
+			b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(n), "cpu-ns/op")
 		})
 	}
 }
 
 func BenchmarkAdmissionPlan(b *testing.B) {
-	for _, n := range []int{100, 1000, 5000} {
+	for _, tc := range []struct {
+		n        int
+		bookings bool
+	}{{100, false}, {1000, false}, {5000, false}, {5000, true}} {
+		n := tc.n
 		s := admissionSnapshot(n)
+		name := fmt.Sprintf("nodes=%d", n)
+		if tc.bookings {
+			s = withBookings(s)
+			name += "/bookings=10000"
+		}
 		want := len(s.Pending)
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
+			c0, n := cpuTime(), 0
 			for b.Loop() {
 				p, err := Compute(s)
 				if err != nil {
@@ -135,8 +219,31 @@ func BenchmarkAdmissionPlan(b *testing.B) {
 				if a := actionsOf(p, ActionAdmit); len(a) != want {
 					b.Fatalf("admitted %d, want %d", len(a), want)
 				}
+				n++
 			}
+			cpu := float64((cpuTime() - c0).Nanoseconds()) / float64(n)
 			b.ReportMetric(float64(b.N)*float64(want)/b.Elapsed().Seconds(), "admissions/s")
+			b.ReportMetric(cpu, "cpu-ns/op")
+			b.ReportMetric(float64(want)/(cpu/1e9), "cpu-admissions/s")
+		})
+	}
+}
+
+// BenchmarkManyAllocationAdmit: issue 8's preemptive admit of many
+// allocations (heldSnapshot): every GPU held by one-GPU allocations, one
+// entitled job of count one-GPU allocations, each placed by preemption.
+// nodes=6250/count=6000 is the issue's 50,000-allocation snapshot.
+func BenchmarkManyAllocationAdmit(b *testing.B) {
+	for _, tc := range []struct{ nodes, count int }{{625, 600}, {1250, 1200}, {6250, 6000}} {
+		s := heldSnapshot(tc.nodes, tc.count)
+		b.Run(fmt.Sprintf("nodes=%d/count=%d", tc.nodes, tc.count), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := Compute(s)
+				if err != nil || len(stops(p)) != tc.count {
+					b.Fatalf("unexpected plan: %v, %d stops", err, len(stops(p)))
+				}
+			}
 		})
 	}
 }

@@ -19,6 +19,7 @@ type buffers struct {
 	unitStore                                  []unit
 	units                                      []*unit
 	keys                                       []victimKey
+	victims                                    victimCache
 }
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,13 +52,20 @@ func (b *snapBuilder) nodes(n, gpus int, model string) *snapBuilder {
 
 type allocOpt func(*Allocation)
 
+// key is the GroupKey written "namespace/job/group" in a test (no part of
+// a test's names contains "/").
+func key(c string) GroupKey {
+	p := strings.SplitN(c, "/", 3)
+	return GroupKey{Namespace: p[0], Job: p[1], Group: p[2]}
+}
+
 func idle(a *Allocation)    { a.Idle = true }
 func elastic(a *Allocation) { a.Elastic = true }
 func started(ago time.Duration) allocOpt {
 	return func(a *Allocation) { a.StartedAt = t0.Add(-ago) }
 }
 func priority(p int) allocOpt        { return func(a *Allocation) { a.Priority = p } }
-func stoppingFor(c string) allocOpt  { return func(a *Allocation) { a.StoppingFor = c } }
+func stoppingFor(c string) allocOpt  { return func(a *Allocation) { a.StoppingFor = key(c) } }
 func reservation(id string) allocOpt { return func(a *Allocation) { a.Reservation = id } }
 func jobType(t JobType) allocOpt     { return func(a *Allocation) { a.Type = t } }
 

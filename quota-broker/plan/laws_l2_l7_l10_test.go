@@ -139,19 +139,21 @@ func TestL7ASecondClaimantDoesNotTakeTheFirstsFreedGPUs(t *testing.T) {
 	}
 }
 
-// L10 (what the core has of it): allocations of a reservation whose window
-// [start, end) holds the snapshot's time are never victims; before the
-// window and from its end on they are ordinary candidates.
+// L10: allocations of a reservation whose window [start, end) holds the
+// snapshot's time are never victims; before the window they are ordinary
+// candidates; from its end on the booking's job is stopped whole (rule
+// L10.end, a job stop) instead.
 func TestL10AllocationsOfAnActiveReservationAreNeverVictims(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		start, end time.Time
 		stopped    bool
+		jobStopped bool // by L10.end
 	}{
-		{"active", t0.Add(-time.Hour), t0.Add(time.Hour), false},
-		{"starts now", t0, t0.Add(time.Hour), false},
-		{"ended now (end is exclusive)", t0.Add(-time.Hour), t0, true},
-		{"starts later", t0.Add(time.Minute), t0.Add(time.Hour), true},
+		{"active", t0.Add(-time.Hour), t0.Add(time.Hour), false, false},
+		{"starts now", t0, t0.Add(time.Hour), false, false},
+		{"ended now (end is exclusive)", t0.Add(-time.Hour), t0, false, true},
+		{"starts later", t0.Add(time.Minute), t0.Add(time.Hour), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newSnap(referenceTree()).nodes(1, 8, h100).
@@ -165,6 +167,15 @@ func TestL10AllocationsOfAnActiveReservationAreNeverVictims(t *testing.T) {
 			}
 			if got := stops(p); !cmp.Equal(got, want) {
 				t.Errorf("stops %v, want %v", got, want)
+			}
+			var jobStops []string
+			for _, a := range actionsOf(p, ActionStopJob) {
+				if a.Rule == RuleEnd && a.Reservation == "res-1" {
+					jobStops = append(jobStops, a.Job)
+				}
+			}
+			if wantJobs := tc.jobStopped; wantJobs != cmp.Equal(jobStops, []string{"booked"}) {
+				t.Errorf("L10.end job stops %v, want booked stopped: %v", jobStops, wantJobs)
 			}
 		})
 	}

@@ -35,6 +35,7 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 		build      func() *Snapshot
 		wantAction ActionKind
 		wantReason string
+		wantQuota  string
 	}{
 		"a child at its nominal waits with the numbers": {
 			build: func() *Snapshot {
@@ -46,6 +47,7 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 			},
 			wantAction: ActionWait,
 			wantReason: "Quota1.1: 48 of 48 GPUs in use; 8 more needed",
+			wantQuota:  "Quota1.1",
 		},
 		"idle usage never blocks an entitled job": {
 			build: func() *Snapshot {
@@ -69,6 +71,7 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 			},
 			wantAction: ActionWait,
 			wantReason: "Quota1.1: 40 of 48 GPUs in use; 8 more needed for 16 asked",
+			wantQuota:  "Quota1.1",
 		},
 		"an ancestor's limit excludes debt but counts siblings": {
 			build: func() *Snapshot {
@@ -83,6 +86,7 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 			},
 			wantAction: ActionWait,
 			wantReason: "root (above x): 12 of 16 GPUs in use, debt excluded; 4 more needed for 8 asked",
+			wantQuota:  "root",
 		},
 	}
 	for name, tc := range cases {
@@ -99,6 +103,11 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 			}
 			if tc.wantReason != "" && decided[0].Reason != tc.wantReason {
 				t.Fatalf("reason = %q, want %q", decided[0].Reason, tc.wantReason)
+			}
+			// The quota that binds an L3 wait, as a field (the simulator's
+			// report counts waits by it).
+			if decided[0].Quota != tc.wantQuota {
+				t.Fatalf("quota = %q, want %q", decided[0].Quota, tc.wantQuota)
 			}
 		})
 	}
@@ -120,7 +129,7 @@ func TestL5OnlyTheMinimalVictimSet(t *testing.T) {
 		t.Fatalf("stops = %v, want %v", got, want)
 	}
 	for _, a := range actionsOf(p, ActionStop) {
-		if a.Rule != RuleIdleDebt || a.For != "workspace-b/claim/server" {
+		if a.Rule != RuleIdleDebt || a.For != key("workspace-b/claim/server") {
 			t.Fatalf("stop %+v: want rule L5.1 for workspace-b/claim/server", a)
 		}
 	}
@@ -513,7 +522,7 @@ func TestL11ExpiryAndOrder(t *testing.T) {
 		pending("workspace-b", "short", 1, 8, pFlex(24*time.Hour, 2*time.Hour), pSubmitted(time.Minute)).build()
 	p := mustPlan(t, s)
 	ex := actionsOf(p, ActionExpire)
-	if len(ex) != 1 || ex[0].Job != "old" || ex[0].Rule != RuleFlex {
+	if len(ex) != 1 || ex[0].Job != "old" || ex[0].Rule != RuleFlexExpire {
 		t.Fatalf("expired = %+v, want old", ex)
 	}
 	if a := actionsOf(p, ActionAdmit); len(a) != 1 || a[0].Job != "short" {

@@ -28,10 +28,19 @@ type planner struct {
 	// byQuota lists, per quota node, the non-idle allocations of its own
 	// namespaces; built on first use (planner.ownNonIdle).
 	byQuota [][]int
-	// claimants maps a claimant key ("namespace/job/group") to its ID.
-	claimants map[string]int32
+	// claimants maps a claimant to its ID.
+	claimants map[HoldOwner]int32
+	// lend marks, per GPU, a held GPU lent to idle jobs (a reservation's
+	// hold from start + settle until its end, L10); nil when none is.
+	lend []bool
 	// scratch is a reusable buffer of a node's candidate units.
 	scratch []unitGPUs
+	// vc keeps the nodes' victim sets between the allocations of one
+	// claim (victimcache.go); scanVictims turns it off (tests), and
+	// victimEvals counts the node searches.
+	vc          *victimCache
+	scanVictims bool
+	victimEvals int
 	// gpuPool backs the GPU lists of allocations as nodes are resolved.
 	gpuPool []int32
 	// booked: the ledger and node counters are built, so resolving a node
@@ -43,6 +52,19 @@ type planner struct {
 	// a restored state (a flex request that did not fit) can book again
 	// the nodes resolved since it was saved.
 	resolvedOrder []int
+
+	// resByID indexes all the snapshot's reservations by ID, built on
+	// first use (reservationByID): only a pending job naming a reservation
+	// that has not started needs it.
+	resByID map[string]*Reservation
+	// wakeAt is the plan's WakeAt so far (see planner.wake).
+	wakeAt time.Time
+	// maxKill is the largest kill_timeout of the live allocations (L8).
+	maxKill time.Duration
+	// byName maps a quota node's name to it.
+	byName map[string]*qnode
+	// cal is the view of the reservations (L10).
+	cal calendar
 
 	st       *state
 	warnings []string
@@ -58,8 +80,11 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
 		nodeByID:  make(map[string]int, len(s.Nodes)),
-		claimants: map[string]int32{},
+		claimants: map[HoldOwner]int32{},
+		byName:    map[string]*qnode{},
+		vc:        &buf.victims,
 	}
+	p.vc.forget()
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
 	p.st = &state{
@@ -80,17 +105,29 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.buildUnits()
 	for _, a := range p.allocs {
 		if a.q != nil {
-			p.st.ledger.add(a.q, a.count, a.a.Idle, false)
+			p.st.ledger.add(a.q, a.count, a.a.Idle, false, a.reserved)
 		}
 	}
 	p.classifyDebt()
 	for _, a := range p.allocs {
 		if a.debt != nil {
+			if !p.graceOver(a.debt) {
+				p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
+			}
 			for n := a.q; n != nil; n = n.parent {
 				p.st.ledger.debt[n.index] += a.count
+				if a.reserved && !a.a.Idle {
+					p.st.ledger.reservedNonDebt[n.index] -= a.count
+				}
 			}
 		}
 	}
+	for _, a := range p.allocs {
+		p.maxKill = max(p.maxKill, a.a.KillTimeout)
+	}
+	p.indexBookings()
+	p.classifyDisplaced()
+	p.indexHolds()
 	sort.Strings(p.warnings)
 	p.booked = true
 	for i, c := range p.nodes {
@@ -125,6 +162,7 @@ func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 		q.ancestors = append([]*qnode{parent}, parent.ancestors...)
 	}
 	p.quotas = append(p.quotas, q)
+	p.byName[n.Name] = q
 	for _, ns := range n.Namespaces {
 		p.byNS[ns] = q
 	}
@@ -182,12 +220,16 @@ func (p *planner) indexNodes() {
 	}
 }
 
-func (p *planner) claimantID(key string) int32 {
-	if id, ok := p.claimants[key]; ok {
+func (p *planner) claimantID(key GroupKey) int32 { return p.ownerID(HoldOwner{Group: key}) }
+
+// ownerID returns the ID of a claimant or hold owner (a task group or a
+// reservation), the value of state.freeFor and state.heldBy.
+func (p *planner) ownerID(o HoldOwner) int32 {
+	if id, ok := p.claimants[o]; ok {
 		return id
 	}
 	id := int32(len(p.claimants))
-	p.claimants[key] = id
+	p.claimants[o] = id
 	return id
 }
 
@@ -201,12 +243,24 @@ func (p *planner) gpu(g int32) *GPU {
 // are kept in input order: everything the plan outputs is ordered by keys
 // that end in IDs, so the input order never shows.
 func (p *planner) indexAllocations() {
-	active := map[string]bool{}
+	// The reservations that have started (active or ended), by ID: the
+	// only ones a live allocation's rules look at (L10).
+	n := 0
+	for i := range p.snap.Reservations {
+		if !p.now.Before(p.snap.Reservations[i].Start) {
+			n++
+		}
+	}
+	p.cal.started = make(map[string]*Reservation, n)
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
-		if r.Active(p.now) {
-			active[r.ID] = true
+		if !p.now.Before(r.Start) {
+			p.cal.started[r.ID] = r
 		}
+	}
+	active := func(id string) bool {
+		r := p.cal.started[id]
+		return r != nil && p.now.Before(r.End)
 	}
 	store := sized(p.buf.allocStore, len(p.snap.Allocations))
 	p.allocs = sized(p.buf.allocs, len(p.snap.Allocations))[:0]
@@ -253,9 +307,9 @@ func (p *planner) indexAllocations() {
 		}
 		x := &store[len(p.allocs)]
 		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
-			reserved: a.Reservation != "" && active[a.Reservation], count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
-		x.victimable = x.q != nil && !x.reserved && a.StoppingFor == "" && (a.Type == JobService || a.Type == JobBatch)
-		if a.StoppingFor != "" {
+			reserved: a.Reservation != "" && active(a.Reservation), count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
+		x.victimable = x.q != nil && !x.reserved && a.stoppingOwner().IsZero() && (a.Type == JobService || a.Type == JobBatch)
+		if !a.stoppingOwner().IsZero() {
 			eager[node] = true
 		}
 		p.allocs = append(p.allocs, x)
@@ -287,8 +341,8 @@ func (p *planner) resolve(ni int) {
 		x := p.allocs[ai]
 		a := x.a
 		claimant := noClaimant
-		if a.StoppingFor != "" {
-			claimant = p.claimantID(a.StoppingFor)
+		if o := a.stoppingOwner(); !o.IsZero() {
+			claimant = p.ownerID(o)
 		}
 		x.gpus, p.gpuPool = p.gpuPool[:0:len(a.GPUIDs)], p.gpuPool[len(a.GPUIDs):]
 		x.healthy = 0
@@ -309,9 +363,10 @@ func (p *planner) resolve(ni int) {
 		}
 		if d := len(x.gpus) - x.count; d != 0 && p.booked {
 			if x.q != nil && !p.st.stopped[x.index] {
-				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil)
+				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil, x.reserved)
 			}
 			p.st.nodeFree[ni] -= d
+			p.vc.forget() // cached victim sets counted the old GPU count
 		}
 		x.count = len(x.gpus)
 	}
@@ -324,8 +379,8 @@ func (p *planner) rebook(since int) {
 		for _, ai := range p.nodes[ni].allocs {
 			x := p.allocs[ai]
 			claimant := noClaimant
-			if x.a.StoppingFor != "" {
-				claimant = p.claimantID(x.a.StoppingFor)
+			if o := x.a.stoppingOwner(); !o.IsZero() {
+				claimant = p.ownerID(o)
 			}
 			for _, g := range x.gpus {
 				p.st.holder[g] = int32(x.index)
@@ -357,7 +412,7 @@ func (p *planner) buildUnits() {
 	jobs := map[jobKey]int{}
 	sizes := sized(p.buf.sizes, len(p.allocs))[:0]
 	for _, a := range p.allocs {
-		if a.a.Type == JobBatch && !a.a.Elastic {
+		if (a.a.Type == JobBatch && !a.a.Elastic) || a.a.Flex() { // L5: flex requests stop whole
 			key := jobKey{a.a.Namespace, a.a.Job}
 			if u, ok := jobs[key]; ok {
 				a.unit = u
@@ -472,17 +527,25 @@ func (p *planner) healthyGPUs() int {
 // usage reports the ledger of every quota node in pre-order (DESIGN L4).
 func (p *planner) usage() []Usage {
 	l := p.st.ledger
+	displaced := make([]int, len(p.quotas))
+	for _, a := range p.allocs {
+		if a.displaced != nil && !p.st.stopped[a.index] {
+			displaced[a.displaced.index] += a.count
+		}
+	}
 	out := make([]Usage, 0, len(p.quotas))
 	for _, q := range p.quotas {
 		i := q.index
 		out = append(out, Usage{
-			Quota:    q.node.Name,
-			Nominal:  q.node.GPUs,
-			Used:     l.used[i],
-			NonIdle:  l.nonIdle[i],
-			Borrowed: max(0, l.used[i]-max(q.node.GPUs, l.nonIdle[i])),
-			Debt:     l.debt[i],
-			Lendable: max(0, q.node.GPUs-l.used[i]),
+			Quota:     q.node.Name,
+			Nominal:   q.node.GPUs,
+			Used:      l.used[i],
+			NonIdle:   l.nonIdle[i],
+			Borrowed:  max(0, l.used[i]-max(q.node.GPUs, l.nonIdle[i])),
+			Debt:      l.debt[i],
+			Lendable:  max(0, q.node.GPUs-l.used[i]),
+			Booked:    p.cal.activeBooked[i],
+			Displaced: displaced[i],
 		})
 	}
 	return out

@@ -1,16 +1,37 @@
 // Package plan is gputide's pure planning core: given a Snapshot of the
 // cluster and the quota tree it returns a Plan (admit, wait, stop, expire)
-// with the rule of DESIGN §3 that justifies each action.
+// (and stop_job, suspend, hold) with the rule of DESIGN §3 that justifies
+// each action.
 //
 // The package does no I/O, reads no clock and uses no randomness: the same
 // snapshot always gives the same plan.
 //
 // How a plan is made:
 //  1. newPlanner indexes the snapshot and derives the ledger from the live
-//     allocations (L2), with over-quota debt (L9).
-//  2. Pending groups are gathered into jobs and ordered (L3).
-//  3. Non-idle jobs are decided first, in that order: flex requests past
-//     max_wait expire (L11); a job that is not entitled waits (L3), where a
+//     allocations (L2), with over-quota debt (L9); allocations of active
+//     reservations are counted apart (L10) and the allocations the active
+//     bookings displace are marked (L10); the snapshot's holds are booked
+//     GPU by GPU (L10).
+//  2. Timed job rules (timedStops): a reservation's jobs are stopped at
+//     end - kill_timeout (rule L10.end), an admitted flex request at
+//     admitted + max_run - kill_timeout (L11.max_run), both job stops; an
+//     admitted flex request still missing allocations at admitted +
+//     settle is suspended whole and queued again (L11.settle).
+//  3. Drains (drains): each reservation within drain_horizon of its start
+//     places its shape as a claimant of its node; free GPUs are held at
+//     once, victims (L5 step 1, then what it will displace) are stopped and
+//     their GPUs held at start - (their largest kill_timeout +
+//     drain_margin) (rule L10.drain).
+//  4. Pending groups are gathered into jobs and ordered (L3).
+//  5. Non-idle jobs are decided first, in that order: flex requests past
+//     max_wait from their queued time expire (L11.expire); a job naming a
+//     reservation waits before its start and is entitled by its booking
+//     alone in its window (L10), with the displaced allocations as
+//     victims between L5 steps 1 and 2 (rule L10.start); for other jobs
+//     each node's nominal counts less booked(N), the peak booked over
+//     [now, now + max_run) for flex and [now, now + drain_horizon)
+//     otherwise, and reserved allocations are left out of the usage. A
+//     job that is not entitled waits (L3), where a
 //     job of a node with priority preemption leaves out of the node's and
 //     the ancestors' figures the node's own lower-priority allocations that
 //     L5 step 3 may stop (they yield to it); an entitled job's allocations
@@ -21,25 +42,30 @@
 //     what yields to it then has those allocations stopped in key order, on
 //     any node, until its node and the ancestors are within their nominal
 //     again (rule L5.3); if they cannot be, it waits and nothing is stopped
-//     for it.
-//  4. Idle jobs are then placed on the GPUs still free, never causing a
-//     preemption (L3, L4). Deciding them after the non-idle work keeps an
+//     for it. Held GPUs are free only to their owner (L10).
+//  6. Idle jobs are then placed on the GPUs still free, never causing a
+//     preemption (L3, L4), never on held GPUs except a reservation's from
+//     start + settle. Deciding them after the non-idle work keeps an
 //     idle job admitted in this plan, which may not be a victim in it, from
 //     blocking an entitled job (L3: idle allocations never block an
 //     entitled job).
-//  5. Usage is reported after the plan's stops and admits (L4).
+//  7. Usage is reported after the plan's stops and admits (L4, L10), and
+//     WakeAt, the next instant at which time alone changes the plan (L12).
 package plan
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
-// Compute plans the snapshot. It returns an error only when the quota tree
-// breaks law L1; the snapshot itself is not changed.
+// Compute plans the snapshot, which must pass Validate (the decoder, the
+// Nomad adapter and the simulator check it first). It returns an error
+// only when the quota tree breaks law L1; the snapshot itself is not
+// changed.
 func Compute(s *Snapshot) (*Plan, error) {
 	if s == nil {
 		return nil, fmt.Errorf("no snapshot")
@@ -50,16 +76,25 @@ func Compute(s *Snapshot) (*Plan, error) {
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
-	jobs := p.pendingJobs()
+	defer p.vc.forget()
+	return p.run(), nil
+}
+
+// run is the pipeline above on a new planner: timed stops, drains, then the
+// pending jobs in L3 order, non-idle before idle.
+func (p *planner) run() *Plan {
+	suspended := p.timedStops()
 	cache := map[feasibilityKey][]int{}
+	p.drains(cache)
+	jobs := p.pendingJobs()
 	for _, idlePass := range []bool{false, true} {
 		for _, j := range jobs {
-			if j.idle == idlePass {
+			if j.idle == idlePass && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
 				p.decide(j, cache)
 			}
 		}
 	}
-	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings}, nil
+	return &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}
 }
 
 // decide makes the plan's actions for one pending job.
@@ -76,24 +111,39 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 		}
 	}
 	if j.flex != nil {
-		wait := j.flex.MaxWait
-		if wait <= 0 || wait > MaxFlexWait {
-			wait = MaxFlexWait
-		}
-		if waited := p.now.Sub(j.submitted); waited > wait {
+		wait := j.flex.MaxWait // within L11: the snapshot passed Validate
+		if waited := p.now.Sub(j.queued); waited > wait {
 			for _, g := range j.groups {
 				p.emit(Action{Action: ActionExpire, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-					Count: g.Count, GPUs: g.GPUs, Rule: RuleFlex,
-					Reason: fmt.Sprintf("flex request waited %s, more than max_wait %s", waited, wait)})
+					Count: g.Count, GPUs: g.GPUs, Rule: RuleFlexExpire,
+					Reason: fmt.Sprintf("flex request queued at %s waited %s, more than max_wait %s",
+						j.queued.Format(time.RFC3339), waited, wait)})
 			}
 			return
 		}
+		// L11.expire: past max_wait (strictly) from its queued time.
+		p.wake(j.queued.Add(wait + time.Nanosecond))
 	}
 	var y yielded
-	if !j.idle {
-		var reason string
-		if reason, y = p.entitled(j); reason != "" {
-			p.waitAll(j, RuleAdmission, reason)
+	switch {
+	case j.idle:
+	case j.reservation != "":
+		// L10: a job naming an active reservation is entitled by its
+		// booking alone; before the start (or after the end) it waits.
+		if why := p.reservationWait(j); why != "" {
+			p.waitAll(j, RuleReservation, why)
+			return
+		}
+		j.res = p.activeReservation(j)
+		if why := p.reservationEntitlement(j, j.res); why != "" {
+			p.waitAll(j, RuleReservation, why)
+			return
+		}
+	default:
+		j.booked = p.bookedFor(j)
+		var bound, reason string
+		if bound, reason, y = p.entitled(j); reason != "" {
+			p.waitAllBound(j, RuleAdmission, bound, reason)
 			return
 		}
 	}
@@ -122,7 +172,7 @@ func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) 
 	if y.gpus == 0 || r.first == nil {
 		return
 	}
-	c := &claim{j: j, g: r.first, cid: p.claimantID(r.first.Key())}
+	c := p.newClaim(j, r.first, nil)
 	if !p.restoreQuota(j, c) {
 		// Cannot happen while the ledger agrees with the allocations
 		// (entitlement counted exactly these units); kept as L6 says.
@@ -152,7 +202,7 @@ type placement struct {
 func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) placement {
 	var r placement
 	for _, g := range j.groups {
-		c := &claim{j: j, g: g, cid: p.claimantID(g.Key()), nodes: p.feasibleNodes(g, cache)}
+		c := p.newClaim(j, g, cache)
 		var nodes []string
 		why := ""
 		for i := 0; i < g.Count; i++ {
@@ -169,8 +219,11 @@ func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) placement {
 				r.first = g
 			}
 			rule := RuleAdmission
-			if j.idle {
+			switch {
+			case j.idle:
 				rule = RuleIdle
+			case j.res != nil:
+				rule = RuleReservation
 			}
 			p.emit(Action{Action: ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
 				Count: len(nodes), GPUs: g.GPUs, Nodes: nodes, Rule: rule, Reason: p.admitReason(j)})
@@ -194,7 +247,7 @@ func (p *planner) placeOne(c *claim) (int, string) {
 	if len(c.nodes) == 0 {
 		return -1, fmt.Sprintf("no node can run %d GPUs%s%s", c.g.GPUs, modelText(c.g.Model), placeText(c.g))
 	}
-	if ni := p.binPack(c.nodes, c.cid, c.g); ni >= 0 {
+	if ni := p.binPack(c.nodes, c); ni >= 0 {
 		p.admitOne(c, ni)
 		return ni, ""
 	}
@@ -212,15 +265,34 @@ func (p *planner) placeOne(c *claim) (int, string) {
 	return set.node, ""
 }
 
+// newClaim returns the claim of group g of job j, with its feasible nodes
+// when cache is not nil.
+func (p *planner) newClaim(j *job, g *Pending, cache map[feasibilityKey][]int) *claim {
+	c := &claim{j: j, g: g, cid: p.claimantID(g.Key()), alt: noClaimant}
+	if j.res != nil {
+		c.alt = p.ownerID(HoldOwner{Reservation: j.res.ID})
+	}
+	if cache != nil {
+		c.nodes = p.feasibleNodes(g, cache)
+	}
+	return c
+}
+
 // admitOne takes the GPUs of one allocation of c on node ni and books them.
 func (p *planner) admitOne(c *claim, ni int) {
-	p.take(p.nodes[ni], c.cid, c.g.Model, c.g.GPUs)
-	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false)
+	p.take(p.nodes[ni], c, c.g.GPUs, noClaimant)
+	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false, c.j.res != nil)
+	if c.j.res != nil {
+		p.cal.used[c.j.res.ID] += c.g.GPUs
+	}
 }
 
 func (p *planner) admitReason(j *job) string {
 	if j.idle {
 		return "idle job on free GPUs"
+	}
+	if j.res != nil {
+		return fmt.Sprintf("reservation %s: %d of %d GPUs in use after admission", j.res.ID, p.cal.used[j.res.ID], j.res.GPUs)
 	}
 	l := p.st.ledger
 	if j.q.node.ChildPreemption {
@@ -231,10 +303,14 @@ func (p *planner) admitReason(j *job) string {
 }
 
 // waitAll makes every group of j wait with the same reason.
-func (p *planner) waitAll(j *job, rule Rule, reason string) {
+func (p *planner) waitAll(j *job, rule Rule, reason string) { p.waitAllBound(j, rule, "", reason) }
+
+// waitAllBound is waitAll for a wait by entitlement (L3): bound names the
+// quota node whose nominal binds the job (Action.Quota).
+func (p *planner) waitAllBound(j *job, rule Rule, bound, reason string) {
 	for _, g := range j.groups {
 		p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-			Count: g.Count, GPUs: g.GPUs, Rule: rule, Reason: reason})
+			Count: g.Count, GPUs: g.GPUs, Rule: rule, Quota: bound, Reason: reason})
 	}
 }
 

@@ -188,15 +188,15 @@ func checkPlan(s *Snapshot, p *Plan) error {
 	for i := range s.Allocations {
 		allocs[s.Allocations[i].ID] = &s.Allocations[i]
 	}
-	pend := map[string]*Pending{}
+	pend := map[GroupKey]*Pending{}
 	for i := range s.Pending {
 		pend[s.Pending[i].Key()] = &s.Pending[i]
 	}
-	admitted := map[string]bool{}
+	admitted := map[GroupKey]bool{}
 	stopped := map[string]bool{}
 	for _, a := range p.Actions {
 		if a.Action == ActionAdmit {
-			admitted[a.Namespace+"/"+a.Job+"/"+a.Group] = true
+			admitted[GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}] = true
 		}
 	}
 	for _, a := range p.Actions {
@@ -206,7 +206,7 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		if a.Rule != RuleIdleDebt && a.Rule != RuleChild && a.Rule != RulePriority {
 			return fmt.Errorf("stop %s has rule %q", a.Alloc, a.Rule)
 		}
-		if a.For == "" || !admitted[a.For] {
+		if a.For.IsZero() || !admitted[a.For] {
 			return fmt.Errorf("stop %s is for %q, which is not admitted", a.Alloc, a.For)
 		}
 		v := allocs[a.Alloc]
@@ -214,7 +214,7 @@ func checkPlan(s *Snapshot, p *Plan) error {
 			return fmt.Errorf("stop %s: unknown or stopped twice", a.Alloc)
 		}
 		stopped[a.Alloc] = true
-		if _, ok := owner[v.Namespace]; !ok || v.Type == JobSystem || v.Type == JobSysbatch || v.StoppingFor != "" || v.Reservation == "r1" {
+		if _, ok := owner[v.Namespace]; !ok || v.Type == JobSystem || v.Type == JobSysbatch || !v.StoppingFor.IsZero() || v.Reservation == "r1" {
 			return fmt.Errorf("stop %s: %+v may never be a victim", a.Alloc, v)
 		}
 		if !v.Idle && a.Rule == RuleIdleDebt && !strings.Contains(a.Reason, "debt") {
@@ -231,7 +231,7 @@ func checkPlan(s *Snapshot, p *Plan) error {
 	// Placement: per node, GPUs left after the stops must hold the admits.
 	held := map[string]int{}
 	for _, a := range s.Allocations {
-		if stopped[a.ID] || (a.StoppingFor != "" && admitted[a.StoppingFor]) {
+		if stopped[a.ID] || (!a.StoppingFor.IsZero() && admitted[a.StoppingFor]) {
 			continue
 		}
 		for _, id := range a.GPUIDs {
@@ -243,7 +243,7 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		if a.Action != ActionAdmit {
 			continue
 		}
-		g := pend[a.Namespace+"/"+a.Job+"/"+a.Group]
+		g := pend[GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}]
 		if g == nil || len(a.Nodes) != a.Count || a.Count > g.Count {
 			return fmt.Errorf("admit %+v does not match a pending group", a)
 		}
@@ -297,13 +297,15 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		}
 	}
 	for _, a := range s.Allocations {
-		if q, ok := owner[a.Namespace]; ok && !a.Idle && !stopped[a.ID] {
+		// L10: allocations of the active reservation r1 are left out of
+		// the usage for other jobs.
+		if q, ok := owner[a.Namespace]; ok && !a.Idle && !stopped[a.ID] && a.Reservation != "r1" {
 			book(q, len(a.GPUIDs), debt[a.ID])
 		}
 	}
 	touched := map[string]bool{}
 	for _, a := range p.Actions {
-		g := pend[a.Namespace+"/"+a.Job+"/"+a.Group]
+		g := pend[GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}]
 		if a.Action == ActionAdmit && !g.Idle {
 			book(owner[a.Namespace], a.Count*g.GPUs, false)
 			touched[owner[a.Namespace]] = true

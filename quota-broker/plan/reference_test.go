@@ -62,7 +62,7 @@ func TestUseCase1InferencePreemptsTraining(t *testing.T) {
 			if v.Namespace != "workspace-b" && v.Namespace != "workspace-c" {
 				t.Fatalf("stop %s in %s: only training of B and C may yield", a.Alloc, v.Namespace)
 			}
-			if a.For != "workspace-a/chat/server" {
+			if a.For != (plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"}) {
 				t.Fatalf("stop %s is for %q", a.Alloc, a.For)
 			}
 			if !(a.Rule == plan.RuleIdleDebt && v.Idle) && a.Rule != plan.RuleChild {
@@ -83,7 +83,7 @@ func TestUseCase1InferencePreemptsTraining(t *testing.T) {
 	// Nothing of team A is stopped, and team B's pending training, which is
 	// within its quota but has no room, waits rather than preempting C.
 	for _, a := range p.Actions {
-		if a.Action == plan.ActionStop && a.For != "workspace-a/chat/server" {
+		if a.Action == plan.ActionStop && a.For != (plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"}) {
 			t.Fatalf("stop for another claimant: %+v", a)
 		}
 	}
@@ -207,7 +207,7 @@ func TestUseCase3Isolation(t *testing.T) {
 			continue
 		}
 		v := ns[a.Alloc]
-		claimantNS := strings.SplitN(a.For, "/", 2)[0]
+		claimantNS := a.For.Namespace
 		if v.Namespace != claimantNS && !v.Idle {
 			t.Fatalf("%s stopped non-idle %s of %s", a.For, a.Alloc, v.Namespace)
 		}

@@ -38,30 +38,48 @@ type ledger struct {
 	nonIdle    []int // subtree GPUs of non-idle allocations (debt included)
 	debt       []int // subtree GPUs of debt allocations
 	ownNonIdle []int // own namespaces' non-idle GPUs (debt included)
+	// reserved, reservedNonDebt and ownReserved are the parts of nonIdle,
+	// nonIdle - debt and ownNonIdle that are allocations of active
+	// reservations, left out of the usage for other jobs (DESIGN L3, L10).
+	reserved, reservedNonDebt, ownReserved []int
 }
 
 func newLedger(n int) ledger {
-	return ledger{used: make([]int, n), nonIdle: make([]int, n), debt: make([]int, n), ownNonIdle: make([]int, n)}
+	return ledger{used: make([]int, n), nonIdle: make([]int, n), debt: make([]int, n), ownNonIdle: make([]int, n),
+		reserved: make([]int, n), reservedNonDebt: make([]int, n), ownReserved: make([]int, n)}
 }
 
 func (l ledger) clone() ledger {
 	return ledger{
-		used:       append([]int(nil), l.used...),
-		nonIdle:    append([]int(nil), l.nonIdle...),
-		debt:       append([]int(nil), l.debt...),
-		ownNonIdle: append([]int(nil), l.ownNonIdle...),
+		used:            append([]int(nil), l.used...),
+		nonIdle:         append([]int(nil), l.nonIdle...),
+		debt:            append([]int(nil), l.debt...),
+		ownNonIdle:      append([]int(nil), l.ownNonIdle...),
+		reserved:        append([]int(nil), l.reserved...),
+		reservedNonDebt: append([]int(nil), l.reservedNonDebt...),
+		ownReserved:     append([]int(nil), l.ownReserved...),
 	}
 }
 
-// add books gpus (negative to remove) for an allocation of node q.
-func (l ledger) add(q *qnode, gpus int, idle, debt bool) {
+// add books gpus (negative to remove) for an allocation of node q; reserved
+// marks an allocation of an active reservation (L10).
+func (l ledger) add(q *qnode, gpus int, idle, debt, reserved bool) {
 	if !idle {
 		l.ownNonIdle[q.index] += gpus
+		if reserved {
+			l.ownReserved[q.index] += gpus
+		}
 	}
 	for n := q; n != nil; n = n.parent {
 		l.used[n.index] += gpus
 		if !idle {
 			l.nonIdle[n.index] += gpus
+			if reserved {
+				l.reserved[n.index] += gpus
+				if !debt {
+					l.reservedNonDebt[n.index] += gpus
+				}
+			}
 		}
 		if debt {
 			l.debt[n.index] += gpus
@@ -89,6 +107,9 @@ type alloc struct {
 	victimable bool
 	// reserved: it names a reservation that is active now (L10).
 	reserved bool
+	// displaced is the quota node at which an active reservation displaces
+	// it (L10), or nil.
+	displaced *qnode
 }
 
 // unit is the unit of preemption (DESIGN L5): a whole batch job, or one
@@ -126,8 +147,13 @@ type state struct {
 	nodeFree []int   // per node: healthy GPUs with holderFree
 	// nodeFreeing counts, per node, GPUs that are being freed for someone.
 	nodeFreeing []int
-	ledger      ledger
-	actions     []Action
+	// heldBy is, per GPU, the owner (a claimant ID) a hold keeps it for
+	// (DESIGN L10), or noClaimant; nil while no GPU is held. nodeHeld
+	// counts, per node, its held GPUs (nil with heldBy).
+	heldBy   []int32
+	nodeHeld []int
+	ledger   ledger
+	actions  []Action
 }
 
 func (s *state) clone() *state {
@@ -137,6 +163,8 @@ func (s *state) clone() *state {
 		stopped:     append([]bool(nil), s.stopped...),
 		nodeFree:    append([]int(nil), s.nodeFree...),
 		nodeFreeing: append([]int(nil), s.nodeFreeing...),
+		heldBy:      cloneOrNil(s.heldBy),
+		nodeHeld:    cloneOrNil(s.nodeHeld),
 		ledger:      s.ledger.clone(),
 		actions:     append([]Action(nil), s.actions...),
 	}
@@ -148,4 +176,11 @@ type gpuInfo struct {
 	node    int32 // index into planner.nodes
 	pos     int32 // index into that node's GPUs
 	healthy bool
+}
+
+func cloneOrNil[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append([]T(nil), s...)
 }

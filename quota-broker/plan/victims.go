@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // step is the class of a victim candidate (DESIGN L5). Lower goes first.
@@ -11,14 +12,19 @@ type step int
 const (
 	stepNone     step = 0 // not a candidate
 	stepIdleDebt step = 1 // idle allocations anywhere, then debt past its grace
-	stepChild    step = 2 // descendants of a node with child-level preemption
-	stepPriority step = 3 // the node's own lower-priority allocations
+	// stepStart: allocations displaced (L10) at the node of a claimant of
+	// an active reservation, or at an ancestor (rule L10.start).
+	stepStart    step = 2
+	stepChild    step = 3 // descendants of a node with child-level preemption
+	stepPriority step = 4 // the node's own lower-priority allocations
 )
 
 func (s step) rule() Rule {
 	switch s {
 	case stepIdleDebt:
 		return RuleIdleDebt
+	case stepStart:
+		return RuleStart
 	case stepChild:
 		return RuleChild
 	default:
@@ -81,6 +87,15 @@ type claim struct {
 	g     *Pending
 	cid   int32
 	nodes []int // feasible nodes
+	// alt is a second owner whose held GPUs and GPUs being freed the
+	// claim may take: the reservation of a job of an active reservation
+	// (L10), else noClaimant.
+	alt int32
+	// drain is the reservation whose shape the claim places ahead of its
+	// start (rule L10.drain), or nil; disp is then, per allocation, the
+	// quota node at which the reservation will displace it at its start.
+	drain *Reservation
+	disp  []*qnode
 }
 
 // candidates classifies every allocation for claim c (DESIGN L5) and
@@ -139,6 +154,14 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		k.step = stepIdleDebt
 	case a.debt != nil && p.graceOver(a.debt):
 		k.step, k.debt = stepIdleDebt, true
+	case c.drain != nil:
+		// L10.drain: L5 step 1, then what the reservation will displace.
+		if d := c.disp[a.index]; d == nil || (d != q && !q.isDescendantOf(d)) {
+			return victimKey{}, false
+		}
+		k.step = stepStart
+	case c.j.res != nil && a.displaced != nil && (a.displaced == q || q.isDescendantOf(a.displaced)):
+		k.step = stepStart
 	case q.node.ChildPreemption && a.q.isDescendantOf(q):
 		k.step = stepChild
 	case q.node.PriorityPreemption && a.q == q && a.a.Priority < c.j.priority:
@@ -178,13 +201,14 @@ func (s *victimSet) better(o *victimSet, p *planner) bool {
 	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
 }
 
-// findVictims runs DESIGN L6 for one allocation of claim c: for each node
-// where it can run, take that node's candidates in key order until it fits,
-// then drop, from the last added backwards, each one not needed; choose the
-// best node. Units younger than min_runtime are allowed only when no node
-// has a set without them. It returns nil when nothing makes room, else the
-// set and the candidates' keys.
-func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
+// findVictimsScan is findVictims without the cache (victimcache.go): for
+// each allocation it searches every node where it can run (DESIGN L6: take
+// that node's candidates in key order until it fits, then drop, from the
+// last added backwards, each one not needed; choose the best node). Units
+// younger than min_runtime are allowed only when no node has a set without
+// them. It returns nil when nothing makes room, else the set and the
+// candidates' keys. Tests compare the two.
+func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
 	for _, allowYoung := range []bool{false, true} {
 		if allowYoung && p.settings.MinRuntime <= 0 {
 			break
@@ -193,6 +217,7 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 		var best *victimSet
 		try := &victimSet{}
 		for _, ni := range c.nodes {
+			p.victimEvals++
 			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
 				best, try = try, &victimSet{}
 			}
@@ -209,14 +234,14 @@ func (p *planner) findVictims(c *claim) (*victimSet, []victimKey) {
 func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
 	// The node's candidate units, each with the GPUs it frees here.
 	cands := p.scratch[:0]
-	all := p.freeOn(n, c.cid, c.g.Model)
+	all := p.freeOn(n, c)
 	have := all
 	for _, ai := range n.allocs {
 		u := p.allocs[ai].unit
 		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
 			continue
 		}
-		g := p.gpusOn(u, n, c.g.Model)
+		g := p.gpusOn(u, n, c)
 		cands = append(cands, unitGPUs{unit: u, gpus: g})
 		all += g
 	}
@@ -268,9 +293,13 @@ type unitGPUs struct {
 	gpus int
 }
 
-// gpusOn counts the healthy GPUs of model that unit u holds on node n.
-func (p *planner) gpusOn(u int, n *cnode, model string) int {
-	if un := p.units[u]; len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
+// gpusOn counts the healthy GPUs of c's model that unit u holds on node n
+// and that c could take once u is stopped: not those held (L10) for
+// another owner.
+func (p *planner) gpusOn(u int, n *cnode, c *claim) int {
+	model := c.g.Model
+	held := p.st.nodeHeld != nil && p.st.nodeHeld[n.index] > 0
+	if un := p.units[u]; !held && len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
 		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == a.count {
 			return a.count
 		}
@@ -283,9 +312,15 @@ func (p *planner) gpusOn(u int, n *cnode, model string) int {
 			continue
 		}
 		for _, g := range a.gpus {
-			if p.gpus[g].healthy && modelMatches(model, p.gpu(g).Model) {
-				count++
+			if !p.gpus[g].healthy || !modelMatches(model, p.gpu(g).Model) {
+				continue
 			}
+			if held {
+				if h := p.st.heldBy[g]; h != noClaimant && (c.drain != nil || (h != c.cid && h != c.alt)) {
+					continue
+				}
+			}
+			count++
 		}
 	}
 	return count
@@ -306,14 +341,15 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 		a := p.allocs[ai]
 		p.resolve(a.node)
 		st.stopped[ai] = true
+		p.vc.touch(a.node)
 		for _, g := range a.gpus {
 			if p.gpus[g].healthy && st.freeFor[g] == noClaimant {
 				st.nodeFreeing[a.node]++
 			}
 			st.freeFor[g] = c.cid
 		}
-		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil)
-		st.actions = append(st.actions, Action{
+		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil, a.reserved)
+		act := Action{
 			Action:    ActionStop,
 			Alloc:     a.a.ID,
 			Namespace: a.a.Namespace,
@@ -324,8 +360,13 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			Rule:      k.step.rule(),
 			For:       c.g.Key(),
 			Reason:    p.stopReason(a, k, c),
-		})
+		}
+		if c.drain != nil {
+			act.Rule, act.For, act.Reservation = RuleDrain, GroupKey{}, c.drain.ID
+		}
+		st.actions = append(st.actions, act)
 	}
+	p.vc.unitStopped(u)
 }
 
 // stopReason says why allocation a is stopped. The rule is its unit's
@@ -339,6 +380,12 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	case a.debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
 			a.debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
+	case c.drain != nil && k.step == stepStart:
+		return fmt.Sprintf("to be displaced by reservation %s, which starts at %s", c.drain.ID, c.drain.Start.Format(time.RFC3339))
+	case c.drain != nil:
+		return fmt.Sprintf("idle or debt allocation reclaimed for reservation %s, which starts at %s", c.drain.ID, c.drain.Start.Format(time.RFC3339))
+	case k.step == stepStart:
+		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", a.displaced.node.Name, c.j.res.ID)
 	case k.step == stepChild:
 		return fmt.Sprintf("child-level preemption for %s", c.j.q.node.Name)
 	case k.step == stepPriority:
@@ -445,7 +492,7 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 // whole choice is then made again with them). It reports false, having
 // stopped nothing, when even all of them are not enough.
 func (p *planner) restoreQuota(j *job, c *claim) bool {
-	over := p.overNominal(j.q)
+	over := p.overNominal(j.q, j.booked)
 	for _, allowYoung := range []bool{false, true} {
 		if allowYoung && p.settings.MinRuntime <= 0 {
 			break
@@ -466,15 +513,17 @@ func (p *planner) restoreQuota(j *job, c *claim) bool {
 // overNominal returns how many GPUs q's figure exceeds its nominal by
 // (index 0; negative when within it), and then each ancestor's, nearest
 // first, as entitlement counts them (L3).
-func (p *planner) overNominal(q *qnode) []int {
+func (p *planner) overNominal(q *qnode, booked []int) []int {
 	l := p.st.ledger
 	over := make([]int, 1+len(q.ancestors))
-	over[0] = l.nonIdle[q.index] - q.node.GPUs
+	nominal := lowered(q, booked)
+	over[0] = l.nonIdle[q.index] - l.reserved[q.index] - nominal
 	if q.node.ChildPreemption {
-		over[0] = l.ownNonIdle[q.index] - q.node.GPUs
+		over[0] = l.ownNonIdle[q.index] - l.ownReserved[q.index] - nominal
 	}
 	for i, a := range q.ancestors {
-		over[1+i] = l.nonIdle[a.index] - l.debt[a.index] - a.node.GPUs
+		nominal := lowered(a, booked)
+		over[1+i] = l.nonIdle[a.index] - l.debt[a.index] - l.reservedNonDebt[a.index] - nominal
 	}
 	return over
 }

@@ -25,7 +25,7 @@ type stopRow struct {
 func stopRows(p *Plan) []stopRow {
 	var out []stopRow
 	for _, a := range actionsOf(p, ActionStop) {
-		out = append(out, stopRow{Alloc: a.Alloc, Node: a.Node, Rule: a.Rule, For: a.For})
+		out = append(out, stopRow{Alloc: a.Alloc, Node: a.Node, Rule: a.Rule, For: a.For.String()})
 	}
 	return out
 }
@@ -353,7 +353,8 @@ func TestL6PriorityPreemptionRollsBackWhenTheQuotaCannotBeRestored(t *testing.T)
 	if got := usageOf(t, &Plan{Usage: p.usage()}, "Quota1.1"); got.NonIdle != 24 || got.Used != 24 {
 		t.Errorf("Quota1.1 after the rollback = %+v, want 24 used, as before", got)
 	}
-	if free := p.freeOn(p.nodes[3], noClaimant, h100); free != 8 {
+	anyone := &claim{j: jobs[0], g: &Pending{Model: h100}, cid: noClaimant, alt: noClaimant}
+	if free := p.freeOn(p.nodes[3], anyone); free != 8 {
 		t.Errorf("node-04 has %d free GPUs after the rollback, want 8", free)
 	}
 }

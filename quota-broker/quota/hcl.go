@@ -76,6 +76,9 @@ func LoadFile(path string) (*Node, Settings, error) {
 //	settings {                     # optional, at most once
 //	  min_runtime = "10m"          # Go duration, >= 0, default 0
 //	  debt_grace  = "10m"          # Go duration, >= 0, default 10m
+//	  settle = "30s", drain_margin = "60s", drain_horizon = "1h",
+//	  reservation_max_ahead = "1344h", reservation_min_duration = "1h"
+//	                               # Go durations, >= 0 (DESIGN L10, L11)
 //	}
 //	quota "Quota1" {               # exactly one root
 //	  gpus                = 128    # required: nominal GPUs, 0..MaxGPUs
@@ -219,6 +222,11 @@ var settingsSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "min_runtime"},
 		{Name: "debt_grace"},
+		{Name: "settle"},
+		{Name: "drain_margin"},
+		{Name: "drain_horizon"},
+		{Name: "reservation_max_ahead"},
+		{Name: "reservation_min_duration"},
 	},
 }
 
@@ -358,7 +366,9 @@ func (d decoder) settings(b *hcl.Block, s *Settings) error {
 	for _, f := range []struct {
 		name string
 		dst  *time.Duration
-	}{{"min_runtime", &s.MinRuntime}, {"debt_grace", &s.DebtGrace}} {
+	}{{"min_runtime", &s.MinRuntime}, {"debt_grace", &s.DebtGrace}, {"settle", &s.Settle},
+		{"drain_margin", &s.DrainMargin}, {"drain_horizon", &s.DrainHorizon},
+		{"reservation_max_ahead", &s.ReservationMaxAhead}, {"reservation_min_duration", &s.ReservationMinDuration}} {
 		a, ok := content.Attributes[f.name]
 		if !ok {
 			continue

@@ -29,7 +29,7 @@ func TestLoadFileReadsTheReferenceTree(t *testing.T) {
 	if !reflect.DeepEqual(root, want) {
 		t.Errorf("tree:\n got %+v\nwant %+v", dump(root), dump(want))
 	}
-	if settings != (Settings{MinRuntime: 10 * time.Minute, DebtGrace: 10 * time.Minute}) {
+	if settings != defaultsWith(func(s *Settings) { s.MinRuntime = 10 * time.Minute }) {
 		t.Errorf("settings = %+v, want min_runtime 10m, debt_grace 10m", settings)
 	}
 }
@@ -103,6 +103,13 @@ quota "root" {
 	}
 }
 
+// defaultsWith returns the default settings changed by fn.
+func defaultsWith(fn func(*Settings)) Settings {
+	s := DefaultSettings()
+	fn(&s)
+	return s
+}
+
 func TestParseSettings(t *testing.T) {
 	tests := []struct {
 		name string
@@ -111,19 +118,23 @@ func TestParseSettings(t *testing.T) {
 	}{
 		{"an absent settings block gives the defaults",
 			`quota "q" { gpus = 1 }`,
-			Settings{DebtGrace: 10 * time.Minute}},
+			DefaultSettings()},
 		{"an empty settings block gives the defaults",
 			"settings {}\nquota \"q\" { gpus = 1 }",
-			Settings{DebtGrace: 10 * time.Minute}},
+			DefaultSettings()},
 		{"min_runtime alone keeps the default debt grace",
 			"settings {\n min_runtime = \"90s\"\n}\nquota \"q\" { gpus = 1 }",
-			Settings{MinRuntime: 90 * time.Second, DebtGrace: 10 * time.Minute}},
+			defaultsWith(func(s *Settings) { s.MinRuntime = 90 * time.Second })},
 		{"a zero debt grace is kept, not replaced by the default",
 			"settings {\n debt_grace = \"0s\"\n}\nquota \"q\" { gpus = 1 }",
-			Settings{}},
+			defaultsWith(func(s *Settings) { s.DebtGrace = 0 })},
+		{"the calendar and flex settings are read",
+			"settings {\n settle = \"45s\"\n drain_margin = \"2m\"\n drain_horizon = \"30m\"\n reservation_max_ahead = \"48h\"\n reservation_min_duration = \"2m\"\n}\nquota \"q\" { gpus = 1 }",
+			Settings{DebtGrace: 10 * time.Minute, Settle: 45 * time.Second, DrainMargin: 2 * time.Minute,
+				DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour, ReservationMinDuration: 2 * time.Minute}},
 		{"compound durations are read in Go syntax",
 			"quota \"q\" { gpus = 1 }\nsettings {\n min_runtime = \"1h30m\"\n debt_grace = \"2h\"\n}",
-			Settings{MinRuntime: 90 * time.Minute, DebtGrace: 2 * time.Hour}},
+			defaultsWith(func(s *Settings) { s.MinRuntime, s.DebtGrace = 90*time.Minute, 2*time.Hour })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,16 @@ const maxListedChildren = 8
 // DefaultDebtGrace is the default for Settings.DebtGrace (DESIGN L9: 10 minutes).
 const DefaultDebtGrace = 10 * time.Minute
 
+// The defaults of the Calendar and Flex settings (DESIGN L5 pre-warm, L10,
+// L11).
+const (
+	DefaultSettle                 = 30 * time.Second
+	DefaultDrainMargin            = 60 * time.Second
+	DefaultDrainHorizon           = time.Hour
+	DefaultReservationMaxAhead    = 1344 * time.Hour // 8 weeks
+	DefaultReservationMinDuration = time.Hour
+)
+
 // Node is one node of the quota tree.
 type Node struct {
 	// Name is unique in the tree, e.g. "Quota1.1".
@@ -52,11 +62,32 @@ type Settings struct {
 	// DebtGrace is how long debt created by a quota change is protected from
 	// preemption (DESIGN L9). Default DefaultDebtGrace.
 	DebtGrace time.Duration
+	// Settle is how long an admitted flex request may have fewer live
+	// allocations than it asked for before it is suspended and requeued
+	// (DESIGN L11, rule L11.settle), and how long after a reservation's
+	// start its held GPUs stay unlendable (L10). Default DefaultSettle.
+	Settle time.Duration
+	// DrainMargin is added to the victims' largest kill_timeout to time a
+	// drain's stops before a reservation's start (rule L10.drain). Default
+	// DefaultDrainMargin.
+	DrainMargin time.Duration
+	// DrainHorizon is how far ahead a reservation starts its drain and
+	// holds, and the window of booked(N) for non-flex jobs (DESIGN L10).
+	// Default DefaultDrainHorizon.
+	DrainHorizon time.Duration
+	// ReservationMaxAhead is the latest start of a booking after the time
+	// it is made (L10). Default DefaultReservationMaxAhead.
+	ReservationMaxAhead time.Duration
+	// ReservationMinDuration is the shortest booking (L10). Default
+	// DefaultReservationMinDuration.
+	ReservationMinDuration time.Duration
 }
 
 // DefaultSettings returns the settings used when none are given.
 func DefaultSettings() Settings {
-	return Settings{DebtGrace: DefaultDebtGrace}
+	return Settings{DebtGrace: DefaultDebtGrace, Settle: DefaultSettle, DrainMargin: DefaultDrainMargin,
+		DrainHorizon: DefaultDrainHorizon, ReservationMaxAhead: DefaultReservationMaxAhead,
+		ReservationMinDuration: DefaultReservationMinDuration}
 }
 
 // Walk calls fn for n and each of its descendants, parents first, children

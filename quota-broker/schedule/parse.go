@@ -14,9 +14,10 @@ import (
 // config (DESIGN §8). See Parse.
 const (
 	KeyWindowPrefix = "window_"       // window_<name> = "DAYS HH:MM-HH:MM COUNT"
-	KeyDefault      = "default"       // count outside all windows
-	KeyDefaultCount = "default_count" // alias of default
-	KeyTimeZone     = "time_zone"     // IANA zone name; UTC when absent
+	KeyDefaultCount = "default_count" // count outside all windows
+	KeyDefault      = "default"       // alias of default_count
+	KeyTimezone     = "timezone"      // IANA zone name; UTC when absent
+	KeyTimeZone     = "time_zone"     // alias of timezone
 	KeyHolidays     = "holidays"      // comma list of local dates, 2006-01-02
 	KeyRamp         = "ramp"          // Go duration, e.g. "15m"; no ramp when absent
 )
@@ -89,12 +90,13 @@ func ParseWindow(spec string) (WindowConfig, error) {
 // gives a strategy (DESIGN §8):
 //
 //	window_<name> = "DAYS HH:MM-HH:MM COUNT"   one or more, e.g. window_day = "mon-fri 08:00-22:00 24"
-//	default       = "COUNT"                    required (alias default_count): the count outside all windows
-//	time_zone     = "Europe/Berlin"            optional IANA zone, UTC when absent
+//	default_count = "COUNT"                    required (alias default): the count outside all windows
+//	timezone      = "Europe/Berlin"            optional (alias time_zone) IANA zone, UTC when absent
 //	holidays      = "2026-12-25,2026-12-26"    optional local dates on which no window starts
 //	ramp          = "15m"                      optional Go duration
 //
-// Unknown keys are refused, so that a misspelt setting is not silently ignored.
+// A key and its alias together are refused (issue 11). Unknown keys are refused,
+// so that a misspelt setting is not silently ignored.
 // Keys are checked in sorted order, so the error for a given map is always the
 // same. Every error is a *ConfigError naming the key and the value.
 func Parse(cfg map[string]string) (*Schedule, error) {
@@ -103,6 +105,7 @@ func Parse(cfg map[string]string) (*Schedule, error) {
 	var (
 		s           = &Schedule{loc: time.UTC}
 		haveDefault bool
+		haveZone    bool
 	)
 	for _, k := range keys {
 		v := cfg[k]
@@ -127,7 +130,11 @@ func Parse(cfg map[string]string) (*Schedule, error) {
 				return nil, &ConfigError{Key: k, Value: v, Reason: fmt.Sprintf("invalid count %q: want a whole number 0..%d", v, MaxCount)}
 			}
 			s.def, haveDefault = n, true
-		case k == KeyTimeZone:
+		case k == KeyTimezone || k == KeyTimeZone:
+			if haveZone {
+				return nil, &ConfigError{Key: k, Value: v, Reason: "give either timezone or time_zone, not both"}
+			}
+			haveZone = true
 			loc, reason := loadZone(v)
 			if reason != "" {
 				return nil, &ConfigError{Key: k, Value: v, Reason: reason}
@@ -150,14 +157,14 @@ func Parse(cfg map[string]string) (*Schedule, error) {
 			}
 			s.ramp = d
 		default:
-			return nil, &ConfigError{Key: k, Value: v, Reason: "unknown key; known keys are window_<name>, default, default_count, time_zone, holidays, ramp"}
+			return nil, &ConfigError{Key: k, Value: v, Reason: "unknown key; known keys are window_<name>, default_count (alias default), timezone (alias time_zone), holidays, ramp"}
 		}
 	}
 	if len(s.windows) == 0 {
 		return nil, &ConfigError{Key: KeyWindowPrefix + "<name>", Reason: "no window: give at least one window_<name> = \"DAYS HH:MM-HH:MM COUNT\""}
 	}
 	if !haveDefault {
-		return nil, &ConfigError{Key: KeyDefault, Reason: "missing: give the count outside all windows, e.g. default = \"0\""}
+		return nil, &ConfigError{Key: KeyDefaultCount, Reason: "missing: give the count outside all windows, e.g. default_count = \"0\""}
 	}
 	if reason := checkRamp(s.ramp, s.windows); reason != "" {
 		return nil, &ConfigError{Key: KeyRamp, Value: cfg[KeyRamp], Reason: reason}

@@ -439,3 +439,64 @@ func (s *Schedule) nextHoliday(d int64) (int64, bool) {
 	}
 	return s.holidays[i], true
 }
+
+// WindowAt returns the window whose count is scheduled at instant t: of the
+// windows holding at t (DESIGN §8: a window started on a holiday does not hold),
+// the one with the largest count, ties going to the first name in byte order.
+// It ignores the ramp, so during a ramp it names the window being ramped to.
+// ok is false outside all windows, where the default count applies.
+//
+// The autoscaler strategy names this window in its reason and `gputide
+// schedule preview` in each change (issue 11).
+func (s *Schedule) WindowAt(t time.Time) (name string, count int, ok bool) {
+	sec := t.Unix()
+	y, m, d := t.In(s.loc).Date()
+	today := civilDay(y, m, d)
+	// A window lasts under 24 wall-clock hours, and a daylight-saving shift moves
+	// its instants by at most dstSlack, so only windows begun on the last two
+	// local days (and today) can hold at t.
+	for day := today - 2; day <= today; day++ {
+		if s.isHoliday(day) {
+			continue
+		}
+		wd := weekdayOf(day)
+		for _, w := range s.windows {
+			if w.days&(1<<wd) == 0 {
+				continue
+			}
+			endDay := day
+			if w.end <= w.start {
+				endDay++
+			}
+			st, en := resolveWall(s.loc, day, w.start), resolveWall(s.loc, endDay, w.end)
+			if sec < st || sec >= en {
+				continue
+			}
+			if !ok || w.count > count || (w.count == count && w.name < name) {
+				name, count, ok = w.name, w.count, true
+			}
+		}
+	}
+	return name, count, ok
+}
+
+// Change is one step of Changes: from At on the count is Count, under the
+// window Window ("" outside all windows).
+type Change struct {
+	At     time.Time // in the schedule's location
+	Count  int
+	Window string
+}
+
+// Changes is Preview with the window in force at each step named (see
+// WindowAt): the count at `from`, then every change in (from, from+d), each
+// ramp step one change. `gputide schedule preview` prints it (issue 11 item 2).
+func (s *Schedule) Changes(from time.Time, d time.Duration) []Change {
+	steps := s.Preview(from, d)
+	out := make([]Change, len(steps))
+	for i, st := range steps {
+		name, _, _ := s.WindowAt(st.At)
+		out[i] = Change{At: st.At, Count: st.Count, Window: name}
+	}
+	return out
+}

@@ -48,8 +48,8 @@ type alloc struct {
 	slots       []int // owned GPU slots
 	ids         []string
 	state       allocState
-	waiting     int // owned slots still held by another allocation
-	stoppingFor string
+	waiting     int           // owned slots still held by another allocation
+	stoppingFor plan.GroupKey // zero when not stopping for a claimant
 	placedAt    int64
 	placedTime  time.Time // placedAt, for snapshots
 	startedAt   int64     // when it started running
@@ -63,9 +63,9 @@ func (a *alloc) idle() bool { return a.j.spec.Idle }
 // an inference service).
 type job struct {
 	spec    *JobSpec
-	key     string // claimant key "namespace/job/group"
-	ns      int    // namespace index
-	desired int    // allocations wanted
+	key     plan.GroupKey // the job's group, its claimant key
+	ns      int           // namespace index
+	desired int           // allocations wanted
 	live    []*alloc
 	running int // live allocations that run
 
@@ -80,6 +80,11 @@ type job struct {
 	pendCounted              int
 	infer                    *inferState
 	preempted                int
+	// What binds the job's wait now, since when, and how long it waited
+	// under each binding (waits.go).
+	bound      string
+	boundSince int64
+	binds      []bindSpan
 }
 
 func (j *job) missing() int {
@@ -219,6 +224,7 @@ func (s *sim) run(a *alloc) {
 	j := a.j
 	j.running++
 	if !j.everStarted {
+		s.closeBind(j, s.now)
 		j.everStarted, j.firstStart = true, s.now
 	}
 	s.record(Event{Event: "start", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
@@ -231,7 +237,7 @@ func (s *sim) run(a *alloc) {
 
 // stop stops a live allocation: a placing one ends at once, a running one
 // holds its GPUs for its job's kill_timeout (DESIGN L8).
-func (s *sim) stop(a *alloc, rule plan.Rule, claimant string) {
+func (s *sim) stop(a *alloc, rule plan.Rule, claimant plan.GroupKey) {
 	j := a.j
 	s.halt(j, rule)
 	for i, x := range j.live {

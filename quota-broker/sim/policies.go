@@ -105,8 +105,15 @@ type pjob struct {
 	ask      int
 }
 
+// unitKey names a preemption unit: a batch job, or one allocation of
+// another type.
+type unitKey struct {
+	job   plan.JobKey
+	alloc string
+}
+
 func pendingJobs(s *plan.Snapshot) []*pjob {
-	by := map[string]*pjob{}
+	by := map[plan.JobKey]*pjob{}
 	var out []*pjob
 	for i := range s.Pending {
 		g := &s.Pending[i]
@@ -205,7 +212,9 @@ func expired(s *plan.Snapshot, j *pjob) bool {
 	return j.gang && s.Time.Sub(j.sub) > plan.MaxFlexWait
 }
 
-func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy string) {
+// emitPlaced emits the admits of j's placed allocations and a wait for the
+// rest, bound by bound (a label of waits.go, "" for no room on the nodes).
+func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy, bound string) {
 	for gi, g := range j.groups {
 		if len(nodes) > gi && len(nodes[gi]) > 0 {
 			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
@@ -217,7 +226,7 @@ func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason,
 		}
 		if rest := g.Count - placed; rest > 0 {
 			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-				Count: rest, GPUs: g.GPUs, Rule: rule, Reason: waitWhy})
+				Count: rest, GPUs: g.GPUs, Rule: rule, Quota: bound, Reason: waitWhy})
 		}
 	}
 }
@@ -254,6 +263,9 @@ func NewStatic(sh *Shares) *Static {
 
 // Name implements Policy.
 func (*Static) Name() string { return "static" }
+
+// Limits implements Limiter: the hard limits.
+func (p *Static) Limits() (string, map[string]int) { return "hard limit (static partition)", p.limit }
 
 // Plan implements Policy.
 func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
@@ -295,7 +307,11 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			n += len(nodes[gi]) * j.groups[gi].GPUs
 		}
 		used[j.ns] += n
-		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns])
+		bound := ""
+		if room < j.ask {
+			bound = StaticBound(j.ns)
+		}
+		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns], bound)
 	}
 	return out, nil
 }
@@ -331,12 +347,12 @@ type Kueue struct {
 	capacity int
 	// reserved are the workloads admitted by quota whose pods are not all
 	// placed yet: their quota stays reserved from plan to plan, as in Kueue.
-	reserved map[string]bool
+	reserved map[plan.JobKey]bool
 }
 
 // NewKueue builds the Kueue-like policy from the shares.
 func NewKueue(sh *Shares) *Kueue {
-	p := &Kueue{nominal: map[string]int{}, reserved: map[string]bool{}}
+	p := &Kueue{nominal: map[string]int{}, reserved: map[plan.JobKey]bool{}}
 	for i, n := range sh.Namespaces {
 		p.nominal[n] = sh.GPUs[i]
 		p.capacity += sh.GPUs[i]
@@ -346,6 +362,10 @@ func NewKueue(sh *Shares) *Kueue {
 
 // Name implements Policy.
 func (*Kueue) Name() string { return "kueue" }
+
+// Limits implements Limiter: the queues' nominal quotas (borrowing above
+// them is allowed).
+func (p *Kueue) Limits() (string, map[string]int) { return "Kueue nominal quota", p.nominal }
 
 // Plan implements Policy.
 func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
@@ -359,18 +379,18 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		allocs  []*plan.Allocation
 		gpus    int
 	}
-	units := map[string]*unit{}
+	units := map[unitKey]*unit{}
 	var unitList []*unit
 	for i := range s.Allocations {
 		a := &s.Allocations[i]
-		if a.StoppingFor != "" {
+		if !a.StoppingFor.IsZero() {
 			continue // evicted: its quota is released
 		}
 		usage[a.Namespace] += a.GPUs()
 		total += a.GPUs()
-		key := a.JobKey()
+		key := unitKey{job: a.JobKey()} // a batch job is one unit
 		if a.Type != plan.JobBatch {
-			key = a.ID
+			key = unitKey{alloc: a.ID}
 		}
 		u := units[key]
 		if u == nil {
@@ -401,9 +421,9 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	out := &plan.Plan{}
 	jobs := pendingJobs(s)
 	// Workloads already admitted keep their quota and are placed first.
-	still := map[string]bool{}
+	still := map[plan.JobKey]bool{}
 	for _, j := range jobs {
-		if key := j.ns + "/" + j.name; p.reserved[key] {
+		if key := (plan.JobKey{Namespace: j.ns, Job: j.name}); p.reserved[key] {
 			still[key] = true
 			usage[j.ns] += j.ask
 			total += j.ask
@@ -411,13 +431,13 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	}
 	p.reserved = still
 	for _, j := range jobs {
-		if still[j.ns+"/"+j.name] {
+		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
 			nodes := free.place(j, all)
-			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet")
+			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet", "")
 		}
 	}
 	for _, j := range jobs {
-		if still[j.ns+"/"+j.name] {
+		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
 			continue
 		}
 		if expired(s, j) {
@@ -462,7 +482,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			}
 		}
 		if !fits {
-			emitPlaced(out, j, nil, RuleKueueWait, "", "no quota: the cohort is full and the queue may not reclaim")
+			emitPlaced(out, j, nil, RuleKueueWait, "", "no quota: the cohort is full and the queue may not reclaim", BoundCohort)
 			continue
 		}
 		// Quota reserved (admitted by Kueue); its pods start where nodes
@@ -475,9 +495,9 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			placed += len(nodes[gi]) * j.groups[gi].GPUs
 		}
 		if placed < j.ask {
-			p.reserved[j.ns+"/"+j.name] = true
+			p.reserved[plan.JobKey{Namespace: j.ns, Job: j.name}] = true
 		}
-		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet")
+		emitPlaced(out, j, nodes, rule, "admitted by quota", "quota reserved; no node has room for the pods yet", "")
 	}
 	return out, nil
 }

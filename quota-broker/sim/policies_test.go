@@ -71,7 +71,7 @@ func TestKueueReclaimsByQuotaAlone(t *testing.T) {
 		if a.Action == plan.ActionAdmit {
 			t.Errorf("admitted %+v with no node free", a)
 		}
-		if a.Action == plan.ActionStop && (a.Rule != RuleKueueReclaim || a.For != "workspace-a/chat/server") {
+		if a.Action == plan.ActionStop && (a.Rule != RuleKueueReclaim || a.For != (plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"})) {
 			t.Errorf("stop %+v", a)
 		}
 	}
@@ -79,7 +79,7 @@ func TestKueueReclaimsByQuotaAlone(t *testing.T) {
 	for i := range s.Allocations {
 		for _, id := range ids {
 			if s.Allocations[i].ID == id {
-				s.Allocations[i].StoppingFor = "workspace-a/chat/server"
+				s.Allocations[i].StoppingFor = plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"}
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -397,5 +398,52 @@ func TestReferenceMoveChanges(t *testing.T) {
 	got := fmt.Sprintf("%s %s %+v", m[0].Name, m[0].At.Format("Mon 15:04"), m[0].Changes)
 	if want := "use-case-2 Tue 12:00 [{Quota:Quota1.1 From:48 To:56} {Quota:Quota1.2 From:80 To:72}]"; got != want {
 		t.Errorf("move %s, want %s", got, want)
+	}
+}
+
+// The wait groups add up to each workspace's waits, and every non-idle
+// job that waited names what bound it: a quota node of the tree (the
+// planner's Action.Quota) or a binding that is not a quota.
+func TestReferenceWaitGroups(t *testing.T) {
+	reference(t)
+	for _, r := range []*Result{ref.gputide, ref.static, ref.kueue} {
+		for _, ws := range r.WS {
+			jobs, secs := 0, 0.0
+			for _, g := range r.WaitGroups {
+				if g.Namespace != ws.Namespace {
+					continue
+				}
+				jobs += g.Jobs()
+				secs += g.Seconds
+				if !g.Idle && g.Seconds > 0 && (g.Bound == "" || g.Bound == BoundNone || g.Bound == BoundIdle) {
+					t.Errorf("%s: %s: non-idle jobs waited %gs bound by %q", r.Policy, ws.Namespace, g.Seconds, g.Bound)
+				}
+			}
+			want := 0.0
+			for _, x := range append(append([]float64(nil), ws.Waits...), ws.Censored...) {
+				want += x
+			}
+			if jobs != ws.Jobs || math.Abs(secs-want) > 1e-6*max(1, want) {
+				t.Errorf("%s: %s: groups hold %d jobs, %.0fs; the workspace %d jobs, %.0fs", r.Policy, ws.Namespace, jobs, secs, ws.Jobs, want)
+			}
+		}
+	}
+	// Under gputide, non-idle jobs of workspace-c wait on a quota of the
+	// tree, and that quota's state at those waits is recorded.
+	named := map[string]bool{}
+	for _, b := range ref.gputide.BoundQuotas {
+		if ref.sc.Quota.Find(b.Quota) == nil || b.Events == 0 || b.MeanUsed() <= 0 {
+			t.Errorf("bound quota %+v", b)
+		}
+		named[b.Quota] = true
+	}
+	found := false
+	for _, g := range ref.gputide.WaitGroups {
+		if !g.Idle && named[g.Bound] && g.Seconds > 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no non-idle wait bound by a quota: %+v", ref.gputide.WaitGroups)
 	}
 }

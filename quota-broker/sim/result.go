@@ -11,12 +11,16 @@ import (
 
 // Result is what one run measured.
 type Result struct {
-	Policy   string
-	Scenario *Scenario
-	Start    time.Time
-	End      time.Time
-	Capacity int // GPUs in the cluster
-	Interval time.Duration
+	Policy string
+	// Label names a what-if run whose quota tree is not the scenario's
+	// (gputide sim -compare-quota), and LabelText says what the tree is;
+	// "" for a run of the scenario's tree.
+	Label, LabelText string
+	Scenario         *Scenario
+	Start            time.Time
+	End              time.Time
+	Capacity         int // GPUs in the cluster
+	Interval         time.Duration
 
 	Wall   time.Duration // real time the run took
 	Events int           // simulated events processed
@@ -46,8 +50,27 @@ type Result struct {
 	Finished, Expired int
 	Conflicts         []string // plan actions the simulator could not apply
 
+	// WaitGroups split the training jobs' waits by workspace, idle or not,
+	// and what bound them (see WaitGroup); BoundQuotas are the quota nodes
+	// that bound waits, by name.
+	WaitGroups  []*WaitGroup
+	BoundQuotas []*BoundQuota
+	Losses      []Loss // every preemption that lost work, in time order
+
+	// Limits are, per quota node (Quotas order), the GPUs the policy caps
+	// its subtree at when that differs from the tree's nominal (the static
+	// partition, the Kueue-like nominal quotas: the sum of the shares of
+	// the subtree's workspaces); nil for gputide. LimitName says what they
+	// are.
+	Limits    []int
+	LimitName string
+	// NSLimits are the same shares per namespace (Namespaces order); nil
+	// for gputide.
+	NSLimits []int
+
 	lastLost float64
 	rules    map[string]*RuleStats
+	bounds   map[string]*BoundQuota
 }
 
 // Usage are GPU-seconds by allocation state.
@@ -97,6 +120,11 @@ type RuleStats struct {
 	Units    int // jobs stopped (a batch job is one unit)
 	GPUs     int
 	LostGPUh float64
+	// StopsBorrowing are the allocations stopped that were idle jobs'
+	// (borrowing, DESIGN L4), LostBorrowing the work they lost; the rest
+	// ran inside their quota.
+	StopsBorrowing int
+	LostBorrowing  float64
 }
 
 // ScaleUp is one rise of an inference service's count and how long the
@@ -152,11 +180,15 @@ type Sample struct {
 	NonIdle  []int // per quota node, subtree (placing, running, stopping)
 	Used     []int // per quota node, subtree
 	Pending  int   // GPUs asked by pending idle training
+	// Waiting are per namespace the GPUs its pending allocations ask for
+	// (the queue), WaitingIdle those of idle jobs.
+	Waiting     []int
+	WaitingIdle []int
 }
 
 func newResult(s *sim) *Result {
 	r := &Result{Policy: s.policy.Name(), Scenario: s.sc, Start: s.sc.Start, End: s.sc.End(), Capacity: s.capacity,
-		Interval: s.sc.Broker.Interval, Namespaces: s.ns, rules: map[string]*RuleStats{}}
+		Interval: s.sc.Broker.Interval, Namespaces: s.ns, rules: map[string]*RuleStats{}, bounds: map[string]*BoundQuota{}}
 	for _, n := range s.ns {
 		r.WS = append(r.WS, &WSStats{Namespace: n})
 	}
@@ -166,7 +198,29 @@ func newResult(s *sim) *Result {
 			r.WS[i].Quota = q.node.Name
 		}
 	}
+	if l, ok := s.policy.(Limiter); ok {
+		name, per := l.Limits()
+		r.LimitName = name
+		for _, n := range s.ns {
+			r.NSLimits = append(r.NSLimits, per[n])
+		}
+		for _, q := range s.qs {
+			sum := 0
+			for _, i := range q.sub {
+				sum += per[s.ns[i]]
+			}
+			r.Limits = append(r.Limits, sum)
+		}
+	}
 	return r
+}
+
+// Limiter is a policy that caps workspaces at GPU shares of its own
+// instead of the tree's nominals.
+type Limiter interface {
+	// Limits names the shares ("static partition") and gives them per
+	// namespace.
+	Limits() (string, map[string]int)
 }
 
 func (r *Result) rule(name string) *RuleStats {
@@ -336,7 +390,16 @@ func (s *sim) night(t int64) bool {
 }
 
 func (s *sim) sample(t int64) {
-	x := Sample{T: s.tm(t), Active: make([]int, len(s.ns)), Borrowed: make([]int, len(s.ns)), Pending: s.pendI}
+	x := Sample{T: s.tm(t), Active: make([]int, len(s.ns)), Borrowed: make([]int, len(s.ns)), Pending: s.pendI,
+		Waiting: make([]int, len(s.ns)), WaitingIdle: make([]int, len(s.ns))}
+	for _, j := range s.active {
+		if m := j.missing(); m > 0 {
+			x.Waiting[j.ns] += m * j.spec.GPUs
+			if j.spec.Idle {
+				x.WaitingIdle[j.ns] += m * j.spec.GPUs
+			}
+		}
+	}
 	for i := range s.own {
 		o := &s.own[i]
 		x.Active[i] = o[placing][0] + o[placing][1] + o[running][0] + o[running][1]
@@ -393,6 +456,7 @@ func (s *sim) finishStats() {
 			w.Censored = append(w.Censored, float64(j.spec.Submit.Add(plan.MaxFlexWait).UnixNano()-j.spec.Submit.UnixNano())/1e9)
 		}
 	}
+	s.waitGroups()
 	names := slices.Sorted(maps.Keys(r.rules))
 	for _, n := range names {
 		r.Rules = append(r.Rules, r.rules[n])

@@ -111,10 +111,15 @@ type Training struct {
 	Priority        int
 	KillTimeout     time.Duration
 	Checkpoint      time.Duration // 0: no checkpoints, a preempted run loses all its work
-	InFlight        bool          // jobs running at trace_start start with the simulation
-	Gang            string        // "flex" (all-or-nothing) or "partial"
-	ExpectRows      int           // 0: not checked
-	VCs             []VCMap       // sorted by VC; "*" = any other VC
+	// CheckpointWrite is how long a job takes to write a checkpoint when it
+	// is stopped; when it fits in its kill_timeout (DESIGN L8 gives a victim
+	// that long), a preempted job loses no work. 0: jobs checkpoint only
+	// every Checkpoint.
+	CheckpointWrite time.Duration
+	InFlight        bool    // jobs running at trace_start start with the simulation
+	Gang            string  // "flex" (all-or-nothing) or "partial"
+	ExpectRows      int     // 0: not checked
+	VCs             []VCMap // sorted by VC; "*" = any other VC
 	Placement
 }
 
@@ -498,7 +503,7 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	b, _, err := open(blk.Body, s.File, what, blk.DefRange, append([]string{
 		"trace", "fallback", "trace_time_zone", "trace_start", "time_scale", "gpu_scale", "sample",
 		"idle_fraction", "min_duration", "max_gpus", "priority", "kill_timeout", "checkpoint",
-		"in_flight", "gang", "expect_rows", "workspaces"}, placementAttrs...))
+		"checkpoint_write", "in_flight", "gang", "expect_rows", "workspaces"}, placementAttrs...))
 	if err != nil {
 		return err
 	}
@@ -524,6 +529,7 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	t.Priority = b.integer("priority", false, 50, 1, 100)
 	t.KillTimeout = b.duration("kill_timeout", false, s.Broker.KillTimeout, 0, 24*time.Hour)
 	t.Checkpoint = b.duration("checkpoint", false, 30*time.Minute, 0, 365*24*time.Hour)
+	t.CheckpointWrite = b.duration("checkpoint_write", false, 0, 0, 24*time.Hour)
 	t.InFlight = b.boolean("in_flight", true)
 	t.Gang = b.str("gang", false, "flex")
 	t.ExpectRows = b.integer("expect_rows", false, 0, 0, 1<<40)

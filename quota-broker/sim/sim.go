@@ -68,6 +68,7 @@ type Event struct {
 	From      *int     `json:"from,omitempty"`
 	To        *int     `json:"to,omitempty"`
 	LostGPUh  float64  `json:"lost_gpu_hours,omitempty"`
+	Quota     string   `json:"quota,omitempty"` // wait: the quota node that binds it (DESIGN L3)
 	Reason    string   `json:"reason,omitempty"`
 }
 
@@ -128,7 +129,7 @@ type sim struct {
 	qs      []*qinfo
 
 	jobs     []*job
-	jobByKey map[string]*job
+	jobByKey map[plan.GroupKey]*job
 	active   []*job
 	stopping []*alloc
 	allocs   map[string]*alloc
@@ -161,7 +162,7 @@ func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
 		return nil, fmt.Errorf("length %s is below the minimum %s (a minute, and two broker intervals)", sc.Length, sc.MinLength())
 	}
 	wall := time.Now()
-	s := &sim{sc: sc, w: w, opt: opt, policy: opt.Policy, nodeIndex: map[string]int{}, jobByKey: map[string]*job{},
+	s := &sim{sc: sc, w: w, opt: opt, policy: opt.Policy, nodeIndex: map[string]int{}, jobByKey: map[plan.GroupKey]*job{},
 		allocs: map[string]*alloc{}, nsIndex: map[string]int{}}
 	s.start, s.end = sc.Start.UnixNano(), sc.End().UnixNano()
 	s.now, s.last = s.start, s.start
@@ -225,7 +226,7 @@ func (s *sim) initQuota() {
 }
 
 func (s *sim) newJob(spec *JobSpec) *job {
-	j := &job{spec: spec, key: spec.Namespace + "/" + spec.Name + "/" + spec.Group, ns: s.nsIndex[spec.Namespace], remaining: spec.Work}
+	j := &job{spec: spec, key: plan.GroupKey{Namespace: spec.Namespace, Job: spec.Name, Group: spec.Group}, ns: s.nsIndex[spec.Namespace], remaining: spec.Work}
 	s.jobs = append(s.jobs, j)
 	s.jobByKey[j.key] = j
 	return j
@@ -247,7 +248,7 @@ func (s *sim) initJobs() error {
 		s.record(Event{Event: "submit", Namespace: spec.Namespace, Job: spec.Name, Group: spec.Group, Count: j.desired, GPUs: spec.GPUs})
 	}
 	for _, spec := range s.w.Jobs {
-		if _, dup := s.jobByKey[spec.Namespace+"/"+spec.Name+"/"+spec.Group]; dup {
+		if _, dup := s.jobByKey[plan.GroupKey{Namespace: spec.Namespace, Job: spec.Name, Group: spec.Group}]; dup {
 			return fmt.Errorf("%s: job %s/%s defined twice", spec.Origin, spec.Namespace, spec.Name)
 		}
 		j := s.newJob(spec)
@@ -476,13 +477,24 @@ func (s *sim) halt(j *job, rule plan.Rule) {
 	if c := j.spec.Checkpoint; c > 0 {
 		lost = elapsed % c
 	}
+	if w := j.spec.CheckpointWrite; w > 0 && w <= j.spec.KillTimeout {
+		// The victim writes a checkpoint in its kill_timeout (DESIGN L8).
+		lost = 0
+	}
 	j.remaining = j.remaining - elapsed + lost
 	j.progressing = false
 	j.gen++
 	gpuh := lost.Hours() * float64(j.desired*j.spec.GPUs)
-	s.res.rule(string(rule)).LostGPUh += gpuh
+	rs := s.res.rule(string(rule))
+	rs.LostGPUh += gpuh
+	if j.spec.Idle {
+		rs.LostBorrowing += gpuh
+	}
 	s.res.LostGPUh += gpuh
 	s.res.lastLost = gpuh
+	if gpuh > 0 {
+		s.res.Losses = append(s.res.Losses, Loss{At: s.tm(s.now), Rule: string(rule), GPUh: gpuh, Borrowing: j.spec.Idle})
+	}
 }
 
 // autoscale evaluates every inference service's count, as the Nomad
@@ -501,7 +513,7 @@ func (s *sim) autoscale() {
 			tt := time.Unix(0, due).In(s.sc.Zone)
 			sched := st.cfg.Schedule
 			boundary := sched.CountAt(tt) > sched.CountAt(tt.Add(-time.Nanosecond))
-			st.records = append(st.records, &ScaleUp{Service: j.key, Raised: s.tm(s.now), Due: tt, From: j.running, To: want, Boundary: boundary})
+			st.records = append(st.records, &ScaleUp{Service: j.key.String(), Raised: s.tm(s.now), Due: tt, From: j.running, To: want, Boundary: boundary})
 		} else {
 			// Nomad stops the newest allocations first: placing, then running.
 			victims := append([]*alloc(nil), j.live...)
@@ -514,7 +526,7 @@ func (s *sim) autoscale() {
 			for _, a := range victims[:min(len(victims), j.desired-want)] {
 				s.record(Event{Event: "stop", Rule: "autoscaler", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name,
 					Group: j.spec.Group, Node: s.nodes[a.node].id, GPUs: len(a.slots), Reason: "scale down"})
-				s.stop(a, "autoscaler", "")
+				s.stop(a, "autoscaler", plan.GroupKey{})
 			}
 		}
 		j.desired = want
@@ -580,8 +592,9 @@ func (s *sim) record(e Event) {
 }
 
 // gangFlex makes a gang all-or-nothing: a flex request with the longest
-// wait and no max_run (DESIGN L11).
-var gangFlex = &plan.Flex{MaxWait: plan.MaxFlexWait}
+// wait and the longest max_run (DESIGN L11 requires one; the simulator
+// does not stop a gang at its max_run).
+var gangFlex = &plan.Flex{MaxWait: plan.MaxFlexWait, MaxRun: plan.MaxFlexRun}
 
 // snapshot builds the planner's view of the modelled cluster.
 func (s *sim) snapshot() *plan.Snapshot {
@@ -610,7 +623,7 @@ func (s *sim) snapshot() *plan.Snapshot {
 			p := plan.Pending{Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
 				Count: m, GPUs: sp.GPUs, Model: sp.Model, Datacenters: sp.Datacenters, NodePool: sp.NodePool,
 				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC()}
-			if sp.Gang {
+			if sp.Gang && !sp.Idle { // an idle job cannot be a flex request (L11)
 				p.Flex = gangFlex
 			}
 			snap.Pending = append(snap.Pending, p)
@@ -629,6 +642,9 @@ func (s *sim) plan() error {
 	if len(snap.Pending) == 0 {
 		// Nothing is waiting: a plan has no claimant to act for.
 		return nil
+	}
+	if err := snap.Validate(); err != nil {
+		return fmt.Errorf("the simulated snapshot at %s breaks a rule: %w", s.fmt(s.now), err)
 	}
 	p, err := s.policy.Plan(snap)
 	s.res.Plans++
@@ -652,7 +668,7 @@ func (s *sim) conflict(a plan.Action, why string) {
 // reference scenario). What follows from the plan, victims ending and
 // allocations starting, are events and are planned on.
 func (s *sim) apply(p *plan.Plan) {
-	units := map[string]bool{}
+	units := map[[2]plan.GroupKey]bool{}
 	for _, act := range p.Actions {
 		if act.Action != plan.ActionStop {
 			continue
@@ -663,17 +679,20 @@ func (s *sim) apply(p *plan.Plan) {
 			continue
 		}
 		if a.state == stopping {
-			if a.stoppingFor == "" {
+			if a.stoppingFor.IsZero() {
 				a.stoppingFor = act.For
 			} else {
-				s.conflict(act, "already stopping for "+a.stoppingFor)
+				s.conflict(act, "already stopping for "+a.stoppingFor.String())
 			}
 			continue
 		}
 		r := s.res.rule(string(act.Rule))
 		r.Stops++
 		r.GPUs += len(a.slots)
-		if unit := a.j.key + "@" + act.For; !units[unit] {
+		if a.idle() {
+			r.StopsBorrowing++
+		}
+		if unit := [2]plan.GroupKey{a.j.key, act.For}; !units[unit] {
 			units[unit] = true
 			r.Units++
 		}
@@ -682,12 +701,12 @@ func (s *sim) apply(p *plan.Plan) {
 		node, gpus := s.nodes[a.node].id, len(a.slots)
 		s.stop(a, act.Rule, act.For)
 		s.record(Event{Event: "stop", Rule: string(act.Rule), Alloc: act.Alloc, Namespace: act.Namespace, Job: act.Job,
-			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: act.For, LostGPUh: round3(s.res.lastLost), Reason: act.Reason})
+			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: act.For.String(), LostGPUh: round3(s.res.lastLost), Reason: act.Reason})
 	}
 	for _, act := range p.Actions {
 		switch act.Action {
 		case plan.ActionAdmit:
-			j := s.jobByKey[act.Namespace+"/"+act.Job+"/"+act.Group]
+			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
 			if j == nil || !j.submitted || j.done {
 				s.conflict(act, "no such pending group")
 				continue
@@ -713,29 +732,35 @@ func (s *sim) apply(p *plan.Plan) {
 			}
 			j.waitReason = ""
 			s.pend(j)
+			s.bind(j, BoundVictims)
 		case plan.ActionExpire:
-			j := s.jobByKey[act.Namespace+"/"+act.Job+"/"+act.Group]
+			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
 			if j == nil || j.done {
 				s.conflict(act, "no such pending group")
 				continue
 			}
 			for _, a := range append([]*alloc(nil), j.live...) {
-				s.stop(a, act.Rule, "")
+				s.stop(a, act.Rule, plan.GroupKey{})
 			}
+			s.closeBind(j, s.now)
 			j.expired = true
 			s.retire(j)
 			s.res.Expired++
 			s.record(Event{Event: "expire", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group, Reason: act.Reason})
 		case plan.ActionWait:
-			j := s.jobByKey[act.Namespace+"/"+act.Job+"/"+act.Group]
+			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
 			// A wait is recorded when the group starts to wait and when its
-			// rule changes, not at every plan.
-			if j == nil || j.waitReason == string(act.Rule) {
+			// rule or binding quota changes, not at every plan.
+			if j == nil || j.waitReason == string(act.Rule)+"\x00"+act.Quota {
 				continue
 			}
-			j.waitReason = string(act.Rule)
+			j.waitReason = string(act.Rule) + "\x00" + act.Quota
+			s.bind(j, waitBinding(j, &act))
+			if act.Quota != "" {
+				s.boundQuota(act.Quota)
+			}
 			s.record(Event{Event: "wait", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group,
-				Count: act.Count, GPUs: act.GPUs, Reason: act.Reason})
+				Count: act.Count, GPUs: act.GPUs, Quota: act.Quota, Reason: act.Reason})
 		}
 	}
 }
@@ -747,10 +772,10 @@ func (s *sim) took(a *alloc, g *gpuSlot, from *alloc) {
 	if a.j.infer == nil {
 		return
 	}
-	t := Take{At: s.tm(s.now), Service: a.j.key, Alloc: a.id, GPU: g.id, Node: s.nodes[g.node].id}
+	t := Take{At: s.tm(s.now), Service: a.j.key.String(), Alloc: a.id, GPU: g.id, Node: s.nodes[g.node].id}
 	if from != nil {
 		t.From, t.FromNamespace, t.FromJob, t.FromType, t.Rule, t.For = from.id, from.j.spec.Namespace, from.j.spec.Name,
-			from.j.spec.Type, from.stopRule, from.stoppingFor
+			from.j.spec.Type, from.stopRule, from.stoppingFor.String()
 		t.FromTraining = from.j.spec.Training
 	}
 	s.res.Takes = append(s.res.Takes, t)

@@ -25,9 +25,10 @@ type JobSpec struct {
 	Work                   time.Duration // batch: run time needed; services run until the end
 	KillTimeout            time.Duration
 	Checkpoint             time.Duration
-	InFlight               bool   // was running when the trace window opened
-	Training               bool   // counts in the training statistics
-	Origin                 string // "file:line" of the trace row, or the scenario block
+	CheckpointWrite        time.Duration // see Training.CheckpointWrite
+	InFlight               bool          // was running when the trace window opened
+	Training               bool          // counts in the training statistics
+	Origin                 string        // "file:line" of the trace row, or the scenario block
 	Placement
 }
 
@@ -212,7 +213,7 @@ func (s *Scenario) training(w *Workload, t *Training, end time.Time) error {
 		w.Jobs = append(w.Jobs, &JobSpec{
 			Namespace: ns, Name: kind + "-" + jn, Group: "worker", Type: plan.JobBatch, Priority: t.Priority,
 			Count: count, GPUs: per, Idle: idle, Gang: count > 1 && t.Gang == "flex",
-			Submit: maxTime(submit, s.Start), Work: work, KillTimeout: t.KillTimeout, Checkpoint: t.Checkpoint,
+			Submit: maxTime(submit, s.Start), Work: work, KillTimeout: t.KillTimeout, Checkpoint: t.Checkpoint, CheckpointWrite: t.CheckpointWrite,
 			InFlight: inFlight, Training: true, Origin: fmt.Sprintf("%s:%d", name, r.Line), Placement: t.Placement,
 		})
 		kept++

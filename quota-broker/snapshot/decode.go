@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -61,51 +62,82 @@ func Decode(r io.Reader) (*plan.Snapshot, error) {
 		// (/dev/zero) or huge (a binary file).
 		return Unmarshal(head)
 	}
-	data, err := io.ReadAll(io.LimitReader(br, int64(maxSize)+1))
+	data, err := readAll(br, sizeHint(r))
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > maxSize {
 		return nil, &Error{Message: fmt.Sprintf("the input is larger than %d MiB, the most a snapshot may be", maxSize>>20)}
 	}
-	return Unmarshal(data)
+	w, err := decodeWire(&data)
+	if err != nil {
+		return nil, err
+	}
+	return convert(w)
+}
+
+// sizeHint is the size of r when it is a regular file (os.File), else 0.
+func sizeHint(r io.Reader) int {
+	st, ok := r.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return 0
+	}
+	fi, err := st.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > int64(maxSize) {
+		return 0
+	}
+	return int(fi.Size())
+}
+
+// readAll reads r up to maxSize+1 bytes into a buffer of size hint+1 when
+// the size is known, so that a large file is not copied through doubling
+// buffers (which would hold up to three times its size at once).
+func readAll(r io.Reader, hint int) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(r, int64(maxSize)+1))
+	return buf.Bytes(), err
 }
 
 // Unmarshal is Decode for a document held in memory (of any size).
 func Unmarshal(data []byte) (*plan.Snapshot, error) {
-	var w wireSnapshot
-	if err := decodeStrict(data, &w); err != nil {
+	w, err := decodeWire(&data)
+	if err != nil {
 		return nil, err
 	}
+	return convert(w)
+}
+
+// decodeWire reads the document into its wire form and clears *data: the
+// wire form holds copies of its strings, so the text can be collected
+// while the snapshot is converted and checked.
+func decodeWire(data *[]byte) (*wireSnapshot, error) {
+	w := &wireSnapshot{}
+	err := decodeStrict(*data, w)
+	*data = nil
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// convert turns the wire form into a checked snapshot.
+func convert(w *wireSnapshot) (*plan.Snapshot, error) {
 	c := converter{}
-	s, err := c.snapshot(&w)
+	s, err := c.snapshot(w)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// converter turns the wire form into the core types, checking the values
-// and the references between them.
+// converter turns the wire form into the core types: it parses times and
+// durations and checks what only the wire form shows (the depth of the
+// tree, numbers in range, the text of flex durations). The structural
+// rules (references, duplicates, ranges of the core's values) are
+// plan.Snapshot.Validate's, called on the result.
 type converter struct {
-	nodes  map[string]int          // node ID -> index
-	gpus   map[string]gpuRef       // GPU ID -> where it is
-	tree   map[string]*quota.Node  // quota name -> node
-	bound  map[string]string       // namespace -> quota name
-	parent map[string]*quota.Node  // quota name -> parent
-	jobs   map[string]*wirePending // "ns/job" -> its first pending group
-	jobAt  map[string]int          // "ns/job" -> index of that group
-	asked  map[string]int64        // "ns/job" -> GPUs asked by its groups so far
+	flexText map[string]string // JSON path of a flex duration -> its text
 }
-
-type gpuRef struct {
-	node   string // node ID
-	ni, gi int    // where it is listed: nodes[ni].gpus[gi]
-	holder int    // 1 + the index of the allocation holding it, or 0
-}
-
-// gpuPath is the JSON path of the ID of GPU gi of node ni.
-func gpuPath(ni, gi int) string { return fmt.Sprintf("nodes[%d].gpus[%d].id", ni, gi) }
 
 func errf(path, format string, args ...any) error {
 	return &Error{Path: path, Message: fmt.Sprintf(format, args...)}
@@ -123,37 +155,61 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	if s.Quota, err = c.quota(w.Quota, "quota", 1); err != nil {
 		return nil, err
 	}
-	if err := quota.Validate(s.Quota); err != nil {
-		var verr *quota.ValidationError
-		if errors.As(err, &verr) {
-			return nil, &Error{Path: verr.Pos, Message: fmt.Sprintf("quota %q: %s", verr.Node, verr.Message), Err: err}
-		}
-		return nil, &Error{Path: "quota", Message: err.Error(), Err: err}
-	}
-	c.indexTree(s.Quota)
 	if w.Settings != nil {
 		if w.Settings.MinRuntime != nil {
 			if s.Settings.MinRuntime, err = parseDuration("settings.min_runtime", *w.Settings.MinRuntime); err != nil {
 				return nil, err
 			}
 		}
-		if w.Settings.DebtGrace != nil {
-			if s.Settings.DebtGrace, err = parseDuration("settings.debt_grace", *w.Settings.DebtGrace); err != nil {
+		for _, f := range []struct {
+			key  string
+			text *string
+			dst  *time.Duration
+		}{
+			{"debt_grace", w.Settings.DebtGrace, &s.Settings.DebtGrace},
+			{"settle", w.Settings.Settle, &s.Settings.Settle},
+			{"drain_margin", w.Settings.DrainMargin, &s.Settings.DrainMargin},
+			{"drain_horizon", w.Settings.DrainHorizon, &s.Settings.DrainHorizon},
+			{"reservation_max_ahead", w.Settings.ReservationMaxAhead, &s.Settings.ReservationMaxAhead},
+			{"reservation_min_duration", w.Settings.ReservationMinDuration, &s.Settings.ReservationMinDuration},
+		} {
+			if f.text == nil {
+				continue
+			}
+			if *f.dst, err = parseDuration("settings."+f.key, *f.text); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if s.Nodes, err = c.nodeList(w.Nodes); err != nil {
-		return nil, err
-	}
+	// Each wire list is let go once converted, so that the garbage
+	// collector may take it back while the next one is converted: the
+	// peak is then one list in both forms, not the whole document.
+	s.Nodes, w.Nodes = c.nodeList(w.Nodes), nil
 	if s.Allocations, err = c.allocations(w.Allocations); err != nil {
 		return nil, err
 	}
+	w.Allocations = nil
 	if s.Pending, err = c.pending(w.Pending); err != nil {
 		return nil, err
 	}
+	w.Pending = nil
 	if s.Reservations, err = c.reservations(w.Reservations); err != nil {
 		return nil, err
+	}
+	if s.Holds, err = c.holds(w.Holds); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		var f *plan.Fault
+		if errors.As(err, &f) {
+			msg := f.Message
+			var fe *plan.FlexError
+			if text, ok := c.flexText[f.Path]; ok && errors.As(err, &fe) {
+				msg = fe.Message(quoteShort(text)) // the value as given
+			}
+			return nil, &Error{Path: f.Path, Message: msg, Err: err}
+		}
+		return nil, &Error{Message: err.Error(), Err: err}
 	}
 	return s, nil
 }
@@ -195,162 +251,86 @@ func (c *converter) quota(w *wireQuota, path string, depth int) (*quota.Node, er
 	return n, nil
 }
 
-func (c *converter) indexTree(root *quota.Node) {
-	c.tree = map[string]*quota.Node{}
-	c.parent = map[string]*quota.Node{}
-	root.Walk(func(n *quota.Node) {
-		c.tree[n.Name] = n
-		for _, ch := range n.Children {
-			c.parent[ch.Name] = n
-		}
-	})
-	c.bound = quota.Namespaces(root)
-}
-
-func (c *converter) nodeList(ws []wireNode) ([]plan.Node, error) {
+// nodeList converts the nodes; all GPUs share one backing array.
+func (c *converter) nodeList(ws []wireNode) []plan.Node {
+	if len(ws) == 0 {
+		return nil
+	}
 	total := 0
-	for _, w := range ws {
-		total += len(w.GPUs)
+	for i := range ws {
+		total += len(ws[i].GPUs)
 	}
-	c.nodes = make(map[string]int, len(ws))
-	c.gpus = make(map[string]gpuRef, total)
-	var out []plan.Node
-	if len(ws) > 0 {
-		out = make([]plan.Node, 0, len(ws))
-	}
-	for i, w := range ws {
-		if w.ID == "" {
-			return nil, errf(fmt.Sprintf("nodes[%d].id", i), "must not be empty")
-		}
-		if j, dup := c.nodes[w.ID]; dup {
-			return nil, errf(fmt.Sprintf("nodes[%d].id", i), "node %s is listed twice (also nodes[%d])", quoteShort(w.ID), j)
-		}
-		c.nodes[w.ID] = i
+	gpus := make([]plan.GPU, 0, total)
+	out := make([]plan.Node, 0, len(ws))
+	for i := range ws {
+		w := &ws[i]
 		n := plan.Node{ID: w.ID, Datacenter: w.Datacenter, NodePool: w.NodePool}
-		if len(w.GPUs) > 0 {
-			n.GPUs = make([]plan.GPU, 0, len(w.GPUs))
-		}
-		for k, g := range w.GPUs {
-			if g.ID == "" {
-				return nil, errf(gpuPath(i, k), "must not be empty")
-			}
-			if prev, dup := c.gpus[g.ID]; dup {
-				return nil, errf(gpuPath(i, k), "GPU %s is listed twice (also %s)", quoteShort(g.ID), gpuPath(prev.ni, prev.gi))
-			}
-			c.gpus[g.ID] = gpuRef{node: w.ID, ni: i, gi: k}
+		at := len(gpus)
+		for _, g := range w.GPUs {
 			healthy := true
 			if g.Healthy != nil {
 				healthy = *g.Healthy
 			}
-			n.GPUs = append(n.GPUs, plan.GPU{ID: g.ID, Model: g.Model, Healthy: healthy})
+			gpus = append(gpus, plan.GPU{ID: g.ID, Model: g.Model, Healthy: healthy})
+		}
+		if len(w.GPUs) > 0 {
+			n.GPUs = gpus[at:len(gpus):len(gpus)]
 		}
 		out = append(out, n)
 	}
-	return out, nil
+	return out
 }
 
 func (c *converter) allocations(ws []wireAllocation) ([]plan.Allocation, error) {
-	ids := make(map[string]int, len(ws))
-	jobs := map[string]int{} // "ns/job" -> index of its first allocation
-	var out []plan.Allocation
-	if len(ws) > 0 {
-		out = make([]plan.Allocation, 0, len(ws))
+	if len(ws) == 0 {
+		return nil, nil
 	}
-	for i, w := range ws {
+	out := make([]plan.Allocation, 0, len(ws))
+	for i := range ws {
+		w := &ws[i]
 		path := "allocations[" + strconv.Itoa(i) + "]"
-		if err := nonEmpty(path, "id", w.ID, "namespace", w.Namespace, "job", w.Job, "group", w.Group); err != nil {
-			return nil, err
-		}
-		if j, dup := ids[w.ID]; dup {
-			return nil, errf(path+".id", "allocation %s is listed twice (also allocations[%d])", quoteShort(w.ID), j)
-		}
-		ids[w.ID] = i
-		typ, err := jobType(path+".type", w.Type)
-		if err != nil {
-			return nil, err
-		}
 		if err := priority(path+".priority", w.Priority); err != nil {
 			return nil, err
 		}
-		if w.Node == "" {
-			return nil, errf(path+".node", "must not be empty")
-		}
-		if _, ok := c.nodes[w.Node]; !ok {
-			return nil, errf(path+".node", "unknown node %s", quoteShort(w.Node))
-		}
-		for k, id := range w.GPUIDs {
-			gpath := func() string { return fmt.Sprintf("%s.gpu_ids[%d]", path, k) }
-			ref, ok := c.gpus[id]
-			switch {
-			case !ok:
-				return nil, errf(gpath(), "GPU %s is not on node %s (no node has it)", quoteShort(id), quoteShort(w.Node))
-			case ref.node != w.Node:
-				return nil, errf(gpath(), "GPU %s is not on node %s (it is on node %s)", quoteShort(id), quoteShort(w.Node), quoteShort(ref.node))
-			case ref.holder == i+1:
-				return nil, errf(gpath(), "GPU %s is listed twice in this allocation", quoteShort(id))
-			case ref.holder != 0:
-				return nil, errf(gpath(), "GPU %s is used twice (also by allocations[%d])", quoteShort(id), ref.holder-1)
-			}
-			ref.holder = i + 1
-			c.gpus[id] = ref
-		}
-		if w.StoppingFor != "" {
-			parts := strings.SplitN(w.StoppingFor, "/", 3)
-			if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-				return nil, errf(path+".stopping_for", "%s is not a claimant of the form \"namespace/job/group\"", quoteShort(w.StoppingFor))
-			}
+		stoppingFor, stoppingRes, err := claimant(path+".stopping_for", w.StoppingFor)
+		if err != nil {
+			return nil, err
 		}
 		started, err := parseTime(path+".started_at", w.StartedAt)
 		if err != nil {
 			return nil, err
 		}
-		// idle and elastic are job meta (gputide_idle, gputide_elastic):
-		// every allocation of a job has the same, as the Nomad adapter
-		// writes them. The planner preempts a batch job as one unit and
-		// relies on it.
-		jobKey := w.Namespace + "/" + w.Job
-		if j, ok := jobs[jobKey]; !ok {
-			jobs[jobKey] = i
-		} else if first := &ws[j]; w.Idle != first.Idle || w.Elastic != first.Elastic {
-			field, got, want := "idle", w.Idle, first.Idle
-			if w.Idle == first.Idle {
-				field, got, want = "elastic", w.Elastic, first.Elastic
-			}
-			return nil, errf(path+"."+field, "%v differs from %v in allocations[%d], an allocation of the same job %s",
-				got, want, j, quoteShort(jobKey))
-		}
-		out = append(out, plan.Allocation{
+		a := plan.Allocation{
 			ID: w.ID, Namespace: w.Namespace, Job: w.Job, Group: w.Group,
-			Type: typ, Priority: int(w.Priority), Node: w.Node,
-			GPUIDs: append([]string{}, w.GPUIDs...),
-			Idle:   w.Idle, Elastic: w.Elastic, Reservation: w.Reservation,
-			StoppingFor: w.StoppingFor, StartedAt: started,
-		})
+			Type: plan.JobType(w.Type), Priority: int(w.Priority), Node: w.Node,
+			GPUIDs: w.GPUIDs, Idle: w.Idle, Elastic: w.Elastic, Reservation: w.Reservation,
+			StoppingFor: stoppingFor, StoppingForReservation: stoppingRes, StartedAt: started, KillTimeout: plan.DefaultKillTimeout,
+		}
+		if w.KillTimeout != nil {
+			if a.KillTimeout, err = parseDuration(path+".kill_timeout", *w.KillTimeout); err != nil {
+				return nil, err
+			}
+		}
+		if w.MaxRun != nil {
+			if a.MaxRun, err = parseDuration(path+".max_run", *w.MaxRun); err != nil {
+				return nil, err
+			}
+		}
+		if w.AdmittedAt != "" {
+			if a.AdmittedAt, err = parseTime(path+".admitted_at", w.AdmittedAt); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }
 
 func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
-	groups := map[string]int{}
-	c.jobs = map[string]*wirePending{}
-	c.jobAt = map[string]int{}
-	c.asked = map[string]int64{}
 	var out []plan.Pending
 	for i := range ws {
 		w := &ws[i]
-		path := fmt.Sprintf("pending[%d]", i)
-		if err := nonEmpty(path, "namespace", w.Namespace, "job", w.Job, "group", w.Group); err != nil {
-			return nil, err
-		}
-		key := w.Namespace + "/" + w.Job + "/" + w.Group
-		if j, dup := groups[key]; dup {
-			return nil, errf(path, "group %s is listed twice (also pending[%d])", quoteShort(key), j)
-		}
-		groups[key] = i
-		typ, err := jobType(path+".type", w.Type)
-		if err != nil {
-			return nil, err
-		}
+		path := "pending[" + strconv.Itoa(i) + "]"
 		if err := priority(path+".priority", w.Priority); err != nil {
 			return nil, err
 		}
@@ -360,136 +340,60 @@ func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
 		if err := positive(path+".gpus", w.GPUs); err != nil {
 			return nil, err
 		}
-		// Both are at most MaxGPUs, so the product fits in an int64; the
-		// planner adds up the GPUs a job asks for, which must not overflow.
-		if n := w.Count * w.GPUs; n > quota.MaxGPUs {
-			return nil, errf(path, "count %d x gpus %d asks for %d GPUs, more than %d", w.Count, w.GPUs, n, quota.MaxGPUs)
-		}
-		jobKey := w.Namespace + "/" + w.Job
-		if c.asked[jobKey] += w.Count * w.GPUs; c.asked[jobKey] > quota.MaxGPUs {
-			return nil, errf(path, "the groups of job %s ask for %d GPUs in all, more than %d", quoteShort(jobKey), c.asked[jobKey], quota.MaxGPUs)
-		}
-		for k, dc := range w.Datacenters {
-			if dc == "" {
-				return nil, errf(fmt.Sprintf("%s.datacenters[%d]", path, k), "must not be empty")
-			}
-		}
 		submitted, err := parseTime(path+".submitted_at", w.SubmittedAt)
 		if err != nil {
 			return nil, err
 		}
 		p := plan.Pending{
-			Namespace: w.Namespace, Job: w.Job, Group: w.Group, Type: typ,
+			Namespace: w.Namespace, Job: w.Job, Group: w.Group, Type: plan.JobType(w.Type),
 			Priority: int(w.Priority), Count: int(w.Count), GPUs: int(w.GPUs),
-			Model: w.Model, Datacenters: append([]string(nil), w.Datacenters...),
+			Model: w.Model, Datacenters: nilIfEmpty(w.Datacenters),
 			NodePool: w.NodePool, Idle: w.Idle, Elastic: w.Elastic,
-			Reservation: w.Reservation, SubmittedAt: submitted,
+			Reservation: w.Reservation, SubmittedAt: submitted, QueuedAt: submitted,
+		}
+		if w.QueuedAt != "" {
+			if p.QueuedAt, err = parseTime(path+".queued_at", w.QueuedAt); err != nil {
+				return nil, err
+			}
 		}
 		if w.Flex != nil {
-			if w.Idle {
-				return nil, errf(path+".flex", "an idle job (idle: true) cannot be a flex request")
+			if p.Flex, err = c.flex(path+".flex", w.Flex); err != nil {
+				return nil, err
 			}
-			f := &plan.Flex{MaxWait: plan.MaxFlexWait}
-			if w.Flex.MaxWait != nil {
-				if f.MaxWait, err = parseDuration(path+".flex.max_wait", *w.Flex.MaxWait); err != nil {
-					return nil, err
-				}
-				if f.MaxWait == 0 {
-					return nil, errf(path+".flex.max_wait", "%s must be positive (leave max_wait out for the default 168h)", quoteShort(*w.Flex.MaxWait))
-				}
-				if f.MaxWait > plan.MaxFlexWait {
-					return nil, errf(path+".flex.max_wait", "%s is above the maximum of 168h", quoteShort(*w.Flex.MaxWait))
-				}
-			}
-			if w.Flex.MaxRun != nil {
-				if f.MaxRun, err = parseDuration(path+".flex.max_run", *w.Flex.MaxRun); err != nil {
-					return nil, err
-				}
-			}
-			p.Flex = f
-		}
-		if err := c.sameJob(path, w, i); err != nil {
-			return nil, err
 		}
 		out = append(out, p)
 	}
 	return out, nil
 }
 
-// sameJob checks that the pending groups of one job agree on what is set
-// per job in Nomad: type, priority, idle, elastic, reservation, submission
-// time and flex settings.
-func (c *converter) sameJob(path string, w *wirePending, i int) error {
-	key := w.Namespace + "/" + w.Job
-	first, ok := c.jobs[key]
-	if !ok {
-		c.jobs[key] = w
-		c.jobAt[key] = i
-		return nil
+// flex converts flex settings: max_wait defaults to plan.DefaultFlexWait.
+// Their rule is plan.Flex.Check's (DESIGN L11), applied by Validate; the
+// texts are kept to quote a bad value as given.
+func (c *converter) flex(path string, w *wireFlex) (*plan.Flex, error) {
+	f := &plan.Flex{MaxWait: plan.DefaultFlexWait}
+	var err error
+	if c.flexText == nil {
+		c.flexText = map[string]string{}
 	}
-	at := c.jobAt[key]
-	differ := func(field string, got, want any) error {
-		return errf(path+"."+field, "%v differs from %v in pending[%d], a group of the same job %s", got, want, at, quoteShort(key))
-	}
-	switch {
-	case w.Type != first.Type:
-		return differ("type", quoteShort(w.Type), quoteShort(first.Type))
-	case w.Priority != first.Priority:
-		return differ("priority", w.Priority, first.Priority)
-	case w.Idle != first.Idle:
-		return differ("idle", w.Idle, first.Idle)
-	case w.Elastic != first.Elastic:
-		return differ("elastic", w.Elastic, first.Elastic)
-	case w.Reservation != first.Reservation:
-		return differ("reservation", quoteShort(w.Reservation), quoteShort(first.Reservation))
-	case w.SubmittedAt != first.SubmittedAt:
-		return differ("submitted_at", quoteShort(w.SubmittedAt), quoteShort(first.SubmittedAt))
-	case flexText(w.Flex) != flexText(first.Flex):
-		return differ("flex", flexText(w.Flex), flexText(first.Flex))
-	}
-	return nil
-}
-
-// flexText renders flex settings for comparison and messages.
-func flexText(f *wireFlex) string {
-	if f == nil {
-		return "no flex"
-	}
-	s := func(p *string, def string) string {
-		if p == nil {
-			return def
+	if w.MaxWait != nil {
+		if f.MaxWait, err = parseDuration(path+".max_wait", *w.MaxWait); err != nil {
+			return nil, err
 		}
-		if d, err := time.ParseDuration(*p); err == nil {
-			return d.String()
-		}
-		return *p
+		c.flexText[path+".max_wait"] = *w.MaxWait
 	}
-	return fmt.Sprintf("flex {max_wait %s, max_run %s}", s(f.MaxWait, plan.MaxFlexWait.String()), s(f.MaxRun, "0s"))
+	if w.MaxRun != nil {
+		if f.MaxRun, err = parseDuration(path+".max_run", *w.MaxRun); err != nil {
+			return nil, err
+		}
+		c.flexText[path+".max_run"] = *w.MaxRun
+	}
+	return f, nil
 }
 
 func (c *converter) reservations(ws []wireReservation) ([]plan.Reservation, error) {
-	ids := map[string]int{}
 	var out []plan.Reservation
 	for i, w := range ws {
 		path := fmt.Sprintf("reservations[%d]", i)
-		if err := nonEmpty(path, "id", w.ID, "namespace", w.Namespace, "quota", w.Quota); err != nil {
-			return nil, err
-		}
-		if j, dup := ids[w.ID]; dup {
-			return nil, errf(path+".id", "reservation %s is listed twice (also reservations[%d])", quoteShort(w.ID), j)
-		}
-		ids[w.ID] = i
-		q, ok := c.tree[w.Quota]
-		if !ok {
-			return nil, errf(path+".quota", "unknown quota %s", quoteShort(w.Quota))
-		}
-		if !c.within(c.bound[w.Namespace], q) {
-			owner := "no quota"
-			if b, ok := c.bound[w.Namespace]; ok {
-				owner = "quota " + quoteShort(b)
-			}
-			return nil, errf(path+".namespace", "namespace %s is bound to %s, not to quota %s or below it", quoteShort(w.Namespace), owner, quoteShort(w.Quota))
-		}
 		if err := positive(path+".gpus", w.GPUs); err != nil {
 			return nil, err
 		}
@@ -501,23 +405,88 @@ func (c *converter) reservations(ws []wireReservation) ([]plan.Reservation, erro
 		if err != nil {
 			return nil, err
 		}
-		if !end.After(start) {
-			return nil, errf(path+".end", "%s is not after start %s", quoteShort(w.End), quoteShort(w.Start))
+		r := plan.Reservation{ID: w.ID, Namespace: w.Namespace, Quota: w.Quota,
+			GPUs: int(w.GPUs), Model: w.Model, NodePool: w.NodePool, Start: start, End: end}
+		if w.AllocGPUs != nil {
+			if err := positive(path+".alloc_gpus", *w.AllocGPUs); err != nil {
+				return nil, err
+			}
+			r.AllocGPUs = int(*w.AllocGPUs)
+		} else {
+			r.AllocGPUs, _ = r.Shape()
 		}
-		out = append(out, plan.Reservation{ID: w.ID, Namespace: w.Namespace, Quota: w.Quota,
-			GPUs: int(w.GPUs), Start: start, End: end})
+		out = append(out, r)
 	}
 	return out, nil
 }
 
-// within reports whether the quota node called name is q or below it.
-func (c *converter) within(name string, q *quota.Node) bool {
-	for n := c.tree[name]; n != nil; n = c.parent[n.Name] {
-		if n == q {
-			return true
+// holds converts the holds; their owner is {"reservation": ID} or a
+// claimant object, exactly one of the two.
+func (c *converter) holds(ws []wireHold) ([]plan.Hold, error) {
+	var out []plan.Hold
+	for i := range ws {
+		w := &ws[i]
+		path := fmt.Sprintf("holds[%d]", i)
+		h := plan.Hold{Node: w.Node, GPUIDs: w.GPUIDs}
+		o := w.For
+		switch {
+		case o.Reservation != "" && (o.Namespace != "" || o.Job != "" || o.Group != ""):
+			return nil, errf(path+".for", "names both reservation %s and a claimant; give one", quoteShort(o.Reservation))
+		case o.Reservation != "":
+			h.For.Reservation = o.Reservation
+		default:
+			if err := nonEmpty(path+".for", "namespace", o.Namespace, "job", o.Job, "group", o.Group); err != nil {
+				return nil, err
+			}
+			h.For.Group = plan.GroupKey{Namespace: o.Namespace, Job: o.Job, Group: o.Group}
 		}
+		var err error
+		if h.Until, err = parseTime(path+".until", w.Until); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
 	}
-	return false
+	return out, nil
+}
+
+// nilIfEmpty returns nil for an empty list, so that "[]" and no key read
+// the same.
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// claimant converts a claimant reference, a task group or (the object
+// {"reservation": ID} alone) a reservation. The group object form needs
+// its three keys; the older string form "namespace/job/group" must have
+// exactly three non-empty parts, so an ID or group name that contains "/"
+// (a periodic or dispatched child job) can only be given as an object.
+func claimant(path string, w wireClaimant) (plan.GroupKey, string, error) {
+	if k := w.Key; k != nil {
+		if k.Reservation != "" {
+			if k.Namespace != "" || k.Job != "" || k.Group != "" {
+				return plan.GroupKey{}, "", errf(path, "names both reservation %s and a claimant; give one", quoteShort(k.Reservation))
+			}
+			return plan.GroupKey{}, k.Reservation, nil
+		}
+		for _, f := range [][2]string{{"namespace", k.Namespace}, {"job", k.Job}, {"group", k.Group}} {
+			if f[1] == "" {
+				return plan.GroupKey{}, "", errf(path+"."+f[0], "must not be empty")
+			}
+		}
+		return plan.GroupKey{Namespace: k.Namespace, Job: k.Job, Group: k.Group}, "", nil
+	}
+	if w.Text == "" {
+		return plan.GroupKey{}, "", nil
+	}
+	parts := strings.Split(w.Text, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return plan.GroupKey{}, "", errf(path, "%s is not a claimant of the form \"namespace/job/group\" (three non-empty parts; "+
+			"a job ID or group with \"/\" needs the object form {\"namespace\": ..., \"job\": ..., \"group\": ...})", quoteShort(w.Text))
+	}
+	return plan.GroupKey{Namespace: parts[0], Job: parts[1], Group: parts[2]}, "", nil
 }
 
 // nonEmpty checks pairs of (key, value) for empty strings.
@@ -528,14 +497,6 @@ func nonEmpty(path string, kv ...string) error {
 		}
 	}
 	return nil
-}
-
-func jobType(path, v string) (plan.JobType, error) {
-	t := plan.JobType(v)
-	if !t.Valid() {
-		return "", errf(path, "%s is not a job type (service, batch, system or sysbatch)", quoteShort(v))
-	}
-	return t, nil
 }
 
 func priority(path string, v int64) error {

@@ -35,12 +35,14 @@ func Marshal(s *plan.Snapshot) ([]byte, error) {
 // EncodePlan writes p as JSON: an object {"actions": [...], "usage": [...],
 // "warnings": [...]} with the keys of plan.Action and plan.Usage, indented
 // by two spaces and followed by a newline. actions and usage are [] when
-// empty; warnings is left out when there are none. The output of one plan
+// empty; warnings is left out when there are none, wake_at when it is
+// zero (DESIGN L12: no instant at which time alone changes the plan). The
+// output of one plan
 // is always the same bytes. Its only errors are those of w.
 func EncodePlan(w io.Writer, p *plan.Plan) error {
 	out := plan.Plan{Actions: []plan.Action{}, Usage: []plan.Usage{}}
 	if p != nil {
-		out.Warnings = p.Warnings
+		out.Warnings, out.WakeAt = p.Warnings, p.WakeAt
 		if p.Actions != nil {
 			out.Actions = p.Actions
 		}
@@ -73,11 +75,14 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 	if s == nil {
 		s = &plan.Snapshot{}
 	}
-	minRuntime, debtGrace := s.Settings.MinRuntime.String(), s.Settings.DebtGrace.String()
+	text := func(d time.Duration) *string { v := d.String(); return &v }
+	st := s.Settings
 	w := &wireSnapshot{
-		Time:         timeText(s.Time),
-		Quota:        quotaToWire(s.Quota),
-		Settings:     &wireSettings{MinRuntime: &minRuntime, DebtGrace: &debtGrace},
+		Time:  timeText(s.Time),
+		Quota: quotaToWire(s.Quota),
+		Settings: &wireSettings{MinRuntime: text(st.MinRuntime), DebtGrace: text(st.DebtGrace),
+			Settle: text(st.Settle), DrainMargin: text(st.DrainMargin), DrainHorizon: text(st.DrainHorizon),
+			ReservationMaxAhead: text(st.ReservationMaxAhead), ReservationMinDuration: text(st.ReservationMinDuration)},
 		Nodes:        []wireNode{},
 		Allocations:  []wireAllocation{},
 		Pending:      []wirePending{},
@@ -92,13 +97,24 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		w.Nodes = append(w.Nodes, wn)
 	}
 	for _, a := range s.Allocations {
-		w.Allocations = append(w.Allocations, wireAllocation{
+		wa := wireAllocation{
 			ID: a.ID, Namespace: a.Namespace, Job: a.Job, Group: a.Group,
 			Type: string(a.Type), Priority: int64(a.Priority), Node: a.Node,
 			GPUIDs: append([]string{}, a.GPUIDs...),
 			Idle:   a.Idle, Elastic: a.Elastic, Reservation: a.Reservation,
-			StoppingFor: a.StoppingFor, StartedAt: timeText(a.StartedAt),
-		})
+			StoppingFor: claimantToWire(a.StoppingFor), StartedAt: timeText(a.StartedAt),
+			KillTimeout: text(a.KillTimeout),
+		}
+		if a.StoppingForReservation != "" {
+			wa.StoppingFor = wireClaimant{Key: &wireGroupKey{Reservation: a.StoppingForReservation}}
+		}
+		if a.MaxRun != 0 {
+			wa.MaxRun = text(a.MaxRun)
+		}
+		if !a.AdmittedAt.IsZero() {
+			wa.AdmittedAt = timeText(a.AdmittedAt)
+		}
+		w.Allocations = append(w.Allocations, wa)
 	}
 	for _, p := range s.Pending {
 		wp := wirePending{
@@ -107,6 +123,9 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 			Model: p.Model, Datacenters: append([]string{}, p.Datacenters...),
 			NodePool: p.NodePool, Idle: p.Idle, Elastic: p.Elastic,
 			Reservation: p.Reservation, SubmittedAt: timeText(p.SubmittedAt),
+		}
+		if !p.QueuedAt.IsZero() && !p.QueuedAt.Equal(p.SubmittedAt) {
+			wp.QueuedAt = timeText(p.QueuedAt)
 		}
 		if p.Flex != nil {
 			wp.Flex = &wireFlex{}
@@ -122,10 +141,19 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		w.Pending = append(w.Pending, wp)
 	}
 	for _, r := range s.Reservations {
+		allocGPUs, _ := r.Shape()
+		ag := int64(allocGPUs)
 		w.Reservations = append(w.Reservations, wireReservation{
 			ID: r.ID, Namespace: r.Namespace, Quota: r.Quota, GPUs: int64(r.GPUs),
+			AllocGPUs: &ag, Model: r.Model, NodePool: r.NodePool,
 			Start: timeText(r.Start), End: timeText(r.End),
 		})
+	}
+	for _, h := range s.Holds {
+		wh := wireHold{Node: h.Node, GPUIDs: append([]string{}, h.GPUIDs...), Until: timeText(h.Until),
+			For: wireHoldOwner{Reservation: h.For.Reservation, Namespace: h.For.Group.Namespace,
+				Job: h.For.Group.Job, Group: h.For.Group.Group}}
+		w.Holds = append(w.Holds, wh)
 	}
 	return w
 }
@@ -148,4 +176,13 @@ func quotaToWire(n *quota.Node) *wireQuota {
 		}
 	}
 	return w
+}
+
+// claimantToWire writes a claimant in the object form (none for the zero
+// key).
+func claimantToWire(k plan.GroupKey) wireClaimant {
+	if k.IsZero() {
+		return wireClaimant{}
+	}
+	return wireClaimant{Key: &wireGroupKey{Namespace: k.Namespace, Job: k.Job, Group: k.Group}}
 }

@@ -22,7 +22,8 @@ const base = `{
   "quota": {"name": "Quota1", "gpus": 8, "child_preemption": true, "namespaces": ["workspace-a"],
             "children": [{"name": "Quota1.1", "gpus": 4, "namespaces": ["workspace-b"], "changed_at": "2026-12-01T07:55:00Z"},
                          {"name": "Quota1.2", "gpus": 4, "priority_preemption": true, "namespaces": ["workspace-c"]}]},
-  "settings": {"min_runtime": "10m", "debt_grace": "5m"},
+  "settings": {"min_runtime": "10m", "debt_grace": "5m", "settle": "45s", "drain_margin": "2m",
+               "drain_horizon": "30m", "reservation_max_ahead": "48h", "reservation_min_duration": "2m"},
   "nodes": [{"id": "node-01", "datacenter": "dc1", "node_pool": "default",
              "gpus": [{"id": "GPU-01-0", "model": "NVIDIA H100 80GB HBM3", "healthy": true},
                       {"id": "GPU-01-1", "model": "NVIDIA H100 80GB HBM3", "healthy": false}]},
@@ -32,7 +33,8 @@ const base = `{
   "allocations": [{"id": "alloc-1", "namespace": "workspace-b", "job": "train-1", "group": "worker",
                    "type": "batch", "priority": 50, "node": "node-01", "gpu_ids": ["GPU-01-0"],
                    "idle": false, "elastic": false, "reservation": "", "stopping_for": "",
-                   "started_at": "2026-12-01T07:00:00Z"},
+                   "started_at": "2026-12-01T07:00:00Z", "kill_timeout": "30s", "max_run": "2h",
+                   "admitted_at": "2026-12-01T06:59:00Z"},
                   {"id": "alloc-2", "namespace": "workspace-c", "job": "sweep", "group": "trial",
                    "type": "batch", "priority": 20, "node": "node-02", "gpu_ids": ["GPU-02-0", "GPU-02-1"],
                    "idle": true, "elastic": true, "reservation": "r-1", "stopping_for": "workspace-a/chat/server",
@@ -47,9 +49,13 @@ const base = `{
                "flex": {"max_wait": "1440m", "max_run": "4h"}},
               {"namespace": "workspace-b", "job": "big", "group": "g", "type": "batch",
                "priority": 50, "count": 1, "gpus": 2, "submitted_at": "2026-12-01T07:00:00Z",
-               "flex": {}}],
+               "queued_at": "2026-12-01T07:30:00Z", "flex": {"max_run": "2h"}}],
   "reservations": [{"id": "r-1", "namespace": "workspace-b", "quota": "Quota1.1", "gpus": 2,
-                    "start": "2026-12-01T00:00:00Z", "end": "2026-12-08T00:00:00Z"}]
+                    "alloc_gpus": 1, "model": "NVIDIA A100-SXM4-40GB", "node_pool": "gpu",
+                    "start": "2026-12-01T00:00:00Z", "end": "2026-12-08T00:00:00Z"}],
+  "holds": [{"for": {"reservation": "r-1"}, "node": "node-02", "gpu_ids": ["GPU-02-1"], "until": "2026-12-01T00:00:45Z"},
+            {"for": {"namespace": "workspace-a", "job": "chat", "group": "server"}, "node": "node-01",
+             "gpu_ids": ["GPU-01-0"], "until": "2026-12-01T09:00:00Z"}]
 }`
 
 func mustTime(t *testing.T, s string) time.Time {
@@ -76,9 +82,11 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 		},
 	}
 	want := &plan.Snapshot{
-		Time:     mustTime(t, "2026-12-01T08:00:00Z"),
-		Quota:    wantQuota,
-		Settings: quota.Settings{MinRuntime: 10 * time.Minute, DebtGrace: 5 * time.Minute},
+		Time:  mustTime(t, "2026-12-01T08:00:00Z"),
+		Quota: wantQuota,
+		Settings: quota.Settings{MinRuntime: 10 * time.Minute, DebtGrace: 5 * time.Minute, Settle: 45 * time.Second,
+			DrainMargin: 2 * time.Minute, DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour,
+			ReservationMinDuration: 2 * time.Minute},
 		Nodes: []plan.Node{
 			{ID: "node-01", Datacenter: "dc1", NodePool: "default", GPUs: []plan.GPU{
 				{ID: "GPU-01-0", Model: "NVIDIA H100 80GB HBM3", Healthy: true},
@@ -90,27 +98,35 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 		Allocations: []plan.Allocation{
 			{ID: "alloc-1", Namespace: "workspace-b", Job: "train-1", Group: "worker", Type: plan.JobBatch,
 				Priority: 50, Node: "node-01", GPUIDs: []string{"GPU-01-0"},
-				StartedAt: mustTime(t, "2026-12-01T07:00:00Z")},
+				StartedAt: mustTime(t, "2026-12-01T07:00:00Z"), KillTimeout: 30 * time.Second, MaxRun: 2 * time.Hour,
+				AdmittedAt: mustTime(t, "2026-12-01T06:59:00Z")},
 			{ID: "alloc-2", Namespace: "workspace-c", Job: "sweep", Group: "trial", Type: plan.JobBatch,
 				Priority: 20, Node: "node-02", GPUIDs: []string{"GPU-02-0", "GPU-02-1"},
-				Idle: true, Elastic: true, Reservation: "r-1", StoppingFor: "workspace-a/chat/server",
-				StartedAt: mustTime(t, "2026-12-01T06:30:00.5+01:00")},
+				Idle: true, Elastic: true, Reservation: "r-1", StoppingFor: plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"},
+				StartedAt: mustTime(t, "2026-12-01T06:30:00.5+01:00"), KillTimeout: plan.DefaultKillTimeout},
 		},
 		Pending: []plan.Pending{
 			{Namespace: "workspace-a", Job: "chat", Group: "server", Type: plan.JobService, Priority: 80,
 				Count: 2, GPUs: 1, Datacenters: []string{"dc1"}, NodePool: "default",
-				SubmittedAt: mustTime(t, "2026-12-01T07:59:00Z"),
-				Flex:        &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}},
+				SubmittedAt: mustTime(t, "2026-12-01T07:59:00Z"), QueuedAt: mustTime(t, "2026-12-01T07:59:00Z"),
+				Flex: &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}},
 			{Namespace: "workspace-a", Job: "chat", Group: "cache", Type: plan.JobService, Priority: 80,
-				Count: 1, GPUs: 1, SubmittedAt: mustTime(t, "2026-12-01T07:59:00Z"),
+				Count: 1, GPUs: 1, SubmittedAt: mustTime(t, "2026-12-01T07:59:00Z"), QueuedAt: mustTime(t, "2026-12-01T07:59:00Z"),
 				Flex: &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}},
 			{Namespace: "workspace-b", Job: "big", Group: "g", Type: plan.JobBatch, Priority: 50,
-				Count: 1, GPUs: 2, SubmittedAt: mustTime(t, "2026-12-01T07:00:00Z"),
-				Flex: &plan.Flex{MaxWait: 168 * time.Hour}},
+				Count: 1, GPUs: 2, SubmittedAt: mustTime(t, "2026-12-01T07:00:00Z"), QueuedAt: mustTime(t, "2026-12-01T07:30:00Z"),
+				Flex: &plan.Flex{MaxWait: 168 * time.Hour, MaxRun: 2 * time.Hour}},
 		},
 		Reservations: []plan.Reservation{
-			{ID: "r-1", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 2,
+			{ID: "r-1", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 2, AllocGPUs: 1,
+				Model: "NVIDIA A100-SXM4-40GB", NodePool: "gpu",
 				Start: mustTime(t, "2026-12-01T00:00:00Z"), End: mustTime(t, "2026-12-08T00:00:00Z")},
+		},
+		Holds: []plan.Hold{
+			{For: plan.HoldOwner{Reservation: "r-1"}, Node: "node-02", GPUIDs: []string{"GPU-02-1"},
+				Until: mustTime(t, "2026-12-01T00:00:45Z")},
+			{For: plan.HoldOwner{Group: plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"}},
+				Node: "node-01", GPUIDs: []string{"GPU-01-0"}, Until: mustTime(t, "2026-12-01T09:00:00Z")},
 		},
 	}
 	if !reflect.DeepEqual(s.Quota, want.Quota) {
@@ -131,7 +147,7 @@ func TestUnmarshalAppliesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Settings != (quota.Settings{MinRuntime: 0, DebtGrace: 10 * time.Minute}) {
+	if s.Settings != quota.DefaultSettings() {
 		t.Errorf("settings = %+v, want min_runtime 0 and debt_grace 10m", s.Settings)
 	}
 	if !s.Nodes[0].GPUs[0].Healthy {
@@ -154,7 +170,9 @@ func TestUnmarshalOfPartialSettingsKeepsTheOtherDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Settings != (quota.Settings{MinRuntime: 90 * time.Second, DebtGrace: 10 * time.Minute}) {
+	if want := quota.DefaultSettings(); s.Settings != (quota.Settings{MinRuntime: 90 * time.Second, DebtGrace: 10 * time.Minute,
+		Settle: want.Settle, DrainMargin: want.DrainMargin, DrainHorizon: want.DrainHorizon,
+		ReservationMaxAhead: want.ReservationMaxAhead, ReservationMinDuration: want.ReservationMinDuration}) {
 		t.Errorf("settings = %+v, want min_runtime 90s and debt_grace 10m", s.Settings)
 	}
 }
@@ -274,7 +292,7 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			`pending[2].flex.max_wait: "11520m" is above the maximum of 168h`},
 		{"a zero max_wait is rejected",
 			func(m map[string]any) { at(m, "pending", 2, "flex")["max_wait"] = "0s" },
-			`pending[2].flex.max_wait: "0s" must be positive (leave max_wait out for the default 168h)`},
+			`pending[2].flex.max_wait: "0s" must be more than 0 (leave max_wait out for the default 168h)`},
 		{"a bad max_run is rejected",
 			func(m map[string]any) { at(m, "pending", 2, "flex")["max_run"] = "4 hours" },
 			`pending[2].flex.max_run: "4 hours" is not a Go duration (such as "90s", "10m" or "1h30m")`},
@@ -364,7 +382,28 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 			`allocations[1].job: must not be empty`},
 		{"a stopping_for that is not namespace/job/group is rejected",
 			func(m map[string]any) { at(m, "allocations", 1)["stopping_for"] = "chat/server" },
-			`allocations[1].stopping_for: "chat/server" is not a claimant of the form "namespace/job/group"`},
+			`allocations[1].stopping_for: "chat/server" is not a claimant of the form "namespace/job/group" (three non-empty parts; a job ID or group with "/" needs the object form {"namespace": ..., "job": ..., "group": ...})`},
+		{"a stopping_for string with four parts is rejected, not read as a group with \"/\"",
+			func(m map[string]any) { at(m, "allocations", 1)["stopping_for"] = "a/b/c/d" },
+			`allocations[1].stopping_for: "a/b/c/d" is not a claimant of the form "namespace/job/group" (three non-empty parts; a job ID or group with "/" needs the object form {"namespace": ..., "job": ..., "group": ...})`},
+		{"a stopping_for object without a group is rejected",
+			func(m map[string]any) {
+				at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": "workspace-a", "job": "chat"}
+			},
+			`allocations[1].stopping_for.group: must not be empty`},
+		{"a stopping_for naming a reservation and a claimant is rejected",
+			func(m map[string]any) {
+				at(m, "allocations", 1)["stopping_for"] = map[string]any{"reservation": "r-1", "job": "chat"}
+			},
+			`allocations[1].stopping_for: names both reservation "r-1" and a claimant; give one`},
+		{"a stopping_for object with an empty job is rejected",
+			func(m map[string]any) {
+				at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": "workspace-a", "job": "", "group": "g"}
+			},
+			`allocations[1].stopping_for.job: must not be empty`},
+		{"a stopping_for of another JSON type is rejected",
+			func(m map[string]any) { at(m, "allocations", 1)["stopping_for"] = 7 },
+			`allocations[1].stopping_for: want an object, not the number 7`},
 		{"a pending group listed twice is rejected",
 			func(m map[string]any) { at(m, "pending", 1)["group"] = "server" },
 			`pending[1]: group "workspace-a/chat/server" is listed twice (also pending[0])`},
@@ -391,6 +430,46 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 		{"a reservation for an unbound namespace is rejected",
 			func(m map[string]any) { at(m, "reservations", 0)["namespace"] = "elsewhere" },
 			`reservations[0].namespace: namespace "elsewhere" is bound to no quota, not to quota "Quota1.1" or below it`},
+		// Calendar and Flex fields (DESIGN L10, L11).
+		{"an alloc_gpus that does not divide gpus is rejected",
+			func(m map[string]any) { at(m, "reservations", 0)["alloc_gpus"] = 3 },
+			`reservations[0].alloc_gpus: 3 does not divide gpus 2`},
+		{"a zero alloc_gpus is rejected",
+			func(m map[string]any) { at(m, "reservations", 0)["alloc_gpus"] = 0 },
+			`reservations[0].alloc_gpus: must be at least 1, not 0`},
+		{"a negative kill_timeout is rejected",
+			func(m map[string]any) { at(m, "allocations", 0)["kill_timeout"] = "-5s" },
+			`allocations[0].kill_timeout: "-5s" is negative`},
+		{"a max_run above 168h is rejected",
+			func(m map[string]any) { at(m, "allocations", 0)["max_run"] = "169h" },
+			`allocations[0].max_run: "169h0m0s" is above the maximum of 168h`},
+		{"a bad admitted_at is rejected",
+			func(m map[string]any) { at(m, "allocations", 0)["admitted_at"] = "yesterday" },
+			`allocations[0].admitted_at: "yesterday" is not an RFC 3339 time (such as "2026-12-01T08:00:00Z")`},
+		{"a queued_at before submitted_at is rejected",
+			func(m map[string]any) { at(m, "pending", 2)["queued_at"] = "2026-12-01T06:00:00Z" },
+			`pending[2].queued_at: "2026-12-01T06:00:00Z" is before submitted_at "2026-12-01T07:00:00Z"`},
+		{"a flex request naming a reservation is rejected",
+			func(m map[string]any) { at(m, "pending", 2)["reservation"] = "r-1" },
+			`pending[2].reservation: "r-1": a flex request cannot name a reservation (L11)`},
+		{"a negative settle is rejected",
+			func(m map[string]any) { at(m, "settings")["settle"] = "-1s" },
+			`settings.settle: "-1s" is negative`},
+		{"a hold of an unknown reservation is rejected",
+			func(m map[string]any) { at(m, "holds", 0, "for")["reservation"] = "r-9" },
+			`holds[0].for.reservation: unknown reservation "r-9"`},
+		{"a hold naming both a reservation and a claimant is rejected",
+			func(m map[string]any) { at(m, "holds", 0, "for")["job"] = "chat" },
+			`holds[0].for: names both reservation "r-1" and a claimant; give one`},
+		{"a hold with a claimant of two names is rejected",
+			func(m map[string]any) { delete(at(m, "holds", 1, "for"), "group") },
+			`holds[1].for.group: must not be empty`},
+		{"a hold of a GPU of another node is rejected",
+			func(m map[string]any) { at(m, "holds", 0)["gpu_ids"] = []any{"GPU-01-0"} },
+			`holds[0].gpu_ids[0]: GPU "GPU-01-0" is not on node "node-02"`},
+		{"a hold without until is rejected",
+			func(m map[string]any) { delete(at(m, "holds", 0), "until") },
+			`holds[0].until: missing required key "until"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -486,6 +565,66 @@ func TestEncodeThenDecodeGivesTheSameSnapshot(t *testing.T) {
 	}
 }
 
+func TestAStopForAReservationSurvivesTheRoundTrip(t *testing.T) {
+	m := map[string]any{}
+	if err := json.Unmarshal([]byte(base), &m); err != nil {
+		t.Fatal(err)
+	}
+	at(m, "allocations", 0)["stopping_for"] = map[string]any{"reservation": "r-1"}
+	doc, _ := json.Marshal(m)
+	s, err := Unmarshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := s.Allocations[0]; a.StoppingForReservation != "r-1" || !a.StoppingFor.IsZero() {
+		t.Fatalf("allocation = %+v, want stopping for reservation r-1", a)
+	}
+	out, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Unmarshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, s) {
+		t.Errorf("round trip changed the snapshot:\n got %+v\nwant %+v", back, s)
+	}
+}
+
+func TestAClaimantWithSlashesNeedsAndSurvivesTheObjectForm(t *testing.T) {
+	// A periodic child job's ID and a group name may contain "/".
+	want := plan.GroupKey{Namespace: "workspace-a", Job: "nightly/periodic-1764576000", Group: "shard/0"}
+	doc := edit(t, func(m map[string]any) {
+		at(m, "allocations", 1)["stopping_for"] = map[string]any{"namespace": want.Namespace, "job": want.Job, "group": want.Group}
+	})
+	s, err := Unmarshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Allocations[1].StoppingFor; got != want {
+		t.Fatalf("StoppingFor = %#v, want %#v", got, want)
+	}
+	var buf bytes.Buffer
+	if err := Encode(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"stopping_for": {
+        "namespace": "workspace-a",
+        "job": "nightly/periodic-1764576000",
+        "group": "shard/0"
+      }`) {
+		t.Errorf("Encode did not write the object form:\n%s", buf.String())
+	}
+	back, err := Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Allocations[1].StoppingFor; got != want {
+		t.Fatalf("after a round trip StoppingFor = %#v, want %#v", got, want)
+	}
+}
+
 func TestEncodeWritesStableIndentedJSON(t *testing.T) {
 	s := &plan.Snapshot{
 		Time:     time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC),
@@ -507,7 +646,12 @@ func TestEncodeWritesStableIndentedJSON(t *testing.T) {
   },
   "settings": {
     "min_runtime": "0s",
-    "debt_grace": "10m0s"
+    "debt_grace": "10m0s",
+    "settle": "30s",
+    "drain_margin": "1m0s",
+    "drain_horizon": "1h0m0s",
+    "reservation_max_ahead": "1344h0m0s",
+    "reservation_min_duration": "1h0m0s"
   },
   "nodes": [
     {
@@ -563,7 +707,7 @@ func TestEncodePlanWritesTheDocumentedShape(t *testing.T) {
 	p := &plan.Plan{
 		Actions: []plan.Action{
 			{Action: plan.ActionStop, Alloc: "alloc-7", Namespace: "workspace-c", Job: "train-9", Group: "w",
-				Node: "node-03", GPUs: 8, Rule: plan.RuleChild, For: "workspace-a/chat/server",
+				Node: "node-03", GPUs: 8, Rule: plan.RuleChild, For: plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"},
 				Reason: "child-level preemption for Quota1"},
 			{Action: plan.ActionAdmit, Namespace: "workspace-a", Job: "chat", Group: "server", Count: 2,
 				Nodes: []string{"node-03", "node-07"}, GPUs: 8, Rule: plan.RuleAdmission},
@@ -585,7 +729,11 @@ func TestEncodePlanWritesTheDocumentedShape(t *testing.T) {
       "node": "node-03",
       "gpus": 8,
       "rule": "L5.2",
-      "for": "workspace-a/chat/server",
+      "for": {
+        "namespace": "workspace-a",
+        "job": "chat",
+        "group": "server"
+      },
       "reason": "child-level preemption for Quota1"
     },
     {
@@ -610,7 +758,9 @@ func TestEncodePlanWritesTheDocumentedShape(t *testing.T) {
       "nonidle": 112,
       "borrowed": 0,
       "debt": 0,
-      "lendable": 8
+      "lendable": 8,
+      "booked": 0,
+      "displaced": 0
     }
   ]
 }
@@ -723,4 +873,53 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("encoding is not stable:\n%s\n---\n%s", out, out2)
 		}
 	})
+}
+
+func TestEncodePlanWritesHoldsJobStopsAndWakeAt(t *testing.T) {
+	until := time.Date(2026, 12, 1, 9, 0, 30, 0, time.UTC)
+	p := &plan.Plan{
+		Actions: []plan.Action{
+			{Action: plan.ActionHold, Namespace: "workspace-b", Node: "node-01", GPUs: 2, GPUIDs: []string{"g0", "g1"},
+				Rule: plan.RuleReservation, Reservation: "r-1", Until: until},
+			{Action: plan.ActionStopJob, Namespace: "workspace-b", Job: "train", GPUs: 8, Rule: plan.RuleEnd, Reservation: "r-1"},
+		},
+		Usage:  []plan.Usage{},
+		WakeAt: until,
+	}
+	var buf bytes.Buffer
+	if err := EncodePlan(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "actions": [
+    {
+      "action": "hold",
+      "namespace": "workspace-b",
+      "job": "",
+      "node": "node-01",
+      "gpus": 2,
+      "rule": "L10",
+      "reservation": "r-1",
+      "gpu_ids": [
+        "g0",
+        "g1"
+      ],
+      "until": "2026-12-01T09:00:30Z"
+    },
+    {
+      "action": "stop_job",
+      "namespace": "workspace-b",
+      "job": "train",
+      "gpus": 8,
+      "rule": "L10.end",
+      "reservation": "r-1"
+    }
+  ],
+  "usage": [],
+  "wake_at": "2026-12-01T09:00:30Z"
+}
+`
+	if buf.String() != want {
+		t.Errorf("EncodePlan =\n%s\nwant\n%s", buf.String(), want)
+	}
 }

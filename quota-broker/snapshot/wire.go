@@ -15,9 +15,14 @@
 // Decoding never panics and never returns a snapshot together with an error.
 package snapshot
 
+import "encoding/json"
+
 // The wire types mirror the JSON document. Tags: `json` names the key;
-// `snap:"required"` makes the key mandatory (checked by the strict walker
-// before json.Unmarshal). Times are RFC 3339 strings and durations Go
+// `snap` options (comma-separated) are read by the strict walker:
+// "required" makes the key mandatory; "intern" makes equal strings of the
+// key (or of its list) one string, for names that repeat over thousands of
+// entries (a model, a namespace, a node ID referenced by its allocations);
+// "unique=noun" refuses a list entry given twice as soon as it is read. Times are RFC 3339 strings and durations Go
 // duration strings, kept as strings here so that errors can quote them.
 
 type wireSnapshot struct {
@@ -28,6 +33,7 @@ type wireSnapshot struct {
 	Allocations  []wireAllocation  `json:"allocations"`
 	Pending      []wirePending     `json:"pending"`
 	Reservations []wireReservation `json:"reservations"`
+	Holds        []wireHold        `json:"holds,omitempty"`
 }
 
 type wireQuota struct {
@@ -43,52 +49,62 @@ type wireQuota struct {
 type wireSettings struct {
 	MinRuntime *string `json:"min_runtime,omitempty"`
 	DebtGrace  *string `json:"debt_grace,omitempty"`
+	// The Calendar and Flex settings (DESIGN L10, L11).
+	Settle                 *string `json:"settle,omitempty"`
+	DrainMargin            *string `json:"drain_margin,omitempty"`
+	DrainHorizon           *string `json:"drain_horizon,omitempty"`
+	ReservationMaxAhead    *string `json:"reservation_max_ahead,omitempty"`
+	ReservationMinDuration *string `json:"reservation_min_duration,omitempty"`
 }
 
 type wireNode struct {
-	ID         string    `json:"id" snap:"required"`
-	Datacenter string    `json:"datacenter"`
-	NodePool   string    `json:"node_pool"`
+	ID         string    `json:"id" snap:"required,intern"`
+	Datacenter string    `json:"datacenter" snap:"intern"`
+	NodePool   string    `json:"node_pool" snap:"intern"`
 	GPUs       []wireGPU `json:"gpus"`
 }
 
 type wireGPU struct {
 	ID      string `json:"id" snap:"required"`
-	Model   string `json:"model"`
+	Model   string `json:"model" snap:"intern"`
 	Healthy *bool  `json:"healthy"`
 }
 
 type wireAllocation struct {
-	ID          string   `json:"id" snap:"required"`
-	Namespace   string   `json:"namespace" snap:"required"`
-	Job         string   `json:"job" snap:"required"`
-	Group       string   `json:"group" snap:"required"`
-	Type        string   `json:"type" snap:"required"`
-	Priority    int64    `json:"priority" snap:"required"`
-	Node        string   `json:"node" snap:"required"`
-	GPUIDs      []string `json:"gpu_ids" snap:"required"`
-	Idle        bool     `json:"idle"`
-	Elastic     bool     `json:"elastic"`
-	Reservation string   `json:"reservation"`
-	StoppingFor string   `json:"stopping_for"`
-	StartedAt   string   `json:"started_at" snap:"required"`
+	ID          string       `json:"id" snap:"required"`
+	Namespace   string       `json:"namespace" snap:"required,intern"`
+	Job         string       `json:"job" snap:"required"`
+	Group       string       `json:"group" snap:"required,intern"`
+	Type        string       `json:"type" snap:"required,intern"`
+	Priority    int64        `json:"priority" snap:"required"`
+	Node        string       `json:"node" snap:"required,intern"`
+	GPUIDs      []string     `json:"gpu_ids" snap:"required"`
+	Idle        bool         `json:"idle"`
+	Elastic     bool         `json:"elastic"`
+	Reservation string       `json:"reservation" snap:"intern"`
+	StoppingFor wireClaimant `json:"stopping_for,omitzero"`
+	StartedAt   string       `json:"started_at" snap:"required"`
+	KillTimeout *string      `json:"kill_timeout,omitempty"` // default "5s"
+	MaxRun      *string      `json:"max_run,omitempty"`      // flex max_run; none: not flex
+	AdmittedAt  string       `json:"admitted_at,omitempty"`
 }
 
 type wirePending struct {
-	Namespace   string    `json:"namespace" snap:"required"`
+	Namespace   string    `json:"namespace" snap:"required,intern"`
 	Job         string    `json:"job" snap:"required"`
-	Group       string    `json:"group" snap:"required"`
-	Type        string    `json:"type" snap:"required"`
+	Group       string    `json:"group" snap:"required,intern"`
+	Type        string    `json:"type" snap:"required,intern"`
 	Priority    int64     `json:"priority" snap:"required"`
 	Count       int64     `json:"count" snap:"required"`
 	GPUs        int64     `json:"gpus" snap:"required"`
-	Model       string    `json:"model"`
-	Datacenters []string  `json:"datacenters"`
-	NodePool    string    `json:"node_pool"`
+	Model       string    `json:"model" snap:"intern"`
+	Datacenters []string  `json:"datacenters" snap:"intern,unique=datacenter"`
+	NodePool    string    `json:"node_pool" snap:"intern"`
 	Idle        bool      `json:"idle"`
 	Elastic     bool      `json:"elastic"`
-	Reservation string    `json:"reservation"`
+	Reservation string    `json:"reservation" snap:"intern"`
 	SubmittedAt string    `json:"submitted_at" snap:"required"`
+	QueuedAt    string    `json:"queued_at,omitempty"` // default submitted_at
 	Flex        *wireFlex `json:"flex,omitempty"`
 }
 
@@ -102,6 +118,56 @@ type wireReservation struct {
 	Namespace string `json:"namespace" snap:"required"`
 	Quota     string `json:"quota" snap:"required"`
 	GPUs      int64  `json:"gpus" snap:"required"`
+	AllocGPUs *int64 `json:"alloc_gpus,omitempty"` // default: largest divisor of gpus up to 8
+	Model     string `json:"model,omitempty"`
+	NodePool  string `json:"node_pool,omitempty"`
 	Start     string `json:"start" snap:"required"`
 	End       string `json:"end" snap:"required"`
+}
+
+// wireHold is a hold (DESIGN L10): GPUs of one node kept for an owner.
+type wireHold struct {
+	For    wireHoldOwner `json:"for" snap:"required"`
+	Node   string        `json:"node" snap:"required"`
+	GPUIDs []string      `json:"gpu_ids" snap:"required"`
+	Until  string        `json:"until" snap:"required"`
+}
+
+// wireHoldOwner is a hold's owner: {"reservation": ID} or a claimant
+// object {"namespace", "job", "group"}; exactly one of the two forms.
+type wireHoldOwner struct {
+	Reservation string `json:"reservation,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Job         string `json:"job,omitempty"`
+	Group       string `json:"group,omitempty"`
+}
+
+// wireClaimant is a claimant reference (stopping_for): the object
+// {"namespace", "job", "group"} that the encoder writes, or
+// {"reservation": ID} for a stop made for a reservation (L10.drain), or,
+// as older snapshots wrote it, the string "namespace/job/group" with
+// exactly three non-empty parts. "" (or no key) is no claimant. The strict
+// reader decodes it by hand (decoder.claimant): one key, two JSON types;
+// the converter checks that an object has one form (claimant).
+type wireClaimant struct {
+	Text string        // the string form as given, or ""
+	Key  *wireGroupKey // the object form, or nil
+}
+
+type wireGroupKey struct {
+	Reservation string `json:"reservation,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Job         string `json:"job,omitempty"`
+	Group       string `json:"group,omitempty"`
+}
+
+// IsZero reports whether c names no claimant (the key is then left out).
+func (c wireClaimant) IsZero() bool { return c.Text == "" && c.Key == nil }
+
+// MarshalJSON writes the object form (the string form is read only).
+func (c wireClaimant) MarshalJSON() ([]byte, error) {
+	if c.Key == nil {
+		return json.Marshal(c.Text)
+	}
+	return json.Marshal(c.Key)
 }

@@ -1,5 +1,6 @@
-// Package report writes what a simulation measured: report.md, the
-// occupancy chart (occupancy.svg) and the one-screen summary.
+// Package report writes what a simulation measured: report.md and the same
+// as one self-contained report.html, the charts (occupancy.svg, queue.svg,
+// losses.svg) and the one-screen summary.
 package report
 
 import (
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,48 +22,84 @@ import (
 // Files are the names of what Write puts in the output folder.
 const (
 	ReportFile    = "report.md"
+	HTMLFile      = "report.html"
 	OccupancyFile = "occupancy.svg"
+	QueueFile     = "queue.svg"
+	LossesFile    = "losses.svg"
 	EventsFile    = "events.jsonl"
 )
 
+// chartKinds are the charts of one run: file stem, what it shows, and how
+// it is drawn.
+var chartKinds = []struct {
+	stem, caption string
+	draw          func(io.Writer, *sim.Result, Scales, string) error
+}{
+	{"occupancy", "GPUs in use over time, stacked by workspace (hatched: borrowed GPUs; grey: stopping allocations); below, each quota's use against the limit the policy enforces", Occupancy},
+	{"queue", "GPUs waiting over time by workspace (the queue): non-idle jobs solid, idle jobs hatched", Queue},
+	{"losses", "GPU-hours of work lost to preemption in each hour, by rule: victims inside their quota solid, borrowing (idle) victims hatched", Losses},
+}
+
+// chartFile is the file of a chart kind for a run: occupancy.svg for the
+// main run, occupancy-<label>.svg for a compared one.
+func chartFile(stem, label string) string {
+	if label == "" {
+		return stem + ".svg"
+	}
+	return stem + "-" + label + ".svg"
+}
+
 // CompareFiles are the charts of the compared policies (-compare), named
-// occupancy-<policy>.svg. Write removes those a run without them leaves
-// from an earlier run in the same folder.
-var CompareFiles = []string{compareFile("static"), compareFile("kueue")}
+// <chart>-<policy>.svg, and of a compared quota tree (-compare-quota),
+// <chart>-whatif.svg. Write removes those a run without them leaves from an
+// earlier run in the same folder.
+var CompareFiles = func() []string {
+	var out []string
+	for _, label := range []string{"static", "kueue", "whatif"} {
+		for _, k := range chartKinds {
+			out = append(out, chartFile(k.stem, label))
+		}
+	}
+	return out
+}()
 
-func compareFile(policy string) string { return "occupancy-" + policy + ".svg" }
+// Label names a compared run in files and tables: its policy, or the
+// label given to its quota tree (Result.Label) for a what-if run.
+func Label(r *sim.Result) string {
+	if r.Label != "" {
+		return r.Label
+	}
+	return r.Policy
+}
 
-// Write writes report.md and occupancy.svg for main into dir, and, for each
-// compared run, occupancy-<policy>.svg; it removes the CompareFiles it did
-// not write (left by an earlier run). notes are the workload's notes.
+// Write writes report.md, report.html and the charts of main into dir,
+// and, for each compared run, its charts named after it; it removes the
+// CompareFiles it did not write (left by an earlier run). notes are the
+// workload's notes. Everything is drawn in memory first, so that a failure
+// leaves no partial file.
 func Write(dir string, main *sim.Result, compared []*sim.Result, notes []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var b strings.Builder
-	Markdown(&b, main, compared, notes)
-	if err := os.WriteFile(filepath.Join(dir, ReportFile), []byte(b.String()), 0o644); err != nil {
+	files, err := Charts(main, compared)
+	if err != nil {
 		return err
 	}
-	write := func(name string, r *sim.Result) error {
-		// Draw into memory first, so that a failure leaves no partial file.
-		var svg bytes.Buffer
-		if err := Occupancy(&svg, r); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return os.WriteFile(filepath.Join(dir, name), svg.Bytes(), 0o644)
-	}
-	if err := write(OccupancyFile, main); err != nil {
-		return err
-	}
+	var md, page bytes.Buffer
+	Markdown(&md, main, compared, notes)
+	HTML(&page, main, compared, notes, files)
 	written := map[string]bool{}
-	for _, r := range compared {
-		if r != main {
-			if err := write(compareFile(r.Policy), r); err != nil {
-				return err
-			}
-			written[compareFile(r.Policy)] = true
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.Name), f.SVG, 0o644); err != nil {
+			return err
 		}
+		written[f.Name] = true
+	}
+	if err := os.WriteFile(filepath.Join(dir, ReportFile), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, HTMLFile), page.Bytes(), 0o644); err != nil {
+		return err
 	}
 	for _, name := range CompareFiles {
 		if written[name] {
@@ -72,6 +110,41 @@ func Write(dir string, main *sim.Result, compared []*sim.Result, notes []string)
 		}
 	}
 	return nil
+}
+
+// ChartFile is one drawn chart.
+type ChartFile struct {
+	Name, Caption string
+	Run           *sim.Result
+	SVG           []byte
+}
+
+// Charts draws every chart of main and of the compared runs, on the
+// scales they share.
+func Charts(main *sim.Result, compared []*sim.Result) ([]ChartFile, error) {
+	runs := []*sim.Result{main}
+	for _, r := range compared {
+		if r != main {
+			runs = append(runs, r)
+		}
+	}
+	sc := NewScales(runs...)
+	var out []ChartFile
+	for i, r := range runs {
+		label := ""
+		if i > 0 {
+			label = Label(r)
+		}
+		for _, k := range chartKinds {
+			name := chartFile(k.stem, label)
+			var b bytes.Buffer
+			if err := k.draw(&b, r, sc, strings.TrimSuffix(name, ".svg")); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			out = append(out, ChartFile{Name: name, Caption: k.caption, Run: r, SVG: b.Bytes()})
+		}
+	}
+	return out, nil
 }
 
 func gpuh(sec float64) string { return fmt.Sprintf("%.0f", sec/3600) }
@@ -131,39 +204,101 @@ var ruleText = map[string]string{
 
 // Markdown writes report.md.
 func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string) {
-	sc := r.Scenario
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	span := r.End.Sub(r.Start)
-	capGPUh := float64(r.Capacity) * span.Seconds()
-	p("# gputide simulation: %s\n\n", sc.Name)
-	p("- Scenario: `%s`; policy **%s**; seed %d\n", sc.File, r.Policy, sc.Seed)
-	p("- Simulated: %s to %s (%s, %s)\n", r.Start.Format("Mon 2006-01-02 15:04"), r.End.Format("Mon 2006-01-02 15:04"), Dur(span), sc.Zone)
-	p("- Cluster: %d GPUs", r.Capacity)
-	for _, g := range sc.Nodes {
-		p("; %d nodes x %d %s (%s, pool %s)", g.Count, g.GPUs, g.Model, g.Datacenter, g.NodePool)
+	d := build(r, compared, notes, nil, true)
+	d.markdown(w)
+}
+
+// HTML writes report.html: the report with its charts inline, one file a
+// browser opens from disk (no script, nothing fetched). It leaves out the
+// real time the run took, so that one seed gives the same bytes.
+func HTML(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string, charts []ChartFile) {
+	d := build(r, compared, notes, charts, false)
+	d.html(w, "gputide simulation: "+r.Scenario.Name)
+}
+
+// build lays the report out. With charts, the figures hold their SVG
+// (HTML); wall adds the real time the run took (Markdown only).
+func build(r *sim.Result, compared []*sim.Result, notes []string, charts []ChartFile, wall bool) *doc {
+	d := &doc{}
+	d.h(1, "gputide simulation: %s", r.Scenario.Name)
+	whatRan(d, r, notes, wall)
+	if len(compared) > 1 {
+		d.h(2, "Policy comparison")
+		Comparison(d, compared)
 	}
-	p("\n- Broker: plans on every arrival and finish and at least every %s (an unchanged state is not planned again); kill_timeout %s; pre-warm %v\n",
-		sc.Broker.Interval, sc.Broker.KillTimeout, sc.Broker.Prewarm)
-	p("- Run: %d simulated events, %d plans, %s of real time (%.0f events/s)\n\n", r.Events, r.Plans, r.Wall.Round(time.Millisecond),
-		float64(r.Events)/max(r.Wall.Seconds(), 1e-9))
-	if len(notes) > 0 {
-		p("## Inputs\n\n")
-		for _, n := range notes {
-			p("- %s\n", n)
+	utilisation(d, r)
+	quotas(d, r)
+	workspaces(d, r)
+	whyWaited(d, r)
+	preemptions(d, r)
+	scaleUps(d, r)
+	moves(d, r)
+	figures(d, r, compared, charts)
+	return d
+}
+
+func whatRan(d *doc, r *sim.Result, notes []string, wall bool) {
+	sc := r.Scenario
+	span := r.End.Sub(r.Start)
+	d.h(2, "What ran")
+	cluster := fmt.Sprintf("Cluster: %d GPUs", r.Capacity)
+	for _, g := range sc.Nodes {
+		cluster += fmt.Sprintf("; %d nodes x %d %s (%s, pool %s)", g.Count, g.GPUs, g.Model, g.Datacenter, g.NodePool)
+	}
+	items := []string{
+		fmt.Sprintf("Scenario: `%s` (%s); policy **%s**; seed %d", sc.File, sc.Name, r.Policy, sc.Seed),
+		fmt.Sprintf("Simulated: %s to %s (%s, %s)", r.Start.Format("Mon 2006-01-02 15:04"), r.End.Format("Mon 2006-01-02 15:04"), Dur(span), sc.Zone),
+		cluster,
+		fmt.Sprintf("Broker: plans on every arrival and finish and at least every %s (an unchanged state is not planned again); kill_timeout %s; pre-warm %v",
+			sc.Broker.Interval, sc.Broker.KillTimeout, sc.Broker.Prewarm),
+	}
+	if r.Label != "" {
+		items = append(items, fmt.Sprintf("Quota tree: %s", r.Label))
+	}
+	if wall {
+		items = append(items, fmt.Sprintf("Run: %d simulated events, %d plans, %s of real time (%.0f events/s)", r.Events, r.Plans,
+			r.Wall.Round(time.Millisecond), float64(r.Events)/max(r.Wall.Seconds(), 1e-9)))
+	} else {
+		items = append(items, fmt.Sprintf("Run: %d simulated events, %d plans", r.Events, r.Plans))
+	}
+	d.list(items...)
+	if len(sc.Training) > 0 {
+		t := d.table("training", "trace", "slice starts at (trace time)", "trace seconds per simulated second>", "GPU scale>", "rows kept>",
+			"idle jobs>", "checkpoint every>", "checkpoint on stop (L8)>", "gangs")
+		for _, tr := range sc.Training {
+			ckpt := "never"
+			if tr.Checkpoint > 0 {
+				ckpt = Dur(tr.Checkpoint)
+			}
+			zone := time.UTC
+			if tr.TraceZone != nil {
+				zone = tr.TraceZone
+			}
+			onStop := "no"
+			if w := tr.CheckpointWrite; w > 0 && w <= tr.KillTimeout {
+				onStop = fmt.Sprintf("written in %s of a %s kill_timeout", Dur(w), Dur(tr.KillTimeout))
+			} else if w > 0 {
+				onStop = fmt.Sprintf("no: a %s write does not fit a %s kill_timeout", Dur(w), Dur(tr.KillTimeout))
+			}
+			t.row(tr.Name, "`"+tr.Trace+"`", tr.TraceStart.In(zone).Format("2006-01-02 15:04 MST"), fmt.Sprintf("%g", tr.TimeScale),
+				fmt.Sprintf("%g", tr.GPUScale), pct(tr.Sample), pct(tr.IdleFraction), ckpt, onStop, tr.Gang)
 		}
-		p("\n")
+	}
+	if len(notes) > 0 {
+		d.p("Inputs:")
+		d.list(notes...)
 	}
 	if len(r.Conflicts) > 0 {
-		p("## Plan actions that could not be applied (%d)\n\n", len(r.Conflicts))
-		for _, c := range r.Conflicts[:min(len(r.Conflicts), 20)] {
-			p("- %s\n", c)
-		}
-		p("\n")
+		d.h(3, "Plan actions that could not be applied (%d)", len(r.Conflicts))
+		d.list(r.Conflicts[:min(len(r.Conflicts), 20)]...)
 	}
+}
 
-	p("## Utilisation\n\n")
-	p("| | GPU-hours | share of capacity |\n|---|---:|---:|\n")
-	row := func(name string, sec float64) { p("| %s | %s | %s |\n", name, gpuh(sec), pct(sec/capGPUh)) }
+func utilisation(d *doc, r *sim.Result) {
+	capGPUh := float64(r.Capacity) * r.End.Sub(r.Start).Seconds()
+	d.h(2, "Utilisation")
+	t := d.table("", "GPU-hours>", "share of capacity>")
+	row := func(name string, sec float64) { t.row(name, gpuh(sec), pct(sec/capGPUh)) }
 	row("capacity", capGPUh)
 	row("running allocations (utilisation)", r.Total.Running)
 	row("of which idle jobs", r.Total.Idle)
@@ -175,97 +310,250 @@ func Markdown(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string
 		lent += q.Borrowed
 	}
 	row("lent: borrowed beyond a quota's nominal (DESIGN L4)", lent)
-	p("\nAt night (outside every inference window) the cluster was %s allocated; while idle training waited for at least as many GPUs as were free (%s of the night), %s.\n\n",
+	d.p("At night (outside every inference window) the cluster was %s allocated; while idle training waited for at least as many GPUs as were free (%s of the night), %s.",
 		pct(ratio(r.NightAlloc, float64(r.Capacity)*r.Night)), Dur(secs(r.NightDemand)), pct(r.NightAllocation()))
+}
 
-	p("## Quotas (subtree figures, DESIGN L4)\n\n")
-	p("| quota | nominal | nominal GPU-h (over time) | used GPU-h | of nominal GPU-h | non-idle GPU-h | borrowed GPU-h | lendable (unused nominal) GPU-h | debt GPU-h |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, q := range r.Quotas {
+func quotas(d *doc, r *sim.Result) {
+	d.h(2, "What each quota got")
+	limit := ""
+	if r.Limits != nil {
+		limit = r.LimitName + ">"
+	}
+	head := []string{"quota", "nominal"}
+	if limit != "" {
+		head = append(head, limit)
+	}
+	head = append(head, "nominal GPU-h (over time)>", "used GPU-h>", "of nominal GPU-h>", "non-idle GPU-h>", "borrowed GPU-h>",
+		"lendable (unused nominal) GPU-h>", "debt GPU-h>")
+	t := d.table(head...)
+	for qi, q := range r.Quotas {
 		nominal := fmt.Sprint(q.Nominal)
-		if len(r.Moves) > 0 && len(r.Samples) > 0 {
-			last := r.Samples[len(r.Samples)-1]
-			for qi, x := range r.Quotas {
-				if x == q && last.Nominal[qi] != q.Nominal {
-					nominal = fmt.Sprintf("%d -> %d", q.Nominal, last.Nominal[qi])
-				}
+		if len(r.Samples) > 0 {
+			if last := r.Samples[len(r.Samples)-1]; len(last.Nominal) > qi && last.Nominal[qi] != q.Nominal {
+				nominal = fmt.Sprintf("%d -> %d", q.Nominal, last.Nominal[qi])
 			}
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", q.Quota, nominal, gpuh(q.NominalTime), gpuh(q.Used), pct(q.OfNominal()),
-			gpuh(q.NonIdle), gpuh(q.Borrowed), gpuh(q.Lendable), gpuh(q.Debt))
+		cells := []string{q.Quota, nominal}
+		if limit != "" {
+			cells = append(cells, fmt.Sprint(r.Limits[qi]))
+		}
+		cells = append(cells, gpuh(q.NominalTime), gpuh(q.Used), pct(q.OfNominal()), gpuh(q.NonIdle), gpuh(q.Borrowed), gpuh(q.Lendable), gpuh(q.Debt))
+		t.row(cells...)
 	}
-	p("\n*Nominal GPU-h* is the nominal over time (a quota move counts from when it happens); *of nominal*, used over it; borrowed and lendable are measured against the same nominal over time.\n")
-	p("\n## Workspaces\n\n")
-	p("| workspace | quota | GPU-h | of which idle jobs | training jobs submitted | started | still waiting | mean wait (started) | p50 (started) | p90 (started) | max (started) | mean wait (all, still waiting so far) | allocations preempted |\n")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	d.p("Subtree figures (DESIGN L4). *Nominal GPU-h* is the nominal over time (a quota move counts from when it happens); *of nominal*, used over it; borrowed (used above the nominal and the non-idle use) and lendable (nominal left unused, which idle jobs of any quota may borrow) are measured against the same nominal over time.")
+	if r.Limits != nil {
+		d.p("The %s policy does not enforce the tree: it caps each subtree at its %s (the shares of its workspaces); the tree's figures are given for comparison.", r.Policy, r.LimitName)
+	}
+}
+
+func workspaces(d *doc, r *sim.Result) {
+	d.h(2, "Workspaces")
+	t := d.table("workspace", "quota", "GPU-h>", "of which idle jobs>", "training jobs submitted>", "started>", "still waiting>",
+		"mean wait (started)>", "p50 (started)>", "p90 (started)>", "max (started)>", "mean wait (all, still waiting so far)>", "allocations preempted>")
 	for _, ws := range r.WS {
-		p("| %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %d |\n", ws.Namespace, ws.Quota, gpuh(ws.Usage.Owned()), gpuh(ws.Usage.Idle),
-			ws.Jobs, len(ws.Waits), ws.Unstarted, Dur(secs(mean(ws.Waits))), Dur(secs(quantile(ws.Waits, .5))), Dur(secs(quantile(ws.Waits, .9))),
-			Dur(secs(quantile(ws.Waits, 1))), Dur(ws.AllWait()), ws.Preempted)
+		t.row(ws.Namespace, ws.Quota, gpuh(ws.Usage.Owned()), gpuh(ws.Usage.Idle), fmt.Sprint(ws.Jobs), fmt.Sprint(len(ws.Waits)), fmt.Sprint(ws.Unstarted),
+			Dur(secs(mean(ws.Waits))), Dur(secs(quantile(ws.Waits, .5))), Dur(secs(quantile(ws.Waits, .9))), Dur(secs(quantile(ws.Waits, 1))),
+			Dur(ws.AllWait()), fmt.Sprint(ws.Preempted))
 	}
 	sw, sn := r.StartedWait()
-	p("\nWaits are from submission to first start, for the training jobs submitted during the run. The *(started)* columns count only the jobs that started; "+
+	d.p("Waits are from submission to first start, for the training jobs submitted during the run. The *(started)* columns count only the jobs that started; "+
 		"*(all)* counts every job, one that never started with its wait so far (to the end of the run, or to its expiry). "+
-		"Over all workspaces: %s mean over all %d jobs, %s mean over the %d that started.\n\n",
+		"Over all workspaces: %s mean over all %d jobs, %s mean over the %d that started.",
 		Dur(r.TrainingWait()), sn+r.Waiting(), Dur(sw), sn)
+}
 
-	p("## Preemptions by rule\n\n")
+// kind names idle and non-idle jobs.
+func kind(idle bool) string {
+	if idle {
+		return "idle"
+	}
+	return "non-idle"
+}
+
+// whyWaited splits the waits by workspace, idle or not, and what bound
+// them, and says for the quotas that bound non-idle jobs how full they
+// were and who held them.
+func whyWaited(d *doc, r *sim.Result) {
+	d.h(2, "Why work waited")
+	if len(r.WaitGroups) == 0 {
+		d.p("No training job was submitted during the run.")
+		return
+	}
+	infer := map[string]bool{}
+	for _, in := range r.Scenario.Infer {
+		infer[in.Namespace] = true
+	}
+	bound := map[string]*sim.BoundQuota{}
+	for _, b := range r.BoundQuotas {
+		bound[b.Quota] = b
+	}
+	t := d.table("workspace", "kind", "bound by", "jobs>", "started>", "still waiting>", "mean wait>", "waits, job-hours>")
+	for _, g := range r.WaitGroups {
+		t.row(g.Namespace, kind(g.Idle), g.Bound, fmt.Sprint(g.Jobs()), fmt.Sprint(g.Started), fmt.Sprint(g.Waiting), Dur(g.Mean()),
+			fmt.Sprintf("%.0f", g.Seconds/3600))
+	}
+	d.p("Each training job submitted during the run is counted once, under what bound its wait longest: a quota node (DESIGN L3: the job's own quota, or an ancestor, counting non-idle use; the planner names it in each wait), "+
+		"`%s` (idle jobs never preempt and wait for free GPUs), `%s` (entitled, but no node has room even with preemption), `%s` (a gang is admitted whole or not at all), "+
+		"`%s` (admitted on GPUs whose victims are in their kill_timeout), `%s` or a static partition for the alternative policies; `%s` for jobs that started at once. "+
+		"The groups of a workspace add up to its row in the table above; the last column is the waits in hours (not weighted by GPUs).",
+		sim.BoundIdle, sim.BoundNoRoom, sim.BoundGang, sim.BoundVictims, sim.BoundCohort, sim.BoundNone)
+	var lines []string
+	for _, g := range r.WaitGroups {
+		if g.Idle || g.Seconds == 0 {
+			continue
+		}
+		line := fmt.Sprintf("non-idle jobs of %s waited %s on average (%d jobs, %d still waiting), bound by %s", g.Namespace, Dur(g.Mean()), g.Jobs(), g.Waiting, g.Bound)
+		if b := bound[g.Bound]; b != nil {
+			line += fmt.Sprintf(" at %.0f of %.0f non-idle GPUs (mean at its %d wait events)", b.MeanUsed(), b.MeanNominal(), b.Events)
+			if h := holders(r, b, infer); h != "" {
+				line += ", held by " + h
+			}
+		}
+		lines = append(lines, line)
+	}
+	for _, g := range r.WaitGroups {
+		if g.Idle && g.Seconds > 0 {
+			lines = append(lines, fmt.Sprintf("idle jobs of %s waited %s on average (%d jobs, %d still waiting), bound by %s", g.Namespace, Dur(g.Mean()), g.Jobs(), g.Waiting, g.Bound))
+		}
+	}
+	d.list(lines...)
+}
+
+// holders says who held a bound quota's non-idle GPUs at its wait events,
+// the largest share first.
+func holders(r *sim.Result, b *sim.BoundQuota, infer map[string]bool) string {
+	total := 0.0
+	for _, h := range b.Holders {
+		total += h
+	}
+	if total == 0 {
+		return ""
+	}
+	idx := make([]int, len(b.Holders))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int {
+		switch {
+		case b.Holders[x] > b.Holders[y]:
+			return -1
+		case b.Holders[x] < b.Holders[y]:
+			return 1
+		}
+		return 0
+	})
+	var parts []string
+	for _, i := range idx {
+		if b.Holders[i] == 0 {
+			break
+		}
+		name := r.Namespaces[i]
+		if infer[name] {
+			name += " (inference)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", name, 100*b.Holders[i]/total))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func preemptions(d *doc, r *sim.Result) {
+	d.h(2, "Preemptions by rule")
 	if len(r.Rules) == 0 {
-		p("None.\n\n")
-	} else {
-		p("| rule | meaning | allocations stopped | jobs | GPUs | work lost GPU-h |\n|---|---|---:|---:|---:|---:|\n")
-		for _, x := range r.Rules {
-			p("| %s | %s | %d | %d | %d | %.1f |\n", x.Rule, ruleText[x.Rule], x.Stops, x.Units, x.GPUs, x.LostGPUh)
-		}
-		p("\nWork lost to preemption: %.1f GPU-hours (the work since each victim's last checkpoint).\n\n", r.LostGPUh)
+		d.p("None.")
+		return
 	}
+	t := d.table("rule", "meaning", "allocations stopped>", "of them borrowing (idle)>", "jobs>", "GPUs>", "work lost GPU-h>",
+		"lost by borrowing (idle) victims>", "lost by victims inside their quota>")
+	borrowing := 0.0
+	for _, x := range r.Rules {
+		t.row(x.Rule, ruleText[x.Rule], fmt.Sprint(x.Stops), fmt.Sprint(x.StopsBorrowing), fmt.Sprint(x.Units), fmt.Sprint(x.GPUs),
+			fmt.Sprintf("%.1f", x.LostGPUh), fmt.Sprintf("%.1f", x.LostBorrowing), fmt.Sprintf("%.1f", x.LostGPUh-x.LostBorrowing))
+		borrowing += x.LostBorrowing
+	}
+	d.p("Work lost to preemption: %.1f GPU-hours (the work since each victim's last checkpoint), %.1f of it by victims that were borrowing (idle jobs on GPUs lent to them, DESIGN L4) and %.1f by victims inside their quota.",
+		r.LostGPUh, borrowing, r.LostGPUh-borrowing)
+}
 
-	p("## Inference scale-ups\n\n")
+func scaleUps(d *doc, r *sim.Result) {
+	d.h(2, "Inference scale-ups")
 	if len(r.ScaleUps) == 0 {
-		p("None.\n\n")
-	} else {
-		p("| due | service | replicas | kind | count set | ready | waited for GPUs |\n|---|---|---|---|---|---|---:|\n")
-		for _, u := range r.ScaleUps {
-			kind := "demand"
-			if u.Boundary {
-				kind = "schedule"
-			}
-			ready := u.Ready.Format("15:04:05")
-			switch {
-			case u.Open:
-				ready = "not by the end"
-			case u.Cancelled:
-				ready += " (count lowered)"
-			}
-			p("| %s | %s | %d -> %d | %s | %s | %s | %s |\n", u.Due.Format("Mon 15:04"), u.Service, u.From, u.To, kind,
-				u.Raised.Format("15:04:05"), ready, Dur(u.Wait))
+		d.p("None.")
+		return
+	}
+	t := d.table("due", "service", "replicas", "kind", "count set", "ready", "waited for GPUs>")
+	for _, u := range r.ScaleUps {
+		k := "demand"
+		if u.Boundary {
+			k = "schedule"
 		}
-		p("\nLongest wait at a scheduled scale-up: %s; mean over all scale-ups: %s.\n\n", Dur(r.MaxBoundaryWait()), Dur(r.MeanScaleUpWait()))
-	}
-	if len(r.Moves) > 0 {
-		p("## Quota moves\n\n")
-		for _, m := range r.Moves {
-			var ch []string
-			for _, c := range m.Changes {
-				ch = append(ch, fmt.Sprintf("%s %d -> %d", c.Quota, c.From, c.To))
-			}
-			p("- %s: `%s`: %s\n", m.At.Format("Mon 2006-01-02 15:04"), m.Name, strings.Join(ch, ", "))
+		ready := u.Ready.Format("15:04:05")
+		switch {
+		case u.Open:
+			ready = "not by the end"
+		case u.Cancelled:
+			ready += " (count lowered)"
 		}
-		p("\n")
+		t.row(u.Due.Format("Mon 15:04"), u.Service, fmt.Sprintf("%d -> %d", u.From, u.To), k, u.Raised.Format("15:04:05"), ready, Dur(u.Wait))
 	}
-	if len(compared) > 1 {
-		p("## Policy comparison\n\n")
-		Compare(w, compared)
-		p("\n")
+	d.p("Longest wait at a scheduled scale-up: %s; mean over all scale-ups: %s.", Dur(r.MaxBoundaryWait()), Dur(r.MeanScaleUpWait()))
+}
+
+func moves(d *doc, r *sim.Result) {
+	if len(r.Moves) == 0 {
+		return
 	}
-	p("## Files\n\n- `%s`: GPUs in use over time, stacked by workspace (lighter bands are borrowed GPUs, grey the GPUs of stopping allocations, dotted lines the quota moves); below it, a panel per child quota: its use (in quota; borrowed, lighter) against its nominal, a dashed step line.\n", OccupancyFile)
-	for _, c := range compared {
-		if c != r {
-			p("- `%s`: the same chart for the %s policy's run (-compare), against the tree's nominals.\n", compareFile(c.Policy), c.Policy)
+	d.h(2, "Quota moves")
+	var items []string
+	for _, m := range r.Moves {
+		var ch []string
+		for _, c := range m.Changes {
+			ch = append(ch, fmt.Sprintf("%s %d -> %d", c.Quota, c.From, c.To))
+		}
+		items = append(items, fmt.Sprintf("%s: `%s`: %s", m.At.Format("Mon 2006-01-02 15:04"), m.Name, strings.Join(ch, ", ")))
+	}
+	d.list(items...)
+}
+
+// figures lists the charts (Markdown: links; HTML: inline) and the files.
+func figures(d *doc, r *sim.Result, compared []*sim.Result, charts []ChartFile) {
+	d.h(2, "Charts")
+	if charts == nil {
+		var err error
+		if charts, err = chartNames(r, compared); err != nil {
+			return
 		}
 	}
-	p("- `%s`: every plan action (stop, admit, wait, expire) with its rule, and every lifecycle event of the modelled cluster, one JSON object a line.\n", EventsFile)
-	p("- See docs/simulator.md for how the scenario, the traces and the policies are modelled.\n")
+	for _, c := range charts {
+		caption := fmt.Sprintf("%s, %s", Label(c.Run), c.Caption)
+		d.figure(c.Name, caption, c.SVG)
+	}
+	d.h(2, "Files")
+	d.list(fmt.Sprintf("`%s`: this report; `%s`: the same with the charts inline (opens from disk, no network)", ReportFile, HTMLFile),
+		fmt.Sprintf("`%s`, `%s`, `%s`: the charts above; a compared run's are named after it (`occupancy-<policy>.svg`)", OccupancyFile, QueueFile, LossesFile),
+		fmt.Sprintf("`%s`: every plan action (stop, admit, wait with the quota that binds it, expire) with its rule, and every lifecycle event of the modelled cluster, one JSON object a line", EventsFile),
+		"See docs/simulator.md for how the scenario, the traces and the policies are modelled.")
+}
+
+// chartNames are the charts' names without drawing them (report.md).
+func chartNames(main *sim.Result, compared []*sim.Result) ([]ChartFile, error) {
+	var out []ChartFile
+	runs := []*sim.Result{main}
+	for _, r := range compared {
+		if r != main {
+			runs = append(runs, r)
+		}
+	}
+	for i, r := range runs {
+		label := ""
+		if i > 0 {
+			label = Label(r)
+		}
+		for _, k := range chartKinds {
+			out = append(out, ChartFile{Name: chartFile(k.stem, label), Caption: k.caption, Run: r})
+		}
+	}
+	return out, nil
 }
 
 func ratio(a, b float64) float64 {
@@ -275,45 +563,8 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// Compare writes the side-by-side table of the policies.
-func Compare(w io.Writer, rs []*sim.Result) {
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("| |")
-	for _, r := range rs {
-		p(" %s |", r.Policy)
-	}
-	p("\n|---|")
-	for range rs {
-		p("---:|")
-	}
-	p("\n")
-	line := func(name string, f func(r *sim.Result) string) {
-		p("| %s |", name)
-		for _, r := range rs {
-			p(" %s |", f(r))
-		}
-		p("\n")
-	}
-	line("utilisation (GPU time on running allocations)", func(r *sim.Result) string { return pct(r.Utilisation()) })
-	line("night allocation while idle training waits", func(r *sim.Result) string { return pct(r.NightAllocation()) })
-	line("inference wait at scheduled scale-ups (longest)", func(r *sim.Result) string { return Dur(r.MaxBoundaryWait()) })
-	line("inference wait, all scale-ups (mean)", func(r *sim.Result) string { return Dur(r.MeanScaleUpWait()) })
-	line("training queue wait (mean, all: still waiting so far)", func(r *sim.Result) string { return Dur(r.TrainingWait()) })
-	line("training queue wait (mean, started)", func(r *sim.Result) string { w, _ := r.StartedWait(); return Dur(w) })
-	line("work lost to preemption (GPU-h)", func(r *sim.Result) string { return fmt.Sprintf("%.1f", r.LostGPUh) })
-	line("allocations preempted", func(r *sim.Result) string {
-		n := 0
-		for _, x := range r.Rules {
-			if x.Rule != "autoscaler" {
-				n += x.Stops
-			}
-		}
-		return fmt.Sprint(n)
-	})
-}
-
 // Summary writes the one-screen summary printed on stdout; of notes (the
-// workload's), it repeats the warnings.
+// workload's), it repeats the warnings. The report's HTML path comes last.
 func Summary(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string, dir string) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	sc := r.Scenario
@@ -347,9 +598,10 @@ func Summary(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string,
 	}
 	if len(compared) > 1 {
 		p("\n")
-		Compare(w, compared)
+		CompareTable(w, compared)
 	}
 	if dir != "" {
 		p("\n  report: %s\n", filepath.Join(dir, ReportFile))
+		p("  report: %s\n", filepath.Join(dir, HTMLFile))
 	}
 }

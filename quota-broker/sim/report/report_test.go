@@ -2,16 +2,13 @@ package report
 
 import (
 	"bytes"
-	"encoding/xml"
-	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	chart "github.com/wcharczuk/go-chart/v2"
+	"golang.org/x/net/html"
 
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/sim"
@@ -44,41 +41,46 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# gputide simulation: reference", "## Utilisation", "## Quotas", "| Quota1.1 | 48 |",
-		"## Workspaces", "## Preemptions by rule", "| L5.1 |", "## Inference scale-ups", "| Mon 08:00 | workspace-a/chat/server | 1 -> 4 | schedule |",
-		"## Policy comparison", "| | static | kueue | gputide |", "philly-sample.csv",
-		"- `occupancy-static.svg`: the same chart for the static policy's run (-compare)",
-		"- `occupancy-kueue.svg`: the same chart for the kueue policy's run (-compare)"} {
+	for _, want := range []string{"# gputide simulation: reference", "## What ran", "| philly |", "## Utilisation", "## What each quota got",
+		"| Quota1.1 | 48 |", "## Workspaces", "## Why work waited", "## Preemptions by rule", "| L5.1 |",
+		"## Inference scale-ups", "| Mon 08:00 | workspace-a/chat/server | 1 -> 4 | schedule |",
+		"## Policy comparison", "|  | static | kueue | gputide | best | why |", "- **static**: flat, hard quotas", "- **kueue**: a Kueue-like",
+		"philly-sample.csv", "![static, GPUs in use over time", "(occupancy-static.svg)", "(queue-kueue.svg)", "(losses.svg)"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
-	for _, name := range []string{OccupancyFile, "occupancy-static.svg", "occupancy-kueue.svg"} {
+	// Every non-idle wait names what bound it.
+	for _, line := range strings.Split(string(md), "\n") {
+		if strings.HasPrefix(line, "- non-idle jobs of ") && !strings.Contains(line, ", bound by ") {
+			t.Errorf("report.md: %q names no binding", line)
+		}
+	}
+	for _, name := range []string{OccupancyFile, "occupancy-static.svg", "occupancy-kueue.svg", QueueFile, "queue-static.svg", LossesFile, "losses-kueue.svg"} {
 		svg, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := checkSVG(t, name, svg)
-		if f.paths < 20 {
-			t.Errorf("%s: %d paths, want a chart", name, f.paths)
+		if !strings.HasPrefix(name, "occupancy") {
+			continue
 		}
 		// The main chart and one panel per child quota.
-		if len(f.tiles) != 3 {
-			t.Errorf("%s: %d charts, want the stack and 2 quota panels", name, len(f.tiles))
+		if f.panels != 3 {
+			t.Errorf("%s: %d panels, want the stack and 2 quota panels", name, f.panels)
 		}
-		for _, want := range []string{"GPUs in use (bands bottom up):", "workspace-a (Quota1)", "workspace-b (Quota1.1)",
-			"workspace-c (Quota1.2)", "stopping", "capacity = Quota1 nominal",
-			"Quota1.1 (workspace-b):", "Quota1.2 (workspace-c):", "in quota", "nominal"} {
+		for _, want := range []string{"workspace-a (Quota1)", "workspace-b (Quota1.1)", "workspace-c (Quota1.2)", "stopping",
+			"Quota1.1 (workspace-b):", "Quota1.2 (workspace-c):", "in quota"} {
 			if !f.texts[want] {
 				t.Errorf("%s: no text %q", name, want)
 			}
 		}
-		// A dashed nominal line in each panel (and its legend key).
-		if n := strings.Count(string(svg), `stroke-dasharray="7.0, 4.0"`); n != 4 {
-			t.Errorf("%s: %d dashed nominal paths, want 2 lines and 2 keys", name, n)
+		limit := "nominal"
+		if name != OccupancyFile {
+			limit = map[string]string{"occupancy-static.svg": "hard limit (static partition)", "occupancy-kueue.svg": "Kueue nominal quota"}[name]
 		}
-		if f.texts["0.00"] {
-			t.Errorf("%s: stray 0.00 label", name)
+		if !f.texts[limit] {
+			t.Errorf("%s: no limit %q in the legend", name, limit)
 		}
 	}
 	// gputide lends Quota1.2's GPUs to workspace-b: its borrowed band.
@@ -86,14 +88,34 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := checkSVG(t, OccupancyFile, svg); !f.texts["workspace-b borrowed"] || !f.texts["borrowed"] {
+	if f := checkSVG(t, OccupancyFile, svg); !f.texts["workspace-b borrowed"] || !f.texts["borrowed"] || !f.texts["capacity = Quota1 nominal"] {
 		t.Errorf("%s: no borrowed band in the legend", OccupancyFile)
+	}
+	checkHTML(t, dir, 9, strings.Count(string(md), "\n|---"))
+	// One seed, the same bytes: a second run draws the same charts and page.
+	again, err := sim.Run(sc, w, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, d2 := t.TempDir(), t.TempDir()
+	if err := Write(d1, rs[2], nil, w.Notes); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(d2, again, nil, w.Notes); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{OccupancyFile, QueueFile, LossesFile, HTMLFile} {
+		a, _ := os.ReadFile(filepath.Join(d1, name))
+		b, _ := os.ReadFile(filepath.Join(d2, name))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s differs between two runs of one seed (%d and %d bytes)", name, len(a), len(b))
+		}
 	}
 	// The same folder again without -compare: the compared charts go.
 	if err := Write(dir, rs[2], nil, w.Notes); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"occupancy-static.svg", "occupancy-kueue.svg"} {
+	for _, name := range []string{"occupancy-static.svg", "occupancy-kueue.svg", "queue-kueue.svg", "losses-static.svg"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			t.Errorf("%s left from the -compare run", name)
 		}
@@ -106,177 +128,11 @@ func TestWrite(t *testing.T) {
 	}
 	var b strings.Builder
 	Summary(&b, rs[2], rs, w.Notes, dir)
-	if lines := strings.Count(b.String(), "\n"); lines > 24 {
+	if !strings.HasSuffix(b.String(), filepath.Join(dir, HTMLFile)+"\n") {
+		t.Errorf("summary does not end with the HTML report's path:\n%s", b.String())
+	}
+	if lines := strings.Count(b.String(), "\n"); lines > 26 {
 		t.Errorf("summary is %d lines, want one screen:\n%s", lines, b.String())
-	}
-}
-
-// figure is what checkSVG read from an occupancy figure.
-type figure struct {
-	tiles []string        // the nested charts' viewBoxes
-	texts map[string]bool // every text drawn
-	paths int
-}
-
-// checkSVG parses an occupancy figure and checks that every text lies
-// inside the chart that draws it.
-func checkSVG(t *testing.T, name string, svg []byte) figure {
-	t.Helper()
-	f := figure{texts: map[string]bool{}}
-	d := xml.NewDecoder(bytes.NewReader(svg))
-	var w, h []float64 // sizes of the open <svg> elements
-	var x, y float64
-	inText := false
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			attr := map[string]string{}
-			for _, a := range tok.Attr {
-				attr[a.Name.Local] = a.Value
-			}
-			switch tok.Name.Local {
-			case "svg":
-				vb := strings.Fields(attr["viewBox"])
-				if len(vb) != 4 {
-					t.Fatalf("%s: svg without a viewBox: %v", name, tok.Attr)
-				}
-				vw, _ := strconv.ParseFloat(vb[2], 64)
-				vh, _ := strconv.ParseFloat(vb[3], 64)
-				w, h = append(w, vw), append(h, vh)
-				if len(w) > 1 {
-					f.tiles = append(f.tiles, attr["viewBox"])
-				}
-			case "path":
-				f.paths++
-			case "text":
-				inText = true
-				x, _ = strconv.ParseFloat(attr["x"], 64)
-				y, _ = strconv.ParseFloat(attr["y"], 64)
-			}
-		case xml.CharData:
-			if inText {
-				s := string(tok)
-				f.texts[s] = true
-				if n := len(w) - 1; n < 0 || x < 0 || y < 0 || x > w[n] || y > h[n] {
-					t.Errorf("%s: text %q at %g,%g is outside its chart", name, s, x, y)
-				}
-			}
-		case xml.EndElement:
-			inText = false
-			if tok.Name.Local == "svg" {
-				w, h = w[:len(w)-1], h[:len(h)-1]
-			}
-		}
-	}
-	return f
-}
-
-// TestPanels checks what the charts plot on a small hand-made run with a
-// quota move: each quota's use against its own nominal, stepping at the move.
-func TestPanels(t *testing.T) {
-	zone := time.UTC
-	start := time.Date(2026, 12, 8, 10, 0, 0, 0, zone)
-	tree := &quota.Node{Name: "Q", GPUs: 16, Namespaces: []string{"a"}, Children: []*quota.Node{
-		{Name: "Q.1", GPUs: 6, Namespaces: []string{"b"}},
-		{Name: "Q.2", GPUs: 10, Namespaces: []string{"c"}},
-	}}
-	r := &sim.Result{Policy: "gputide", Scenario: &sim.Scenario{Name: "t", Zone: zone, Quota: tree},
-		Start: start, End: start.Add(4 * time.Hour), Capacity: 16, Namespaces: []string{"a", "b", "c"},
-		WS:     []*sim.WSStats{{Namespace: "a", Quota: "Q"}, {Namespace: "b", Quota: "Q.1"}, {Namespace: "c", Quota: "Q.2"}},
-		Quotas: []*sim.QuotaStats{{Quota: "Q", Nominal: 16}, {Quota: "Q.1", Nominal: 6}, {Quota: "Q.2", Nominal: 10}},
-		Moves:  []sim.MoveRecord{{Name: "move", At: start.Add(2 * time.Hour)}}}
-	for i := 0; i <= 8; i++ {
-		// b uses 9 (3 borrowed from Q.2, which uses 4); after the move to
-		// 8/8, b uses 7 and c 9 (non-idle: one in debt, in quota, not
-		// borrowed), 1 GPU of it stopping at the end.
-		s := sim.Sample{T: start.Add(time.Duration(i) * 30 * time.Minute),
-			Active: []int{2, 9, 4}, Borrowed: []int{0, 3, 0}, Nominal: []int{16, 6, 10}, NonIdle: []int{15, 6, 4}, Used: []int{15, 9, 4}}
-		if i >= 4 {
-			s.Active, s.Borrowed, s.Nominal, s.NonIdle, s.Used = []int{0, 7, 9}, []int{0, 0, 0}, []int{16, 8, 8}, []int{16, 7, 9}, []int{16, 7, 9}
-			if i == 8 {
-				s.Active[2], s.Stopping = 8, 1
-			}
-		}
-		r.Samples = append(r.Samples, s)
-	}
-	if got := panelQuotas(r); len(got) != 2 || got[0] != 1 || got[1] != 2 {
-		t.Fatalf("panels for %v, want Q.1 and Q.2", got)
-	}
-	top, step := panelScale(r, panelQuotas(r))
-	series := func(c chart.Chart, name string) chart.TimeSeries {
-		for _, s := range c.Series {
-			if ts, ok := s.(chart.TimeSeries); ok && ts.Name == name {
-				return ts
-			}
-		}
-		t.Fatalf("no series %q", name)
-		return chart.TimeSeries{}
-	}
-	for qi, want := range map[int][2]float64{1: {6, 8}, 2: {10, 8}} {
-		c := quotaPanel(r, qi, 750, 300, top, step)
-		name := r.Quotas[qi].Quota
-		nom := series(c, name+" nominal")
-		// A step: the old nominal up to the sample that sees the new one.
-		if len(nom.YValues) != len(r.Samples)+1 {
-			t.Errorf("%s: nominal has %d points, want a step", name, len(nom.YValues))
-		}
-		for i, v := range nom.YValues {
-			wantV := want[0]
-			if nom.XValues[i].After(r.Moves[0].At) || (nom.XValues[i].Equal(r.Moves[0].At) && i > 0 && nom.XValues[i-1].Equal(nom.XValues[i])) {
-				wantV = want[1]
-			}
-			if v != wantV {
-				t.Errorf("%s: nominal at %s = %g, want %g", name, nom.XValues[i].Format("15:04"), v, wantV)
-			}
-		}
-		in, used := series(c, name+" in quota"), series(c, name+" borrowed")
-		axis := c.YAxis.Ticks[len(c.YAxis.Ticks)-1].Value
-		for i, s := range r.Samples {
-			if used.YValues[i] != float64(s.Used[qi]) {
-				t.Errorf("%s: top of bands %g, want used %d", name, used.YValues[i], s.Used[qi])
-			}
-			// DESIGN L4: borrowed is used - max(nominal, non-idle).
-			if b := used.YValues[i] - in.YValues[i]; b != float64(max(0, s.Used[qi]-max(s.Nominal[qi], s.NonIdle[qi]))) {
-				t.Errorf("%s: borrowed %g at %d", name, b, i)
-			}
-			if used.YValues[i] > axis || float64(s.Nominal[qi]) > axis {
-				t.Errorf("%s: %g or nominal %d above the axis (%g)", name, used.YValues[i], s.Nominal[qi], axis)
-			}
-		}
-	}
-	// The stack: a, b, b borrowed, c, stopping; the top is all GPUs in use.
-	c := stackChart(r, 1500, 560)
-	stopping := series(c, "stopping")
-	for i, s := range r.Samples {
-		if want := float64(s.Active[0] + s.Active[1] + s.Active[2] + s.Stopping); stopping.YValues[i] != want {
-			t.Errorf("stack top %g at %d, want %g", stopping.YValues[i], i, want)
-		}
-	}
-	if b := series(c, "b borrowed"); b.YValues[0] != 2+9 {
-		t.Errorf("b's borrowed band ends at %g, want 11", b.YValues[0])
-	}
-	if c.YAxis.Ticks[len(c.YAxis.Ticks)-1].Value < float64(r.Capacity) {
-		t.Errorf("capacity above the axis")
-	}
-	var b bytes.Buffer
-	if err := Occupancy(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	f := checkSVG(t, "hand-made", b.Bytes())
-	for _, want := range []string{"Q.1 (b):", "Q.2 (c):", "capacity = Q nominal", "quota move (Tue 12:00)", "b borrowed"} {
-		if !f.texts[want] {
-			t.Errorf("no text %q", want)
-		}
-	}
-	if len(f.tiles) != 3 {
-		t.Errorf("%d charts, want 3", len(f.tiles))
 	}
 }
 
@@ -317,14 +173,14 @@ func TestShortRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := checkSVG(t, OccupancyFile, svg)
-	for _, want := range []string{"Mon 00:00", "Mon 00:02", "Mon 00:14"} {
+	for _, want := range []string{"Mon 7 Dec", "00:02", "00:14"} {
 		if !f.texts[want] {
 			t.Errorf("no time tick %q", want)
 		}
 	}
 	// Shorter than a minute step: the ends.
-	got := ticks(r.Start, r.Start.Add(40*time.Second), r.Start.Location(), 12)
-	if len(got) != 2 || got[0].Label != "Mon 00:00:00" || got[1].Label != "Mon 00:00:40" {
+	got := timeTicks(r.Start, r.Start.Add(40*time.Second), r.Start.Location(), 12)
+	if len(got) != 2 || got[0].label != "Mon 00:00:00" || got[1].label != "Mon 00:00:40" {
 		t.Errorf("ticks over 40s: %+v, want the two ends", got)
 	}
 	r.Samples = r.Samples[:1]
@@ -417,5 +273,42 @@ func TestSummaryWarnings(t *testing.T) {
 	Summary(&b, handMade(), nil, []string{"training \"philly\": t.csv: 10 rows", warn}, "")
 	if !strings.Contains(b.String(), "\n  "+warn+"\n") || strings.Contains(b.String(), "10 rows") {
 		t.Errorf("summary:\n%s\nwant the warning alone", b.String())
+	}
+}
+
+// checkHTML parses report.html as a browser would and checks that it holds
+// every chart inline and every table of report.md, and loads nothing.
+func checkHTML(t *testing.T, dir string, charts, tables int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s: %v", HTMLFile, err)
+	}
+	count := map[string]int{}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			count[n.Data]++
+			for _, a := range n.Attr {
+				if a.Key == "src" || a.Key == "href" || strings.HasPrefix(a.Key, "on") {
+					t.Errorf("%s: <%s %s=%q> loads or runs something", HTMLFile, n.Data, a.Key, a.Val)
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	if count["svg"] != charts || count["figure"] != charts || count["table"] != tables || count["script"] != 0 || count["link"] != 0 {
+		t.Errorf("%s: %d svg, %d figure, %d table, %d script, %d link elements; want %d charts, %d tables, no script or link",
+			HTMLFile, count["svg"], count["figure"], count["table"], count["script"], count["link"], charts, tables)
+	}
+	if bytes.Contains(b, []byte("http://")) && bytes.Count(b, []byte("http://")) != bytes.Count(b, []byte(`xmlns="http://www.w3.org/2000/svg"`)) {
+		t.Errorf("%s: refers to a network address", HTMLFile)
 	}
 }

@@ -1,0 +1,197 @@
+// Package apmplugin is the Nomad Autoscaler APM plugin "gputide-apm" (DESIGN
+// §8, issue 11 item 3). It answers the query `schedule` itself (one point,
+// value 1, no broker call, so day/night scaling goes on while the broker is
+// down) and serves the broker's figures: NAME{quota="Q"} from GET /v1/quotas
+// and idle_fit{namespace="N",job="J",group="G"} from GET /v1/idle-fit. A valid
+// query returns exactly one point; anything else is an error.
+//
+// Agent plugin block:
+//
+//	apm "gputide-apm" {
+//	  driver = "gputide-apm"
+//	  config = {
+//	    address = "http://127.0.0.1:4780"  # the broker; this default when absent
+//	    token   = "..."                    # default: the agent's nomad_token
+//	    timeout = "5s"                     # per broker call
+//	  }
+//	}
+package apmplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad-autoscaler/plugins/apm"
+	"github.com/hashicorp/nomad-autoscaler/plugins/base"
+	"github.com/hashicorp/nomad-autoscaler/sdk"
+
+	"github.com/gputide/gputide/autoscaler-plugin/pluginconf"
+	"github.com/gputide/gputide/quota-broker/api"
+)
+
+// Name is the plugin's name: binary, driver and check source.
+const Name = "gputide-apm"
+
+// Plugin-block keys.
+const (
+	KeyAddress    = "address"
+	KeyToken      = "token"
+	KeyTimeout    = "timeout"
+	keyNomadToken = "nomad_token"
+)
+
+// DefaultTimeout bounds each broker call when the block gives no timeout.
+const DefaultTimeout = 5 * time.Second
+
+// ErrBrokerUnreachable is wrapped by the error of a broker query when the
+// broker does not answer, answers 503, or its state is past its staleness
+// bound. The message reads "broker unreachable at <address>: <detail>".
+var ErrBrokerUnreachable = errors.New("broker unreachable")
+
+// ErrNotConfigured: Query before SetConfig.
+var ErrNotConfigured = errors.New("not configured")
+
+var _ apm.APM = (*APM)(nil)
+
+// APM is the plugin. Use New.
+type APM struct {
+	log hclog.Logger
+	now func() time.Time
+
+	mu      sync.RWMutex
+	client  *api.Client
+	timeout time.Duration
+}
+
+// New returns the plugin; now is the clock stamped on points (time.Now when nil).
+func New(log hclog.Logger, now func() time.Time) *APM {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &APM{log: log, now: now}
+}
+
+// PluginInfo names the plugin as an APM.
+func (a *APM) PluginInfo() (*base.PluginInfo, error) {
+	return &base.PluginInfo{Name: Name, PluginType: sdk.PluginTypeAPM}, nil
+}
+
+// SetConfig reads the agent's plugin block (see the package doc). The agent's
+// nomad_* keys are ignored but for nomad_token, the token's default; any other
+// unknown key is refused by name.
+func (a *APM) SetConfig(cfg map[string]string) error {
+	if err := pluginconf.Check(Name, cfg, KeyAddress, KeyToken, KeyTimeout); err != nil {
+		return err
+	}
+	timeout := DefaultTimeout
+	if v, ok := cfg[KeyTimeout]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return &pluginconf.Error{Plugin: Name, Key: KeyTimeout, Reason: fmt.Sprintf("invalid duration %q: want a positive Go duration such as \"5s\"", v)}
+		}
+		timeout = d
+	}
+	token, ok := cfg[KeyToken]
+	if !ok {
+		token = cfg[keyNomadToken]
+	}
+	c, err := api.NewClient(cfg[KeyAddress], token, timeout)
+	if err != nil {
+		return &pluginconf.Error{Plugin: Name, Key: KeyAddress, Reason: err.Error()}
+	}
+	a.mu.Lock()
+	a.client, a.timeout = c, timeout
+	a.mu.Unlock()
+	a.log.Info("configured", "address", c.Address(), "timeout", timeout, "token_set", token != "")
+	return nil
+}
+
+// Query answers one query with exactly one point stamped now; the time range
+// is ignored (the figures are the broker's current ones).
+func (a *APM) Query(query string, _ sdk.TimeRange) (sdk.TimestampedMetrics, error) {
+	q, err := ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	v, err := a.value(q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: query %q: %w", Name, query, err)
+	}
+	return sdk.TimestampedMetrics{{Timestamp: a.now(), Value: v}}, nil
+}
+
+// QueryMultiple is Query as one series.
+func (a *APM) QueryMultiple(query string, r sdk.TimeRange) ([]sdk.TimestampedMetrics, error) {
+	m, err := a.Query(query, r)
+	if err != nil {
+		return nil, err
+	}
+	return []sdk.TimestampedMetrics{m}, nil
+}
+
+// value answers a parsed query.
+func (a *APM) value(q Query) (float64, error) {
+	if q.Kind == KindSchedule {
+		return 1, nil // answered locally: no broker call (DESIGN §8)
+	}
+	a.mu.RLock()
+	c, timeout := a.client, a.timeout
+	a.mu.RUnlock()
+	if c == nil {
+		return 0, ErrNotConfigured
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	switch q.Kind {
+	case KindIdleFit:
+		r, err := c.IdleFit(ctx, q.Namespace, q.Job, q.Group)
+		if err != nil {
+			return 0, brokerError(c, err)
+		}
+		return float64(r.IdleFit), nil
+	case KindQuota:
+		r, err := c.Quotas(ctx)
+		if err != nil {
+			return 0, brokerError(c, err)
+		}
+		for _, n := range r.Quotas {
+			if n.Name == q.Quota {
+				v, ok := quotaFigure(n, q.Metric)
+				if !ok {
+					return 0, fmt.Errorf("metric %q has no quota figure", q.Metric)
+				}
+				return v, nil
+			}
+		}
+		return 0, fmt.Errorf("quota %q not found at broker %s", q.Quota, c.Address())
+	}
+	return 0, fmt.Errorf("query kind %d not handled", q.Kind)
+}
+
+// brokerError turns an unreachable or stale broker into "broker unreachable at
+// <address>: ..." and keeps other errors (403, 404) as the client gave them.
+func brokerError(c *api.Client, err error) error {
+	if errors.Is(err, api.ErrUnreachable) || errors.Is(err, api.ErrStale) {
+		return fmt.Errorf("%w at %s: %w", ErrBrokerUnreachable, c.Address(), err)
+	}
+	return err
+}
+
+// quotaFigure returns the field of n that metric names (one of QuotaMetrics);
+// ok is false for any other name.
+func quotaFigure(n api.Quota, metric string) (v float64, ok bool) {
+	f := map[string]int{
+		"nominal_gpus": n.NominalGPUs, "used_gpus": n.UsedGPUs, "nonidle_gpus": n.NonidleGPUs,
+		"borrowed_gpus": n.BorrowedGPUs, "debt_gpus": n.DebtGPUs, "lendable_gpus": n.LendableGPUs,
+		"booked_gpus": n.BookedGPUs, "queued_gpus": n.QueuedGPUs,
+	}
+	x, ok := f[metric]
+	return float64(x), ok
+}

@@ -1,0 +1,246 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	nomadapi "github.com/hashicorp/nomad/api"
+)
+
+// PlanRequest is the body of POST /v1/plan: a new job as `nomad job run
+// -output` writes it ({"Job": {...}}), or a job waiting in the holding pool
+// ({"Namespace": "...", "JobID": "..."}).
+type PlanRequest struct {
+	Job       *nomadapi.Job `json:"Job,omitempty"`
+	Namespace string        `json:"Namespace,omitempty"`
+	JobID     string        `json:"JobID,omitempty"`
+}
+
+// PlanStop is a stop the previewed job causes; for a namespace the caller
+// cannot read only Namespace, GPUs and Rule are set.
+type PlanStop struct {
+	Namespace string `json:"namespace"`
+	GPUs      int    `json:"gpus"`
+	Rule      string `json:"rule"`
+	Alloc     string `json:"alloc,omitempty"`
+	Job       string `json:"job,omitempty"`
+	Group     string `json:"group,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// PlanResponse is the answer of POST /v1/plan: the job's admit, wait or
+// expire actions in the plan the core makes now with it pending, and the
+// stops made for it.
+type PlanResponse struct {
+	State
+	Namespace string        `json:"namespace"`
+	Job       string        `json:"job"`
+	Actions   []plan.Action `json:"actions"`
+	Stops     []PlanStop    `json:"stops"`
+}
+
+// decodeBytes reads one JSON value of at most MaxRequestBody bytes into
+// v; errors are 400s naming the field, or the body.
+func decodeBytes(data []byte, v any) error {
+	if len(data) > MaxRequestBody {
+		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: fmt.Sprintf("body larger than %d bytes", MaxRequestBody)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return &Problem{Status: http.StatusBadRequest, Field: te.Field, Msg: fmt.Sprintf("%s: want a JSON %s, got %s", te.Field, te.Type, te.Value)}
+		}
+		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body is not the documented JSON: " + err.Error()}
+	}
+	if dec.More() {
+		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body holds more than one JSON value"}
+	}
+	return nil
+}
+
+// DecodePlanRequest reads and checks a POST /v1/plan body: exactly one of
+// Job, or Namespace with JobID.
+func DecodePlanRequest(data []byte) (PlanRequest, error) {
+	var req PlanRequest
+	if err := decodeBytes(data, &req); err != nil {
+		return req, err
+	}
+	switch {
+	case req.Job != nil && (req.Namespace != "" || req.JobID != ""):
+		return req, badInput("Job", "", "give either Job or Namespace and JobID, not both")
+	case req.Job != nil:
+		if req.Job.ID == nil || *req.Job.ID == "" {
+			return req, badInput("Job.ID", "", "is empty")
+		}
+		if req.Job.Namespace == nil || *req.Job.Namespace == "" {
+			ns := "default"
+			req.Job.Namespace = &ns
+		}
+	case req.JobID == "":
+		return req, badInput("JobID", "", "is empty; give Job, or Namespace and JobID of a waiting job")
+	case req.Namespace == "":
+		req.Namespace = "default"
+	}
+	return req, nil
+}
+
+// previewPlan serves POST /v1/plan: submit-job for a new job, read-job for
+// a waiting one; the plan runs plan.Compute on the current snapshot (no
+// rule of its own).
+func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request, c *caller) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
+	if err != nil {
+		writeError(w, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "reading the body: " + err.Error()})
+		return
+	}
+	req, err := DecodePlanRequest(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ns, job := req.Namespace, req.JobID
+	if req.Job != nil {
+		ns, job = *req.Job.Namespace, *req.Job.ID
+		if !c.canSubmit(ns) {
+			writeError(w, forbidden(fmt.Sprintf("permission denied: previewing a new job needs submit-job on namespace %q", ns)))
+			return
+		}
+	} else if !c.canRead(ns) {
+		writeError(w, forbidden(fmt.Sprintf("permission denied: the plan of a waiting job needs read-job on namespace %q", ns)))
+		return
+	}
+	st, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	now := s.cfg.Now()
+	snap := *st.Snapshot
+	snap.Time = now
+	key := plan.JobKey{Namespace: ns, Job: job}
+	if req.Job != nil {
+		groups, err := s.cfg.Backend.PendingOf(req.Job, now)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		snap.Pending = slices.DeleteFunc(slices.Clone(snap.Pending), func(p plan.Pending) bool { return p.JobKey() == key })
+		snap.Pending = append(snap.Pending, groups...)
+	} else if !slices.ContainsFunc(snap.Pending, func(p plan.Pending) bool { return p.JobKey() == key }) {
+		writeError(w, notFound("job %q is not waiting in namespace %q", job, ns))
+		return
+	}
+	p, err := plan.Compute(&snap)
+	if err != nil {
+		writeError(w, &Problem{Status: http.StatusBadRequest, Field: "Job", Msg: "the core refused the job: " + err.Error()})
+		return
+	}
+	writeJSON(w, previewOf(p, key, c, fresh))
+}
+
+// previewOf keeps the actions of job key and the stops made for it.
+func previewOf(p *plan.Plan, key plan.JobKey, c *caller, fresh State) PlanResponse {
+	out := PlanResponse{State: fresh, Namespace: key.Namespace, Job: key.Job, Actions: []plan.Action{}, Stops: []PlanStop{}}
+	for _, a := range p.Actions {
+		switch {
+		case a.Action == plan.ActionStop && a.For.JobKey() == key:
+			st := PlanStop{Namespace: a.Namespace, GPUs: a.GPUs, Rule: string(a.Rule)}
+			if c.canRead(a.Namespace) {
+				st.Alloc, st.Job, st.Group, st.Reason = a.Alloc, a.Job, a.Group, a.Reason
+			}
+			out.Stops = append(out.Stops, st)
+		case a.Action != plan.ActionStop && a.Namespace == key.Namespace && a.Job == key.Job:
+			out.Actions = append(out.Actions, a)
+		}
+	}
+	return out
+}
+
+// PendingOfJob is a plain reading of a Nomad job's GPU task groups as the
+// core's pending groups, for previews: per group, count allocations of the
+// summed GPU device requests ("nvidia/gpu", "gpu", "nvidia/gpu/<model>")
+// of its tasks; meta gputide_idle / gputide_elastic = "true",
+// gputide_reservation; groups without GPUs are left out. It does not read
+// flex meta (the Nomad adapter's reading is authoritative; this one serves
+// the preview until the adapter exports its own).
+func PendingOfJob(job *nomadapi.Job, now time.Time) ([]plan.Pending, error) {
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	typ := plan.JobType(str(job.Type))
+	if typ == "" {
+		typ = plan.JobService
+	}
+	if !typ.Valid() {
+		return nil, badInput("Job.Type", string(typ), "want service, batch, system or sysbatch")
+	}
+	prio := 50
+	if job.Priority != nil {
+		prio = *job.Priority
+	}
+	if prio < 1 || prio > 100 {
+		return nil, badInput("Job.Priority", fmt.Sprint(prio), "want 1 to 100")
+	}
+	var out []plan.Pending
+	for gi, tg := range job.TaskGroups {
+		gpus, model := 0, ""
+		for _, t := range tg.Tasks {
+			if t.Resources == nil {
+				continue
+			}
+			for _, d := range t.Resources.Devices {
+				name := d.Name
+				if !(name == "gpu" || name == "nvidia/gpu" || strings.HasPrefix(name, "nvidia/gpu/")) {
+					continue
+				}
+				if m, ok := strings.CutPrefix(name, "nvidia/gpu/"); ok {
+					model = m
+				}
+				n := uint64(1)
+				if d.Count != nil {
+					n = *d.Count
+				}
+				if n > 1<<16 {
+					return nil, badInput(fmt.Sprintf("Job.TaskGroups[%d].Tasks.Resources.Devices.Count", gi), fmt.Sprint(n), "want 0 to 65536")
+				}
+				gpus += int(n)
+			}
+		}
+		if gpus == 0 {
+			continue
+		}
+		count := 1
+		if tg.Count != nil {
+			count = *tg.Count
+		}
+		if count < 0 || count > 1<<16 {
+			return nil, badInput(fmt.Sprintf("Job.TaskGroups[%d].Count", gi), fmt.Sprint(count), "want 0 to 65536")
+		}
+		meta := map[string]string{}
+		for k, v := range job.Meta {
+			meta[k] = v
+		}
+		for k, v := range tg.Meta {
+			meta[k] = v
+		}
+		out = append(out, plan.Pending{
+			Namespace: str(job.Namespace), Job: str(job.ID), Group: str(tg.Name), Type: typ, Priority: prio,
+			Count: count, GPUs: gpus, Model: model, Datacenters: slices.Clone(job.Datacenters), NodePool: str(job.NodePool),
+			Idle: meta["gputide_idle"] == "true", Elastic: meta["gputide_elastic"] == "true",
+			Reservation: meta["gputide_reservation"], SubmittedAt: now,
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,264 @@
+package api
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/snapshot"
+)
+
+// current returns the broker's state with its freshness, or a 503 when
+// there is none or it is older than the staleness bound (L12, DESIGN §9).
+func (s *Server) current() (BrokerState, State, error) {
+	st := s.cfg.Backend.State()
+	fresh := State{StalenessSeconds: s.cfg.Staleness.Seconds()}
+	if st.Snapshot == nil || st.SyncedAt.IsZero() {
+		return st, fresh, &Problem{Status: http.StatusServiceUnavailable, Msg: "the broker has no cluster state yet"}
+	}
+	age := s.cfg.Now().Sub(st.SyncedAt)
+	fresh.StateAgeSeconds = max(age.Seconds(), 0)
+	if s.cfg.Staleness > 0 && age > s.cfg.Staleness {
+		return st, fresh, &Problem{Status: http.StatusServiceUnavailable,
+			Msg: fmt.Sprintf("the broker's state is %s old, past its staleness bound of %s (L12)", age.Round(time.Millisecond), s.cfg.Staleness)}
+	}
+	return st, fresh, nil
+}
+
+// quotas serves GET /v1/quotas (any valid token): one entry per node of
+// the tree, parents first, in the shape of Quota.
+func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
+	st, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, QuotasResponse{State: fresh, Quotas: QuotaFigures(st.Snapshot, st.Plan, s.cfg.Now())})
+}
+
+// QuotaFigures computes the figures of every quota node (DESIGN L4, L9,
+// L10) from a snapshot and its plan: nominal, used, non-idle, borrowed,
+// debt and lendable from the plan's usage; booked = GPUs of the bookings
+// active at now in the node's subtree; queued = GPUs still to place for
+// the pending groups of the subtree's namespaces. Displaced comes from the
+// core (issue 9's usage figure) and is 0 until the plan carries it.
+func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
+	usage := map[string]plan.Usage{}
+	if p != nil {
+		for _, u := range p.Usage {
+			usage[u.Quota] = u
+		}
+	}
+	ownBooked := map[string]int{}
+	for _, res := range snap.Reservations {
+		if res.Active(now) {
+			ownBooked[res.Quota] += res.GPUs
+		}
+	}
+	nsNode := quota.Namespaces(snap.Quota)
+	ownQueued := map[string]int{}
+	for _, pd := range snap.Pending {
+		if n, ok := nsNode[pd.Namespace]; ok {
+			ownQueued[n] += pd.Count * pd.GPUs
+		}
+	}
+	var out []Quota
+	var walk func(n *quota.Node, parent string) (booked, queued int)
+	walk = func(n *quota.Node, parent string) (int, int) {
+		i := len(out)
+		u := usage[n.Name]
+		out = append(out, Quota{Name: n.Name, Parent: parent, NominalGPUs: n.GPUs, UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
+			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, LendableGPUs: u.Lendable, Workspaces: slices.Clone(n.Namespaces)})
+		booked, queued := ownBooked[n.Name], ownQueued[n.Name]
+		for _, ch := range n.Children {
+			b, q := walk(ch, n.Name)
+			booked, queued = booked+b, queued+q
+		}
+		out[i].BookedGPUs, out[i].QueuedGPUs = booked, queued
+		return booked, queued
+	}
+	if snap.Quota != nil {
+		walk(snap.Quota, "")
+	}
+	return out
+}
+
+// QueueEntry is one waiting task group in GET /v1/queue. For a namespace
+// the caller cannot read (no read-job) only Namespace and GPUs are set.
+type QueueEntry struct {
+	Namespace     string     `json:"namespace"`
+	GPUs          int        `json:"gpus"` // GPUs still to place: count x per allocation
+	Job           string     `json:"job,omitempty"`
+	Group         string     `json:"group,omitempty"`
+	Quota         string     `json:"quota,omitempty"`
+	Count         int        `json:"count,omitempty"`
+	AllocGPUs     int        `json:"alloc_gpus,omitempty"`
+	Action        string     `json:"action,omitempty"` // the last plan's answer: wait, admit, expire
+	Rule          string     `json:"rule,omitempty"`
+	Reason        string     `json:"reason,omitempty"`
+	SubmittedAt   *time.Time `json:"submitted_at,omitempty"`
+	WaitedSeconds float64    `json:"waited_seconds,omitempty"`
+	FlexMaxWait   string     `json:"flex_max_wait,omitempty"`
+	FlexMaxRun    string     `json:"flex_max_run,omitempty"`
+	FlexExpiresAt *time.Time `json:"flex_expires_at,omitempty"`
+}
+
+// QueueResponse is the body of GET /v1/queue.
+type QueueResponse struct {
+	State
+	Queue []QueueEntry `json:"queue"`
+}
+
+// queue serves GET /v1/queue[?namespace=]: the pending groups, oldest
+// first, with the last plan's answer for each (DESIGN L3, L11).
+func (s *Server) queue(w http.ResponseWriter, r *http.Request, c *caller) {
+	st, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ns := r.URL.Query().Get("namespace")
+	writeJSON(w, QueueResponse{State: fresh, Queue: queueOf(st, ns, c, s.cfg.Now())})
+}
+
+func queueOf(st BrokerState, ns string, c *caller, now time.Time) []QueueEntry {
+	answers := map[plan.GroupKey]plan.Action{}
+	if st.Plan != nil {
+		for _, a := range st.Plan.Actions {
+			if a.Action != plan.ActionStop {
+				answers[plan.GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}] = a
+			}
+		}
+	}
+	nsNode := quota.Namespaces(st.Snapshot.Quota)
+	pending := slices.Clone(st.Snapshot.Pending)
+	slices.SortStableFunc(pending, func(a, b plan.Pending) int {
+		return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), a.Key().Compare(b.Key()))
+	})
+	out := []QueueEntry{}
+	for _, p := range pending {
+		if ns != "" && p.Namespace != ns {
+			continue
+		}
+		e := QueueEntry{Namespace: p.Namespace, GPUs: p.Count * p.GPUs}
+		if c.canRead(p.Namespace) {
+			sub := p.SubmittedAt
+			e.Job, e.Group, e.Quota, e.Count, e.AllocGPUs, e.SubmittedAt = p.Job, p.Group, nsNode[p.Namespace], p.Count, p.GPUs, &sub
+			if !sub.IsZero() {
+				e.WaitedSeconds = max(now.Sub(sub).Seconds(), 0)
+			}
+			if a, ok := answers[p.Key()]; ok {
+				e.Action, e.Rule, e.Reason = string(a.Action), string(a.Rule), a.Reason
+			}
+			if p.Flex != nil {
+				exp := sub.Add(p.Flex.MaxWait)
+				e.FlexMaxWait, e.FlexMaxRun, e.FlexExpiresAt = p.Flex.MaxWait.String(), p.Flex.MaxRun.String(), &exp
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// lastPlan serves GET /v1/plan (admin): the last plan as
+// docs/snapshot-format.md writes it; the state age rides in the
+// X-Gputide-State-Age-Seconds header so the document keeps its format.
+func (s *Server) lastPlan(w http.ResponseWriter, r *http.Request, c *caller) {
+	st, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p := st.Plan
+	if p == nil {
+		p = &plan.Plan{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Gputide-State-Age-Seconds", fmt.Sprintf("%.3f", fresh.StateAgeSeconds))
+	_ = snapshot.EncodePlan(w, p)
+}
+
+// snapshot serves GET /v1/snapshot (admin): the snapshot of the last plan.
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, c *caller) {
+	st, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Gputide-State-Age-Seconds", fmt.Sprintf("%.3f", fresh.StateAgeSeconds))
+	_ = snapshot.Encode(w, st.Snapshot)
+}
+
+// PreemptionEntry is one stop in GET /v1/preemptions; for a namespace the
+// caller cannot read only Namespace and GPUs are set.
+type PreemptionEntry struct {
+	Namespace string     `json:"namespace"`
+	GPUs      int        `json:"gpus"`
+	At        *time.Time `json:"at,omitempty"`
+	Alloc     string     `json:"alloc,omitempty"`
+	Job       string     `json:"job,omitempty"`
+	For       string     `json:"for,omitempty"`
+	Rule      string     `json:"rule,omitempty"`
+}
+
+// PreemptionsResponse is the body of GET /v1/preemptions.
+type PreemptionsResponse struct {
+	State
+	Preemptions []PreemptionEntry `json:"preemptions"`
+}
+
+// preemptions serves GET /v1/preemptions[?namespace=&since=] from the
+// store's history, oldest first. since is RFC 3339 or a Go duration back
+// from now ("24h").
+func (s *Server) preemptions(w http.ResponseWriter, r *http.Request, c *caller) {
+	_, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	since, err := parseSince(q.Get("since"), s.cfg.Now())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ns := q.Get("namespace")
+	list, err := s.cfg.Preemptions(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []PreemptionEntry{}
+	for _, p := range list {
+		if (ns != "" && p.Namespace != ns) || p.At.Before(since) {
+			continue
+		}
+		e := PreemptionEntry{Namespace: p.Namespace, GPUs: p.GPUs}
+		if c.canRead(p.Namespace) {
+			at := p.At
+			e.At, e.Alloc, e.Job, e.For, e.Rule = &at, p.Alloc, p.Job, p.For, p.Rule
+		}
+		out = append(out, e)
+	}
+	writeJSON(w, PreemptionsResponse{State: fresh, Preemptions: out})
+}
+
+// parseSince reads since: "" (all), an RFC 3339 time, or a Go duration
+// before now.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, badInput("since", v, "want an RFC 3339 time (2026-12-07T08:00:00+09:00) or a duration back from now (24h)")
+}

@@ -1,0 +1,285 @@
+package api
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/reservation"
+	"github.com/gputide/gputide/quota-broker/store"
+)
+
+// BookingRequest is the body of POST /v1/reservations (DESIGN L10; the
+// flags of `gputide reservation create`). Start is RFC 3339 with its
+// offset; Duration a Go duration ("168h").
+type BookingRequest struct {
+	ID        string `json:"id,omitempty"`
+	Namespace string `json:"namespace"`
+	GPUs      int    `json:"gpus"`
+	AllocGPUs int    `json:"alloc_gpus,omitempty"`
+	Model     string `json:"model,omitempty"`
+	NodePool  string `json:"node_pool,omitempty"`
+	Start     string `json:"start"`
+	Duration  string `json:"duration"`
+}
+
+// ReservationEntry is one booking in the reservation answers; for a
+// namespace the caller cannot read only Namespace and GPUs are set.
+type ReservationEntry struct {
+	Namespace string     `json:"namespace"`
+	GPUs      int        `json:"gpus"`
+	ID        string     `json:"id,omitempty"`
+	Node      string     `json:"node,omitempty"`
+	AllocGPUs int        `json:"alloc_gpus,omitempty"`
+	Model     string     `json:"model,omitempty"`
+	NodePool  string     `json:"node_pool,omitempty"`
+	Start     *time.Time `json:"start,omitempty"`
+	End       *time.Time `json:"end,omitempty"`
+	Running   int        `json:"running_allocations,omitempty"`
+}
+
+// ReservationsResponse is the body of GET /v1/reservations.
+type ReservationsResponse struct {
+	State
+	Reservations []ReservationEntry `json:"reservations"`
+}
+
+// ReservationResponse is the body of GET, POST and DELETE answers on one
+// booking.
+type ReservationResponse struct {
+	State
+	Reservation ReservationEntry `json:"reservation"`
+}
+
+// DecodeBooking reads and checks a booking body into a Booking (ID may be
+// empty: the server picks one). Errors name the field and its value.
+func DecodeBooking(data []byte) (reservation.Booking, error) {
+	var req BookingRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return reservation.Booking{}, err
+	}
+	if req.Namespace == "" {
+		return reservation.Booking{}, badInput("namespace", "", "is empty")
+	}
+	if req.ID != "" {
+		if err := reservation.ValidID(req.ID); err != nil {
+			return reservation.Booking{}, err
+		}
+	}
+	if req.GPUs <= 0 {
+		return reservation.Booking{}, badInput("gpus", strconv.Itoa(req.GPUs), "must be more than 0")
+	}
+	if req.AllocGPUs < 0 {
+		return reservation.Booking{}, badInput("alloc_gpus", strconv.Itoa(req.AllocGPUs), "must divide gpus (%d)", req.GPUs)
+	}
+	start, err := time.Parse(time.RFC3339, req.Start)
+	if err != nil {
+		return reservation.Booking{}, badInput("start", req.Start, "not an RFC 3339 time such as 2026-12-07T08:00:00+09:00")
+	}
+	d, err := time.ParseDuration(req.Duration)
+	if err != nil {
+		return reservation.Booking{}, badInput("duration", req.Duration, "not a Go duration such as 168h")
+	}
+	if d <= 0 || d > reservation.MaxDuration {
+		return reservation.Booking{}, badInput("duration", req.Duration, "must be more than 0 and at most %s", reservation.MaxDuration)
+	}
+	return reservation.Booking{ID: req.ID, Namespace: req.Namespace, GPUs: req.GPUs, AllocGPUs: req.AllocGPUs,
+		Model: req.Model, NodePool: req.NodePool, Start: start, End: start.Add(d)}, nil
+}
+
+// entryOf renders b for c, redacted without read-job on its namespace.
+func entryOf(b reservation.Booking, c *caller, running int) ReservationEntry {
+	e := ReservationEntry{Namespace: b.Namespace, GPUs: b.GPUs}
+	if c.canRead(b.Namespace) {
+		start, end := b.Start, b.End
+		e.ID, e.Node, e.AllocGPUs, e.Model, e.NodePool, e.Start, e.End, e.Running =
+			b.ID, b.Node, b.AllocGPUs, b.Model, b.NodePool, &start, &end, running
+	}
+	return e
+}
+
+// running counts the live allocations naming booking id in the state.
+func (s *Server) running(id string) int {
+	st := s.cfg.Backend.State()
+	if st.Snapshot == nil {
+		return 0
+	}
+	n := 0
+	for _, a := range st.Snapshot.Allocations {
+		if a.Reservation == id {
+			n++
+		}
+	}
+	return n
+}
+
+// reservationList serves GET /v1/reservations[?namespace=] (any valid
+// token), by ID, redacted per namespace.
+func (s *Server) reservationList(w http.ResponseWriter, r *http.Request, c *caller) {
+	_, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, err := s.cfg.Store.ReadGuarded(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ns := r.URL.Query().Get("namespace")
+	out := []ReservationEntry{}
+	for _, b := range g.Reservations {
+		if ns == "" || b.Namespace == ns {
+			out = append(out, entryOf(b, c, s.running(b.ID)))
+		}
+	}
+	writeJSON(w, ReservationsResponse{State: fresh, Reservations: out})
+}
+
+// reservationGet serves GET /v1/reservation/<id>: read-job on its
+// namespace, else 404 as for a missing one.
+func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *caller) {
+	id := r.PathValue("id")
+	_, fresh, err := s.current()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, err := s.cfg.Store.ReadGuarded(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	b, ok := g.Reservation(id)
+	if !ok || !c.canRead(b.Namespace) {
+		writeError(w, notFound("reservation %q not found", id))
+		return
+	}
+	writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id))})
+}
+
+// reservationCreate serves POST /v1/reservations: submit-job on the
+// namespace; one guarded write validated by reservation.Prepare and L10
+// (Tree.Check) on the state at the guard index.
+func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *caller) {
+	data, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	b, err := DecodeBooking(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !c.canSubmit(b.Namespace) {
+		writeError(w, forbidden(fmt.Sprintf("permission denied: booking needs submit-job on namespace %q", b.Namespace)))
+		return
+	}
+	if b.ID == "" {
+		if b.ID, err = s.newID(); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	now := s.cfg.Now()
+	var booked reservation.Booking
+	_, err = s.cfg.Store.Guarded(r.Context(), func(g *store.Guarded) ([]store.Change, error) {
+		if old, taken := g.Reservation(b.ID); taken {
+			if c.canRead(old.Namespace) {
+				return nil, conflict("reservation ID %q is taken (namespace %s, %s to %s)", b.ID, old.Namespace,
+					reservation.FormatInstant(old.Start), reservation.FormatInstant(old.End))
+			}
+			return nil, conflict("reservation ID %q is taken", b.ID)
+		}
+		if g.Tree == nil || g.Tree.Root == nil {
+			return nil, conflict("no quota tree is stored yet")
+		}
+		tree, err := reservation.NewTree(g.Tree.Root)
+		if err != nil {
+			return nil, conflict("quota tree: %v", err)
+		}
+		nb, err := reservation.Prepare(tree, b, now, s.cfg.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if err := tree.Check(g.Reservations, nb, now.Add(s.cfg.Limits.MaxAhead)); err != nil {
+			return nil, err
+		}
+		booked = nb
+		return []store.Change{
+			store.PutReservation(nb),
+			store.PutChangeRecord(store.ChangeRecord{At: now, Op: "reservation create", Accessor: c.accessor(), Subject: nb.ID,
+				Detail: fmt.Sprintf("%s %d GPUs on %s from %s for %s", nb.Namespace, nb.GPUs, nb.Node, reservation.FormatInstant(nb.Start), nb.Duration()), Guard: g.Counter}),
+		}, nil
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSONStatus(w, http.StatusCreated, ReservationResponse{Reservation: entryOf(booked, c, 0)})
+}
+
+// reservationCancel serves DELETE /v1/reservation/<id>[?force=true]:
+// submit-job on its namespace (without read-job there: 404); a booking
+// with running allocations needs force. The booking goes to history.
+func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *caller) {
+	id := r.PathValue("id")
+	force := false
+	if v := r.URL.Query().Get("force"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, badInput("force", v, "want true or false"))
+			return
+		}
+		force = f
+	}
+	now := s.cfg.Now()
+	var gone reservation.Booking
+	var running int
+	_, err := s.cfg.Store.Guarded(r.Context(), func(g *store.Guarded) ([]store.Change, error) {
+		b, ok := g.Reservation(id)
+		if !ok || (!c.canRead(b.Namespace) && !c.canSubmit(b.Namespace)) {
+			return nil, notFound("reservation %q not found", id)
+		}
+		if !c.canSubmit(b.Namespace) {
+			return nil, forbidden(fmt.Sprintf("permission denied: cancelling needs submit-job on namespace %q", b.Namespace))
+		}
+		running = s.running(id)
+		if running > 0 && !force {
+			return nil, conflict("reservation %q has %d running allocations; cancel with -force (?force=true) to stop them", id, running)
+		}
+		outcome := "cancelled"
+		if running > 0 {
+			outcome = "forced"
+		}
+		gone = b
+		return []store.Change{
+			store.DeleteReservation(id),
+			store.PutReservationHistory(store.ReservationHistory{Booking: b, EndedAt: now, Outcome: outcome}),
+			store.PutChangeRecord(store.ChangeRecord{At: now, Op: "reservation cancel", Accessor: c.accessor(), Subject: id,
+				Detail: fmt.Sprintf("%s, %d running allocations", outcome, running), Guard: g.Counter}),
+		}, nil
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, ReservationResponse{Reservation: entryOf(gone, c, running)})
+}
+
+// newID draws a default reservation ID (reservation.NewID).
+func (s *Server) newID() (string, error) {
+	src := s.cfg.Random
+	if src == nil {
+		src = rand.Reader
+	}
+	var b [4]byte
+	if _, err := io.ReadFull(src, b[:]); err != nil {
+		return "", fmt.Errorf("drawing a reservation ID: %w", err)
+	}
+	return reservation.NewID(b), nil
+}

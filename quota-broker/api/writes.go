@@ -1,0 +1,342 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
+	"github.com/gputide/gputide/quota-broker/store"
+)
+
+// MoveRequest is the body of POST /v1/quota/move: move gpus of nominal
+// quota from one node to another (DESIGN L9).
+type MoveRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	GPUs int    `json:"gpus"`
+}
+
+// ScaleRequest is the body of PUT /v1/quota/<name>: set one nominal.
+type ScaleRequest struct {
+	GPUs *int `json:"gpus"`
+}
+
+// TreeWriteResponse answers a quota write: the tree as written.
+type TreeWriteResponse struct {
+	ChangedAt time.Time   `json:"changed_at"`
+	Guard     uint64      `json:"guard"`
+	Root      *quota.Node `json:"root"`
+}
+
+// decodeStrict decodes a small JSON body, refusing unknown fields.
+func decodeStrict(data []byte, v any) error {
+	if len(data) > MaxRequestBody {
+		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: fmt.Sprintf("body larger than %d bytes", MaxRequestBody)}
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return &Problem{Status: http.StatusBadRequest, Field: te.Field, Msg: fmt.Sprintf("%s: want a JSON %s, got %s", te.Field, te.Type, te.Value)}
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			f = strings.Trim(f, `"`)
+			field := f
+			if field == "" {
+				field = "body"
+			}
+			return &Problem{Status: http.StatusBadRequest, Field: field, Msg: fmt.Sprintf("unknown field %q", f)}
+		}
+		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body is not the documented JSON: " + err.Error()}
+	}
+	if dec.More() {
+		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body holds more than one JSON value"}
+	}
+	return nil
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
+	if err != nil {
+		return nil, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "reading the body: " + err.Error()}
+	}
+	return data, nil
+}
+
+// DecodeMove reads and checks a move body: from and to name two nodes,
+// 0 < gpus <= quota.MaxGPUs.
+func DecodeMove(data []byte) (MoveRequest, error) {
+	var m MoveRequest
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	switch {
+	case strings.TrimSpace(m.From) == "":
+		return m, badInput("from", m.From, "is empty")
+	case strings.TrimSpace(m.To) == "":
+		return m, badInput("to", m.To, "is empty")
+	case m.From == m.To:
+		return m, badInput("to", m.To, "is the same node as from")
+	case m.GPUs <= 0 || m.GPUs > quota.MaxGPUs:
+		return m, badInput("gpus", strconv.Itoa(m.GPUs), "must be from 1 to %d", quota.MaxGPUs)
+	}
+	return m, nil
+}
+
+// DecodeScale reads and checks a scale body: 0 <= gpus <= quota.MaxGPUs.
+func DecodeScale(data []byte) (int, error) {
+	var m ScaleRequest
+	if err := decodeStrict(data, &m); err != nil {
+		return 0, err
+	}
+	if m.GPUs == nil {
+		return 0, badInput("gpus", "", "is missing")
+	}
+	if *m.GPUs < 0 || *m.GPUs > quota.MaxGPUs {
+		return 0, badInput("gpus", strconv.Itoa(*m.GPUs), "must be from 0 to %d", quota.MaxGPUs)
+	}
+	return *m.GPUs, nil
+}
+
+// treeJSON is the JSON form of PUT /v1/quotas (the tree record's shape).
+type treeJSON struct {
+	Root     *quota.Node     `json:"root"`
+	Settings *quota.Settings `json:"settings,omitempty"`
+}
+
+// DecodeTree reads a whole tree: HCL (the quota file format) unless
+// contentType is application/json, then {"root": {...}, "settings": {...}}.
+// Settings left out keep the stored ones (nil).
+func DecodeTree(data []byte, contentType string) (*quota.Node, *quota.Settings, error) {
+	if len(data) > MaxRequestBody {
+		return nil, nil, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: fmt.Sprintf("body larger than %d bytes", MaxRequestBody)}
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == "application/json" {
+		var t treeJSON
+		if err := decodeStrict(data, &t); err != nil {
+			return nil, nil, err
+		}
+		if t.Root == nil {
+			return nil, nil, badInput("root", "", "is missing")
+		}
+		return t.Root, t.Settings, nil
+	}
+	root, settings, err := quota.Parse(data, "quotas.hcl")
+	var pe *quota.ParseError
+	switch {
+	case errors.As(err, &pe):
+		return nil, nil, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: err.Error()}
+	case err != nil:
+		return nil, nil, err // an L1 break: 409
+	}
+	return root, &settings, nil
+}
+
+// l1Sums checks law L1's sums at the parents of the changed nodes and at
+// the changed nodes themselves, with the numbers in the CLI's words:
+// "Quota1: children 56 + 80 = 136 > 128".
+func l1Sums(root *quota.Node, changed ...string) error {
+	parents := map[string]*quota.Node{}
+	root.Walk(func(n *quota.Node) {
+		for _, c := range n.Children {
+			parents[c.Name] = n
+		}
+	})
+	check := func(n *quota.Node) error {
+		if n == nil || len(n.Children) == 0 {
+			return nil
+		}
+		sum, parts := 0, make([]string, 0, len(n.Children))
+		for _, c := range n.Children {
+			sum += c.GPUs
+			parts = append(parts, strconv.Itoa(c.GPUs))
+		}
+		if sum > n.GPUs {
+			return conflict("L1: %s: children %s = %d > %d; move GPUs between nodes with `gputide quota move`",
+				n.Name, strings.Join(parts, " + "), sum, n.GPUs)
+		}
+		return nil
+	}
+	for _, name := range changed {
+		if err := check(parents[name]); err != nil {
+			return err
+		}
+		if err := check(root.Find(name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// treeChange edits a clone of the stored tree and returns a summary; an
+// error is returned to the caller unchanged.
+type treeChange func(root *quota.Node, now time.Time) (subject, detail string, err error)
+
+// writeTree runs one guarded tree write (DESIGN §6, L9): read the stored
+// tree, apply change, validate L1 (quota package) and L10 (reservation
+// package: the bookings not yet ended still fit every nominal), then write
+// the tree with changed_at and the change record in one transaction.
+func (s *Server) writeTree(ctx context.Context, c *caller, op string, settings *quota.Settings, change treeChange) (*store.Guarded, error) {
+	if !s.cfg.QuotaWrites {
+		return nil, conflict("this broker keeps its quota tree in its quota_file (no consul store): edit the file and restart, or configure the Consul store for live quota writes")
+	}
+	now := s.cfg.Now()
+	return s.cfg.Store.Guarded(ctx, func(g *store.Guarded) ([]store.Change, error) {
+		if g.Tree == nil || g.Tree.Root == nil {
+			return nil, conflict("no quota tree is stored yet")
+		}
+		root := g.Tree.Root.Clone()
+		subject, detail, err := change(root, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := quota.Validate(root); err != nil {
+			return nil, err
+		}
+		if err := fitsBookings(root, g.Reservations, now); err != nil {
+			return nil, err
+		}
+		rec := store.TreeRecord{Root: root, Settings: g.Tree.Settings, ChangedAt: now}
+		if settings != nil {
+			rec.Settings = *settings
+		}
+		return []store.Change{
+			store.PutTree(rec),
+			store.PutChangeRecord(store.ChangeRecord{At: now, Op: op, Accessor: c.accessor(), Subject: subject, Detail: detail, Guard: g.Counter}),
+		}, nil
+	})
+}
+
+// fitsBookings checks L10 for the bookings not yet ended against root.
+func fitsBookings(root *quota.Node, bookings []reservation.Booking, now time.Time) error {
+	t, err := reservation.NewTree(root)
+	if err != nil {
+		return conflict("L10: %v", err)
+	}
+	live := make([]reservation.Booking, 0, len(bookings))
+	for _, b := range bookings {
+		if b.End.After(now) {
+			live = append(live, b)
+		}
+	}
+	if err := t.Fits(live); err != nil {
+		var re *reservation.Error
+		if errors.As(err, &re) && errors.Is(err, reservation.ErrRefused) {
+			return conflict("L10: the change leaves bookings above a nominal: %v", err)
+		}
+		return conflict("L10: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) answerTree(w http.ResponseWriter, g *store.Guarded, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, TreeWriteResponse{ChangedAt: g.Tree.ChangedAt, Guard: g.Counter, Root: g.Tree.Root})
+}
+
+// quotaMove serves POST /v1/quota/move (admin): both nominals and their
+// changed_at in one guarded write (L9).
+func (s *Server) quotaMove(w http.ResponseWriter, r *http.Request, c *caller) {
+	data, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m, err := DecodeMove(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, err := s.writeTree(r.Context(), c, "quota move", nil, func(root *quota.Node, now time.Time) (string, string, error) {
+		from, to := root.Find(m.From), root.Find(m.To)
+		switch {
+		case from == nil:
+			return "", "", &Problem{Status: http.StatusNotFound, Field: "from", Msg: fmt.Sprintf("from %q: no such quota node", m.From)}
+		case to == nil:
+			return "", "", &Problem{Status: http.StatusNotFound, Field: "to", Msg: fmt.Sprintf("to %q: no such quota node", m.To)}
+		case from.GPUs < m.GPUs:
+			return "", "", conflict("L1: %s has %d GPUs nominal, %d asked to move", m.From, from.GPUs, m.GPUs)
+		}
+		from.GPUs -= m.GPUs
+		to.GPUs += m.GPUs
+		from.ChangedAt, to.ChangedAt = now, now
+		if err := l1Sums(root, m.From, m.To); err != nil {
+			return "", "", err
+		}
+		return m.From + "," + m.To, fmt.Sprintf("%s -> %s: %d GPUs", m.From, m.To, m.GPUs), nil
+	})
+	s.answerTree(w, g, err)
+}
+
+// quotaScale serves PUT /v1/quota/<name> (admin): one nominal, refused with
+// the numbers when L1 breaks.
+func (s *Server) quotaScale(w http.ResponseWriter, r *http.Request, c *caller) {
+	name := r.PathValue("name")
+	data, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	gpus, err := DecodeScale(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, err := s.writeTree(r.Context(), c, "quota scale", nil, func(root *quota.Node, now time.Time) (string, string, error) {
+		n := root.Find(name)
+		if n == nil {
+			return "", "", notFound("quota %q: no such quota node", name)
+		}
+		old := n.GPUs
+		n.GPUs, n.ChangedAt = gpus, now
+		if err := l1Sums(root, name); err != nil {
+			return "", "", err
+		}
+		return name, fmt.Sprintf("%s: %d -> %d GPUs", name, old, gpus), nil
+	})
+	s.answerTree(w, g, err)
+}
+
+// quotaApply serves PUT /v1/quotas (admin): the whole tree, HCL or JSON.
+// Nodes whose nominal changed get changed_at = now; the others keep theirs.
+func (s *Server) quotaApply(w http.ResponseWriter, r *http.Request, c *caller) {
+	data, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	newRoot, settings, err := DecodeTree(data, r.Header.Get("Content-Type"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g, err := s.writeTree(r.Context(), c, "quota apply", settings, func(root *quota.Node, now time.Time) (string, string, error) {
+		next := newRoot.Clone()
+		changed := 0
+		next.Walk(func(n *quota.Node) {
+			if old := root.Find(n.Name); old != nil && old.GPUs == n.GPUs {
+				n.ChangedAt = old.ChangedAt
+			} else {
+				n.ChangedAt = now
+				changed++
+			}
+		})
+		*root = *next
+		return next.Name, fmt.Sprintf("whole tree, %d nodes with a new nominal", changed), nil
+	})
+	s.answerTree(w, g, err)
+}

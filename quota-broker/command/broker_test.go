@@ -1,0 +1,220 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/gputide/gputide/quota-broker/acl"
+	"github.com/gputide/gputide/quota-broker/api"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/snapshot"
+	"github.com/gputide/gputide/quota-broker/store"
+)
+
+// refBackend serves the reference scenario's snapshot and plan.
+type refBackend struct{ st api.BrokerState }
+
+func (b refBackend) State() api.BrokerState { return b.st }
+func (refBackend) IsLeader() bool           { return true }
+func (refBackend) Health() any              { return map[string]any{} }
+func (refBackend) PendingOf(job *nomadapi.Job, now time.Time) ([]plan.Pending, error) {
+	return api.PendingOfJob(job, now)
+}
+
+// startBroker runs an API server on the reference scenario, with Nomad
+// ACLs off (the recorded pseudo-token answer) and the admin token "adm".
+func startBroker(t *testing.T) string {
+	t.Helper()
+	return startBrokerWith(t, httptest.NewServer)
+}
+
+func startBrokerWith(t *testing.T, serve func(http.Handler) *httptest.Server) string {
+	t.Helper()
+	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"AccessorID":"acls-disabled","SecretID":"","Name":"ACLs disabled token","Type":"client"}`)
+	}))
+	t.Cleanup(nomad.Close)
+	data, err := os.ReadFile(filepath.FromSlash("../../examples/reference/snapshot.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Compute(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := snap.Time.Add(time.Second)
+	res, err := acl.NewResolver(acl.Config{Address: nomad.URL, AdminToken: "adm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := store.NewMemory()
+	if _, _, err := kv.SeedTree(context.Background(), store.TreeRecord{Root: snap.Quota.Clone(), Settings: snap.Settings}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.NewServer(api.Config{Backend: refBackend{api.BrokerState{Snapshot: snap, Plan: p, SyncedAt: snap.Time}},
+		Store: kv, Resolver: res, QuotaWrites: true, Staleness: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := serve(srv.Handler())
+	t.Cleanup(hs.Close)
+	if hs.TLS != nil {
+		ca := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("TEST_CA", ca)
+	}
+	return hs.URL
+}
+
+// -ca-cert / GPUTIDE_CACERT: the CLI trusts the broker's CA, and without
+// it refuses the certificate.
+func TestBrokerCommandsTLS(t *testing.T) {
+	addr := startBrokerWith(t, httptest.NewTLSServer)
+	t.Setenv("GPUTIDE_ADDR", addr)
+	t.Setenv("NOMAD_TOKEN", "adm")
+	if code, _, errOut := runCLI(t, "quota", "status"); code != 1 || !strings.Contains(errOut, "certificate") {
+		t.Errorf("without the CA: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "quota", "status", "-ca-cert", os.Getenv("TEST_CA")); code != 0 || !strings.Contains(out, "Quota1.2") {
+		t.Errorf("-ca-cert: exit %d %s %s", code, out, errOut)
+	}
+	t.Setenv("GPUTIDE_CACERT", os.Getenv("TEST_CA"))
+	if code, out, errOut := runCLI(t, "queue", "-json"); code != 0 || !strings.Contains(out, `"state_age_seconds": 1`) {
+		t.Errorf("GPUTIDE_CACERT: exit %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "queue", "-ca-cert", "/nonexistent.pem"); code != 1 || !strings.Contains(errOut, `-ca-cert "/nonexistent.pem"`) {
+		t.Errorf("missing CA file: exit %d %s", code, errOut)
+	}
+}
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Run(args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestBrokerCommands(t *testing.T) {
+	addr := startBroker(t)
+	t.Setenv("GPUTIDE_ADDR", addr)
+	t.Setenv("NOMAD_TOKEN", "adm")
+	jobFile := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(jobFile, []byte(`{"Job":{"ID":"probe","Namespace":"workspace-b","Type":"batch","Datacenters":["dc1"],"TaskGroups":[{"Name":"g","Count":1,"Tasks":[{"Name":"t","Resources":{"Devices":[{"Name":"nvidia/gpu","Count":8}]}}]}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args     []string
+		code     int
+		out, err string
+	}{
+		{[]string{"quota", "status"}, 0, "· Quota1.1  48       40    [#################...]", ""},
+		{[]string{"quota", "scale", "Quota1.1", "-gpus", "56"}, 1, "", "Quota1: children 56 + 80 = 136 > 128"},
+		{[]string{"quota", "scale", "Quota1.1", "-gpus", "x"}, 1, "", `-gpus "x": not a whole number`},
+		{[]string{"quota", "move", "-from", "Quota1.2", "-to", "Quota1.1", "-gpus", "8"}, 0, "Moved 8 GPUs from Quota1.2 to Quota1.1 (Quota1.2 now 72, Quota1.1 now 56)", ""},
+		{[]string{"quota", "move", "-from", "Quota1.2", "-to", "Quota1.1"}, 1, "", "Missing -from, -to or -gpus"},
+		{[]string{"quota", "status", "-token", "wrong"}, 1, "", "HTTP 403: Nomad ACLs are off: this request needs the broker's admin_token"},
+		{[]string{"reservation", "create", "-namespace", "workspace-b", "-gpus", "16", "-start", "2026-12-07T08:00:00+09:00", "-duration", "90d"}, 1, "", `-duration "90d": not a Go duration`},
+		{[]string{"reservation", "create", "-namespace", "workspace-b", "-gpus", "16", "-alloc-gpus", "5", "-start", "2026-12-07T08:00:00+09:00", "-duration", "1h"}, 1, "", `-alloc-gpus "5": must divide -gpus (16)`},
+		{[]string{"reservation", "create", "-namespace", "workspace-b", "-gpus", "16", "-start", "2026-12-07T08:00:00+09:00", "-duration", "168h", "-id", "rb"}, 0, `Reservation "rb" booked: 16 GPUs (2x8) of Quota1.1 for workspace-b, 2026-12-07T08:00+09:00 to 2026-12-14T08:00+09:00`, ""},
+		{[]string{"reservation", "create", "-namespace", "workspace-b", "-gpus", "48", "-start", "2026-12-08T09:00:00+09:00", "-duration", "1h"}, 1, "", "Quota1.1 at 2026-12-08T09:00+09:00: 16 of 56 GPUs booked, 48 asked; earliest start that fits: 2026-12-14T08:00+09:00"},
+		{[]string{"reservation", "list"}, 0, "rb", ""},
+		{[]string{"reservation", "show", "-json", "rb"}, 0, `"node": "Quota1.1"`, ""},
+		{[]string{"reservation", "show", "nope"}, 1, "", "not found"},
+		{[]string{"reservation", "cancel", "rb"}, 0, `Reservation "rb" cancelled`, ""},
+		{[]string{"queue"}, 0, "llama-ft-13b", ""},
+		{[]string{"preemptions", "-since", "yesterday"}, 1, "", `-since "yesterday"`},
+		{[]string{"preemptions", "-since", "24h"}, 0, "At", ""},
+		{[]string{"job", "plan", jobFile}, 0, `Job "probe" in namespace "workspace-b"`, ""},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.err) {
+			t.Errorf("gputide %s: exit %d\nstdout: %s\nstderr: %s\nwant exit %d, stdout with %q, stderr with %q",
+				strings.Join(c.args, " "), code, out, errOut, c.code, c.out, c.err)
+		}
+	}
+	t.Setenv("NOMAD_TOKEN", "")
+	if code, _, errOut := runCLI(t, "quota", "status"); code != 1 || !strings.Contains(errOut, "HTTP 403") {
+		t.Errorf("no token: exit %d %s", code, errOut)
+	}
+}
+
+func TestUsageBar(t *testing.T) {
+	for _, c := range []struct {
+		q    api.Quota
+		want string
+	}{
+		{api.Quota{NominalGPUs: 48, UsedGPUs: 24, NonidleGPUs: 12}, "[#####+++++..........]"},
+		{api.Quota{NominalGPUs: 10, UsedGPUs: 20, NonidleGPUs: 20}, "[####################]>"},
+		{api.Quota{}, "[                    ]"},
+	} {
+		if got := usageBar(c.q); got != c.want {
+			t.Errorf("usageBar(%+v) = %q, want %q", c.q, got, c.want)
+		}
+	}
+}
+
+// Reservation flags: every bad value is an error naming the flag and its
+// value, never a panic; a good set gives the request as typed.
+func FuzzReservationFlags(f *testing.F) {
+	f.Add("16", "", "2026-12-07T08:00:00+09:00", "168h", "")
+	f.Add("x", "5", "tomorrow", "90d", "Bad_ID")
+	f.Add("16", "0", "2026-12-07T08:00:00Z", "-1h", "r-1")
+	f.Fuzz(func(t *testing.T, gpus, alloc, start, duration, id string) {
+		req, err := bookingFromFlags("workspace-b", gpus, alloc, "", "", start, duration, id)
+		if err != nil {
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "-") && !strings.HasPrefix(msg, "missing flags") {
+				t.Fatalf("error %q names no flag", msg)
+			}
+			return
+		}
+		if req.Start != start || req.Duration != duration || req.GPUs <= 0 || req.ID != id {
+			t.Fatalf("request %+v from %q %q %q %q", req, gpus, start, duration, id)
+		}
+	})
+}
+
+// job plan FILE with HCL: Nomad's /v1/jobs/parse at NOMAD_ADDR parses it
+// with the caller's token, then the broker previews it.
+func TestJobPlanHCL(t *testing.T) {
+	addr := startBroker(t)
+	var gotToken string
+	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/jobs/parse" {
+			http.NotFound(w, r)
+			return
+		}
+		gotToken = r.Header.Get("X-Nomad-Token")
+		_, _ = io.WriteString(w, `{"ID":"probe-hcl","Namespace":"workspace-b","Type":"batch","Datacenters":["dc1"],"TaskGroups":[{"Name":"g","Count":1,"Tasks":[{"Name":"t","Resources":{"Devices":[{"Name":"nvidia/gpu","Count":8}]}}]}]}`)
+	}))
+	t.Cleanup(nomad.Close)
+	t.Setenv("NOMAD_ADDR", nomad.URL)
+	t.Setenv("GPUTIDE_ADDR", addr)
+	t.Setenv("NOMAD_TOKEN", "")
+	file := filepath.Join(t.TempDir(), "job.nomad.hcl")
+	if err := os.WriteFile(file, []byte("job \"probe-hcl\" {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "job", "plan", "-token", "adm", file)
+	if code != 0 || !strings.Contains(out, `Job "probe-hcl" in namespace "workspace-b"`) || gotToken != "adm" {
+		t.Errorf("exit %d, token %q\n%s%s", code, gotToken, out, errOut)
+	}
+}
