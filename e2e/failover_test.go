@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -122,6 +123,8 @@ interval   = "2s"
 staleness  = "3s"
 http_bind  = "127.0.0.1:%d"
 log_level  = "debug"
+# The test Nomad runs without ACLs: reads need no token (DESIGN §9).
+open_reads_without_acl = true
 `, nomadAddr, consulAddr, prefix, port)
 	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -397,14 +400,12 @@ func killMidPreemption(t *testing.T, a *nomadAgent, bin, consulAddr, prefix stri
 		t.Fatalf("inference GPUs %v", got)
 	}
 	// The history in Consul has each preemption once, read by the new leader.
-	var rec []struct {
-		Alloc string `json:"alloc"`
-	}
+	var rec brokerapi.PreemptionsResponse
 	if err := getJSON("http://"+standby.addr+"/v1/preemptions", &rec); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
-	for _, p := range rec {
+	for _, p := range rec.Preemptions {
 		seen[p.Alloc]++
 	}
 	for _, id := range cTrain {
