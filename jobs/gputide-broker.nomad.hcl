@@ -1,13 +1,17 @@
 # The gputide quota broker as a Nomad service job.
 #
-#   nomad var put -namespace=default nomad/jobs/gputide-broker token=<management token>
+#   nomad var put -namespace=default nomad/jobs/gputide-broker token=<management token> consul_token=<consul token>
 #   nomad job run -var 'gputide_url=https://.../gputide_linux_amd64.tar.gz' jobs/gputide-broker.nomad.hcl
 #
 # It runs in the default namespace, outside the namespaces it governs, in a
-# real node pool (never the holding pool), as one instance: only one broker
-# may act at a time (L12). The quota tree is a template here; point
-# quota_file at a file you manage with your configuration tooling to change
-# quotas live (use case 2: the broker reloads it when it changes).
+# real node pool (never the holding pool), as two instances on two nodes
+# (distinct_hosts) sharing one Consul store (DESIGN §6). Both watch Nomad
+# and serve reads; only the holder of the Consul session lock on
+# gputide/leader acts (L12). The other takes over within 3 s of a graceful
+# stop and within 25 s of a crash, repeating nothing (intents and job
+# records are in Consul). The quota file below only seeds the store's tree
+# when Consul has none; later quota changes go to the store (gputide quota
+# commands or the API) and apply live on both brokers.
 variable "gputide_url" {
   type        = string
   description = "URL of a gputide release archive (go-getter syntax) holding the gputide binary"
@@ -18,13 +22,24 @@ variable "nomad_addr" {
   default = "http://127.0.0.1:4646"
 }
 
+variable "consul_addr" {
+  type    = string
+  default = "127.0.0.1:8500"
+}
+
 job "gputide-broker" {
   namespace = "default"
   type      = "service"
   priority  = 90
 
   group "broker" {
-    count = 1
+    # Two brokers, one per node: one acts, the other stands by (L12).
+    count = 2
+
+    constraint {
+      operator = "distinct_hosts"
+      value    = "true"
+    }
 
     restart {
       attempts = 10
@@ -50,7 +65,8 @@ job "gputide-broker" {
         destination = "secrets/nomad.env"
         env         = true
         data        = <<-EOT
-        {{ with nomadVar "nomad/jobs/gputide-broker" }}NOMAD_TOKEN={{ .token }}{{ end }}
+        {{ with nomadVar "nomad/jobs/gputide-broker" }}NOMAD_TOKEN={{ .token }}
+        CONSUL_HTTP_TOKEN={{ .consul_token }}{{ end }}
         EOT
       }
 
@@ -59,6 +75,10 @@ job "gputide-broker" {
         data        = <<-EOT
         nomad {
           address = "${var.nomad_addr}"
+        }
+        consul {
+          address = "${var.consul_addr}"
+          prefix  = "gputide/"
         }
         quota_file   = "quota.hcl"
         holding_pool = "gputide-queue"
@@ -91,7 +111,8 @@ job "gputide-broker" {
         EOT
       }
 
-      # SIGINT: the broker finishes the call in flight and exits.
+      # SIGINT: the broker finishes the call in flight, releases the leader
+      # lock (the standby takes over at once) and exits.
       kill_signal  = "SIGINT"
       kill_timeout = "30s"
 

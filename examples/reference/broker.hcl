@@ -43,3 +43,19 @@ http_bind = "127.0.0.1:4780"
 
 # trace, debug, info, warn, error or off.
 log_level = "info"
+
+# The leader prunes the preemption history older than this (and beyond
+# 100,000 entries).
+# history_retention = "2160h"
+
+# The durable store and the leader lock (DESIGN §6, L12). Without it the
+# broker's state lives in memory (bookings, intents and history die with the
+# process) and only one broker may run. With it, quota_file only seeds the
+# store's tree when Consul has none; the tree is then read from Consul and
+# watched, and any number of brokers may run: the holder of the session lock
+# on <prefix>leader acts, the others plan, serve reads and stand by.
+# consul {
+#   address = "127.0.0.1:8500"   # default: CONSUL_HTTP_ADDR, else this
+#   token   = ""                 # default: CONSUL_HTTP_TOKEN; never logged
+#   prefix  = "gputide/"
+# }

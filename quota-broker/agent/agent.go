@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +18,6 @@ import (
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
-	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
@@ -45,11 +45,19 @@ type Agent struct {
 	metrics  *metrics.Metrics
 	registry *prometheus.Registry
 	api      *brokerapi.Server
-	apiStore *store.KV // the API's in-memory store (bookings, the tree they validate against)
 	now      func() time.Time
 	trigger  chan struct{}
+	// store is the broker's state (DESIGN §6): Consul with a consul block,
+	// else memory; consul says which.
+	store  store.Store
+	consul bool
+	holder string // this agent's name in the leader lock
 
 	mu         sync.Mutex
+	lock       *store.Lock // the leader lock while held (L12)
+	leaderName string      // the holder last seen, "" when none
+	newTerm    bool        // the lock was taken since the last leader cycle
+	prunedAt   time.Time   // when the history was last pruned (cycle goroutine)
 	tree       *quota.Node
 	settings   quota.Settings
 	quotaMTime time.Time
@@ -58,10 +66,10 @@ type Agent struct {
 	lastPlanAt time.Time
 	acting     bool   // the last cycle was allowed to act (L12)
 	why        string // why it was not
-	seeded     bool   // the accepted set was seeded from the first list
 	cycles     int
 	addr       string // the HTTP address actually bound
 	poolOK     bool   // the holding pool is known to exist (cycle goroutine only)
+	seeded     bool   // a dry run seeded its accepted set (cycle goroutine only)
 	// left are the snapshot faults logged by the last cycle (cycle
 	// goroutine only): a fault is logged when it appears, not every cycle.
 	left map[string]bool
@@ -77,6 +85,9 @@ type Options struct {
 	DryRun bool
 	Logger hclog.Logger     // default: a named stderr logger at cfg.LogLevel
 	Now    func() time.Time // default time.Now
+	// Store overrides the store the configuration names (tests: several
+	// agents on one memory store).
+	Store store.Store
 }
 
 // New creates an agent from cfg: it loads the quota tree (law L1 checked)
@@ -91,7 +102,18 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		now = time.Now
 	}
 	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
-		recorder: &history.Recorder{}, registry: prometheus.NewRegistry()}
+		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store}
+	a.consul = cfg.Consul != nil
+	if a.store == nil {
+		kv, warning, err := store.Open(cfg.Consul)
+		if err != nil {
+			return nil, err
+		}
+		if warning != "" {
+			log.Warn(warning)
+		}
+		a.store = kv
+	}
 	if err := a.loadQuota(); err != nil {
 		return nil, err
 	}
@@ -143,10 +165,15 @@ func (a *Agent) governed(ns string) bool {
 	return false
 }
 
-// loadQuota (re)reads the quota file when it changed. An invalid tree is
+// loadQuota (re)reads the quota file when it changed (without Consul; with
+// Consul the file only seeds the store, see watchTree). An invalid tree is
 // logged and the running tree stays (law L1). Nodes whose nominal changed
-// get ChangedAt = now (debt grace, law L9).
+// get ChangedAt = now (debt grace, law L9). The tree is copied into the
+// memory store.
 func (a *Agent) loadQuota() error {
+	if a.consul {
+		return nil
+	}
 	st, err := os.Stat(a.cfg.QuotaFile)
 	if err != nil {
 		return fmt.Errorf("failed to read the quota file: %w", err)
@@ -156,7 +183,6 @@ func (a *Agent) loadQuota() error {
 	}
 	a.mu.Lock()
 	same := a.tree != nil && st.ModTime().Equal(a.quotaMTime)
-	old := a.tree
 	a.mu.Unlock()
 	if same {
 		return nil
@@ -165,52 +191,14 @@ func (a *Agent) loadQuota() error {
 	if err != nil {
 		return fmt.Errorf("failed to load the quota tree: %w", err)
 	}
-	if err := a.cfg.CheckNamespaces(quota.Namespaces(tree), a.cfg.QuotaFile); err != nil {
+	if err := a.useTree(tree, settings, a.cfg.QuotaFile); err != nil {
 		return err
 	}
-	if a.cfg.MinRuntime != nil {
-		settings.MinRuntime = *a.cfg.MinRuntime
-	}
-	now := a.now()
-	if old != nil {
-		tree.Walk(func(n *quota.Node) {
-			if o := old.Find(n.Name); o != nil {
-				n.ChangedAt = o.ChangedAt
-				if o.GPUs != n.GPUs {
-					n.ChangedAt = now
-					a.log.Info("quota changed", "quota", n.Name, "old_gpus", o.GPUs, "new_gpus", n.GPUs)
-				}
-			}
-		})
-	}
 	a.mu.Lock()
-	a.tree, a.settings, a.quotaMTime = tree, settings, st.ModTime()
+	a.quotaMTime = st.ModTime()
 	a.mu.Unlock()
-	if a.apiStore != nil && old != nil {
-		a.syncStoreTree(tree, settings)
-	}
+	a.publishTree(context.Background())
 	return nil
-}
-
-// syncStoreTree writes a reloaded quota file into the API's store, so that
-// bookings validate against the tree the agent plans with. The file is the
-// truth: the write is not refused, but bookings it leaves above a nominal
-// (L10) are logged.
-func (a *Agent) syncStoreTree(tree *quota.Node, settings quota.Settings) {
-	ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
-	defer cancel()
-	g, err := a.apiStore.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) {
-		return []store.Change{store.PutTree(store.TreeRecord{Root: tree.Clone(), Settings: settings, ChangedAt: a.now()})}, nil
-	})
-	if err != nil {
-		a.log.Error("failed to write the reloaded quota tree to the API store", "error", err)
-		return
-	}
-	if rt, err := reservation.NewTree(tree); err == nil {
-		if err := rt.Fits(g.Reservations); err != nil {
-			a.log.Warn("the reloaded quota tree leaves bookings above a nominal (L10)", "error", err)
-		}
-	}
 }
 
 func (a *Agent) poke() {
@@ -250,6 +238,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.addr = ln.Addr().String()
 	a.mu.Unlock()
+	host, _ := os.Hostname()
+	a.holder = host + " " + a.Addr()
 	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	if a.cfg.TLSCertFile != "" {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
@@ -263,11 +253,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("gputide agent started", "nomad", nomad.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
 		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
 
+	// Released after the last cycle and after lead returned (defers run
+	// last first): nothing acts once a standby may.
+	defer a.releaseLock()
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); _ = a.watcher.Run(ctx) }()
 	go func() { defer wg.Done(); _ = a.policyWatcher.Run(ctx) }()
 	go func() { defer wg.Done(); a.probe(ctx) }()
+	if a.consul {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.watchTree(ctx) }()
+	}
+	if !a.dryRun {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.lead(ctx) }()
+	}
 	defer wg.Wait()
 
 	tick := time.NewTicker(a.cfg.Interval)
@@ -322,7 +323,12 @@ func (a *Agent) fresh() (bool, string) {
 	return true, ""
 }
 
-// cycle plans once and, when the state is fresh, acts.
+// cycle plans once and, when this agent holds the leader lock and the
+// state is fresh, acts (L12), in these steps: read the store (job records,
+// intents), build the snapshot with the intents as StoppingFor and the
+// recorded admissions as accepted, record new jobs and drop stale intents
+// (leader), plan, and carry the plan out through the fence. A standby
+// stops after planning, as a dry run does.
 func (a *Agent) cycle(ctx context.Context) {
 	st := a.watcher.Status()
 	state := a.watcher.State()
@@ -347,18 +353,35 @@ func (a *Agent) cycle(ctx context.Context) {
 	if err := a.loadQuota(); err != nil {
 		a.log.Error("keeping the running quota tree", "error", err)
 	}
+	a.mu.Lock()
+	tree, settings := a.tree, a.settings
+	a.mu.Unlock()
+	if tree == nil {
+		a.setActing(false, "no quota tree in the store yet")
+		return
+	}
+	view, err := a.readStore(ctx)
+	if err != nil {
+		a.setActing(false, fmt.Sprintf("the store is unavailable: %v", err))
+		return
+	}
+	a.mu.Lock()
+	a.leaderName = view.leader
+	newTerm := a.newTerm
+	a.mu.Unlock()
+	lock := a.heldLock()
+	leader := lock != nil && !a.dryRun
 	// The holding pool exists before the agent says it acts: jobs are
 	// submitted into it, and Nomad refuses a job in a pool it lacks.
-	if !a.dryRun && !a.poolOK {
+	if leader && !a.poolOK {
 		if err := a.ensureHoldingPool(ctx); err != nil {
 			a.log.Error("failed to create the holding pool", "pool", a.cfg.HoldingPool, "error", err)
 			a.setActing(false, fmt.Sprintf("failed to create the holding pool %q: %v", a.cfg.HoldingPool, err))
 			return
 		}
 	}
-	a.setActing(true, "")
 	rctx, rcancel := context.WithTimeout(ctx, refreshTimeout)
-	err := state.Refresh(rctx, a.client)
+	err = state.Refresh(rctx, a.client)
 	rcancel()
 	if err != nil {
 		a.log.Warn("not acting: failed to refresh job summaries", "error", err)
@@ -368,15 +391,20 @@ func (a *Agent) cycle(ctx context.Context) {
 	start := a.now()
 	a.actor.State = state
 	a.actor.Forget(state)
-	a.mu.Lock()
-	tree, settings, seeded := a.tree, a.settings, a.seeded
-	a.seeded = true
-	a.mu.Unlock()
-	in := nomad.BuildInput{Now: a.now(), Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
-		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted,
-		AdmitPools: a.cfg.AdmitPools, Policies: a.policies}
+	stopping, resume, staleIntents := view.stopping(a.actor.Stopping(), state, a.cfg.HoldingPool, start, a.cfg.Staleness)
+	accepted := func(k plan.JobKey) bool { return a.actor.Accepted(k) || view.admitted(k) }
+	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
+		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies}
 	b := state.Build(in)
-	if !seeded {
+	// The store's first start (no job records yet): what runs in a real
+	// pool was there before the broker and is accepted as it is; past it,
+	// a job in a real pool without admitted_at is a direct registration.
+	// A dry run writes no records: it accepts what its first list shows.
+	firstStart := leader && newTerm && len(view.jobs) == 0
+	if a.dryRun && !a.seeded {
+		firstStart, a.seeded = true, true
+	}
+	if firstStart {
 		a.actor.AcceptRunning(b)
 		b = state.Build(in)
 	}
@@ -387,17 +415,58 @@ func (a *Agent) cycle(ctx context.Context) {
 		return
 	}
 	a.actor.Observe(b)
+	if leader {
+		a.mu.Lock()
+		a.newTerm = false
+		a.mu.Unlock()
+		if err := a.recordJobs(ctx, lock, view, b, state, staleIntents, start); err != nil {
+			a.setActing(false, fmt.Sprintf("failed to record the jobs in the store: %v", err))
+			return
+		}
+		a.prune(ctx, lock, start, newTerm)
+	}
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		a.log.Error("failed to plan", "error", err)
 		return
 	}
 	a.observe(b, p, a.now().Sub(start))
+	if a.dryRun {
+		a.setActing(true, "")
+		return
+	}
+	if !leader {
+		who := view.leader
+		if who == "" {
+			who = "none yet"
+		}
+		a.setActing(false, "standby: the leader lock is held by "+who)
+		return
+	}
 	if ok, why := a.fresh(); !ok {
 		a.setActing(false, why)
 		a.log.Warn("not acting on the plan: L12", "why", why)
 		return
 	}
+	// A consistent read of the lock before the acts (each act then checks
+	// the lock again, and its intent write is fenced by the session).
+	vctx, vcancel := context.WithTimeout(ctx, storeTimeout)
+	err = lock.Verify(vctx)
+	vcancel()
+	if err != nil {
+		a.setActing(false, fmt.Sprintf("the leader lock could not be verified: %v", err))
+		return
+	}
+	a.setActing(true, "")
+	if len(resume) > 0 {
+		// The stops a predecessor announced and did not make come first;
+		// the plan counted them as stopping for their claimants.
+		a.log.Info("finishing the preemption the previous leader began", "stops", len(resume))
+		resumed := *p // p is shared with the HTTP reads
+		resumed.Actions = append(append([]plan.Action(nil), resume...), p.Actions...)
+		p = &resumed
+	}
+	a.actor.Fence = &fence{a: a, lock: lock, now: a.now, jobs: maps.Clone(view.jobs)}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
 	out := a.actor.Execute(actx, p, b)
 	if _, err := a.actor.EnforceMaxRun(actx, b, a.now()); err != nil {
@@ -406,6 +475,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	}
 	cancel()
 	a.recorder.AddOutcome(out)
+	a.recordPreemptions(ctx, lock, out)
 	a.metrics.ObserveOutcome(out)
 	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors) > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,

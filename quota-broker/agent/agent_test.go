@@ -72,6 +72,9 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 		case r.URL.Path == "/v1/node/pool/gputide-queue":
 			fmt.Fprint(w, `{"Name":"gputide-queue"}`)
 			return
+		case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/allocation/") && strings.HasSuffix(r.URL.Path, "/stop"):
+			fmt.Fprint(w, `{"EvalID":"e","Index":501}`)
+			return
 		case r.Method == http.MethodPut && r.URL.Path == "/v1/jobs":
 			fmt.Fprint(w, `{"EvalID":"e","JobModifyIndex":500}`)
 			return
@@ -430,7 +433,7 @@ func TestQuotaReloadReachesTheAPIStore(t *testing.T) {
 	if err := a.loadQuota(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := a.apiStore.ReadGuarded(context.Background())
+	g, err := a.store.ReadGuarded(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

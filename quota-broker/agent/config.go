@@ -14,10 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -107,6 +109,17 @@ var reservedPools = map[string]bool{"default": true, "all": true}
 //	admin_policy = "gputide-admin"       # Nomad policy whose holders are broker admins (DESIGN §9)
 //	admin_token  = ""                    # the broker's admin token, only while Nomad ACLs are off; default GPUTIDE_ADMIN_TOKEN
 //	open_reads_without_acl = false       # with Nomad ACLs off, serve reads without the admin token
+//	history_retention = "2160h"          # the leader prunes preemption history older than this
+//	consul {                             # optional: the durable store and the leader lock (DESIGN §6, L12)
+//	  address = "127.0.0.1:8500"         # default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500
+//	  token   = ""                       # default: CONSUL_HTTP_TOKEN; never logged
+//	  prefix  = "gputide/"               # every key lives under it; ends with "/"
+//	}
+//
+// Without a consul block the agent keeps its state in memory (bookings and
+// history die with it) and quota_file is the tree, reloaded when it
+// changes. With one, quota_file (then optional) only seeds an absent tree
+// key; the tree is read from Consul and watched.
 //
 // Relative paths are relative to the configuration file. The address is
 // http or https with a host; its userinfo, if any, is never printed
@@ -137,6 +150,12 @@ type Config struct {
 	// TLSCertFile and TLSKeyFile serve the API over TLS; both or neither.
 	TLSCertFile string
 	TLSKeyFile  string
+	// Consul is the consul block; nil: the in-memory store.
+	Consul *store.ConsulConfig
+	// HistoryRetention: the leader prunes history older than this (and
+	// beyond store.DefaultHistoryMax entries). Default
+	// store.DefaultHistoryRetention (2160h, DESIGN §6).
+	HistoryRetention time.Duration
 }
 
 // NomadConfig is how the agent reaches Nomad.
@@ -147,21 +166,23 @@ type NomadConfig struct {
 }
 
 type fileConfig struct {
-	Nomad       *fileNomad `hcl:"nomad,block"`
-	QuotaFile   string     `hcl:"quota_file"`
-	Namespaces  []string   `hcl:"namespaces,optional"`
-	HoldingPool string     `hcl:"holding_pool,optional"`
-	AdmitPools  []string   `hcl:"admit_pools,optional"`
-	Interval    string     `hcl:"interval,optional"`
-	MinRuntime  string     `hcl:"min_runtime,optional"`
-	Staleness   string     `hcl:"staleness,optional"`
-	HTTPBind    string     `hcl:"http_bind,optional"`
-	LogLevel    string     `hcl:"log_level,optional"`
-	DumpDir     string     `hcl:"dump_dir,optional"`
-	AdminPolicy string     `hcl:"admin_policy,optional"`
-	AdminToken  string     `hcl:"admin_token,optional"`
-	OpenReads   bool       `hcl:"open_reads_without_acl,optional"`
-	TLS         *fileTLS   `hcl:"tls,block"`
+	Nomad       *fileNomad          `hcl:"nomad,block"`
+	QuotaFile   string              `hcl:"quota_file,optional"`
+	Namespaces  []string            `hcl:"namespaces,optional"`
+	HoldingPool string              `hcl:"holding_pool,optional"`
+	AdmitPools  []string            `hcl:"admit_pools,optional"`
+	Interval    string              `hcl:"interval,optional"`
+	MinRuntime  string              `hcl:"min_runtime,optional"`
+	Staleness   string              `hcl:"staleness,optional"`
+	HTTPBind    string              `hcl:"http_bind,optional"`
+	LogLevel    string              `hcl:"log_level,optional"`
+	DumpDir     string              `hcl:"dump_dir,optional"`
+	AdminPolicy string              `hcl:"admin_policy,optional"`
+	AdminToken  string              `hcl:"admin_token,optional"`
+	OpenReads   bool                `hcl:"open_reads_without_acl,optional"`
+	TLS         *fileTLS            `hcl:"tls,block"`
+	Consul      *store.ConsulConfig `hcl:"consul,block"`
+	Retention   string              `hcl:"history_retention,optional"`
 }
 
 type fileTLS struct {
@@ -237,7 +258,7 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 		return nil, fmt.Errorf("failed to decode %s: %s", filename, diags.Error())
 	}
 	c := &Config{QuotaFile: fc.QuotaFile, Namespaces: fc.Namespaces, HoldingPool: fc.HoldingPool, AdmitPools: fc.AdmitPools,
-		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir,
+		HTTPBind: fc.HTTPBind, LogLevel: fc.LogLevel, DumpDir: fc.DumpDir, Consul: fc.Consul,
 		AdminPolicy: fc.AdminPolicy, AdminToken: fc.AdminToken, OpenReadsWithoutACL: fc.OpenReads}
 	if fc.Nomad != nil {
 		c.Nomad = NomadConfig{Address: fc.Nomad.Address, Token: fc.Nomad.Token, Region: fc.Nomad.Region}
@@ -285,6 +306,12 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	if c.Staleness, err = period("staleness", fc.Staleness, DefaultStaleness); err != nil {
 		return nil, err
 	}
+	if c.HistoryRetention, err = dur("history_retention", fc.Retention, store.DefaultHistoryRetention); err != nil {
+		return nil, err
+	}
+	if c.HistoryRetention == 0 {
+		return nil, bad("history_retention", fc.Retention, ErrInvalid, "must be positive")
+	}
 	if fc.MinRuntime != "" {
 		d, err := dur("min_runtime", fc.MinRuntime, 0)
 		if err != nil {
@@ -304,8 +331,13 @@ func (c *Config) applyDefaults(filename string) error {
 	bad := func(key, v string, why string) error {
 		return &ConfigError{File: filename, Key: key, Value: v, Err: ErrInvalid, Why: why}
 	}
-	if c.QuotaFile == "" {
-		return &ConfigError{File: filename, Err: ErrInvalid, Why: "quota_file is required"}
+	if c.QuotaFile == "" && c.Consul == nil {
+		return &ConfigError{File: filename, Err: ErrInvalid, Why: "quota_file is required without a consul block"}
+	}
+	if c.Consul != nil {
+		if err := checkConsul(c.Consul, filename); err != nil {
+			return err
+		}
 	}
 	addrKey := "nomad.address"
 	if c.Nomad.Address == "" {
@@ -416,6 +448,38 @@ func (c *Config) CheckNamespaces(bound map[string]string, quotaFile string) erro
 			return &ConfigError{File: quotaFile, Key: "namespaces", Value: ns, Err: ErrNotGoverned,
 				Why: "listed in the agent configuration's namespaces but bound to no quota in this tree"}
 		}
+	}
+	return nil
+}
+
+// checkConsul checks the consul block: the address is host:port or an
+// http, https or unix URL; the prefix ends with "/" and does not start with
+// one (default store.DefaultPrefix). Empty address and token are left for
+// the Consul client, which reads CONSUL_HTTP_ADDR and CONSUL_HTTP_TOKEN.
+func checkConsul(c *store.ConsulConfig, filename string) error {
+	bad := func(key, v, why string) error {
+		return &ConfigError{File: filename, Key: key, Value: v, Err: ErrInvalid, Why: why}
+	}
+	if c.Address != "" {
+		if strings.Contains(c.Address, "://") {
+			u, err := url.Parse(c.Address)
+			switch {
+			case err != nil:
+				return bad("consul.address", nomad.RedactAddress(c.Address), "not a URL")
+			case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix":
+				return bad("consul.address", nomad.RedactAddress(c.Address), "want host:port or an http, https or unix URL")
+			case u.Scheme != "unix" && u.Hostname() == "":
+				return bad("consul.address", nomad.RedactAddress(c.Address), "the URL has no host")
+			}
+		} else if _, port, err := net.SplitHostPort(c.Address); err != nil || port == "" {
+			return bad("consul.address", c.Address, "want host:port such as 127.0.0.1:8500, or an http or https URL")
+		}
+	}
+	if c.Prefix == "" {
+		c.Prefix = store.DefaultPrefix
+	}
+	if !strings.HasSuffix(c.Prefix, "/") || strings.HasPrefix(c.Prefix, "/") || strings.Contains(c.Prefix, "//") {
+		return bad("consul.prefix", c.Prefix, `must end with "/", not start with one, and have no empty segment`)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/gputide/gputide/quota-broker/store"
 )
 
 func TestParseConfigAppliesDefaults(t *testing.T) {
@@ -136,7 +137,7 @@ func TestParseConfigAcceptsTheFloor(t *testing.T) {
 
 func TestParseConfigRejectsUnknownKeysAndAMissingQuotaFile(t *testing.T) {
 	cases := map[string]struct{ src, want string }{
-		"missing quota file": {``, `The argument "quota_file" is required`},
+		"missing quota file": {``, `quota_file is required without a consul block`},
 		"unknown key":        {`quota_file = "q"` + "\n" + `colour = "blue"`, "Unsupported argument"},
 	}
 	for name, tc := range cases {
@@ -191,6 +192,53 @@ func TestLoadConfigReadsRegularFilesOnlyWithinTheCap(t *testing.T) {
 			}
 			if name != "/dev/zero" && err.Error() != tc.msg {
 				t.Errorf("message = %q, want %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestParseConfigReadsTheConsulBlock(t *testing.T) {
+	src := `consul {
+  address = "127.0.0.1:8500"
+  token   = "secret"
+}
+history_retention = "720h"
+`
+	c, err := ParseConfig([]byte(src), "/etc/gputide/broker.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &store.ConsulConfig{Address: "127.0.0.1:8500", Token: "secret", Prefix: "gputide/"}
+	if diff := cmp.Diff(want, c.Consul); diff != "" {
+		t.Errorf("consul (-want +got):\n%s", diff)
+	}
+	if c.QuotaFile != "" || c.HistoryRetention != 720*time.Hour {
+		t.Errorf("quota_file %q, history_retention %s; want none (the store holds the tree) and 720h", c.QuotaFile, c.HistoryRetention)
+	}
+	c, err = ParseConfig([]byte(`quota_file = "q"`), "broker.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Consul != nil || c.HistoryRetention != store.DefaultHistoryRetention {
+		t.Errorf("without a consul block: consul %+v, history_retention %s", c.Consul, c.HistoryRetention)
+	}
+}
+
+func TestParseConfigRejectsBadConsulValues(t *testing.T) {
+	cases := map[string]struct{ src, want string }{
+		"prefix without slash": {`consul { prefix = "gputide" }`, `broker.hcl: consul.prefix = "gputide": must end with "/"`},
+		"prefix from root":     {`consul { prefix = "/gputide/" }`, `consul.prefix = "/gputide/"`},
+		"address scheme":       {`consul { address = "ftp://c:8500" }`, `consul.address = "ftp://c:8500": want host:port or an http, https or unix URL`},
+		"address no port":      {`consul { address = "consul.service" }`, `consul.address = "consul.service": want host:port`},
+		"unknown key":          {`consul { adress = "127.0.0.1:8500" }`, `Unsupported argument`},
+		"retention":            {`consul {}` + "\n" + `history_retention = "90d"`, `history_retention = "90d"`},
+		"zero retention":       {`consul {}` + "\n" + `history_retention = "0s"`, `history_retention = "0s": must be positive`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.src), "broker.hcl")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
-// Health is the body of GET /v1/agent/health (the API adds "leader").
+// Health is the body of GET /v1/agent/health.
 type Health struct {
 	Acting     bool      `json:"acting"`          // the last cycle was allowed to act (L12)
 	Why        string    `json:"why,omitempty"`   // why not
@@ -27,33 +26,33 @@ type Health struct {
 	LastPlanAt time.Time `json:"last_plan_at"`    // when the last plan was made
 	DryRun     bool      `json:"dry_run"`         // plans are only logged
 	Stopping   int       `json:"stopping"`        // allocations stopped and not yet gone
-	Error      string    `json:"last_error,omitempty"`
+	// Leader is the name of the leader lock's holder as last read ("" when
+	// none); IsLeader says whether it is this agent (DESIGN L12).
+	Leader   string `json:"leader"`
+	IsLeader bool   `json:"is_leader"`
+	Store    string `json:"store"` // "consul" or "memory"
+	Error    string `json:"last_error,omitempty"`
 }
 
 // newAPI builds the agent's HTTP API (package api, DESIGN §9): token
 // checks against Nomad with the caller's token (package acl), the reads
-// over the agent's last snapshot and plan, Calendar bookings in an
-// in-memory store seeded with the quota tree (they die with the process:
-// the agent has no Consul store yet), quota writes answered 409 (the tree
-// is the quota file), preemptions from this process's record, and
-// /metrics, /v1/metrics on the agent's registry.
+// over the agent's last snapshot and plan, Calendar bookings and the
+// preemption history in the agent's store (Consul, or memory: then they
+// die with the process), the leader state of the agent's lock (L12), and
+// /metrics, /v1/metrics on the agent's registry. Quota writes go to the
+// store with Consul (every instance's tree watch picks them up); without
+// it they answer 409, as the tree is the quota file (DESIGN §6).
 func (a *Agent) newAPI() (*brokerapi.Server, error) {
 	res, err := acl.NewResolver(acl.Config{Address: a.cfg.Nomad.Address, AdminPolicy: a.cfg.AdminPolicy,
 		AdminToken: a.cfg.AdminToken, Now: a.now, Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
-	kv := store.NewMemory()
-	a.mu.Lock()
-	rec := store.TreeRecord{Root: a.tree.Clone(), Settings: a.settings, ChangedAt: a.now()}
-	a.mu.Unlock()
-	if _, _, err := kv.SeedTree(context.Background(), rec); err != nil {
-		return nil, fmt.Errorf("seeding the in-memory store: %w", err)
+	if !a.consul {
+		a.log.Warn("no Consul store: quota writes through the API are refused (edit the quota file)")
 	}
-	a.apiStore = kv
-	a.log.Warn("no Consul store: reservations live in memory and die with this process; quota writes are refused (edit the quota file)")
 	return brokerapi.NewServer(brokerapi.Config{
-		Backend: agentBackend{a}, Store: kv, Resolver: res, QuotaWrites: false,
+		Backend: agentBackend{a}, Store: a.store, Resolver: res, QuotaWrites: a.consul,
 		OpenReadsWithoutACL: a.cfg.OpenReadsWithoutACL, Staleness: a.cfg.Staleness,
 		Preemptions: a.preemptions, Registerer: a.registry,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}), Now: a.now,
@@ -70,8 +69,9 @@ func (b agentBackend) State() brokerapi.BrokerState {
 	return brokerapi.BrokerState{Snapshot: b.a.lastSnap, Plan: b.a.lastPlan, SyncedAt: st.SyncedAt}
 }
 
-// IsLeader: an agent without the Consul store is the only broker.
-func (b agentBackend) IsLeader() bool { return true }
+// IsLeader is whether the agent holds the leader lock now (L12); a dry
+// run never does.
+func (b agentBackend) IsLeader() bool { return b.a.IsLeader() }
 
 func (b agentBackend) Health() any { return b.a.Health() }
 
@@ -79,23 +79,27 @@ func (b agentBackend) PendingOf(job *nomadapi.Job, now time.Time) ([]plan.Pendin
 	return brokerapi.PendingOfJob(job, now)
 }
 
-// preemptions gives this process's record in the store's history shape.
-func (a *Agent) preemptions(context.Context) ([]store.Preemption, error) {
-	list := a.recorder.List()
-	out := make([]store.Preemption, 0, len(list))
-	for _, p := range list {
-		out = append(out, store.Preemption{At: p.Time, Alloc: p.Alloc, Namespace: p.Namespace, Job: p.Job, GPUs: p.GPUs,
-			For: p.Claimant.String(), Rule: string(p.Rule)})
-	}
-	return out, nil
+// preemptions is the preemption history in the store (written by the
+// leaders, DESIGN §6, L8), oldest first.
+func (a *Agent) preemptions(ctx context.Context) ([]store.Preemption, error) {
+	return a.store.Preemptions(ctx)
 }
 
 // Health returns the agent's health.
 func (a *Agent) Health() Health {
 	st := a.watcher.Status()
+	isLeader := a.IsLeader()
+	kind := "memory"
+	if a.consul {
+		kind = "consul"
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Health{Acting: a.acting, Why: a.why, Connected: st.Connected, SyncedAt: st.SyncedAt,
+	leader := a.leaderName
+	if isLeader {
+		leader = a.holder
+	}
+	return Health{Leader: leader, IsLeader: isLeader, Store: kind, Acting: a.acting, Why: a.why, Connected: st.Connected, SyncedAt: st.SyncedAt,
 		Staleness: a.cfg.Staleness.String(), Index: st.Index, Relists: st.Relists, LastPlanAt: a.lastPlanAt,
 		DryRun: a.dryRun, Stopping: len(a.actor.Stopping()), Error: st.LastError}
 }

@@ -43,7 +43,8 @@ type Backend interface {
 	// standby serves every read and takes writes too, DESIGN L12, §9).
 	IsLeader() bool
 	// Health is the body of GET /v1/agent/health (a JSON object); the
-	// server adds "leader".
+	// server sets "is_leader" from IsLeader (the agent's health also
+	// names the lock's holder in "leader").
 	Health() any
 	// PendingOf turns a Nomad job (as `nomad job run -output` writes it)
 	// into the task groups it would queue as, for plan previews. An error
@@ -74,8 +75,7 @@ type Config struct {
 	// reservation_min_duration); zero: reservation.DefaultLimits().
 	Limits reservation.Limits
 	// Preemptions lists the preemption history, oldest first; nil:
-	// Store.Preemptions (the agent without the Consul store gives its
-	// in-memory record).
+	// Store.Preemptions (the agent gives its store's, Consul or memory).
 	Preemptions func(ctx context.Context) ([]store.Preemption, error)
 	// Metrics serves /metrics and /v1/metrics (the agent's registry).
 	Metrics http.Handler
@@ -264,14 +264,14 @@ func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// health serves GET /v1/agent/health: the backend's health object plus
-// "leader". It needs no token.
+// health serves GET /v1/agent/health: the backend's health object with
+// "is_leader" set from IsLeader. It needs no token.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{}
 	if raw, err := json.Marshal(s.cfg.Backend.Health()); err == nil {
 		_ = json.Unmarshal(raw, &out)
 	}
-	out["leader"] = s.cfg.Backend.IsLeader()
+	out["is_leader"] = s.cfg.Backend.IsLeader()
 	writeJSON(w, out)
 }
 

@@ -581,7 +581,7 @@ func TestStandbyAndStaleness(t *testing.T) {
 	_, body := h.do(t, "GET", "/v1/agent/health", "", "")
 	var health map[string]any
 	_ = json.Unmarshal(body, &health)
-	if health["leader"] != false || health["connected"] != true {
+	if health["is_leader"] != false || health["connected"] != true {
 		t.Errorf("health %s", body)
 	}
 	h.backend.st.SyncedAt = clock.Add(-16 * time.Second)

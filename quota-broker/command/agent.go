@@ -32,8 +32,11 @@ Usage: gputide agent -config <broker.hcl> [-dry-run]
   not place them back on the freed GPUs.
 
   It never acts on state older than the configured staleness bound and
-  stops acting while Nomad is unreachable. It stops gracefully on SIGINT or
-  SIGTERM. See examples/reference/broker.hcl for the configuration.
+  stops acting while Nomad is unreachable. With a consul block several
+  agents may run: the holder of the Consul session lock acts, the others
+  plan, serve reads and take over when it stops (L12). It stops gracefully
+  on SIGINT or SIGTERM, releasing the lock. See
+  examples/reference/broker.hcl for the configuration.
 
 Agent Options:
 

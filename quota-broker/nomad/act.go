@@ -46,6 +46,9 @@ type Actor struct {
 	// Settle is how long an idle group may have allocations unplaced
 	// before its count is lowered (default DefaultSettle).
 	Settle time.Duration
+	// Fence, when set, is asked before each act on Nomad (the leader
+	// check, then the intent written to the store, DESIGN L12).
+	Fence Fence
 
 	mu       sync.Mutex
 	stopping map[string]plan.GroupKey // alloc ID -> claimant
@@ -191,22 +194,26 @@ func (a *Actor) accept(k plan.JobKey) {
 //  1. deferStops: if b has allocations stopping for a claimant the broker
 //     cannot name, every stop is deferred (and its claimant not admitted)
 //     until those are gone, so that nothing is stopped twice;
-//  2. preempt: in the plan's order, for each stop the victim's job is moved
+//  2. announce: with a Fence, the intent of every stop is written before
+//     the first call (L12), so that a successor finishes a preemption this
+//     broker began instead of choosing other victims; a claimant whose
+//     intent cannot be written is skipped;
+//  3. preempt: in the plan's order, for each stop the victim's job is moved
 //     to the holding pool (once per job) and, after Nomad's 200, the
-//     allocation is stopped;
-//  3. admit, concurrently: jobs in the holding pool move to their pool
+//     allocation is stopped; the intents of stops not made are withdrawn;
+//  4. admit, concurrently: jobs in the holding pool move to their pool
 //     (claimants whose stops failed or were deferred are skipped), and so
 //     do jobs there that ask for no GPU; a job registered straight into a
 //     real pool is accepted as it is;
-//  4. waitOrExpire: a job registered straight into a real pool that must
+//  5. waitOrExpire: a job registered straight into a real pool that must
 //     wait is suspended; a job waiting in the holding pool with no live
 //     allocation gets the reason in its meta; an expired flex request is
 //     stopped (Stop = true) with its status in meta;
-//  5. reportMetaErrors: jobs with a bad meta value in the holding pool get
+//  6. reportMetaErrors: jobs with a bad meta value in the holding pool get
 //     the error in their meta, and straight registrations with one are
 //     suspended;
-//  6. writeMeta, concurrently: the status meta of steps 4 and 5;
-//  7. scaleDown: idle groups with an allocation stopped in step 2, or with
+//  7. writeMeta, concurrently: the status meta of steps 5 and 6;
+//  8. scaleDown: idle groups with an allocation stopped in step 3, or with
 //     allocations unplaced for Settle, get their count lowered to their
 //     live allocations, never below 1 (scaledown.go).
 //
@@ -215,6 +222,7 @@ func (a *Actor) accept(k plan.JobKey) {
 func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 	x := &execution{a: a, p: p, b: b, skip: map[plan.GroupKey]bool{}, admitted: map[plan.JobKey]bool{}, metaText: map[plan.JobKey][2]string{}}
 	x.deferStops()
+	x.announce(ctx)
 	x.preempt(ctx)
 	x.admit(ctx)
 	x.waitOrExpire(ctx)
@@ -233,10 +241,11 @@ type execution struct {
 	mu  sync.Mutex // guards out in the concurrent steps
 	out Outcome
 
-	skip     map[plan.GroupKey]bool // claimants not to admit now
-	admitted map[plan.JobKey]bool   // jobs admitted or accepted in step 3
-	metaJobs []*JobView             // jobs whose status meta step 6 writes
-	metaText map[plan.JobKey][2]string
+	skip      map[plan.GroupKey]bool // claimants not to admit now
+	announced map[string]bool        // allocations whose stop intent step 2 wrote
+	admitted  map[plan.JobKey]bool   // jobs admitted or accepted in step 3
+	metaJobs  []*JobView             // jobs whose status meta step 6 writes
+	metaText  map[plan.JobKey][2]string
 }
 
 // fail records a failed call of the given action.
@@ -280,17 +289,45 @@ func (x *execution) deferStops() {
 	}
 }
 
-// preempt is step 2.
+// announce is step 2.
+func (x *execution) announce(ctx context.Context) {
+	x.announced = map[string]bool{}
+	if x.a.Fence == nil || x.a.DryRun {
+		return
+	}
+	for _, act := range x.p.Actions {
+		if act.Action != plan.ActionStop || x.skip[act.For] {
+			continue
+		}
+		if err := x.a.beforeStop(ctx, act); err != nil {
+			x.skip[act.For] = true
+			x.fail("stop", fmt.Errorf("not preempting allocation %s of job %s/%s: %w", act.Alloc, act.Namespace, act.Job, err))
+			continue
+		}
+		x.announced[act.Alloc] = true
+	}
+}
+
+// preempt is step 3.
 func (x *execution) preempt(ctx context.Context) {
 	moved := map[plan.JobKey]bool{}
 	for _, act := range x.p.Actions {
-		if act.Action != plan.ActionStop || x.skip[act.For] {
+		if act.Action != plan.ActionStop {
+			continue
+		}
+		if x.skip[act.For] {
+			if x.announced[act.Alloc] {
+				x.a.withdraw(ctx, act.Alloc)
+			}
 			continue
 		}
 		stop, err := x.a.preempt(ctx, act, x.b, moved)
 		if err != nil {
 			x.skip[act.For] = true
 			x.fail("stop", err)
+			if x.announced[act.Alloc] {
+				x.a.withdraw(ctx, act.Alloc)
+			}
 			continue
 		}
 		x.out.Stopped++
@@ -306,7 +343,7 @@ func (x *execution) preempt(ctx context.Context) {
 	}
 }
 
-// admit is step 3.
+// admit is step 4.
 func (x *execution) admit(ctx context.Context) {
 	a, b := x.a, x.b
 	var admits []*JobView
@@ -322,6 +359,10 @@ func (x *execution) admit(ctx context.Context) {
 		}
 		switch {
 		case v.Direct:
+			if err := a.beforeJob(ctx, k, WriteAdmit); err != nil {
+				x.fail("admit", fmt.Errorf("not accepting job %s: %w", k, err))
+				continue
+			}
 			a.accept(k)
 			a.Logger.Info("accepted a job registered straight into its pool", "job", k.String(), "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
@@ -349,7 +390,7 @@ func (x *execution) admit(ctx context.Context) {
 	})
 }
 
-// waitOrExpire is step 4.
+// waitOrExpire is step 5.
 func (x *execution) waitOrExpire(ctx context.Context) {
 	a := x.a
 	waited := map[plan.JobKey]bool{}
@@ -397,7 +438,7 @@ func (x *execution) suspend(ctx context.Context, v *JobView, reason string) {
 	x.out.Suspended++
 }
 
-// reportMetaErrors is step 5.
+// reportMetaErrors is step 6.
 func (x *execution) reportMetaErrors(ctx context.Context) {
 	for _, k := range slices.SortedFunc(maps.Keys(x.b.Jobs), plan.JobKey.Compare) {
 		v := x.b.Jobs[k]
@@ -415,7 +456,7 @@ func (x *execution) reportMetaErrors(ctx context.Context) {
 	}
 }
 
-// writeMeta is step 6.
+// writeMeta is step 7.
 func (x *execution) writeMeta(ctx context.Context) {
 	x.a.parallel(x.metaJobs, func(v *JobView) {
 		t := x.metaText[v.Key]
@@ -484,13 +525,22 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 		a.Logger.Info("dry run: would preempt", "alloc", act.Alloc, "job", k, "gpus", act.GPUs, "claimant", act.For, "rule", act.Rule, "reason", act.Reason)
 		return nil, nil
 	}
+	if err := a.check(ctx); err != nil {
+		return nil, fmt.Errorf("not preempting allocation %s of job %s: %w", act.Alloc, k, err)
+	}
 	if _, done := moved[k]; !done && !v.Holding {
+		if err := a.beforeJob(ctx, k, WriteRequeue); err != nil {
+			return nil, fmt.Errorf("not moving victim job %s to the holding pool: %w", k, err)
+		}
 		if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
 			return nil, fmt.Errorf("failed to move victim job %s to the holding pool: %w", k, err)
 		}
 		moved[k] = true
 	} else if !done {
 		moved[k] = false // already in the holding pool
+	}
+	if err := a.check(ctx); err != nil {
+		return nil, fmt.Errorf("not stopping allocation %s of job %s: %w", act.Alloc, k, err)
 	}
 	q := (&api.QueryOptions{Namespace: act.Namespace}).WithContext(ctx)
 	if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: act.Alloc}, q); err != nil {
@@ -518,6 +568,9 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 		a.Logger.Info("dry run: would admit", "job", v.Key.String(), "pool", v.Options.Pool)
 		return nil
 	}
+	if err := a.beforeJob(ctx, v.Key, WriteAdmit); err != nil {
+		return fmt.Errorf("not admitting job %s: %w", v.Key, err)
+	}
 	var meta map[string]*string
 	if v.Live == 0 {
 		meta = map[string]*string{MetaStatus: nil, MetaReason: nil}
@@ -537,6 +590,9 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 		a.Logger.Info("dry run: would suspend", "job", v.Key, "reason", reason)
 		return false, nil
 	}
+	if err := a.beforeJob(ctx, v.Key, WriteRequeue); err != nil {
+		return false, fmt.Errorf("not suspending job %s: %w", v.Key, err)
+	}
 	if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
 		return false, fmt.Errorf("failed to suspend job %s: %w", v.Key, err)
 	}
@@ -548,6 +604,10 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 	for _, al := range a.State.Allocs() {
 		if al.Namespace != ns || al.JobID != id || !al.Live() || al.Stopping() {
 			continue
+		}
+		if err := a.check(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("not stopping allocation %s of suspended job %s: %w", al.ID, v.Key, err))
+			break
 		}
 		q := (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
 		if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: al.ID}, q); err != nil {
@@ -586,6 +646,9 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 	if a.DryRun {
 		a.Logger.Info("dry run: would write job status", "job", v.Key.String(), "status", status, "reason", reason)
 		return false, nil
+	}
+	if err := a.beforeJob(ctx, v.Key, WriteStatus); err != nil {
+		return false, fmt.Errorf("not writing the status of job %s: %w", v.Key, err)
 	}
 	meta := map[string]*string{MetaStatus: &status, MetaReason: &reason}
 	if _, err := a.register(ctx, v, "", meta, stop); err != nil {
@@ -645,6 +708,7 @@ func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[
 	if a.State != nil {
 		a.State.noteJob(v.Key, j, resp.JobModifyIndex)
 	}
+	a.registered(ctx, v.Key, resp.JobModifyIndex)
 	return j, nil
 }
 

@@ -40,6 +40,12 @@ func (a *Actor) EnforceMaxRun(ctx context.Context, b *Build, now time.Time) ([]p
 			a.Logger.Info("dry run: would stop a flex request past its max_run", "job", k.String(), "ran", ran, "max_run", v.Options.Flex.MaxRun)
 			continue
 		}
+		if err := a.beforeJob(ctx, k, WriteStatus); err != nil {
+			if first == nil {
+				first = fmt.Errorf("not stopping flex request %s past its max_run: %w", k, err)
+			}
+			continue
+		}
 		ns, id := k.Namespace, k.Job
 		if _, _, err := a.Client.Jobs().Deregister(id, false, (&api.WriteOptions{Namespace: ns}).WithContext(ctx)); err != nil {
 			if first == nil {

@@ -117,6 +117,9 @@ func (a *Actor) scale(ctx context.Context, v *IdleView, count int, reason string
 		a.Logger.Info("dry run: would scale down an idle group", "group", k.String(), "from", v.Count, "to", count, "reason", reason)
 		return nil
 	}
+	if err := a.check(ctx); err != nil { // only the leader acts (L12)
+		return fmt.Errorf("not scaling group %q of job %q in namespace %q: %w", k.Group, k.Job, k.Namespace, err)
+	}
 	index := v.JobModifyIndex
 	if a.State != nil {
 		if j := a.State.Job(k.Namespace, k.Job); j != nil && j.JobModifyIndex != nil {

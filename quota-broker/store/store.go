@@ -16,6 +16,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 )
@@ -126,13 +127,15 @@ type JobRecord struct {
 // allocation, written before the call so that a successor repeats nothing
 // (L12).
 type Intent struct {
-	Alloc     string    `json:"alloc"`
-	Action    string    `json:"action"` // "stop", ...
-	Namespace string    `json:"namespace"`
-	Job       string    `json:"job"`
-	For       string    `json:"for,omitempty"`  // the claimant
-	Rule      string    `json:"rule,omitempty"` // the law, e.g. "L5.1"
-	At        time.Time `json:"at"`
+	Alloc     string `json:"alloc"`
+	Action    string `json:"action"` // "stop", ...
+	Namespace string `json:"namespace"`
+	Job       string `json:"job"`
+	// For is the claimant, {"namespace", "job", "group"} in JSON: a key,
+	// never a joined string (job IDs and group names may contain "/").
+	For  plan.GroupKey `json:"for,omitzero"`
+	Rule string        `json:"rule,omitempty"` // the law, e.g. "L5.1"
+	At   time.Time     `json:"at"`
 }
 
 // Hold is the value of HoldKey: GPUs kept free for one owner until a time
@@ -161,6 +164,8 @@ type Preemption struct {
 	GPUs      int       `json:"gpus"`
 	For       string    `json:"for,omitempty"`
 	Rule      string    `json:"rule"`
+	Node      string    `json:"node,omitempty"`   // Nomad node ID
+	Reason    string    `json:"reason,omitempty"` // the plan's reason
 }
 
 // Guarded is the state every guarded write validates against, read in one

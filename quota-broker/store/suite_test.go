@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 )
@@ -426,7 +427,7 @@ func testFencedWrites(t *testing.T, s *KV) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := Intent{Alloc: "a1", Action: "stop", Namespace: "workspace-a", Job: "j", For: "workspace-b/train/g", Rule: "L5.1", At: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	in := Intent{Alloc: "a1", Action: "stop", Namespace: "workspace-a", Job: "j", For: plan.GroupKey{Namespace: "workspace-b", Job: "train/periodic-1", Group: "g"}, Rule: "L5.1", At: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	if err := s.PutIntent(ctx, lock, in); err != nil {
 		t.Fatal(err)
 	}

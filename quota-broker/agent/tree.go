@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
+	"github.com/gputide/gputide/quota-broker/store"
+)
+
+// The quota tree's source (DESIGN §6). Without Consul it is the quota file,
+// reloaded when it changes and copied into the memory store (so that
+// readers of the store see the tree the agent plans on). With Consul the
+// file only seeds an absent tree key; the tree is then read from the store
+// and watched with blocking queries, so a change made through any broker
+// applies at once everywhere.
+
+// useTree installs a tree: law L1 is checked (quota.Validate), every
+// listed namespace must be bound, the min_runtime of the configuration
+// overrides the tree's, and nodes whose nominal changed without a recorded
+// change time get now (debt grace, law L9). An invalid tree is refused and
+// the running tree stays.
+func (a *Agent) useTree(tree *quota.Node, settings quota.Settings, source string) error {
+	if tree == nil {
+		return fmt.Errorf("%s: no quota tree", source)
+	}
+	if err := quota.Validate(tree); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	if err := a.cfg.CheckNamespaces(quota.Namespaces(tree), source); err != nil {
+		return err
+	}
+	if a.cfg.MinRuntime != nil {
+		settings.MinRuntime = *a.cfg.MinRuntime
+	}
+	now := a.now()
+	a.mu.Lock()
+	old := a.tree
+	a.mu.Unlock()
+	if old != nil {
+		tree.Walk(func(n *quota.Node) {
+			o := old.Find(n.Name)
+			if o == nil {
+				return
+			}
+			if n.ChangedAt.IsZero() {
+				n.ChangedAt = o.ChangedAt
+			}
+			if o.GPUs != n.GPUs {
+				if !n.ChangedAt.After(o.ChangedAt) {
+					n.ChangedAt = now
+				}
+				a.log.Info("quota changed", "quota", n.Name, "old_gpus", o.GPUs, "new_gpus", n.GPUs, "source", source)
+			}
+		})
+	}
+	a.mu.Lock()
+	a.tree, a.settings = tree, settings
+	a.mu.Unlock()
+	return nil
+}
+
+// seedTree writes the quota file into the store when the store has no
+// tree (Consul: retried until it succeeds or ctx ends).
+func (a *Agent) seedTree(ctx context.Context) {
+	if a.cfg.QuotaFile == "" {
+		return
+	}
+	tree, settings, err := quota.LoadFile(a.cfg.QuotaFile)
+	if err != nil {
+		a.log.Error("not seeding the store's quota tree: the quota file is invalid", "file", a.cfg.QuotaFile, "error", err)
+		return
+	}
+	for {
+		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		_, seeded, err := a.store.SeedTree(sctx, store.TreeRecord{Root: tree, Settings: settings, ChangedAt: a.now().UTC()})
+		cancel()
+		if err == nil {
+			if seeded {
+				a.log.Info("seeded the store's quota tree from the quota file", "file", a.cfg.QuotaFile)
+			} else {
+				a.log.Info("the store has a quota tree; the quota file is not used", "file", a.cfg.QuotaFile)
+			}
+			return
+		}
+		a.log.Warn("failed to seed the store's quota tree; retrying", "error", err)
+		if !sleepCtx(ctx, time.Second) {
+			return
+		}
+	}
+}
+
+// watchTree seeds the store's tree, then follows it until ctx ends.
+func (a *Agent) watchTree(ctx context.Context) {
+	a.seedTree(ctx)
+	var failing bool
+	_ = a.store.WatchGuarded(ctx, func(st *store.Guarded, err error) {
+		if err != nil {
+			if !failing {
+				a.log.Warn("the store is unavailable: not acting until it answers (L12)", "error", err)
+			}
+			failing = true
+			return
+		}
+		failing = false
+		if st.Tree == nil {
+			a.log.Warn("the store has no quota tree yet: not planning")
+			return
+		}
+		if err := a.useTree(st.Tree.Root, st.Tree.Settings, "consul tree"); err != nil {
+			a.log.Error("keeping the running quota tree: the store's tree is invalid", "error", err)
+			return
+		}
+		a.poke()
+	})
+}
+
+// publishTree copies the file's tree into the memory store, so that
+// bookings validate against the tree the agent plans with. The file is the
+// truth: the write is not refused, but bookings it leaves above a nominal
+// (L10) are logged.
+func (a *Agent) publishTree(ctx context.Context) {
+	a.mu.Lock()
+	tree := a.tree
+	rec := store.TreeRecord{Root: tree.Clone(), Settings: a.settings, ChangedAt: a.now().UTC()}
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	g, err := a.store.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutTree(rec)}, nil
+	})
+	if err != nil {
+		a.log.Warn("failed to copy the quota tree into the memory store", "error", err)
+		return
+	}
+	if rt, err := reservation.NewTree(tree); err == nil {
+		if err := rt.Fits(g.Reservations); err != nil {
+			a.log.Warn("the reloaded quota tree leaves bookings above a nominal (L10)", "error", err)
+		}
+	}
+}
