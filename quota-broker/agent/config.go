@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"strconv"
 	"time"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
@@ -377,8 +378,16 @@ func (c *Config) applyDefaults(filename string) error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return bad("tls", fmt.Sprintf("cert_file = %q, key_file = %q", c.TLSCertFile, c.TLSKeyFile), "give both")
 	}
-	if _, _, err := net.SplitHostPort(c.HTTPBind); err != nil {
+	_, port, err := net.SplitHostPort(c.HTTPBind)
+	if err != nil {
 		return bad("http_bind", c.HTTPBind, err.Error())
+	}
+	// A numeric port must fit 16 bits (was found only at listen, after
+	// start-up, without the key); a service name is left to the listener.
+	if isDigits(port) {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return bad("http_bind", c.HTTPBind, fmt.Sprintf("port %s is out of range: want 0 to 65535", port))
+		}
 	}
 	if err := brokerapi.CheckListen(c.HTTPBind, c.TLSCertFile != ""); err != nil {
 		return bad("http_bind", c.HTTPBind, "must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }")
@@ -482,4 +491,14 @@ func checkConsul(c *store.ConsulConfig, filename string) error {
 		return bad("consul.prefix", c.Prefix, `must end with "/", not start with one, and have no empty segment`)
 	}
 	return nil
+}
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

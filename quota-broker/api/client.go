@@ -169,12 +169,27 @@ type stateOf interface{ state() State }
 
 func (s State) state() State { return s }
 
+// url is the broker's address with path, an escaped path (its segments
+// escaped with url.PathEscape), appended. Both Path and RawPath are set so
+// that an escaped "/" or "%" in a segment is sent once escaped, not twice
+// ("a%2Fb", not "a%252Fb").
+func (c *Client) url(path string) url.URL {
+	u := *c.base
+	base := strings.TrimSuffix(u.EscapedPath(), "/")
+	raw := base + path
+	if p, err := url.PathUnescape(raw); err == nil {
+		u.Path, u.RawPath = p, raw
+	} else {
+		u.Path, u.RawPath = strings.TrimSuffix(u.Path, "/")+path, ""
+	}
+	return u
+}
+
 // get performs one GET and decodes the JSON answer into out, checking its
 // freshness.
 func (c *Client) get(ctx context.Context, path string, q url.Values, out stateOf) error {
 	op := "GET " + path
-	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u := c.url(path)
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

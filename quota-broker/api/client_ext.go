@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -150,8 +149,7 @@ func jsonBody(v any) []byte {
 // send performs one write and decodes the JSON answer (200 or 201) into out.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, body []byte, contentType string, out any) error {
 	op := method + " " + path
-	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u := c.url(path)
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {

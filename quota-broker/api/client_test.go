@@ -138,3 +138,31 @@ func TestNewClientRefusesBadAddress(t *testing.T) {
 		t.Errorf("NewClient(\"\") = %v, %v; want %s", c, err, DefaultAddress)
 	}
 }
+
+// TestClientEscapesAPathSegmentOnce: an ID with "/" or "%" reaches the
+// broker escaped once ("a%2Fb"), not twice ("a%252Fb"), under a base
+// address with a path of its own.
+func TestClientEscapesAPathSegmentOnce(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.EscapedPath())
+		http.Error(w, `{"error": "no such reservation"}`, http.StatusNotFound)
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL+"/broker/", "t", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, _ = c.Reservation(ctx, "a/b")
+	_, _ = c.CancelReservation(ctx, "../x%y", false)
+	_, _ = c.Reservation(ctx, "r-0123abcd")
+	want := []string{
+		"GET /broker/v1/reservation/a%2Fb",
+		"DELETE /broker/v1/reservation/..%2Fx%25y",
+		"GET /broker/v1/reservation/r-0123abcd",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("request paths (-want +got):\n%s", diff)
+	}
+}

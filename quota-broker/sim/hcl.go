@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,6 +123,15 @@ func (b *block) boolean(name string, def bool) bool {
 	return v
 }
 
+// number formats f as the file is likely to spell it: 100000000, not
+// 1e+08, and 4.5; beyond 1e21 in exponent form (1e+30).
+func number(f float64) string {
+	if math.Abs(f) < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
 // integer reads a whole number in [lo, hi].
 func (b *block) integer(name string, required bool, def, lo, hi int) int {
 	var f float64
@@ -130,7 +140,7 @@ func (b *block) integer(name string, required bool, def, lo, hi int) int {
 		return def
 	}
 	if f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
-		b.fail(r, "%s = %v: want a whole number from %d to %d", name, f, lo, hi)
+		b.fail(r, "%s = %s: want a whole number from %d to %d", name, number(f), lo, hi)
 		return def
 	}
 	return int(f)
@@ -293,7 +303,7 @@ func (b *block) entryInt(name string, e entry, lo, hi int) int {
 	}
 	f, _ := e.Val.AsBigFloat().Float64()
 	if f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
-		b.fail(e.Pos, "%s[%q] = %v: want a whole number from %d to %d", name, e.Key, f, lo, hi)
+		b.fail(e.Pos, "%s[%q] = %s: want a whole number from %d to %d", name, e.Key, number(f), lo, hi)
 		return 0
 	}
 	return int(f)

@@ -268,6 +268,7 @@ cluster {
 		{"unbound job namespace", good + "job \"j\" {\n  gpus = 1\n  duration = \"1h\"\n  namespace = \"workspace-z\"\n}\n", 15, `job "j": namespace "workspace-z" is not bound`},
 		{"unbound training namespace", good + "training \"t\" {\n  trace = \"t.csv\"\n  trace_start = \"2017-10-23\"\n  workspaces = {\n    \"*\" = \"workspace-z\"\n  }\n}\n", 16, `namespace "workspace-z" is not bound`},
 		{"negative count", good + "dev \"nb\" {\n  namespace = \"workspace-c\"\n  count = -1\n}\n", 14, "count = -1"},
+		{"large count", good + "dev \"nb\" {\n  namespace = \"workspace-c\"\n  count = 100000000\n}\n", 14, "count = 100000000: want a whole number"},
 		{"fraction", good + "job \"j\" {\n  namespace = \"workspace-c\"\n  gpus = 1.5\n  duration = \"1h\"\n}\n", 14, "gpus = 1.5"},
 		{"missing", good + "job \"j\" {\n  namespace = \"workspace-c\"\n  duration = \"1h\"\n}\n", 12, "missing gpus"},
 		{"duplicate", good + "dev \"x\" {\n  namespace = \"workspace-c\"\n  count = 1\n}\njob \"x\" {\n  namespace = \"workspace-c\"\n  gpus = 1\n  duration = \"1h\"\n}\n", 16, "name used twice"},

@@ -62,12 +62,19 @@ func Decode(r io.Reader) (*plan.Snapshot, error) {
 		// (/dev/zero) or huge (a binary file).
 		return Unmarshal(head)
 	}
-	data, err := readAll(br, sizeHint(r))
+	hint, tooLarge := sizeHint(r)
+	if tooLarge {
+		// A regular file whose size is over the limit is refused before
+		// reading it: reading it would cost up to three times the limit
+		// in memory and seconds of copying for the same error.
+		return nil, errTooLarge()
+	}
+	data, err := readAll(br, hint)
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > maxSize {
-		return nil, &Error{Message: fmt.Sprintf("the input is larger than %d MiB, the most a snapshot may be", maxSize>>20)}
+		return nil, errTooLarge()
 	}
 	w, err := decodeWire(&data)
 	if err != nil {
@@ -76,17 +83,26 @@ func Decode(r io.Reader) (*plan.Snapshot, error) {
 	return convert(w)
 }
 
-// sizeHint is the size of r when it is a regular file (os.File), else 0.
-func sizeHint(r io.Reader) int {
+// errTooLarge is the error for a document over maxSize.
+func errTooLarge() error {
+	return &Error{Message: fmt.Sprintf("the input is larger than %d MiB, the most a snapshot may be", maxSize>>20)}
+}
+
+// sizeHint is the size of r when it is a regular file (os.File), else 0;
+// tooLarge reports a regular file larger than maxSize.
+func sizeHint(r io.Reader) (hint int, tooLarge bool) {
 	st, ok := r.(interface{ Stat() (fs.FileInfo, error) })
 	if !ok {
-		return 0
+		return 0, false
 	}
 	fi, err := st.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > int64(maxSize) {
-		return 0
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0, false
 	}
-	return int(fi.Size())
+	if fi.Size() > int64(maxSize) {
+		return 0, true
+	}
+	return int(fi.Size()), false
 }
 
 // readAll reads r up to maxSize+1 bytes into a buffer of size hint+1 when

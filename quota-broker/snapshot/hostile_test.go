@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -275,6 +277,35 @@ func TestDecodeRejectsInputLargerThanMaxSize(t *testing.T) {
 	doc = append(doc, bytes.Repeat([]byte(" "), maxSize-len(doc))...)
 	if _, err := Decode(bytes.NewReader(doc)); err != nil {
 		t.Errorf("a document of exactly the limit is rejected: %v", err)
+	}
+}
+
+func TestDecodeRefusesALargeFileBeforeReadingIt(t *testing.T) {
+	defer func(old int) { maxSize = old }(maxSize)
+	maxSize = 1 << 20
+	path := filepath.Join(t.TempDir(), "big.json")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"time": "`); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file of 1 GiB: reading it whole would take seconds.
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = Decode(f)
+	if want := "the input is larger than 1 MiB, the most a snapshot may be"; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	// Nothing past the first bytes was read.
+	if off, _ := f.Seek(0, io.SeekCurrent); off > 4096 {
+		t.Errorf("Decode read %d bytes of a file it refuses by its size", off)
 	}
 }
 
