@@ -424,7 +424,8 @@ type Action struct {
 	Count int      `json:"count,omitempty"` // allocations admitted or waiting
 	GPUs  int      `json:"gpus,omitempty"`  // GPUs stopped (stop) or per allocation (admit, wait)
 	Rule  Rule     `json:"rule"`
-	// For is the claimant a stop is for (zero for other actions); in JSON
+	// For is the claimant a stop is for, or the group a pre-warm hold
+	// keeps GPUs for (rule L5.prewarm); zero for other actions; in JSON
 	// an object {"namespace", "job", "group"}.
 	For GroupKey `json:"for,omitzero"`
 	// Quota is, for a wait by entitlement (L3), the quota node whose
