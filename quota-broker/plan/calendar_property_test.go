@@ -71,6 +71,27 @@ func withCalendar(s *Snapshot, r *rand.Rand) *Snapshot {
 			Type: JobService, Priority: r.IntN(100) + 1, GPUs: []int{1, 2, 4, 8}[r.IntN(4)], Count: r.IntN(3) + 1,
 			At: at, Until: at.Add(90 * time.Second)})
 	}
+	// A hold for the first pre-warm of GPUs of one node, free or not (an
+	// allocation on them is stopped for the group).
+	if len(s.Prewarm) > 0 && len(s.Nodes) > 0 {
+		w := s.Prewarm[0]
+		inHold := map[string]bool{}
+		for _, h := range s.Holds {
+			for _, g := range h.GPUIDs {
+				inHold[g] = true
+			}
+		}
+		n := s.Nodes[r.IntN(len(s.Nodes))]
+		h := Hold{For: HoldOwner{Group: w.Key()}, Node: n.ID, Until: w.Until}
+		for _, g := range n.GPUs {
+			if !inHold[g.ID] && len(h.GPUIDs) < w.GPUs {
+				h.GPUIDs = append(h.GPUIDs, g.ID)
+			}
+		}
+		if len(h.GPUIDs) > 0 {
+			s.Holds = append(s.Holds, h)
+		}
+	}
 	return s
 }
 

@@ -281,3 +281,30 @@ func TestPrewarmCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestL5PrewarmStopsOtherJobsOnHeldGPUsNotItsOwn: an allocation another
+// job placed on GPUs held for the group is stopped at once (rule
+// L5.prewarm, for the group); the group's own allocation on them is not.
+func TestL5PrewarmStopsOtherJobsOnHeldGPUsNotItsOwn(t *testing.T) {
+	at := t0.Add(30 * time.Minute)
+	s := newSnap(referenceTree()).nodes(2, 8, h100).
+		alloc("x1", "workspace-c", "intruder", "node-01", 8, started(time.Minute)).
+		alloc("w1", "workspace-b", "infer", "node-02", 8, jobType(JobService)).build()
+	s.Holds = []Hold{
+		{For: HoldOwner{Group: key("workspace-b/infer/web")}, Node: "node-01", GPUIDs: s.Allocations[0].GPUIDs, Until: at.Add(time.Minute)},
+		{For: HoldOwner{Group: key("workspace-b/infer/web")}, Node: "node-02", GPUIDs: s.Allocations[1].GPUIDs, Until: at.Add(time.Minute)},
+	}
+	s.Prewarm = []Prewarm{prewarmOf(2, 8, at)}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPlan(t, s)
+	want := []brief{{Action: ActionStop, Alloc: "x1", Job: "intruder", GPUs: 8, Rule: RulePrewarm}}
+	if d := cmp.Diff(want, briefs(p)); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+	if a := p.Actions[0]; a.For != key("workspace-b/infer/web") ||
+		a.Reason != "on GPUs held for pre-warm of workspace-b/infer/web, at 2026-12-01T08:30:00Z" {
+		t.Errorf("stop for %v, reason %q", a.For, a.Reason)
+	}
+}

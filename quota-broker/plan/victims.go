@@ -389,6 +389,9 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 		return fmt.Sprintf("to be displaced by reservation %s, which starts at %s", c.drain.res.ID, c.drain.at.Format(time.RFC3339))
 	case c.drain != nil && c.drain.res != nil:
 		return fmt.Sprintf("idle or debt allocation reclaimed for reservation %s, which starts at %s", c.drain.res.ID, c.drain.at.Format(time.RFC3339))
+	case c.drain != nil && k.step == stepStart:
+		// A pre-warm's stop of an allocation on GPUs held for the group.
+		return fmt.Sprintf("on GPUs held for %s, at %s", c.drain.label(), c.drain.at.Format(time.RFC3339))
 	case k.step == stepStart:
 		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", a.displaced.node.Name, c.j.res.ID)
 	case k.step == stepChild:
