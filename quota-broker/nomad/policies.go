@@ -107,8 +107,8 @@ func (p *Policies) IdlePolicies() []ScalingPolicy { return p.withStrategy(IdleSt
 // SchedulePolicies returns the enabled policies with a gputide-schedule
 // check, by target group: what pre-warm (DESIGN L5, issue 11 item 5)
 // evaluates with quota-broker/schedule (the check's Config is the
-// strategy block; EvaluationInterval bounds the hold). Pre-warm itself
-// needs the core's holds and is not done here.
+// strategy block; EvaluationInterval bounds the hold): Build's prewarms
+// step turns them into the snapshot's pre-warm entries.
 func (p *Policies) SchedulePolicies() []ScalingPolicy {
 	return p.withStrategy(scalingpolicy.ScheduleStrategy)
 }

@@ -104,7 +104,10 @@ type Build struct {
 //     pending);
 //  6. idleGroups: groups with a gputide-idle scaling policy become the
 //     snapshot's idle groups (issue 11 item 4);
-//  7. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
+//  7. prewarms: groups with a gputide-schedule scaling policy whose next
+//     boundary within drain_horizon raises their count become the
+//     snapshot's pre-warm entries (DESIGN L5 "Pre-warm", issue 11 item 5);
+//  8. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
 //     allocation or pending job that breaks a rule is left out and listed
 //     in Left; a fault in the tree or the settings is Invalid.
 func (s *State) Build(in BuildInput) *Build {
@@ -144,6 +147,7 @@ func (s *State) Build(in BuildInput) *Build {
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
+	snap.Prewarm = prewarms(in.Policies, b.Jobs, in.Now, in.Settings)
 	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
 }

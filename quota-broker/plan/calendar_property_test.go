@@ -62,6 +62,36 @@ func withCalendar(s *Snapshot, r *rand.Rand) *Snapshot {
 			}
 		}
 	}
+	for k := r.IntN(3); k > 0; k-- {
+		at := t0.Add(time.Duration(r.IntN(100)-5) * time.Minute)
+		if r.IntN(2) == 0 { // within reach of a victim's stop instant
+			at = t0.Add(time.Duration(r.IntN(240)-10) * time.Second)
+		}
+		s.Prewarm = append(s.Prewarm, Prewarm{Namespace: nss[r.IntN(len(nss))], Job: "pw", Group: fmt.Sprintf("g%d", k),
+			Type: JobService, Priority: r.IntN(100) + 1, GPUs: []int{1, 2, 4, 8}[r.IntN(4)], Count: r.IntN(3) + 1,
+			At: at, Until: at.Add(90 * time.Second)})
+	}
+	// A hold for the first pre-warm of GPUs of one node, free or not (an
+	// allocation on them is stopped for the group).
+	if len(s.Prewarm) > 0 && len(s.Nodes) > 0 {
+		w := s.Prewarm[0]
+		inHold := map[string]bool{}
+		for _, h := range s.Holds {
+			for _, g := range h.GPUIDs {
+				inHold[g] = true
+			}
+		}
+		n := s.Nodes[r.IntN(len(s.Nodes))]
+		h := Hold{For: HoldOwner{Group: w.Key()}, Node: n.ID, Until: w.Until}
+		for _, g := range n.GPUs {
+			if !inHold[g.ID] && len(h.GPUIDs) < w.GPUs {
+				h.GPUIDs = append(h.GPUIDs, g.ID)
+			}
+		}
+		if len(h.GPUIDs) > 0 {
+			s.Holds = append(s.Holds, h)
+		}
+	}
 	return s
 }
 
@@ -69,8 +99,10 @@ func withCalendar(s *Snapshot, r *rand.Rand) *Snapshot {
 // flex allocations that pass Validate, the plan is the same for shuffled
 // input, stops each allocation at most once and never one of an active
 // reservation, a system job or one already stopping; drain stops name the
-// reservation and no claimant; holds are of GPUs of their node that no
-// other owner holds, each held once.
+// reservation and no claimant, pre-warm stops (L5.prewarm) a pre-warmed
+// group other than the victim's own; holds name one owner (a reservation,
+// or a pre-warmed group by rule L5.prewarm) and are of GPUs of their node
+// that no other owner holds, each held once.
 func TestCalendarPlanProperties(t *testing.T) {
 	checked := map[ActionKind]int{}
 	for seed := uint64(0); seed < 1500; seed++ {
@@ -91,8 +123,13 @@ func TestCalendarPlanProperties(t *testing.T) {
 			if a.Action == ActionStop {
 				checked[ActionKind(a.Rule)]++
 			}
+			if a.Action == ActionHold && a.Rule == RulePrewarm {
+				checked["hold "+ActionKind(a.Rule)]++
+			}
 		}
 		again := shuffled(s, r)
+		again.Prewarm = append([]Prewarm(nil), s.Prewarm...)
+		r.Shuffle(len(again.Prewarm), func(i, j int) { again.Prewarm[i], again.Prewarm[j] = again.Prewarm[j], again.Prewarm[i] })
 		again.Reservations = append([]Reservation(nil), s.Reservations...)
 		r.Shuffle(len(again.Reservations), func(i, j int) {
 			again.Reservations[i], again.Reservations[j] = again.Reservations[j], again.Reservations[i]
@@ -107,7 +144,7 @@ func TestCalendarPlanProperties(t *testing.T) {
 			t.Fatalf("seed %d: plans differ for the same state:\n%s\n%s", seed, b1, b2)
 		}
 	}
-	for _, k := range []ActionKind{ActionHold, ActionStopJob, ActionKind(RuleDrain)} {
+	for _, k := range []ActionKind{ActionHold, ActionStopJob, ActionKind(RuleDrain), ActionKind(RulePrewarm), "hold L5.prewarm"} {
 		if checked[k] == 0 {
 			t.Errorf("no plan of the corpus has %q: the corpus no longer tests it (%v)", k, checked)
 		}
@@ -137,6 +174,10 @@ func checkCalendarPlan(s *Snapshot, p *Plan) error {
 			}
 		}
 	}
+	prewarmed := map[GroupKey]bool{}
+	for i := range s.Prewarm {
+		prewarmed[s.Prewarm[i].Key()] = true
+	}
 	stopped := map[string]bool{}
 	newHold := map[string]bool{}
 	for _, a := range p.Actions {
@@ -153,9 +194,13 @@ func checkCalendarPlan(s *Snapshot, p *Plan) error {
 			if a.Rule == RuleDrain && (a.Reservation == "" || !a.For.IsZero()) {
 				return fmt.Errorf("drain stop %s: reservation %q, for %v", a.Alloc, a.Reservation, a.For)
 			}
+			if a.Rule == RulePrewarm && (a.Reservation != "" || !prewarmed[a.For] || a.For.JobKey() == (JobKey{Namespace: v.Namespace, Job: v.Job})) {
+				return fmt.Errorf("pre-warm stop %s: reservation %q, for %v", a.Alloc, a.Reservation, a.For)
+			}
 		case ActionHold:
-			owner := HoldOwner{Reservation: a.Reservation}.String()
-			if a.Reservation == "" || len(a.GPUIDs) != a.GPUs || !a.Until.After(s.Time) {
+			owner := HoldOwner{Reservation: a.Reservation, Group: a.For}.String()
+			if (a.Reservation == "") == a.For.IsZero() || (!a.For.IsZero() && (!prewarmed[a.For] || a.Rule != RulePrewarm)) ||
+				len(a.GPUIDs) != a.GPUs || !a.Until.After(s.Time) {
 				return fmt.Errorf("hold %+v: no owner, wrong count or over", a)
 			}
 			for _, g := range a.GPUIDs {

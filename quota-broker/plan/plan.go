@@ -21,7 +21,13 @@
 //     places its shape as a claimant of its node; free GPUs are held at
 //     once, victims (L5 step 1, then what it will displace) are stopped and
 //     their GPUs held at start - (their largest kill_timeout +
-//     drain_margin) (rule L10.drain).
+//     drain_margin) (rule L10.drain). Each pre-warm (Prewarm, DESIGN L5
+//     "Pre-warm") within drain_horizon of its boundary is the same drain
+//     owned by its group: if the group is entitled now (L3), its added
+//     allocations are placed by L5 (all steps) and L6, free GPUs held at
+//     once, victims stopped and their GPUs held at at - (their largest
+//     kill_timeout + drain_margin), holds until its Until (rule
+//     L5.prewarm).
 //  4. Pending groups are gathered into jobs and ordered (L3).
 //  5. Non-idle jobs are decided first, in that order: flex requests past
 //     max_wait from their queued time expire (L11.expire); a job naming a

@@ -346,6 +346,9 @@ type Snapshot struct {
 	// IdleGroups are the groups with a gputide-idle scaling policy, whose
 	// idle fit the plan reports (IdleGroup, Plan.IdleFit).
 	IdleGroups []IdleGroup
+	// Prewarm are the scheduled scale-ups within drain_horizon that the
+	// core places ahead of time (DESIGN L5 "Pre-warm", Prewarm).
+	Prewarm []Prewarm
 }
 
 // ActionKind is what an action does.
@@ -402,6 +405,9 @@ const (
 	// RuleEnd: a reservation's jobs stopped at end - kill_timeout (L10); a
 	// job stop.
 	RuleEnd Rule = "L10.end"
+	// RulePrewarm: a victim stopped, or GPUs held, so that a scheduled
+	// scale-up finds its GPUs free at its boundary (DESIGN L5 "Pre-warm").
+	RulePrewarm Rule = "L5.prewarm"
 )
 
 // Action is one step of a plan.
@@ -418,7 +424,8 @@ type Action struct {
 	Count int      `json:"count,omitempty"` // allocations admitted or waiting
 	GPUs  int      `json:"gpus,omitempty"`  // GPUs stopped (stop) or per allocation (admit, wait)
 	Rule  Rule     `json:"rule"`
-	// For is the claimant a stop is for (zero for other actions); in JSON
+	// For is the claimant a stop is for, or the group a pre-warm hold
+	// keeps GPUs for (rule L5.prewarm); zero for other actions; in JSON
 	// an object {"namespace", "job", "group"}.
 	For GroupKey `json:"for,omitzero"`
 	// Quota is, for a wait by entitlement (L3), the quota node whose

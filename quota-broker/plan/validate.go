@@ -38,9 +38,10 @@ const (
 	ItemReservation             // one reservation
 	ItemHold                    // one hold
 	ItemIdleGroup               // one idle group (IdleGroup)
+	ItemPrewarm                 // one pre-warm entry (Prewarm)
 )
 
-var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation", "hold", "idle group"}
+var itemNames = [...]string{"snapshot", "tree", "settings", "node", "allocation", "pending job", "reservation", "hold", "idle group", "pre-warm"}
 
 func (i Item) String() string {
 	if i < 0 || int(i) >= len(itemNames) {
@@ -101,7 +102,10 @@ func (f *Fault) Unwrap() []error {
 // have unique IDs, a known quota bound at or above their namespace,
 // positive GPUs and an end after their start; idle groups are listed once,
 // with names, a priority, GPUs and max in 1-quota.MaxGPUs, a count in
-// 0-quota.MaxGPUs and datacenters as pending groups have them.
+// 0-quota.MaxGPUs and datacenters as pending groups have them; pre-warm
+// entries are listed once, with names, a type service or batch, a
+// priority, GPUs and count in 1-quota.MaxGPUs, an at, an until after it
+// and datacenters as pending groups have them.
 //
 // And for Calendar and Flex (DESIGN L10, L11): every setting is not
 // negative; allocations have a kill_timeout not negative, a max_run within
@@ -123,7 +127,7 @@ func (s *Snapshot) Validate() error {
 // Check is Validate item by item. fatal is the first fault in the
 // snapshot's time, its quota tree or its settings (then items is nil);
 // items lists, in snapshot order (nodes, allocations, pending, reservations,
-// then idle groups), every node, allocation, pending job, reservation and idle group that
+// then idle groups and pre-warm entries), every node, allocation, pending job, reservation, idle group and pre-warm entry that
 // breaks a rule, one fault each. Items are checked against the items that
 // passed before them: an allocation on a node that failed fails as on an
 // unknown node. Without (items) is the snapshot the adapter can plan.
@@ -138,6 +142,7 @@ func (s *Snapshot) Check() (fatal *Fault, items []*Fault) {
 	c.reservations()
 	c.holds()
 	c.idleGroups()
+	c.prewarms()
 	return nil, c.faults
 }
 
@@ -168,6 +173,7 @@ func (s *Snapshot) Without(faults []*Fault) *Snapshot {
 	out.Reservations = keep(s.Reservations, func(i int, _ *Reservation) bool { return !drop[ItemReservation][i] })
 	out.Holds = keep(s.Holds, func(i int, _ *Hold) bool { return !drop[ItemHold][i] })
 	out.IdleGroups = keep(s.IdleGroups, func(i int, _ *IdleGroup) bool { return !drop[ItemIdleGroup][i] })
+	out.Prewarm = keep(s.Prewarm, func(i int, _ *Prewarm) bool { return !drop[ItemPrewarm][i] })
 	return &out
 }
 

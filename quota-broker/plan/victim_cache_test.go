@@ -222,6 +222,13 @@ func TestVictimCacheMatchesScan(t *testing.T) {
 	for seed := uint64(0); seed < 60; seed++ {
 		check(fmt.Sprintf("mixed seed %d", seed), mixedSnapshot(seed, 40+int(seed)))
 	}
+	// Drains and pre-warms (their claims search victims too).
+	for seed := uint64(0); seed < 500; seed++ {
+		r := rand.New(rand.NewPCG(seed, 11))
+		if s := withCalendar(randomSnapshot(r), r); s.Validate() == nil {
+			check(fmt.Sprintf("calendar seed %d", seed), s)
+		}
+	}
 	if cached < 50 {
 		t.Errorf("only %d plans searched fewer nodes with the cache: the corpus no longer tests it", cached)
 	}

@@ -91,10 +91,11 @@ type claim struct {
 	// claim may take: the reservation of a job of an active reservation
 	// (L10), else noClaimant.
 	alt int32
-	// drain is the reservation whose shape the claim places ahead of its
-	// start (rule L10.drain), or nil; disp is then, per allocation, the
-	// quota node at which the reservation will displace it at its start.
-	drain *Reservation
+	// drain is what the claim places ahead of its instant: a
+	// reservation's shape (rule L10.drain) or a pre-warm (rule
+	// L5.prewarm), or nil; disp is then, for a reservation, per
+	// allocation, the quota node at which it will displace it at its start.
+	drain *drainTarget
 	disp  []*qnode
 }
 
@@ -154,7 +155,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		k.step = stepIdleDebt
 	case a.debt != nil && p.graceOver(a.debt):
 		k.step, k.debt = stepIdleDebt, true
-	case c.drain != nil:
+	case c.drain != nil && c.drain.res != nil:
 		// L10.drain: L5 step 1, then what the reservation will displace.
 		if d := c.disp[a.index]; d == nil || (d != q && !q.isDescendantOf(d)) {
 			return victimKey{}, false
@@ -361,8 +362,12 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			For:       c.g.Key(),
 			Reason:    p.stopReason(a, k, c),
 		}
-		if c.drain != nil {
-			act.Rule, act.For, act.Reservation = RuleDrain, GroupKey{}, c.drain.ID
+		switch {
+		case c.drain != nil && c.drain.res != nil:
+			act.Rule, act.For, act.Reservation = RuleDrain, GroupKey{}, c.drain.res.ID
+		case c.drain != nil:
+			act.Rule = RulePrewarm
+			act.Reason += fmt.Sprintf("; %s, which scales up at %s", c.drain.label(), c.drain.at.Format(time.RFC3339))
 		}
 		st.actions = append(st.actions, act)
 	}
@@ -380,10 +385,13 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	case a.debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
 			a.debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
+	case c.drain != nil && c.drain.res != nil && k.step == stepStart:
+		return fmt.Sprintf("to be displaced by reservation %s, which starts at %s", c.drain.res.ID, c.drain.at.Format(time.RFC3339))
+	case c.drain != nil && c.drain.res != nil:
+		return fmt.Sprintf("idle or debt allocation reclaimed for reservation %s, which starts at %s", c.drain.res.ID, c.drain.at.Format(time.RFC3339))
 	case c.drain != nil && k.step == stepStart:
-		return fmt.Sprintf("to be displaced by reservation %s, which starts at %s", c.drain.ID, c.drain.Start.Format(time.RFC3339))
-	case c.drain != nil:
-		return fmt.Sprintf("idle or debt allocation reclaimed for reservation %s, which starts at %s", c.drain.ID, c.drain.Start.Format(time.RFC3339))
+		// A pre-warm's stop of an allocation on GPUs held for the group.
+		return fmt.Sprintf("on GPUs held for %s, at %s", c.drain.label(), c.drain.at.Format(time.RFC3339))
 	case k.step == stepStart:
 		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", a.displaced.node.Name, c.j.res.ID)
 	case k.step == stepChild:

@@ -218,6 +218,9 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	if s.IdleGroups, err = c.idleGroups(w.IdleGroups); err != nil {
 		return nil, err
 	}
+	if s.Prewarm, err = c.prewarms(w.Prewarm); err != nil {
+		return nil, err
+	}
 	if err := s.Validate(); err != nil {
 		var f *plan.Fault
 		if errors.As(err, &f) {

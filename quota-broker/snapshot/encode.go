@@ -156,6 +156,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		w.Holds = append(w.Holds, wh)
 	}
 	w.IdleGroups = idleGroupsToWire(s.IdleGroups)
+	w.Prewarm = prewarmsToWire(s.Prewarm)
 	return w
 }
 

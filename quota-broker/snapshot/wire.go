@@ -35,6 +35,7 @@ type wireSnapshot struct {
 	Reservations []wireReservation `json:"reservations"`
 	Holds        []wireHold        `json:"holds,omitempty"`
 	IdleGroups   []wireIdleGroup   `json:"idle_groups,omitempty"`
+	Prewarm      []wirePrewarm     `json:"prewarm,omitempty"`
 }
 
 type wireQuota struct {

@@ -1,0 +1,104 @@
+package nomad
+
+import (
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/scalingpolicy"
+	"github.com/gputide/gputide/quota-broker/schedule"
+)
+
+// DefaultEvaluationInterval is the Nomad Autoscaler's evaluation_interval
+// when a policy sets none (Autoscaler v0.5.0 policy_eval default): the
+// pre-warm hold lasts at + this + settle then.
+const DefaultEvaluationInterval = 10 * time.Second
+
+// prewarms is the Build step that turns schedule policies into the
+// snapshot's pre-warm entries (DESIGN L5 "Pre-warm", issue 11 item 5):
+// for each enabled policy with a gputide-schedule check whose target is a
+// governed, running service or batch job (not idle) with a task group of
+// that name that asks for GPUs, the first boundary in (now, now +
+// drain_horizon] after which the schedule's count, once the boundary's
+// ramp is done, is above the group's count now becomes an entry: at the
+// boundary, count = that count minus the group's count, until = at +
+// evaluation_interval (DefaultEvaluationInterval when unset) + settle.
+// Policies read from files never reach Policies, and a broker whose
+// policies are not synced makes none: those get no pre-warm, and scaling
+// goes on. A check whose config does not parse is skipped (the Autoscaler
+// reports the same error on its Run).
+func prewarms(pols *Policies, jobs map[plan.JobKey]*JobView, now time.Time, set quota.Settings) []plan.Prewarm {
+	scheds := pols.SchedulePolicies()
+	if len(scheds) == 0 || !pols.Synced() {
+		return nil
+	}
+	var out []plan.Prewarm
+	for _, sp := range scheds {
+		v := jobs[sp.Group.JobKey()]
+		if v == nil || v.MetaErr != nil || v.Options.Idle {
+			continue
+		}
+		j := v.Job
+		typ := plan.JobType(str(j.Type))
+		if (typ != plan.JobService && typ != plan.JobBatch) || (j.Stop != nil && *j.Stop) || j.IsPeriodic() || j.IsParameterized() {
+			continue
+		}
+		tg := taskGroup(j, sp.Group.Group)
+		if tg == nil {
+			continue
+		}
+		gpus, model := groupGPUs(tg)
+		if gpus == 0 {
+			continue
+		}
+		count := 1
+		if tg.Count != nil {
+			count = *tg.Count
+		}
+		at, target, ok := raisingBoundary(sp.Checks, now, set.DrainHorizon, count)
+		if !ok {
+			continue
+		}
+		eval := sp.EvaluationInterval
+		if eval <= 0 {
+			eval = DefaultEvaluationInterval
+		}
+		out = append(out, plan.Prewarm{Namespace: sp.Group.Namespace, Job: sp.Group.Job, Group: sp.Group.Group,
+			Type: typ, Priority: prio(j), GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters),
+			NodePool: v.Options.Pool, At: at, Count: min(target-count, quota.MaxGPUs),
+			Until: at.Add(eval + set.Settle)})
+	}
+	return out
+}
+
+// raisingBoundary returns the first boundary of the policy's first
+// gputide-schedule check in (now, now + horizon] whose count after its
+// ramp (the count at the boundary + ramp, or at the boundary without one)
+// is above current, with that count. ok is false when there is none, or
+// the check's config does not parse.
+func raisingBoundary(checks []scalingpolicy.Check, now time.Time, horizon time.Duration, current int) (time.Time, int, bool) {
+	for _, c := range checks {
+		if c.Strategy != scalingpolicy.ScheduleStrategy {
+			continue
+		}
+		s, err := schedule.Parse(c.Config)
+		if err != nil {
+			return time.Time{}, 0, false
+		}
+		end := now.Add(horizon)
+		for t := now; ; {
+			at, n, ok := s.NextBoundary(t)
+			if !ok || at.After(end) {
+				return time.Time{}, 0, false
+			}
+			if s.Ramp() > 0 {
+				n = max(n, s.CountAt(at.Add(s.Ramp())))
+			}
+			if n > current {
+				return at.UTC(), n, true
+			}
+			t = at
+		}
+	}
+	return time.Time{}, 0, false
+}

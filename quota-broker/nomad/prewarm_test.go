@@ -1,0 +1,45 @@
+package nomad
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/plan"
+)
+
+// TestBuildMakesPrewarmFromSchedulePolicies: the schedule policy of
+// workspace-a/inference/server ("mon-fri 08:00-22:00 4", default 1, UTC,
+// evaluation_interval 1m) becomes a pre-warm entry when its 08:00 boundary
+// is within drain_horizon (1h) of now: 3 more allocations of 4 GPUs at
+// 08:00, held until 08:00 + 1m + settle 30s. Further ahead, or with the
+// policies not synced, there is none.
+func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
+	f, s := listRecorded(t)
+	servePolicies(f, 20)
+	log, _ := testLogger(t)
+	pols := NewPolicies()
+	if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := newActor(f, s)
+	boundary := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) // a Monday
+	b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute))
+	want := []plan.Prewarm{{Namespace: "workspace-a", Job: "inference", Group: "server", Type: plan.JobService,
+		Priority: 80, GPUs: 4, NodePool: "default", At: boundary, Count: 3,
+		Until: boundary.Add(time.Minute + 30*time.Second)}}
+	if diff := cmp.Diff(want, b.Snapshot.Prewarm); diff != "" {
+		t.Fatalf("prewarm (-want +got):\n%s", diff)
+	}
+	if b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-61*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
+		t.Fatalf("61m ahead: prewarm %+v, want none (beyond drain_horizon)", b.Snapshot.Prewarm)
+	}
+	if b := idleBuild(t, s, a, pols, claimTree(), boundary); len(b.Snapshot.Prewarm) != 0 {
+		t.Fatalf("at the boundary: prewarm %+v, want none (the next one, 22:00, lowers the count)", b.Snapshot.Prewarm)
+	}
+	pols.unsynced()
+	if b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
+		t.Fatalf("policies not synced: prewarm %+v, want none", b.Snapshot.Prewarm)
+	}
+}
