@@ -55,6 +55,8 @@ type Actor struct {
 	lastDeferred int
 	// unplaced: since when each idle group has had allocations unplaced.
 	unplaced map[plan.GroupKey]time.Time
+	// cal: Calendar and Flex actions remembered between plans (calact.go).
+	cal calendar
 }
 
 // Outcome reports what an Execute call did: counts, and for the broker to
@@ -64,6 +66,9 @@ type Outcome struct {
 	Admitted, Suspended, Stopped, MetaWrites, Expired int
 	// ScaledDown counts idle groups whose count was lowered (step 7).
 	ScaledDown int
+	// JobsStopped, JobsSuspended and Held count the stop_job, suspend and
+	// hold actions carried out (steps 1a-1c, calact.go).
+	JobsStopped, JobsSuspended, Held int
 	// Deferred counts stop actions held back because other allocations are
 	// still stopping for a claimant the broker cannot name.
 	Deferred int
@@ -137,6 +142,7 @@ func (a *Actor) Forget(s *State) {
 			delete(a.stopping, id)
 		}
 	}
+	a.forgetReservationStops(s)
 }
 
 // Accepted reports whether the job in a real pool was admitted by the
@@ -191,6 +197,11 @@ func (a *Actor) accept(k plan.JobKey) {
 //  1. deferStops: if b has allocations stopping for a claimant the broker
 //     cannot name, every stop is deferred (and its claimant not admitted)
 //     until those are gone, so that nothing is stopped twice;
+//     1a. stopJobs: stop_job actions (L10.end, L11.max_run) stop their
+//     whole job (deregister, no purge), once;
+//     1b. suspendJobs: suspend actions (L11.settle) suspend their whole
+//     job as step 4 suspends a straight registration;
+//     1c. keepHolds: hold actions are kept in memory (Actor.Holds);
 //  2. preempt: in the plan's order, for each stop the victim's job is moved
 //     to the holding pool (once per job) and, after Nomad's 200, the
 //     allocation is stopped;
@@ -205,7 +216,9 @@ func (a *Actor) accept(k plan.JobKey) {
 //  5. reportMetaErrors: jobs with a bad meta value in the holding pool get
 //     the error in their meta, and straight registrations with one are
 //     suspended;
-//  6. writeMeta, concurrently: the status meta of steps 4 and 5;
+//     5a. queueStoppedStatus: jobs stopped in 1a with no live allocation
+//     left get gputide_status = stopped and the rule as reason;
+//  6. writeMeta, concurrently: the status meta of steps 4, 5 and 5a;
 //  7. scaleDown: idle groups with an allocation stopped in step 2, or with
 //     allocations unplaced for Settle, get their count lowered to their
 //     live allocations, never below 1 (scaledown.go).
@@ -215,10 +228,14 @@ func (a *Actor) accept(k plan.JobKey) {
 func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 	x := &execution{a: a, p: p, b: b, skip: map[plan.GroupKey]bool{}, admitted: map[plan.JobKey]bool{}, metaText: map[plan.JobKey][2]string{}}
 	x.deferStops()
+	x.stopJobs(ctx)
+	x.suspendJobs(ctx)
+	x.keepHolds()
 	x.preempt(ctx)
 	x.admit(ctx)
 	x.waitOrExpire(ctx)
 	x.reportMetaErrors(ctx)
+	x.queueStoppedStatus()
 	x.writeMeta(ctx)
 	x.scaleDown(ctx)
 	return x.out
@@ -373,7 +390,7 @@ func (x *execution) waitOrExpire(ctx context.Context) {
 		case plan.ActionExpire:
 			waited[k] = true
 			if v.Holding && v.Live == 0 {
-				if err := a.expire(ctx, v, act.Reason); err != nil {
+				if err := a.expire(ctx, v, act); err != nil {
 					x.fail("expire", err)
 				} else {
 					x.out.Expired++
@@ -502,6 +519,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 	}
 	a.stopping[act.Alloc] = act.For
 	a.mu.Unlock()
+	a.noteReservationStop(act)
 	if a.State != nil {
 		a.State.markStopping(act.Alloc)
 	}
@@ -561,12 +579,13 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 }
 
 // expire stops a flex request that waited too long and says so in its meta.
-func (a *Actor) expire(ctx context.Context, v *JobView, reason string) error {
+func (a *Actor) expire(ctx context.Context, v *JobView, act plan.Action) error {
+	reason := act.Reason
 	if a.DryRun {
 		a.Logger.Info("dry run: would expire", "job", v.Key.String(), "reason", reason)
 		return nil
 	}
-	_, err := a.writeStatus(ctx, v, StatusExpired, "L11: "+reason, true)
+	_, err := a.writeStatus(ctx, v, StatusExpired, string(act.Rule)+": "+reason, true)
 	if err == nil {
 		a.Logger.Info("flex request expired", "job", v.Key.String(), "reason", reason)
 	}

@@ -40,6 +40,12 @@ type BuildInput struct {
 	// agent's admit_pools); nil means ["default"]. A job naming another
 	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
 	AdmitPools []string
+	// StoppingForReservation maps allocations the broker stopped for a
+	// reservation to its ID (Actor.StoppingForReservation).
+	StoppingForReservation map[string]string
+	// Holds are the holds the broker keeps (Actor.Holds), passed on as
+	// plan.Snapshot.Holds.
+	Holds []plan.Hold
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
 	Policies *Policies
@@ -143,6 +149,8 @@ func (s *State) Build(in BuildInput) *Build {
 		snap.Pending = append(snap.Pending, pending...)
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
+	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
+	snap.Holds = in.Holds
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
 	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
