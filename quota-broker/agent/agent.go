@@ -272,6 +272,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(a.cfg.Interval)
 	defer tick.Stop()
+	wake := newWakeTimer() // the last plan's WakeAt (calendar.go)
 	for {
 		select {
 		case <-ctx.Done():
@@ -279,8 +280,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-a.trigger:
 		case <-tick.C:
+		case <-wake.C():
+			wake.fired()
 		}
 		a.cycle(ctx)
+		wake.reset(a.wakeAt(), a.now())
 	}
 }
 
@@ -365,6 +369,12 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.setActing(false, err.Error())
 		return
 	}
+	res, holds, err := a.calendarInput(ctx, a.now())
+	if err != nil {
+		a.log.Error("not acting", "error", err)
+		a.setActing(false, err.Error())
+		return
+	}
 	start := a.now()
 	a.actor.State = state
 	a.actor.Forget(state)
@@ -374,7 +384,8 @@ func (a *Agent) cycle(ctx context.Context) {
 	a.mu.Unlock()
 	in := nomad.BuildInput{Now: a.now(), Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted,
-		AdmitPools: a.cfg.AdmitPools, Policies: a.policies}
+		AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
+		Reservations: res, Holds: holds, StoppingForReservation: a.actor.StoppingForReservation()}
 	b := state.Build(in)
 	if !seeded {
 		a.actor.AcceptRunning(b)

@@ -43,6 +43,9 @@ type BuildInput struct {
 	// StoppingForReservation maps allocations the broker stopped for a
 	// reservation to its ID (Actor.StoppingForReservation).
 	StoppingForReservation map[string]string
+	// Reservations are the unended bookings, passed on as
+	// plan.Snapshot.Reservations.
+	Reservations []plan.Reservation
 	// Holds are the holds the broker keeps (Actor.Holds), passed on as
 	// plan.Snapshot.Holds.
 	Holds []plan.Hold
@@ -150,7 +153,7 @@ func (s *State) Build(in BuildInput) *Build {
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
-	snap.Holds = in.Holds
+	snap.Reservations, snap.Holds = in.Reservations, in.Holds
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
 	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
