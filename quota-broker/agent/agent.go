@@ -385,7 +385,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	in := nomad.BuildInput{Now: a.now(), Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted,
 		AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
-		Reservations: res, Holds: holds, StoppingForReservation: a.actor.StoppingForReservation()}
+		Reservations: res, Holds: holds, StoppingForReservation: a.actor.StoppingForReservation(), AdmittedAt: a.actor.AdmittedAt}
 	b := state.Build(in)
 	if !seeded {
 		a.actor.AcceptRunning(b)
@@ -410,16 +410,13 @@ func (a *Agent) cycle(ctx context.Context) {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
-	out := a.actor.Execute(actx, p, b)
-	if _, err := a.actor.EnforceMaxRun(actx, b, a.now()); err != nil {
-		out.Errors = append(out.Errors, err)
-		a.log.Error("failed to stop a flex request past its max_run", "error", err)
-	}
+	out := a.actor.Execute(actx, p, b) // flex max_run: the core's L11.max_run stop_job
 	cancel()
 	a.recorder.AddOutcome(out)
 	a.metrics.ObserveOutcome(out)
-	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors) > 0 {
+	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors)+out.JobsStopped+out.JobsSuspended+out.Held > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
+			"jobs_stopped", out.JobsStopped, "jobs_suspended", out.JobsSuspended, "held", out.Held,
 			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),
 			"dry_run", a.dryRun)
 	}

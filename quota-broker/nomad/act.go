@@ -340,6 +340,7 @@ func (x *execution) admit(ctx context.Context) {
 		switch {
 		case v.Direct:
 			a.accept(k)
+			a.noteAdmitted(k)
 			a.Logger.Info("accepted a job registered straight into its pool", "job", k.String(), "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
 			admits = append(admits, v)
@@ -544,6 +545,7 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 		return fmt.Errorf("failed to admit job %s into node pool %q: %w", v.Key, v.Options.Pool, err)
 	}
 	a.accept(v.Key)
+	a.noteAdmitted(v.Key)
 	a.Logger.Debug("admitted", "job", v.Key, "pool", v.Options.Pool)
 	return nil
 }

@@ -29,6 +29,8 @@ type calendar struct {
 	requeued map[plan.JobKey]time.Time
 	// holds: the holds of the plans' hold actions, by owner, one per node.
 	holds map[plan.HoldOwner][]plan.Hold
+	// admitted: when the broker admitted each job (AdmittedAt).
+	admitted map[plan.JobKey]time.Time
 	// stoppingFor: allocations stopped for a reservation (rules L10.drain,
 	// L10.start), alloc ID -> reservation ID.
 	stoppingFor map[string]string
@@ -165,6 +167,7 @@ func (x *execution) suspendJobs(ctx context.Context) {
 				x.a.cal.requeued = map[plan.JobKey]time.Time{}
 			}
 			x.a.cal.requeued[k] = x.b.Snapshot.Time
+			delete(x.a.cal.admitted, k) // admitted again later, counted from then
 			x.a.cal.mu.Unlock()
 		}
 		if err != nil {
@@ -308,4 +311,76 @@ func markReservationStops(allocs []plan.Allocation, unknown []string, stopping m
 		}
 	}
 	return slices.DeleteFunc(unknown, func(id string) bool { _, ok := stopping[id]; return ok })
+}
+
+// noteAdmitted remembers when the broker admitted (or accepted) a job: the
+// admitted_at that L11's max_run and settle count from.
+func (a *Actor) noteAdmitted(k plan.JobKey) {
+	a.cal.mu.Lock()
+	defer a.cal.mu.Unlock()
+	if a.cal.admitted == nil {
+		a.cal.admitted = map[plan.JobKey]time.Time{}
+	}
+	a.cal.admitted[k] = a.now().UTC()
+}
+
+// AdmittedAt returns when the broker admitted the job, or the zero time
+// when it did not in this process (a job running before it started).
+func (a *Actor) AdmittedAt(k plan.JobKey) time.Time {
+	a.cal.mu.Lock()
+	defer a.cal.mu.Unlock()
+	return a.cal.admitted[k]
+}
+
+// timedAllocations is step 5a of Build: each allocation gets what the
+// core's timed rules need (DESIGN L10.end, L11.max_run, L11.settle):
+// KillTimeout, the largest kill_timeout of its group's tasks (default
+// plan.DefaultKillTimeout); MaxRun, its job's flex max_run; AdmittedAt,
+// when the broker admitted its job (admitted), or, for a flex request the
+// broker did not admit in this process, the earliest start of its job's
+// allocations here (as the adapter's EnforceMaxRun counted).
+func timedAllocations(allocs []plan.Allocation, jobs map[plan.JobKey]*JobView, admitted func(plan.JobKey) time.Time) {
+	first := map[plan.JobKey]time.Time{}
+	for _, al := range allocs {
+		if t, ok := first[al.JobKey()]; !ok || al.StartedAt.Before(t) {
+			first[al.JobKey()] = al.StartedAt
+		}
+	}
+	for i := range allocs {
+		al := &allocs[i]
+		v := jobs[al.JobKey()]
+		if v == nil {
+			continue
+		}
+		al.KillTimeout = groupKillTimeout(v.Job, al.Group)
+		if v.Options.Flex != nil {
+			al.MaxRun = v.Options.Flex.MaxRun
+		}
+		if admitted != nil {
+			al.AdmittedAt = admitted(al.JobKey())
+		}
+		if al.AdmittedAt.IsZero() && al.MaxRun > 0 {
+			al.AdmittedAt = first[al.JobKey()]
+		}
+	}
+}
+
+// groupKillTimeout is the largest kill_timeout of the tasks of group in j,
+// or plan.DefaultKillTimeout when none sets one.
+func groupKillTimeout(j *api.Job, group string) time.Duration {
+	var most time.Duration
+	for _, tg := range j.TaskGroups {
+		if tg == nil || tg.Name == nil || *tg.Name != group {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			if t != nil && t.KillTimeout != nil && *t.KillTimeout > most {
+				most = *t.KillTimeout
+			}
+		}
+	}
+	if most <= 0 {
+		return plan.DefaultKillTimeout
+	}
+	return most
 }

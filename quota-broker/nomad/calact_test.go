@@ -194,3 +194,95 @@ func TestExecuteRemembersStopsForAReservation(t *testing.T) {
 		t.Fatalf("stopping = %v", got)
 	}
 }
+
+// The allocations of a flex request carry its max_run, kill_timeout and
+// admission time, and the core's L11.max_run stop (replacing the adapter's
+// EnforceMaxRun) is carried out at admitted + max_run - kill_timeout.
+func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	j := *s.jobs[jobC]
+	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
+	s.jobs[jobC] = &j
+	admitted := at(t).Add(-time.Hour)
+	a.Now = func() time.Time { return admitted }
+	a.noteAdmitted(jobC)
+	build := func(now time.Time) *Build {
+		b := s.Build(BuildInput{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
+			AdmittedAt: a.AdmittedAt, Accepted: func(plan.JobKey) bool { return true }})
+		if b.Invalid != nil || len(b.Left) != 0 {
+			t.Fatalf("build: %v, left %v", b.Invalid, b.Left)
+		}
+		return b
+	}
+	b := build(at(t))
+	var got []plan.Allocation
+	for _, al := range b.Snapshot.Allocations {
+		if al.JobKey() == jobC {
+			got = append(got, plan.Allocation{ID: al.ID, KillTimeout: al.KillTimeout, MaxRun: al.MaxRun, AdmittedAt: al.AdmittedAt})
+		}
+	}
+	want := []plan.Allocation{
+		{ID: allocC1, KillTimeout: 2 * time.Minute, MaxRun: time.Hour, AdmittedAt: admitted},
+		{ID: allocC2, KillTimeout: 2 * time.Minute, MaxRun: time.Hour, AdmittedAt: admitted},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("allocations (-want +got):\n%s", diff)
+	}
+	stopAt := admitted.Add(time.Hour - 2*time.Minute)
+	for _, c := range []struct {
+		now  time.Time
+		stop bool
+	}{{stopAt.Add(-time.Second), false}, {stopAt, true}} {
+		b := build(c.now)
+		p, err := plan.Compute(b.Snapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stops []plan.Action
+		for _, act := range p.Actions {
+			if act.Action == plan.ActionStopJob {
+				stops = append(stops, act)
+			}
+		}
+		if !c.stop {
+			if len(stops) != 0 || !p.WakeAt.Equal(stopAt) {
+				t.Fatalf("at %v: stops %+v, wake_at %v (want %v)", c.now, stops, p.WakeAt, stopAt)
+			}
+			continue
+		}
+		if len(stops) != 1 || stops[0].Rule != plan.RuleFlexMaxRun || stops[0].Job != "training" {
+			t.Fatalf("at %v: stops %+v", c.now, stops)
+		}
+		out := a.Execute(context.Background(), p, b)
+		w := writesFor(t, f)
+		if out.JobsStopped != 1 || len(w) != 1 || w[0].Method != "DELETE" || w[0].Path != "/v1/job/training" {
+			t.Fatalf("outcome %+v, writes %v", out, w)
+		}
+	}
+}
+
+// A flex request the broker did not admit in this process (running when it
+// started) counts max_run from its earliest allocation start; a job that is
+// not flex gets no admission time it does not know.
+func TestTimedAllocationsFallBackToTheFirstStartForFlex(t *testing.T) {
+	_, s := listRecorded(t)
+	j := *s.jobs[jobC]
+	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
+	s.jobs[jobC] = &j
+	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(), Accepted: func(plan.JobKey) bool { return true }})
+	first := time.Time{}
+	for _, id := range []string{allocC1, allocC2} {
+		if st := s.allocs[id].StartedAt; first.IsZero() || st.Before(first) {
+			first = st
+		}
+	}
+	for _, al := range b.Snapshot.Allocations {
+		switch {
+		case al.JobKey() == jobC && (!al.AdmittedAt.Equal(first) || first.IsZero()):
+			t.Errorf("%s admitted at %v, want the first start %v", al.ID, al.AdmittedAt, first)
+		case al.JobKey() != jobC && (!al.AdmittedAt.IsZero() || al.MaxRun != 0 || al.KillTimeout <= 0):
+			t.Errorf("%s: admitted %v, max_run %v, kill_timeout %v", al.ID, al.AdmittedAt, al.MaxRun, al.KillTimeout)
+		}
+	}
+}

@@ -43,6 +43,9 @@ type BuildInput struct {
 	// StoppingForReservation maps allocations the broker stopped for a
 	// reservation to its ID (Actor.StoppingForReservation).
 	StoppingForReservation map[string]string
+	// AdmittedAt says when the broker admitted a job (Actor.AdmittedAt);
+	// nil or zero: unknown (see timedAllocations).
+	AdmittedAt func(job plan.JobKey) time.Time
 	// Reservations are the unended bookings, passed on as
 	// plan.Snapshot.Reservations.
 	Reservations []plan.Reservation
@@ -152,6 +155,7 @@ func (s *State) Build(in BuildInput) *Build {
 		snap.Pending = append(snap.Pending, pending...)
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
+	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
 	snap.Reservations, snap.Holds = in.Reservations, in.Holds
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
