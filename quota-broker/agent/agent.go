@@ -385,7 +385,8 @@ func (a *Agent) cycle(ctx context.Context) {
 	in := nomad.BuildInput{Now: a.now(), Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: a.actor.Stopping(), Accepted: a.actor.Accepted,
 		AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
-		Reservations: res, Holds: holds, StoppingForReservation: a.actor.StoppingForReservation(), AdmittedAt: a.actor.AdmittedAt}
+		Reservations: res, Holds: holds, StoppingForReservation: a.actor.StoppingForReservation(), AdmittedAt: a.actor.AdmittedAt,
+		Requeued: a.actor.Requeued}
 	b := state.Build(in)
 	if !seeded {
 		a.actor.AcceptRunning(b)

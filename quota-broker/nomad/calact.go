@@ -384,3 +384,17 @@ func groupKillTimeout(j *api.Job, group string) time.Duration {
 	}
 	return most
 }
+
+// requeuedPending is step 5c of Build: a pending group of a job the broker
+// queued again (rule L11.settle) is queued since then (QueuedAt; max_wait
+// counts from it, DESIGN L11), when that is after its submission.
+func requeuedPending(pending []plan.Pending, requeued func(plan.JobKey) time.Time) {
+	if requeued == nil {
+		return
+	}
+	for i := range pending {
+		if t := requeued(pending[i].JobKey()); t.After(pending[i].SubmittedAt) {
+			pending[i].QueuedAt = t
+		}
+	}
+}

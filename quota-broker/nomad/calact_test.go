@@ -114,6 +114,29 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	if got := a.Requeued(jobC); !got.Equal(at(t)) {
 		t.Fatalf("requeued at %v, want %v", got, at(t))
 	}
+	// Back in the holding pool, its pending groups are queued since then.
+	stopped := *s.jobs[jobC]
+	pool := DefaultHoldingPool
+	stopped.NodePool = &pool
+	s.jobs[jobC] = &stopped
+	for _, id := range []string{allocC1, allocC2} {
+		c := *s.allocs[id]
+		c.ClientStatus = api.AllocClientStatusComplete
+		s.allocs[id] = &c
+	}
+	delete(s.summaries, jobC) // not evaluated yet: every allocation is pending
+	later := at(t).Add(time.Minute)
+	b = s.Build(BuildInput{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(), Requeued: a.Requeued,
+		Accepted: func(plan.JobKey) bool { return true }})
+	var queued []time.Time
+	for _, pg := range b.Snapshot.Pending {
+		if pg.JobKey() == jobC {
+			queued = append(queued, pg.QueuedAt)
+		}
+	}
+	if len(queued) == 0 || !queued[0].Equal(at(t)) {
+		t.Fatalf("queued at %v, want %v", queued, at(t))
+	}
 }
 
 // Hold actions are kept by owner and node (GPUs merged, the later end kept)

@@ -46,6 +46,9 @@ type BuildInput struct {
 	// AdmittedAt says when the broker admitted a job (Actor.AdmittedAt);
 	// nil or zero: unknown (see timedAllocations).
 	AdmittedAt func(job plan.JobKey) time.Time
+	// Requeued says when the broker last queued a job again (rule
+	// L11.settle, Actor.Requeued); nil or zero: never.
+	Requeued func(job plan.JobKey) time.Time
 	// Reservations are the unended bookings, passed on as
 	// plan.Snapshot.Reservations.
 	Reservations []plan.Reservation
@@ -156,6 +159,7 @@ func (s *State) Build(in BuildInput) *Build {
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
 	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
+	requeuedPending(snap.Pending, in.Requeued)
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
 	snap.Reservations, snap.Holds = in.Reservations, in.Holds
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
