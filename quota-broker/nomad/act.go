@@ -88,6 +88,9 @@ type Outcome struct {
 type Stop struct {
 	Time      time.Time     // when Nomad accepted the stop, UTC
 	Claimant  plan.GroupKey // the plan's Action.For
+	// Reservation is the plan's Action.Reservation: the booking a stop of
+	// rule L10.drain or L10.start was made for (Claimant is then zero).
+	Reservation string
 	Namespace string        // the victim's
 	Job       string
 	Alloc     string
@@ -526,7 +529,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 	}
 	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k, "node", act.Node, "gpus", act.GPUs,
 		"claimant", act.For, "rule", act.Rule, "reason", act.Reason)
-	return &Stop{Time: a.now().UTC(), Claimant: act.For, Namespace: act.Namespace, Job: act.Job, Alloc: act.Alloc,
+	return &Stop{Time: a.now().UTC(), Claimant: act.For, Reservation: act.Reservation, Namespace: act.Namespace, Job: act.Job, Alloc: act.Alloc,
 		Node: act.Node, GPUs: act.GPUs, Rule: act.Rule, Reason: act.Reason}, nil
 }
 

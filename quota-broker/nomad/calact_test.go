@@ -192,6 +192,9 @@ func TestExecuteRemembersStopsForAReservation(t *testing.T) {
 	if out.Stopped != 1 || len(out.Errors) != 0 {
 		t.Fatalf("outcome = %+v", out)
 	}
+	if len(out.Preempted) != 1 || out.Preempted[0].Reservation != "r-1" || !out.Preempted[0].Claimant.IsZero() || out.Preempted[0].Rule != plan.RuleDrain {
+		t.Fatalf("preempted = %+v", out.Preempted)
+	}
 	if diff := cmp.Diff(map[string]string{allocC1: "r-1"}, a.StoppingForReservation()); diff != "" {
 		t.Fatalf("stopping (-want +got):\n%s", diff)
 	}
