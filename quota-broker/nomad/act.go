@@ -86,18 +86,19 @@ type Outcome struct {
 
 // Stop is one allocation the Actor stopped for a claimant (DESIGN L8).
 type Stop struct {
-	Time     time.Time     // when Nomad accepted the stop, UTC
-	Claimant plan.GroupKey // the plan's Action.For
+	Time      time.Time     // when Nomad accepted the stop, UTC
+	Claimant  plan.GroupKey // the plan's Action.For
+	Namespace string        // the victim's
+	Job       string
+	Alloc     string
+	Node      string
+	GPUs      int
+	Rule      plan.Rule
+	Reason    string
+
 	// Reservation is the plan's Action.Reservation: the booking a stop of
 	// rule L10.drain or L10.start was made for (Claimant is then zero).
 	Reservation string
-	Namespace   string // the victim's
-	Job         string
-	Alloc       string
-	Node        string
-	GPUs        int
-	Rule        plan.Rule
-	Reason      string
 }
 
 // Move is one job the Actor registered into another node pool.
