@@ -118,3 +118,46 @@ func TestAgentPlansWithTheStoreBookings(t *testing.T) {
 		t.Fatalf("snapshot reservations (-want +got):\n%s", diff)
 	}
 }
+
+// With an interval far away, the agent still plans again at the plan's
+// WakeAt: here the start of a booking's drain horizon (start - 1h).
+func TestAgentPlansAgainAtWakeAt(t *testing.T) {
+	f := newFakeNomad(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(fmt.Sprintf("nomad { address = %q }\nquota_file = \"quota.hcl\"\nhttp_bind = \"127.0.0.1:0\"\n", f.srv.URL)),
+		filepath.Join(dir, "broker.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Interval, cfg.Staleness = time.Hour, time.Minute // the probe pokes every 20s
+	a, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(time.Hour + 1500*time.Millisecond)
+	b := reservation.Booking{ID: "r-1", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 2, AllocGPUs: 1, Start: start, End: start.Add(time.Hour)}
+	if _, err := a.apiStore.Guarded(context.Background(), func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutReservation(b)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	wake := start.Add(-time.Hour)
+	until(t, "a plan naming the drain horizon as wake_at", 5*time.Second, func() bool { return a.wakeAt().Equal(wake) })
+	until(t, "a plan at wake_at", 10*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return !a.lastPlanAt.Before(wake)
+	})
+}
