@@ -273,6 +273,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(a.cfg.Interval)
 	defer tick.Stop()
+	wake := newWakeTimer() // the last plan's WakeAt (calendar.go)
 	for {
 		select {
 		case <-ctx.Done():
@@ -280,8 +281,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-a.trigger:
 		case <-tick.C:
+		case <-wake.C():
+			wake.fired()
 		}
 		a.cycle(ctx)
+		wake.reset(a.wakeAt(), a.now())
 	}
 }
 
@@ -388,13 +392,21 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.setActing(false, err.Error())
 		return
 	}
+	res, holds, err := a.calendarInput(ctx, a.now())
+	if err != nil {
+		a.log.Error("not acting", "error", err)
+		a.setActing(false, err.Error())
+		return
+	}
 	start := a.now()
 	a.actor.State = state
 	a.actor.Forget(state)
 	stopping, resume, staleIntents := view.stopping(a.actor.Stopping(), state, a.cfg.HoldingPool, start, a.cfg.Staleness)
 	accepted := func(k plan.JobKey) bool { return a.actor.Accepted(k) || view.admitted(k) }
 	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
-		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies}
+		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
+		Reservations: res, Holds: holds, StoppingForReservation: a.actor.StoppingForReservation(), AdmittedAt: a.actor.AdmittedAt,
+		Requeued: a.actor.Requeued}
 	b := state.Build(in)
 	// The store's first start (no job records yet): what runs in a real
 	// pool was there before the broker and is accepted as it is; past it,
@@ -468,17 +480,14 @@ func (a *Agent) cycle(ctx context.Context) {
 	}
 	a.actor.Fence = &fence{a: a, lock: lock, now: a.now, jobs: maps.Clone(view.jobs)}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
-	out := a.actor.Execute(actx, p, b)
-	if _, err := a.actor.EnforceMaxRun(actx, b, a.now()); err != nil {
-		out.Errors = append(out.Errors, err)
-		a.log.Error("failed to stop a flex request past its max_run", "error", err)
-	}
+	out := a.actor.Execute(actx, p, b) // flex max_run: the core's L11.max_run stop_job
 	cancel()
 	a.recorder.AddOutcome(out)
 	a.recordPreemptions(ctx, lock, out)
 	a.metrics.ObserveOutcome(out)
-	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors) > 0 {
+	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors)+out.JobsStopped+out.JobsSuspended+out.Held > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
+			"jobs_stopped", out.JobsStopped, "jobs_suspended", out.JobsSuspended, "held", out.Held,
 			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),
 			"dry_run", a.dryRun)
 	}

@@ -14,8 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"

@@ -58,6 +58,8 @@ type Actor struct {
 	lastDeferred int
 	// unplaced: since when each idle group has had allocations unplaced.
 	unplaced map[plan.GroupKey]time.Time
+	// cal: Calendar and Flex actions remembered between plans (calact.go).
+	cal calendar
 }
 
 // Outcome reports what an Execute call did: counts, and for the broker to
@@ -67,6 +69,9 @@ type Outcome struct {
 	Admitted, Suspended, Stopped, MetaWrites, Expired int
 	// ScaledDown counts idle groups whose count was lowered (step 7).
 	ScaledDown int
+	// JobsStopped, JobsSuspended and Held count the stop_job, suspend and
+	// hold actions carried out (steps 1a-1c, calact.go).
+	JobsStopped, JobsSuspended, Held int
 	// Deferred counts stop actions held back because other allocations are
 	// still stopping for a claimant the broker cannot name.
 	Deferred int
@@ -93,6 +98,10 @@ type Stop struct {
 	GPUs      int
 	Rule      plan.Rule
 	Reason    string
+
+	// Reservation is the plan's Action.Reservation: the booking a stop of
+	// rule L10.drain or L10.start was made for (Claimant is then zero).
+	Reservation string
 }
 
 // Move is one job the Actor registered into another node pool.
@@ -140,6 +149,7 @@ func (a *Actor) Forget(s *State) {
 			delete(a.stopping, id)
 		}
 	}
+	a.forgetReservationStops(s)
 }
 
 // Accepted reports whether the job in a real pool was admitted by the
@@ -198,6 +208,11 @@ func (a *Actor) accept(k plan.JobKey) {
 //     the first call (L12), so that a successor finishes a preemption this
 //     broker began instead of choosing other victims; a claimant whose
 //     intent cannot be written is skipped;
+//     2a. stopJobs: stop_job actions (L10.end, L11.max_run) stop their
+//     whole job (deregister, no purge), once;
+//     2b. suspendJobs: suspend actions (L11.settle) suspend their whole
+//     job as step 5 suspends a straight registration;
+//     2c. keepHolds: hold actions are kept in memory (Actor.Holds);
 //  3. preempt: in the plan's order, for each stop the victim's job is moved
 //     to the holding pool (once per job) and, after Nomad's 200, the
 //     allocation is stopped; the intents of stops not made are withdrawn;
@@ -212,7 +227,9 @@ func (a *Actor) accept(k plan.JobKey) {
 //  6. reportMetaErrors: jobs with a bad meta value in the holding pool get
 //     the error in their meta, and straight registrations with one are
 //     suspended;
-//  7. writeMeta, concurrently: the status meta of steps 5 and 6;
+//     6a. queueStoppedStatus: jobs stopped in 2a with no live allocation
+//     left get gputide_status = stopped and the rule as reason;
+//  7. writeMeta, concurrently: the status meta of steps 5, 6 and 6a;
 //  8. scaleDown: idle groups with an allocation stopped in step 3, or with
 //     allocations unplaced for Settle, get their count lowered to their
 //     live allocations, never below 1 (scaledown.go).
@@ -223,10 +240,14 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 	x := &execution{a: a, p: p, b: b, skip: map[plan.GroupKey]bool{}, admitted: map[plan.JobKey]bool{}, metaText: map[plan.JobKey][2]string{}}
 	x.deferStops()
 	x.announce(ctx)
+	x.stopJobs(ctx)
+	x.suspendJobs(ctx)
+	x.keepHolds()
 	x.preempt(ctx)
 	x.admit(ctx)
 	x.waitOrExpire(ctx)
 	x.reportMetaErrors(ctx)
+	x.queueStoppedStatus()
 	x.writeMeta(ctx)
 	x.scaleDown(ctx)
 	return x.out
@@ -364,6 +385,7 @@ func (x *execution) admit(ctx context.Context) {
 				continue
 			}
 			a.accept(k)
+			a.noteAdmitted(k)
 			a.Logger.Info("accepted a job registered straight into its pool", "job", k.String(), "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
 			admits = append(admits, v)
@@ -414,7 +436,7 @@ func (x *execution) waitOrExpire(ctx context.Context) {
 		case plan.ActionExpire:
 			waited[k] = true
 			if v.Holding && v.Live == 0 {
-				if err := a.expire(ctx, v, act.Reason); err != nil {
+				if err := a.expire(ctx, v, act); err != nil {
 					x.fail("expire", err)
 				} else {
 					x.out.Expired++
@@ -552,12 +574,13 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 	}
 	a.stopping[act.Alloc] = act.For
 	a.mu.Unlock()
+	a.noteReservationStop(act)
 	if a.State != nil {
 		a.State.markStopping(act.Alloc)
 	}
 	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k, "node", act.Node, "gpus", act.GPUs,
 		"claimant", act.For, "rule", act.Rule, "reason", act.Reason)
-	return &Stop{Time: a.now().UTC(), Claimant: act.For, Namespace: act.Namespace, Job: act.Job, Alloc: act.Alloc,
+	return &Stop{Time: a.now().UTC(), Claimant: act.For, Reservation: act.Reservation, Namespace: act.Namespace, Job: act.Job, Alloc: act.Alloc,
 		Node: act.Node, GPUs: act.GPUs, Rule: act.Rule, Reason: act.Reason}, nil
 }
 
@@ -579,6 +602,7 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 		return fmt.Errorf("failed to admit job %s into node pool %q: %w", v.Key, v.Options.Pool, err)
 	}
 	a.accept(v.Key)
+	a.noteAdmitted(v.Key)
 	a.Logger.Debug("admitted", "job", v.Key, "pool", v.Options.Pool)
 	return nil
 }
@@ -621,12 +645,13 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 }
 
 // expire stops a flex request that waited too long and says so in its meta.
-func (a *Actor) expire(ctx context.Context, v *JobView, reason string) error {
+func (a *Actor) expire(ctx context.Context, v *JobView, act plan.Action) error {
+	reason := act.Reason
 	if a.DryRun {
 		a.Logger.Info("dry run: would expire", "job", v.Key.String(), "reason", reason)
 		return nil
 	}
-	_, err := a.writeStatus(ctx, v, StatusExpired, "L11: "+reason, true)
+	_, err := a.writeStatus(ctx, v, StatusExpired, string(act.Rule)+": "+reason, true)
 	if err == nil {
 		a.Logger.Info("flex request expired", "job", v.Key.String(), "reason", reason)
 	}

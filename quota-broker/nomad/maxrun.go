@@ -16,6 +16,10 @@ import (
 // purge: Nomad sends each task its kill signal and kill_timeout, and the
 // job keeps its spec). The core plans only what is pending, so the adapter
 // enforces this limit itself. It returns the jobs it stopped, sorted.
+//
+// Deprecated: the core now plans this stop itself (stop_job, rule
+// L11.max_run, at admitted_at + max_run - kill_timeout; the Actor carries it
+// out in Execute) and the agent no longer calls EnforceMaxRun.
 func (a *Actor) EnforceMaxRun(ctx context.Context, b *Build, now time.Time) ([]plan.JobKey, error) {
 	var due []plan.JobKey
 	for k, v := range b.Jobs {

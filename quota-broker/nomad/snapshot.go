@@ -40,6 +40,21 @@ type BuildInput struct {
 	// agent's admit_pools); nil means ["default"]. A job naming another
 	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
 	AdmitPools []string
+	// StoppingForReservation maps allocations the broker stopped for a
+	// reservation to its ID (Actor.StoppingForReservation).
+	StoppingForReservation map[string]string
+	// AdmittedAt says when the broker admitted a job (Actor.AdmittedAt);
+	// nil or zero: unknown (see timedAllocations).
+	AdmittedAt func(job plan.JobKey) time.Time
+	// Requeued says when the broker last queued a job again (rule
+	// L11.settle, Actor.Requeued); nil or zero: never.
+	Requeued func(job plan.JobKey) time.Time
+	// Reservations are the unended bookings, passed on as
+	// plan.Snapshot.Reservations.
+	Reservations []plan.Reservation
+	// Holds are the holds the broker keeps (Actor.Holds), passed on as
+	// plan.Snapshot.Holds.
+	Holds []plan.Hold
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
 	Policies *Policies
@@ -146,6 +161,10 @@ func (s *State) Build(in BuildInput) *Build {
 		snap.Pending = append(snap.Pending, pending...)
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
+	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
+	requeuedPending(snap.Pending, in.Requeued)
+	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
+	snap.Reservations, snap.Holds = in.Reservations, in.Holds
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
 	snap.Prewarm = prewarms(in.Policies, b.Jobs, in.Now, in.Settings)
 	b.Snapshot, b.Left, b.Invalid = usable(snap)

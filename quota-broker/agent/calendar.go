@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/reservation"
+)
+
+// calendarInput returns what the snapshot needs of the Calendar (DESIGN
+// L10) at now: the bookings of the agent's store that have not ended, as
+// plan reservations, and the Actor's holds whose owner is still there (a
+// claimant, or one of those bookings). An error reading the store is
+// returned: the agent then does not act, as planning without the bookings
+// would break them.
+func (a *Agent) calendarInput(ctx context.Context, now time.Time) ([]plan.Reservation, []plan.Hold, error) {
+	var res []plan.Reservation
+	if a.store != nil {
+		g, err := a.store.ReadGuarded(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("failed to read the reservations from the store: %w", err)
+		}
+		res = planReservations(g.Reservations, now)
+	}
+	return res, heldFor(a.actor.Holds(now), res), nil
+}
+
+// planReservations converts the store's bookings to the core's
+// reservations (snapshot reservations[]: id, namespace, quota = the
+// booking's quota node, gpus, alloc_gpus, model, node_pool, start, end),
+// leaving out those ended at now (End is exclusive).
+func planReservations(bs []reservation.Booking, now time.Time) []plan.Reservation {
+	var out []plan.Reservation
+	for _, b := range bs {
+		if !b.End.After(now) {
+			continue
+		}
+		out = append(out, plan.Reservation{ID: b.ID, Namespace: b.Namespace, Quota: b.Node, GPUs: b.GPUs,
+			AllocGPUs: b.AllocGPUs, Model: b.Model, NodePool: b.NodePool, Start: b.Start.UTC(), End: b.End.UTC()})
+	}
+	return out
+}
+
+// heldFor keeps the holds of a claimant and those of a reservation in res
+// (a cancelled or ended booking's hold is dropped, not reported as a
+// snapshot fault every plan).
+func heldFor(holds []plan.Hold, res []plan.Reservation) []plan.Hold {
+	known := make(map[string]bool, len(res))
+	for _, r := range res {
+		known[r.ID] = true
+	}
+	var out []plan.Hold
+	for _, h := range holds {
+		if h.For.Reservation == "" || known[h.For.Reservation] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// wakeTimer plans again at a plan's WakeAt (DESIGN L12: the next instant
+// at which time alone changes the plan), besides the agent's interval.
+type wakeTimer struct {
+	t  *time.Timer
+	at time.Time // when it is armed for; zero: not armed
+}
+
+func newWakeTimer() *wakeTimer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &wakeTimer{t: t}
+}
+
+// C is the channel the timer fires on.
+func (w *wakeTimer) C() <-chan time.Time { return w.t.C }
+
+// fired notes that the timer fired (its channel was read).
+func (w *wakeTimer) fired() { w.at = time.Time{} }
+
+// reset arms the timer for wake (from now), or disarms it when wake is
+// zero or not after now (a past WakeAt is left to the interval: no tight
+// loop when the agent cannot plan).
+func (w *wakeTimer) reset(wake, now time.Time) {
+	if wake.Equal(w.at) {
+		return
+	}
+	if !w.t.Stop() && !w.at.IsZero() {
+		select {
+		case <-w.t.C:
+		default:
+		}
+	}
+	w.at = time.Time{}
+	if wake.IsZero() || !wake.After(now) {
+		return
+	}
+	w.at = wake
+	w.t.Reset(wake.Sub(now))
+}
+
+// wakeAt is the WakeAt of the agent's last plan, zero if none.
+func (a *Agent) wakeAt() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lastPlan == nil {
+		return time.Time{}
+	}
+	return a.lastPlan.WakeAt
+}
