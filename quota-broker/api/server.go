@@ -160,6 +160,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("POST /v1/quota/move", s.guard(needAdmin, s.quotaMove))
 	mux.Handle("PUT /v1/quota/{name}", s.guard(needAdmin, s.quotaScale))
 	mux.Handle("PUT /v1/quotas", s.guard(needAdmin, s.quotaApply))
+	mux.Handle("GET /v1/idle-fit", s.guard(needRead, s.idleFit))
 	mux.Handle("GET /v1/reservations", s.guard(needRead, s.reservationList))
 	mux.Handle("POST /v1/reservations", s.guard(needWrite, s.reservationCreate))
 	mux.Handle("GET /v1/reservation/{id}", s.guard(needRead, s.reservationGet))
