@@ -138,9 +138,16 @@ func (s *sim) setIDs(a *alloc) {
 	}
 }
 
-// place puts one allocation of j on node ni, taking GPUs the ledger shows
-// free, or GPUs owned by allocations stopping for j's claimant key (DESIGN
-// L6, L7). It fails when the node has not enough such GPUs.
+// place puts one allocation of j on node ni, taking GPUs owned by
+// allocations stopping for j's claimant key (DESIGN L6, L7: GPUs freed for a
+// claimant go to that claimant only) or GPUs the ledger shows free. It fails
+// when the node has not enough such GPUs.
+//
+// The order is the planner's (plan's take): the GPUs freed for j first, then
+// free and not held, then free but still held. Taking free GPUs first would
+// leave a GPU freed for j unused and the planner's free GPU gone: a later
+// admission in the same plan, which counts that free GPU, could not be
+// applied.
 func (s *sim) place(j *job, ni int) (*alloc, error) {
 	nd := s.nodes[ni]
 	if j.spec.Model != "" && j.spec.Model != nd.model {
@@ -148,8 +155,6 @@ func (s *sim) place(j *job, ni int) (*alloc, error) {
 	}
 	need := j.spec.GPUs
 	var take []int
-	// Free and not held first, then free but still held, then GPUs stopping
-	// for this claimant.
 	for pass := 0; pass < 3 && len(take) < need; pass++ {
 		for _, si := range nd.gpus {
 			if len(take) == need {
@@ -159,11 +164,11 @@ func (s *sim) place(j *job, ni int) (*alloc, error) {
 			ok := false
 			switch pass {
 			case 0:
-				ok = g.owner == nil && g.holder == nil
-			case 1:
-				ok = g.owner == nil && g.holder != nil
-			case 2:
 				ok = g.owner != nil && g.owner.state == stopping && g.owner.stoppingFor == j.key
+			case 1:
+				ok = g.owner == nil && g.holder == nil
+			case 2:
+				ok = g.owner == nil && g.holder != nil
 			}
 			if ok {
 				take = append(take, si)
