@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -75,12 +76,20 @@ func (a *Agent) seedTree(ctx context.Context) {
 	}
 	for {
 		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		_, seeded, err := a.store.SeedTree(sctx, store.TreeRecord{Root: tree, Settings: settings, ChangedAt: a.now().UTC()})
+		stored, seeded, err := a.store.SeedTree(sctx, store.TreeRecord{Root: tree, Settings: settings, ChangedAt: a.now().UTC()})
 		cancel()
 		if err == nil {
-			if seeded {
+			diff := ""
+			if !seeded && stored != nil {
+				diff = treeDiff(tree, settings, stored.Root, stored.Settings)
+			}
+			switch {
+			case seeded:
 				a.log.Info("seeded the store's quota tree from the quota file", "file", a.cfg.QuotaFile)
-			} else {
+			case diff != "":
+				a.log.Warn("the quota file differs from the store's quota tree; the store's tree is used (write the file with gputide quota apply)",
+					"file", a.cfg.QuotaFile, "difference", diff)
+			default:
 				a.log.Info("the store has a quota tree; the quota file is not used", "file", a.cfg.QuotaFile)
 			}
 			return
@@ -140,4 +149,41 @@ func (a *Agent) publishTree(ctx context.Context) {
 			a.log.Warn("the reloaded quota tree leaves bookings above a nominal (L10)", "error", err)
 		}
 	}
+}
+
+// treeDiff names the first difference between the quota file's tree and
+// settings (file, fs) and the store's (stored, ss), or "" when they are the
+// same tree: names, nominal GPUs, preemption flags, namespaces and children
+// in order, and the settings. Change times and positions are not compared.
+func treeDiff(file *quota.Node, fs quota.Settings, stored *quota.Node, ss quota.Settings) string {
+	if fs != ss {
+		return fmt.Sprintf("settings: file %+v, store %+v", fs, ss)
+	}
+	var walk func(f, s *quota.Node) string
+	walk = func(f, s *quota.Node) string {
+		switch {
+		case f == nil || s == nil:
+			if f != s {
+				return "one tree is empty"
+			}
+			return ""
+		case f.Name != s.Name:
+			return fmt.Sprintf("node %q in the file, %q in the store", f.Name, s.Name)
+		case f.GPUs != s.GPUs:
+			return fmt.Sprintf("%s: %d GPUs in the file, %d in the store", f.Name, f.GPUs, s.GPUs)
+		case f.ChildPreemption != s.ChildPreemption || f.PriorityPreemption != s.PriorityPreemption:
+			return fmt.Sprintf("%s: preemption flags differ", f.Name)
+		case !slices.Equal(f.Namespaces, s.Namespaces):
+			return fmt.Sprintf("%s: namespaces %v in the file, %v in the store", f.Name, f.Namespaces, s.Namespaces)
+		case len(f.Children) != len(s.Children):
+			return fmt.Sprintf("%s: %d children in the file, %d in the store", f.Name, len(f.Children), len(s.Children))
+		}
+		for i := range f.Children {
+			if d := walk(f.Children[i], s.Children[i]); d != "" {
+				return d
+			}
+		}
+		return ""
+	}
+	return walk(file, stored)
 }
