@@ -13,6 +13,7 @@
 //	    address = "http://127.0.0.1:4780"  # the broker; this default when absent
 //	    token   = "..."                    # default: the agent's nomad_token
 //	    timeout = "5s"                     # per broker call
+//	    ca_file = "broker-ca.pem"          # the CA of the broker's TLS certificate (https address)
 //	  }
 //	}
 package apmplugin
@@ -41,6 +42,7 @@ const (
 	KeyAddress    = "address"
 	KeyToken      = "token"
 	KeyTimeout    = "timeout"
+	KeyCAFile     = "ca_file"
 	keyNomadToken = "nomad_token"
 )
 
@@ -87,7 +89,7 @@ func (a *APM) PluginInfo() (*base.PluginInfo, error) {
 // nomad_* keys are ignored but for nomad_token, the token's default; any other
 // unknown key is refused by name.
 func (a *APM) SetConfig(cfg map[string]string) error {
-	if err := pluginconf.Check(Name, cfg, KeyAddress, KeyToken, KeyTimeout); err != nil {
+	if err := pluginconf.Check(Name, cfg, KeyAddress, KeyToken, KeyTimeout, KeyCAFile); err != nil {
 		return err
 	}
 	timeout := DefaultTimeout
@@ -105,6 +107,11 @@ func (a *APM) SetConfig(cfg map[string]string) error {
 	c, err := api.NewClient(cfg[KeyAddress], token, timeout)
 	if err != nil {
 		return &pluginconf.Error{Plugin: Name, Key: KeyAddress, Reason: err.Error()}
+	}
+	if ca := cfg[KeyCAFile]; ca != "" {
+		if c, err = api.NewClientConfig(api.ClientConfig{Address: cfg[KeyAddress], Token: token, CACert: ca, Timeout: timeout}); err != nil {
+			return &pluginconf.Error{Plugin: Name, Key: KeyCAFile, Reason: err.Error()}
+		}
 	}
 	a.mu.Lock()
 	a.client, a.timeout = c, timeout

@@ -171,7 +171,8 @@ func TestSetConfig(t *testing.T) {
 	}{
 		{"defaults and the agent's keys", map[string]string{"nomad_address": "http://127.0.0.1:4646", "nomad_token": "t"}, ""},
 		{"all keys", map[string]string{"address": "https://broker:4780", "token": "t", "timeout": "2s"}, ""},
-		{"an unknown key", map[string]string{"adress": "http://x"}, `gputide-apm: config key "adress": unknown key; known keys are address, token, timeout`},
+		{"an unknown key", map[string]string{"adress": "http://x"}, `gputide-apm: config key "adress": unknown key; known keys are address, token, timeout, ca_file`},
+		{"a CA file that is a device", map[string]string{"address": "https://broker:4780", "ca_file": "/dev/zero"}, `gputide-apm: config key "ca_file": CA certificate "/dev/zero": /dev/zero: not a regular file (a character device): want a regular file`},
 		{"a bad timeout", map[string]string{"timeout": "soon"}, `gputide-apm: config key "timeout": invalid duration "soon": want a positive Go duration such as "5s"`},
 		{"a zero timeout", map[string]string{"timeout": "0s"}, `gputide-apm: config key "timeout": invalid duration "0s": want a positive Go duration such as "5s"`},
 		{"a bad address", map[string]string{"address": "127.0.0.1:4780"}, `gputide-apm: config key "address": broker address "127.0.0.1:4780": want an http or https URL such as "http://127.0.0.1:4780"`},

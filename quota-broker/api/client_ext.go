@@ -15,9 +15,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"time"
+
+	"github.com/gputide/gputide/internal/regfile"
 )
 
 // More sentinels wrapped by *Error.
@@ -46,13 +47,13 @@ func NewClientConfig(cfg ClientConfig) (*Client, error) {
 	if cfg.CACert == "" {
 		return c, nil
 	}
-	pem, err := os.ReadFile(cfg.CACert)
+	pem, err := readCACert(cfg.CACert)
 	if err != nil {
-		return nil, fmt.Errorf("-ca-cert %q: %w", cfg.CACert, err)
+		return nil, fmt.Errorf("CA certificate %q: %w", cfg.CACert, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("-ca-cert %q: no PEM certificate in the file", cfg.CACert)
+		return nil, fmt.Errorf("CA certificate %q: no PEM certificate in the file", cfg.CACert)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
@@ -177,4 +178,18 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 		return &Error{Op: op, Address: c.address, Status: resp.StatusCode, Message: "answer is not the documented JSON: " + err.Error(), Err: ErrBadResponse}
 	}
 	return nil
+}
+
+// MaxCACert bounds the CA certificate file a client reads (a PEM bundle of
+// a few certificates is a few KiB).
+const MaxCACert = 1 << 20
+
+// readCACert reads the regular file path, at most MaxCACert bytes.
+func readCACert(path string) ([]byte, error) {
+	f, err := regfile.Open(path, MaxCACert)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

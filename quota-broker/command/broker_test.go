@@ -99,7 +99,7 @@ func TestBrokerCommandsTLS(t *testing.T) {
 	if code, out, errOut := runCLI(t, "queue", "-json"); code != 0 || !strings.Contains(out, `"state_age_seconds": 1`) {
 		t.Errorf("GPUTIDE_CACERT: exit %d %s %s", code, out, errOut)
 	}
-	if code, _, errOut := runCLI(t, "queue", "-ca-cert", "/nonexistent.pem"); code != 1 || !strings.Contains(errOut, `-ca-cert "/nonexistent.pem"`) {
+	if code, _, errOut := runCLI(t, "queue", "-ca-cert", "/nonexistent.pem"); code != 1 || !strings.Contains(errOut, `CA certificate "/nonexistent.pem"`) {
 		t.Errorf("missing CA file: exit %d %s", code, errOut)
 	}
 }
