@@ -189,7 +189,7 @@ type treeChange func(root *quota.Node, now time.Time) (subject, detail string, e
 // the tree with changed_at and the change record in one transaction.
 func (s *Server) writeTree(ctx context.Context, c *caller, op string, settings *quota.Settings, change treeChange) (*store.Guarded, error) {
 	if !s.cfg.QuotaWrites {
-		return nil, conflict("this broker keeps its quota tree in its quota_file (no consul store): edit the file and restart, or configure the Consul store for live quota writes")
+		return nil, conflict("this broker keeps its quota tree in its quota_file (no consul store): edit the file (the agent reloads it when it changes), or configure the Consul store for quota writes through the API")
 	}
 	now := s.cfg.Now()
 	return s.cfg.Store.Guarded(ctx, func(g *store.Guarded) ([]store.Change, error) {
