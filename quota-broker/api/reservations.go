@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -207,11 +208,12 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 		if err != nil {
 			return nil, conflict("quota tree: %v", err)
 		}
-		nb, err := reservation.Prepare(tree, b, now, s.cfg.Limits)
+		lim := s.limitsOf(g.Tree.Settings)
+		nb, err := reservation.Prepare(tree, b, now, lim)
 		if err != nil {
 			return nil, err
 		}
-		if err := tree.Check(g.Reservations, nb, now.Add(s.cfg.Limits.MaxAhead)); err != nil {
+		if err := tree.Check(g.Reservations, nb, now.Add(lim.MaxAhead)); err != nil {
 			return nil, err
 		}
 		booked = nb
@@ -226,6 +228,21 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 		return
 	}
 	writeJSONStatus(w, http.StatusCreated, ReservationResponse{Reservation: entryOf(booked, c, 0)})
+}
+
+// limitsOf returns the booking limits of the stored tree's settings
+// (reservation_max_ahead, reservation_min_duration; DESIGN L10, issue 9:
+// every key that validates a write lives in the tree's settings, so leader
+// and standbys agree); a setting absent (zero) there keeps Config.Limits.
+func (s *Server) limitsOf(st quota.Settings) reservation.Limits {
+	lim := s.cfg.Limits
+	if st.ReservationMaxAhead > 0 {
+		lim.MaxAhead = st.ReservationMaxAhead
+	}
+	if st.ReservationMinDuration > 0 {
+		lim.MinDuration = st.ReservationMinDuration
+	}
+	return lim
 }
 
 // reservationCancel serves DELETE /v1/reservation/<id>[?force=true]:

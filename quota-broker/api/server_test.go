@@ -833,3 +833,35 @@ func TestEveryEndpointBadTokenAndNomadDown(t *testing.T) {
 		t.Errorf("guard %d, want %d: a refused write wrote", g, h.base)
 	}
 }
+
+// A booking's limits come from the stored tree's settings (DESIGN L10,
+// issue 9), not the server's defaults: with reservation_min_duration = 2m
+// and reservation_max_ahead = 24h in the tree, a 2-minute booking is taken
+// and one starting 25 h ahead is refused naming the tree's 24h.
+func TestBookingLimitsFromTreeSettings(t *testing.T) {
+	h := newHarness(t, options{})
+	ctx := context.Background()
+	_, err := h.kv.Guarded(ctx, func(g *store.Guarded) ([]store.Change, error) {
+		rec := *g.Tree
+		rec.Settings.ReservationMinDuration = 2 * time.Minute
+		rec.Settings.ReservationMaxAhead = 24 * time.Hour
+		return []store.Change{store.PutTree(rec)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Add(time.Minute).UTC().Format(time.RFC3339)
+	code, body := h.do(t, "POST", "/v1/reservations", tokTeamB, `{"id":"short","namespace":"workspace-b","gpus":8,"start":"`+start+`","duration":"2m"}`)
+	if code != 201 {
+		t.Fatalf("2-minute booking under reservation_min_duration = 2m: %d %s", code, body)
+	}
+	code, body = h.do(t, "POST", "/v1/reservations", tokTeamB, `{"namespace":"workspace-b","gpus":8,"start":"`+start+`","duration":"1m"}`)
+	if e := errOf(t, body); code != 400 || e.Field != "duration" || !strings.Contains(e.Error, "reservation_min_duration (2m0s)") {
+		t.Errorf("1-minute booking: %d %s, want 400 naming reservation_min_duration (2m0s)", code, body)
+	}
+	late := clock.Add(25 * time.Hour).UTC().Format(time.RFC3339)
+	code, body = h.do(t, "POST", "/v1/reservations", tokTeamB, `{"namespace":"workspace-b","gpus":8,"start":"`+late+`","duration":"1h"}`)
+	if e := errOf(t, body); code != 400 || e.Field != "start" || !strings.Contains(e.Error, "24h") {
+		t.Errorf("booking 25 h ahead under reservation_max_ahead = 24h: %d %s, want 400 naming 24h", code, body)
+	}
+}
