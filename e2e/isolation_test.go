@@ -145,21 +145,43 @@ func TestIsolation(t *testing.T) {
 	})
 
 	t.Run("the admin moves quota", func(t *testing.T) {
-		// The admin passes the token check; this agent has no Consul
-		// store, so the tree stays in its quota file and the write is
-		// refused with 409 saying so (docs/api.md).
-		_, err := admin.QuotaMove(ctx, "Quota1.2", "Quota1.1", 1)
-		wantStatus(t, "admin quota move", err, 409)
-		if !strings.Contains(err.Error(), "no consul store") {
-			t.Fatalf("admin quota move: %v, want the 409 to say the agent has no consul store", err)
+		// The admin (management token) moves one GPU live through the
+		// Consul store's guarded write (L9), and moves it back.
+		if _, err := admin.QuotaMove(ctx, "Quota1.2", "Quota1.1", 1); err != nil {
+			t.Fatalf("admin quota move: %v", err)
+		}
+		nominal := func() map[string]int {
+			q, err := admin.Quotas(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]int{}
+			for _, n := range q.Quotas {
+				out[n.Name] = n.NominalGPUs
+			}
+			return out
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for got := nominal(); got["Quota1.1"] != 4 || got["Quota1.2"] != 4; got = nominal() {
+			if time.Now().After(deadline) {
+				t.Fatalf("nominals after the move: %v, want Quota1.1 = 4 and Quota1.2 = 4", got)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if _, err := admin.QuotaMove(ctx, "Quota1.1", "Quota1.2", 1); err != nil {
+			t.Fatalf("admin quota move back: %v", err)
 		}
 		if got := brokerGet(t, b, "/v1/plan", a.ManagementToken); got != 200 {
 			t.Fatalf("admin GET /v1/plan = %d, want 200", got)
 		}
-		// A holder of the admin_policy (gputide-admin) is an admin too.
+		// A holder of the admin_policy (gputide-admin) is an admin too: its
+		// write passes the token check and is refused by L1 with the numbers.
 		alice := brokerClient(t, b, secrets["gputide-admin"])
-		_, err = alice.QuotaScale(ctx, "Quota1.1", 4)
+		_, err := alice.QuotaScale(ctx, "Quota1.1", 4)
 		wantStatus(t, "gputide-admin quota scale", err, 409)
+		if !strings.Contains(err.Error(), "Quota1") {
+			t.Fatalf("gputide-admin quota scale: %v, want the L1 refusal naming Quota1", err)
+		}
 		if got := brokerGet(t, b, "/v1/snapshot", secrets["gputide-admin"]); got != 200 {
 			t.Fatalf("gputide-admin GET /v1/snapshot = %d, want 200", got)
 		}
@@ -356,17 +378,23 @@ func applyReferencePolicies(t *testing.T, c *api.Client) map[string]string {
 
 // startACLBroker runs the broker in-process on the ACL-enabled agent with
 // the management token for its own Nomad calls and admin_policy =
-// "gputide-admin"; reads need a token.
+// "gputide-admin", on its own Consul store (quota writes are live); reads
+// need a token.
 func startACLBroker(t *testing.T, a *nomadAgent) *broker {
 	t.Helper()
 	dir := t.TempDir()
 	quotaFile := filepath.Join(dir, "quota.hcl")
 	writeQuota(t, quotaFile, 3, 5)
+	consulAddr := startConsul(t)
 	cfg := filepath.Join(dir, "broker.hcl")
 	src := fmt.Sprintf(`
 nomad {
   address = %q
   token   = %q
+}
+consul {
+  address = %q
+  prefix  = "gputide-e2e-isolation/"
 }
 quota_file   = "quota.hcl"
 interval     = "2s"
@@ -375,7 +403,7 @@ http_bind    = "127.0.0.1:%d"
 log_level    = "debug"
 admin_policy = "gputide-admin"
 admit_pools  = ["default", "gpu-missing"]
-`, a.Addr, a.ManagementToken, freePorts(t, 1)[0])
+`, a.Addr, a.ManagementToken, consulAddr, freePorts(t, 1)[0])
 	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
