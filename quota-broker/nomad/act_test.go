@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -251,34 +250,6 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 	got, _, _ := registered(t, f.writes()[0])
 	if str(got.NodePool) != "default" {
 		t.Fatalf("admitted into %q", str(got.NodePool))
-	}
-}
-
-func TestEnforceMaxRunStopsAFlexRequestThatRanOut(t *testing.T) {
-	f, s := listRecorded(t)
-	a, log := newActor(f, s)
-	j := *s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]
-	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
-	s.jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}] = &j
-	b := s.Build(BuildInput{Quota: e2eTree(), Accepted: func(plan.JobKey) bool { return true }})
-	start := a.firstStart(plan.JobKey{Namespace: "workspace-c", Job: "training"})
-	if start.IsZero() {
-		t.Fatal("no start time")
-	}
-	// Within max_run: nothing.
-	if due, err := a.EnforceMaxRun(context.Background(), b, start.Add(59*time.Minute)); err != nil || len(due) != 0 {
-		t.Fatalf("due = %v, %v", due, err)
-	}
-	due, err := a.EnforceMaxRun(context.Background(), b, start.Add(61*time.Minute))
-	if err != nil || len(due) != 1 || due[0] != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) {
-		t.Fatalf("due = %v, %v", due, err)
-	}
-	w := f.writes()
-	if len(w) != 1 || w[0].Method != "DELETE" || w[0].Path != "/v1/job/training" || strings.Contains(w[0].Query, "purge=true") {
-		t.Fatalf("writes = %v", w)
-	}
-	if !strings.Contains(log.String(), "past its max_run") {
-		t.Fatal("not logged")
 	}
 }
 

@@ -341,7 +341,7 @@ func (a *Actor) AdmittedAt(k plan.JobKey) time.Time {
 // plan.DefaultKillTimeout); MaxRun, its job's flex max_run; AdmittedAt,
 // when the broker admitted its job (admitted), or, for a flex request the
 // broker did not admit in this process, the earliest start of its job's
-// allocations here (as the adapter's EnforceMaxRun counted).
+// allocations here.
 func timedAllocations(allocs []plan.Allocation, jobs map[plan.JobKey]*JobView, admitted func(plan.JobKey) time.Time) {
 	first := map[plan.JobKey]time.Time{}
 	for _, al := range allocs {
