@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,18 +122,35 @@ func (a *APM) SetConfig(cfg map[string]string) error {
 }
 
 // Query answers one query with exactly one point stamped now; the time range
-// is ignored (the figures are the broker's current ones).
+// is ignored (the figures are the broker's current ones). Its errors read as
+// agentSafe says.
 func (a *APM) Query(query string, _ sdk.TimeRange) (sdk.TimestampedMetrics, error) {
 	q, err := ParseQuery(query)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+		return nil, &agentSafeError{fmt.Errorf("%s: %w", Name, err)}
 	}
 	v, err := a.value(q)
 	if err != nil {
-		return nil, fmt.Errorf("%s: query %q: %w", Name, query, err)
+		return nil, &agentSafeError{fmt.Errorf("%s: query %q: %w", Name, query, err)}
 	}
 	return sdk.TimestampedMetrics{{Timestamp: a.now(), Value: v}}, nil
 }
+
+// agentSafe rewrites the two phrases that nomad-autoscaler v0.5.0's policy
+// manager takes for a lost Nomad connection (policy/manager.go,
+// isUnrecoverableError: any policy error whose text contains "connection
+// refused" or "EOF"): such an error stops every policy handler of the agent
+// and starts them again 10 s later, so a broker outage seen by one idle
+// policy would also stall every gputide-schedule policy, which must outlive
+// it (DESIGN §8). Seen in e2e TestAutoscalerScheduleWindowScalesOnce.
+var agentSafe = strings.NewReplacer("connection refused", "connection was refused", "EOF", "end of stream")
+
+// agentSafeError is an error of Query whose text is agentSafe's rewrite of
+// the wrapped error's; errors.Is and errors.As see the wrapped error.
+type agentSafeError struct{ err error }
+
+func (e *agentSafeError) Error() string { return agentSafe.Replace(e.err.Error()) }
+func (e *agentSafeError) Unwrap() error { return e.err }
 
 // QueryMultiple is Query as one series.
 func (a *APM) QueryMultiple(query string, r sdk.TimeRange) ([]sdk.TimestampedMetrics, error) {

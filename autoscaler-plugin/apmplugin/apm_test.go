@@ -2,10 +2,12 @@ package apmplugin
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,5 +197,50 @@ func TestSetConfig(t *testing.T) {
 	}
 	if _, err := New(nil, nil).Query(`used_gpus{quota="a"}`, sdk.TimeRange{}); !errors.Is(err, ErrNotConfigured) {
 		t.Errorf("Query before SetConfig = %v, want ErrNotConfigured", err)
+	}
+}
+
+// A broker that refuses the connection or drops it mid-answer gives an error
+// that names the broker and wraps the cause, but whose text has neither
+// "connection refused" nor "EOF": nomad-autoscaler v0.5.0 restarts all its
+// policies on either phrase (agentSafe), which would stall the schedule
+// policies through a broker outage.
+func TestBrokerErrorsSpareTheAgentsFatalPhrases(t *testing.T) {
+	drop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer drop.Close()
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refused.Close()
+	for _, tt := range []struct {
+		name, addr, want string
+		cause            error
+	}{
+		{"connection refused", refused.URL, "connect: connection was refused", syscall.ECONNREFUSED},
+		{"connection dropped", drop.URL, "end of stream", io.EOF},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := New(nil, nil)
+			if err := a.SetConfig(map[string]string{"address": tt.addr, "timeout": "2s"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := a.Query(`idle_fit{namespace="n",job="j",group="train"}`, sdk.TimeRange{})
+			if err == nil {
+				t.Fatal("Query: no error, want broker unreachable")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "broker unreachable at "+tt.addr+": ") || !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q, want it to name the broker and contain %q", msg, tt.want)
+			}
+			if strings.Contains(msg, "connection refused") || strings.Contains(msg, "EOF") {
+				t.Errorf("error %q contains a phrase the autoscaler takes as fatal", msg)
+			}
+			if !errors.Is(err, ErrBrokerUnreachable) || !errors.Is(err, tt.cause) {
+				t.Errorf("error %v: want it to wrap ErrBrokerUnreachable and %v", err, tt.cause)
+			}
+		})
 	}
 }
