@@ -2,25 +2,30 @@ package e2e
 
 // End-to-end test of the autoscaler plugins (issue 11): a real Nomad dev agent
 // (NOMAD_BIN), the real Nomad Autoscaler v0.5.0 (NOMAD_AUTOSCALER_BIN, built by
-// e2e/tools/autoscaler/build.sh) with our plugins in its plugin_dir and a file
-// policy, scaling a batch job through the builtin nomad-target. Without the
-// binaries the test skips; under CI (env CI set) it fails instead.
+// e2e/tools/autoscaler/build.sh) with our plugins in its plugin_dir and file
+// policies, scaling batch jobs through the builtin nomad-target, and the
+// broker's real API handler in-process on figures the test sets
+// (figurebroker_test.go). Without the binaries the tests skip; under CI (env
+// CI set) they fail instead.
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	brokerapi "github.com/gputide/gputide/quota-broker/api"
+	"github.com/gputide/gputide/quota-broker/plan"
 )
 
 // autoscalerBinary finds the Nomad Autoscaler binary, or skips (fails under CI).
@@ -96,11 +101,16 @@ func startAutoscaler(t *testing.T, bin, dir, config string) *autoscalerAgent {
 var weekdayNames = [...]string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
 
 // TestAutoscalerScheduleWindowScalesOnce: the real autoscaler loads each of
-// our plugins once; a gputide-schedule window opening 60-120 s ahead (in
-// Asia/Kolkata, UTC+05:30) gives exactly one Scale call, to the window's count,
-// within two evaluation intervals after the boundary, and none before it. The
-// APM points at a broker that does not exist: `schedule` is answered locally,
-// so day/night scaling outlives a broker outage.
+// our three plugins exactly once; gputide-apm reads the broker's real API
+// handler (in-process, figures set by the test). A side job's gputide-idle
+// policy scales once on idle_fit = 2 (1 -> 3); then the broker is stopped,
+// before the boundary. A gputide-schedule window opening 60-120 s ahead (in
+// Asia/Kolkata, UTC+05:30) still gives exactly one Scale call, to the
+// window's count, within two evaluation intervals after the boundary and
+// none before it (`schedule` is answered locally, so day/night scaling
+// outlives a broker outage), while the idle policy, out of its cooldown many
+// times over, does not scale again: its check fails with "broker
+// unreachable at <address>". Counts are read back from Nomad.
 func TestAutoscalerScheduleWindowScalesOnce(t *testing.T) {
 	needNomad(t)
 	asBin := autoscalerBinary(t)
@@ -118,20 +128,31 @@ func TestAutoscalerScheduleWindowScalesOnce(t *testing.T) {
 	}
 
 	const jobID, group, interval = "e2e-day-night", "work", 10 * time.Second
-	job := &api.Job{
-		ID: ptr(jobID), Name: ptr(jobID), Type: ptr("batch"), Datacenters: []string{"dc1"},
-		TaskGroups: []*api.TaskGroup{{
-			Name: ptr(group), Count: ptr(1),
-			Tasks: []*api.Task{{
-				Name: "sleep", Driver: "raw_exec",
-				Config:    map[string]any{"command": "/bin/sleep", "args": []string{"3600"}},
-				Resources: &api.Resources{CPU: ptr(20), MemoryMB: ptr(16)},
+	const sideJob, sideGroup = "e2e-side-idle", "train"
+	for _, id := range []string{jobID, sideJob} {
+		g := group
+		if id == sideJob {
+			g = sideGroup
+		}
+		job := &api.Job{
+			ID: ptr(id), Name: ptr(id), Type: ptr("batch"), Datacenters: []string{"dc1"},
+			TaskGroups: []*api.TaskGroup{{
+				Name: ptr(g), Count: ptr(1),
+				Tasks: []*api.Task{{
+					Name: "sleep", Driver: "raw_exec",
+					Config:    map[string]any{"command": "/bin/sleep", "args": []string{"3600"}},
+					Resources: &api.Resources{CPU: ptr(20), MemoryMB: ptr(16)},
+				}},
 			}},
-		}},
+		}
+		if _, _, err := nomad.Client.Jobs().Register(job, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, _, err := nomad.Client.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
+	// Nomad's ACLs are off: the broker serves reads without a token
+	// (open_reads_without_acl), after asking Nomad.
+	broker := startFigureBroker(t, nomad.Addr, figureBrokerOptions{OpenReads: true})
+	broker.SetIdleFit(plan.GroupKey{Namespace: "default", Job: sideJob, Group: sideGroup}, 2)
 
 	// The boundary: the first whole minute at least 60 s ahead (60-120 s).
 	kolkata, err := time.LoadLocation("Asia/Kolkata")
@@ -166,7 +187,29 @@ scaling "day-night" {
     }
   }
 }
-`, interval, interval, window, jobID, group)
+
+scaling "side-idle" {
+  enabled = true
+  min     = 1
+  max     = 40
+  policy {
+    evaluation_interval  = "%s"
+    cooldown             = "%s"
+    cooldown_on_scale_up = "%s"
+    on_check_error       = "fail"
+    check "idle" {
+      source = "gputide-apm"
+      query  = "idle_fit{namespace=\"default\", job=\"%s\", group=\"%s\"}"
+      strategy "gputide-idle" {}
+    }
+    target "nomad-target" {
+      Job       = %q
+      Group     = %q
+      Namespace = "default"
+    }
+  }
+}
+`, interval, interval, window, jobID, group, interval, interval, interval, sideJob, sideGroup, sideJob, sideGroup)
 	if err := os.WriteFile(filepath.Join(policyDir, "day-night.hcl"), []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +238,7 @@ policy {
 apm "gputide-apm" {
   driver = "gputide-apm"
   config = {
-    address = "http://127.0.0.1:1"
+    address = %q
     timeout = "1s"
   }
 }
@@ -207,17 +250,18 @@ strategy "gputide-schedule" {
 strategy "gputide-idle" {
   driver = "gputide-idle"
 }
-`, pluginDir, nomad.Addr, port, policyDir, interval))
+`, pluginDir, nomad.Addr, port, policyDir, interval, broker.URL))
 	t.Logf("window %q (Asia/Kolkata), boundary %s, %s ahead", window, boundary.UTC().Format(time.RFC3339), time.Until(boundary).Round(time.Second))
 
 	// Each plugin is loaded exactly once.
+	plugins := []string{"gputide-apm", "gputide-schedule", "gputide-idle"}
 	err = waitFor(60*time.Second, 500*time.Millisecond, func() error {
 		select {
 		case <-as.exited:
 			return errStop{fmt.Errorf("autoscaler exited:\n%s", tail(as.log.String(), 4000))}
 		default:
 		}
-		for _, p := range []string{"gputide-apm", "gputide-schedule", "gputide-idle"} {
+		for _, p := range plugins {
 			if n := loadedCount(as.log.String(), p); n != 1 {
 				return fmt.Errorf("plugin %s loaded %d times", p, n)
 			}
@@ -226,6 +270,34 @@ strategy "gputide-idle" {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	// The idle policy scales once through the broker (1 + 2 = 3); then the
+	// broker stops, before the boundary.
+	err = waitFor(time.Until(boundary), 250*time.Millisecond, func() error {
+		ev := scaleEvents(t, nomad.Client, sideJob, sideGroup)
+		if len(ev) == 0 {
+			return fmt.Errorf("the idle policy has not scaled %s yet", sideJob)
+		}
+		if len(ev) != 1 || ev[0].Count == nil || *ev[0].Count != 3 {
+			return errStop{fmt.Errorf("scale events of %s: %+v, want one to 3", sideJob, ev)}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("before the boundary: %v\nautoscaler log:\n%s", err, tail(as.log.String(), 4000))
+	}
+	broker.Stop()
+	stoppedAt := time.Now()
+	t.Logf("idle policy scaled %s to 3 through the broker; broker stopped %s before the boundary", sideJob, boundary.Sub(stoppedAt).Round(time.Millisecond))
+	if served := broker.Served(); len(served) == 0 || served[0].Path != "/v1/idle-fit" || served[0].Status != http.StatusOK {
+		t.Errorf("broker requests %+v, want idle-fit reads answered 200", served)
+	} else {
+		for _, s := range served {
+			if s.Path != "/v1/idle-fit" {
+				t.Errorf("broker request %+v: only the idle policy reads the broker (schedule is answered locally)", s)
+			}
+		}
 	}
 
 	// Watch the scale events until two intervals after the boundary, then
@@ -252,17 +324,40 @@ strategy "gputide-idle" {
 	if lag := at.Sub(boundary); lag < 0 || lag > 2*interval {
 		t.Errorf("scaled %s after the boundary, want within two evaluation intervals (%s)", lag, 2*interval)
 	} else {
-		t.Logf("scaled to 3 %s after the boundary: %s", lag.Round(time.Millisecond), e.Message)
-	}
-	got, _, err := nomad.Client.Jobs().Info(jobID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := *got.TaskGroups[0].Count; c != 3 {
-		t.Errorf("job count read back from Nomad = %d, want 3", c)
+		t.Logf("scaled to 3 %s after the boundary, with the broker stopped: %s", lag.Round(time.Millisecond), e.Message)
 	}
 	if want := `window "e2e" in Asia/Kolkata: count 3`; e.Message != want {
 		t.Errorf("scale event message %q, want the strategy's reason %q", e.Message, want)
+	}
+
+	// The idle policy has been out of its cooldown since long before, but
+	// with the broker stopped its check fails and it does not scale.
+	if ev := scaleEvents(t, nomad.Client, sideJob, sideGroup); len(ev) != 1 {
+		t.Errorf("%d scale events of the idle job, want still 1 (broker stopped %s ago): %+v", len(ev), time.Since(stoppedAt).Round(time.Second), ev)
+	}
+	log := as.log.String()
+	if n := strings.Count(log, "broker unreachable at "+broker.URL); n < 2 {
+		t.Errorf("the autoscaler log shows %q %d times, want the idle check failing each interval", "broker unreachable at "+broker.URL, n)
+	}
+	// The idle check's failures are not taken for a lost Nomad connection:
+	// the agent never restarts its policies (which would stall the schedule).
+	if n := strings.Count(log, "re-starting policy manager"); n != 0 {
+		t.Errorf("the autoscaler restarted its policy manager %d times while the broker was down", n)
+	}
+	for id, want := range map[string]int{jobID: 3, sideJob: 3} {
+		got, _, err := nomad.Client.Jobs().Info(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := *got.TaskGroups[0].Count; c != want {
+			t.Errorf("job %s count read back from Nomad = %d, want %d", id, c, want)
+		}
+	}
+	// Still one launch per plugin: none crashed and was launched again.
+	for _, p := range plugins {
+		if n := loadedCount(log, p); n != 1 {
+			t.Errorf("plugin %s loaded %d times by the end, want 1", p, n)
+		}
 	}
 }
 
@@ -351,15 +446,20 @@ job "inference" {
 }
 
 // TestAutoscalerIdleFitScalesOncePerCooldown: a gputide-idle policy reading
-// idle_fit through gputide-apm from a broker stand-in (an httptest server
-// giving the figures the test sets, in the JSON shape of quota-broker/api:
-// the broker's own handler comes with issues 10 and 11's server side). The
-// figure going 16 -> 8 -> 16 within cooldown_on_scale_up gives one Scale call
-// (1 + 16 = 17); with the broker stopped, the idle policy does not scale.
+// idle_fit through gputide-apm from the broker's real API handler
+// (in-process, figures set by the test). Nomad runs with ACLs: the
+// autoscaler's token carries the reference ACL policy
+// (examples/reference/autoscaler/autoscaler-acl.hcl) and reaches the broker
+// as the APM's default token (the agent's nomad_token), which the broker
+// checks with Nomad (read-job on workspace-b). The figure going 16 -> 8 ->
+// 16 within cooldown_on_scale_up gives one Scale call (1 + 16 = 17). Then,
+// from before the cooldown ends, the broker's state is past its staleness
+// bound (503, L12), and then the broker is stopped: the idle policy does not
+// scale, and its check fails with "broker unreachable at <address>".
 func TestAutoscalerIdleFitScalesOncePerCooldown(t *testing.T) {
 	needNomad(t)
 	asBin := autoscalerBinary(t)
-	nomad := newNomadAgent(t, nomadOptions{})
+	nomad := newNomadAgent(t, nomadOptions{ACL: true})
 	dir := t.TempDir()
 	pluginDir := filepath.Join(dir, "plugins")
 	policyDir := filepath.Join(dir, "policies")
@@ -371,23 +471,16 @@ func TestAutoscalerIdleFitScalesOncePerCooldown(t *testing.T) {
 	for _, p := range []string{"gputide-apm", "gputide-idle"} {
 		goBuild(t, "github.com/gputide/gputide/autoscaler-plugin/cmd/"+p, pluginDir, p)
 	}
-	var figure atomic.Int64
-	figure.Store(16)
-	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if r.URL.Path != "/v1/idle-fit" || q.Get("namespace") != "default" || q.Get("job") != "e2e-idle" || q.Get("group") != "train" {
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"error": "no such idle group"}`))
-			return
-		}
-		fmt.Fprintf(w, `{"state_age_seconds": 0.5, "staleness_seconds": 15, "namespace": "default", "job": "e2e-idle", "group": "train", "idle_fit": %d}`, figure.Load())
-	}))
-	defer broker.Close()
 
-	const jobID, group = "e2e-idle", "train"
+	const ns, jobID, group = "workspace-b", "e2e-idle", "train"
 	const interval, cooldownUp = 5 * time.Second, 45 * time.Second
+	asToken, otherToken := autoscalerTokens(t, nomad.Client, ns)
+	nc, err := api.NewClient(&api.Config{Address: nomad.Addr, SecretID: nomad.ManagementToken, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
 	job := &api.Job{
-		ID: ptr(jobID), Name: ptr(jobID), Type: ptr("batch"), Datacenters: []string{"dc1"},
+		ID: ptr(jobID), Name: ptr(jobID), Namespace: ptr(ns), Type: ptr("batch"), Datacenters: []string{"dc1"},
 		TaskGroups: []*api.TaskGroup{{
 			Name: ptr(group), Count: ptr(1),
 			Tasks: []*api.Task{{
@@ -397,9 +490,15 @@ func TestAutoscalerIdleFitScalesOncePerCooldown(t *testing.T) {
 			}},
 		}},
 	}
-	if _, _, err := nomad.Client.Jobs().Register(job, nil); err != nil {
+	if _, _, err := nc.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
 	}
+	broker := startFigureBroker(t, nomad.Addr, figureBrokerOptions{Staleness: 15 * time.Second})
+	key := plan.GroupKey{Namespace: ns, Job: jobID, Group: group}
+	broker.SetIdleFit(key, 16)
+	checkBrokerAuth(t, broker.URL, key, asToken, otherToken)
+	authReads := len(broker.Served())
+
 	policy := fmt.Sprintf(`
 scaling "idle" {
   enabled = true
@@ -412,17 +511,17 @@ scaling "idle" {
     on_check_error       = "fail"
     check "idle" {
       source = "gputide-apm"
-      query  = "idle_fit{namespace=\"default\", job=\"%s\", group=\"%s\"}"
+      query  = "idle_fit{namespace=\"%s\", job=\"%s\", group=\"%s\"}"
       strategy "gputide-idle" {}
     }
     target "nomad-target" {
       Job       = %q
       Group     = %q
-      Namespace = "default"
+      Namespace = %q
     }
   }
 }
-`, interval, interval, cooldownUp, jobID, group, jobID, group)
+`, interval, interval, cooldownUp, ns, jobID, group, jobID, group, ns)
 	if err := os.WriteFile(filepath.Join(policyDir, "idle.hcl"), []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +532,7 @@ plugin_dir = %q
 
 nomad {
   address = %q
+  token   = %q
 }
 
 http {
@@ -458,17 +558,17 @@ apm "gputide-apm" {
 strategy "gputide-idle" {
   driver = "gputide-idle"
 }
-`, pluginDir, nomad.Addr, port, policyDir, broker.URL))
+`, pluginDir, nomad.Addr, asToken, port, policyDir, broker.URL))
 
 	// The first scale: 1 + 16 = 17.
 	var first time.Time
-	err := waitFor(90*time.Second, 500*time.Millisecond, func() error {
+	err = waitFor(90*time.Second, 500*time.Millisecond, func() error {
 		select {
 		case <-as.exited:
 			return errStop{fmt.Errorf("autoscaler exited:\n%s", tail(as.log.String(), 4000))}
 		default:
 		}
-		ev := scaleEvents(t, nomad.Client, jobID, group)
+		ev := scaleEvents(t, nc, jobID, group)
 		if len(ev) == 0 {
 			return fmt.Errorf("no scale event yet")
 		}
@@ -481,29 +581,132 @@ strategy "gputide-idle" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Within the cooldown the figure drops to 8 and comes back to 16.
-	figure.Store(8)
+	for _, p := range []string{"gputide-apm", "gputide-idle"} {
+		if n := loadedCount(as.log.String(), p); n != 1 {
+			t.Errorf("plugin %s loaded %d times, want 1", p, n)
+		}
+	}
+
+	// Within the cooldown the figure drops to 8 and comes back to 16; the
+	// autoscaler reads both (200 from the broker) and scales no more.
+	broker.SetIdleFit(key, 8)
 	time.Sleep(3 * interval)
-	figure.Store(16)
+	broker.SetIdleFit(key, 16)
 	time.Sleep(time.Until(first.Add(cooldownUp - interval)))
-	if ev := scaleEvents(t, nomad.Client, jobID, group); len(ev) != 1 {
+	if ev := scaleEvents(t, nc, jobID, group); len(ev) != 1 {
 		t.Fatalf("%d scale events within cooldown_on_scale_up, want 1: %+v", len(ev), ev)
 	}
-	// The broker stops: past the cooldown the idle policy does not scale.
-	broker.Close()
+	var read8, read16After int
+	for _, s := range broker.Served()[authReads:] {
+		switch {
+		case s.Path != "/v1/idle-fit" || s.Status != http.StatusOK:
+			t.Errorf("broker request %+v, want idle-fit reads answered 200", s)
+		case s.Fit == 8:
+			read8++
+		case s.Fit == 16 && read8 > 0:
+			read16After++
+		}
+	}
+	if read8 == 0 || read16After == 0 {
+		t.Errorf("within the cooldown the autoscaler read idle_fit 8 %d times and 16 again %d times, want both", read8, read16After)
+	} else {
+		t.Logf("within cooldown_on_scale_up the autoscaler read idle_fit 8 %d times, then 16 %d times: one Scale call (to 17)", read8, read16After)
+	}
+	if !strings.Contains(as.log.String(), "skipping scaling, policy still on cooldown") {
+		t.Errorf("the autoscaler log does not show the policy skipping a scale-up in its cooldown")
+	}
+
+	// The broker's state goes stale before the cooldown ends: reads answer
+	// 503 (L12) and past the cooldown the idle policy does not scale.
+	broker.SetStale(true)
 	time.Sleep(time.Until(first.Add(cooldownUp + 3*interval)))
-	if ev := scaleEvents(t, nomad.Client, jobID, group); len(ev) != 1 {
+	if ev := scaleEvents(t, nc, jobID, group); len(ev) != 1 {
+		t.Fatalf("%d scale events with the broker's state stale, want still 1: %+v", len(ev), ev)
+	}
+	stale := 0
+	for _, s := range broker.Served() {
+		if s.Status == http.StatusServiceUnavailable {
+			stale++
+		}
+	}
+	log := as.log.String()
+	if stale < 2 || !strings.Contains(log, "broker unreachable at "+broker.URL) || !strings.Contains(log, "past its staleness bound") {
+		t.Errorf("stale state: %d answers 503; want the check failing each interval with %q naming the staleness bound", stale, "broker unreachable at "+broker.URL)
+	}
+
+	// The broker stops: the idle policy still does not scale.
+	before := strings.Count(log, "broker unreachable at "+broker.URL)
+	broker.Stop()
+	time.Sleep(3 * interval)
+	if ev := scaleEvents(t, nc, jobID, group); len(ev) != 1 {
 		t.Fatalf("%d scale events after the broker stopped, want still 1: %+v", len(ev), ev)
 	}
-	if !strings.Contains(as.log.String(), "broker unreachable at "+broker.URL) {
-		t.Errorf("the autoscaler log does not show %q", "broker unreachable at "+broker.URL)
+	if n := strings.Count(as.log.String(), "broker unreachable at "+broker.URL); n <= before {
+		t.Errorf("the autoscaler log shows %q %d times, as many as before the broker stopped", "broker unreachable at "+broker.URL, n)
 	}
-	got, _, err := nomad.Client.Jobs().Info(jobID, nil)
+	if n := strings.Count(as.log.String(), "re-starting policy manager"); n != 0 {
+		t.Errorf("the autoscaler restarted its policy manager %d times on the broker's errors", n)
+	}
+	got, _, err := nc.Jobs().Info(jobID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := *got.TaskGroups[0].Count; c != 17 {
 		t.Errorf("job count read back from Nomad = %d, want 17", c)
+	}
+}
+
+// autoscalerTokens creates namespace ns, the reference autoscaler ACL policy
+// (examples/reference/autoscaler/autoscaler-acl.hcl, which names ns) with a
+// client token for it, and a client token whose policy reads only
+// workspace-a; it returns both secrets.
+func autoscalerTokens(t *testing.T, c *api.Client, ns string) (autoscaler, other string) {
+	t.Helper()
+	if _, err := c.Namespaces().Register(&api.Namespace{Name: ns}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := os.ReadFile(filepath.FromSlash("../examples/reference/autoscaler/autoscaler-acl.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []api.ACLPolicy{
+		{Name: "gputide-autoscaler", Rules: string(rules)},
+		{Name: "reads-workspace-a", Rules: `namespace "workspace-a" { capabilities = ["read-job"] }`},
+	} {
+		if _, err := c.ACLPolicies().Upsert(&p, nil); err != nil {
+			t.Fatalf("ACL policy %s: %v", p.Name, err)
+		}
+		tok, _, err := c.ACLTokens().Create(&api.ACLToken{Name: p.Name, Type: "client", Policies: []string{p.Name}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if autoscaler == "" {
+			autoscaler = tok.SecretID
+		} else {
+			other = tok.SecretID
+		}
+	}
+	return autoscaler, other
+}
+
+// checkBrokerAuth reads the idle fit of k from the broker with the Go client
+// the APM uses: the autoscaler's token reads it; a token without read-job on
+// k's namespace gets 404, no token 403 (the broker's token checks against
+// Nomad, DESIGN §9).
+func checkBrokerAuth(t *testing.T, url string, k plan.GroupKey, token, other string) {
+	t.Helper()
+	for _, tc := range []struct {
+		token string
+		want  error
+	}{{token, nil}, {other, brokerapi.ErrNotFound}, {"", brokerapi.ErrForbidden}} {
+		c, err := brokerapi.NewClient(url, tc.token, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.IdleFit(context.Background(), k.Namespace, k.Job, k.Group)
+		if (tc.want == nil && err != nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("idle fit of %s with token %.8s...: %v, want %v", k, tc.token, err, tc.want)
+		}
 	}
 }
 
