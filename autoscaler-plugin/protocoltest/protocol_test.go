@@ -1,6 +1,7 @@
 package protocoltest
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -129,10 +130,23 @@ func TestScheduleStrategyOverGRPC(t *testing.T) {
 		t.Errorf("Run = %+v, %v; want count 7 down", ev.Action, err)
 	}
 
+	// The aliases and the optional keys, all given: still count 7.
+	ev, err = s.Run(check("gputide-schedule", map[string]string{
+		"window_all": "mon-sun 00:00-24:00 7", "default": "1", "time_zone": "Asia/Tokyo", "holidays": "2020-01-01", "ramp": "0",
+	}), 1)
+	if err != nil || ev.Action.Count != 7 || ev.Action.Direction != sdk.ScaleDirectionUp {
+		t.Errorf("Run with default, time_zone, holidays, ramp = %+v, %v; want count 7 up", ev.Action, err)
+	}
+
 	for cfg, want := range map[string]map[string]string{
 		`window_day: invalid time "25:00" in "mon-fri 25:00-22:00 24"`: {"window_day": "mon-fri 25:00-22:00 24", "default_count": "2"},
 		`timezone: give either timezone or time_zone, not both`:        {"window_day": "mon-fri 08:00-22:00 24", "default_count": "2", "timezone": "UTC", "time_zone": "UTC"},
 		`timezone: unknown time zone "Mars/Base"`:                      {"window_day": "mon-fri 08:00-22:00 24", "default_count": "2", "timezone": "Mars/Base"},
+		`zone: unknown key`:                   {"window_day": "mon-fri 08:00-22:00 24", "default_count": "2", "zone": "UTC"},
+		`default_count: missing`:              {"window_day": "mon-fri 08:00-22:00 24"},
+		`ramp: invalid duration "fast"`:       {"window_day": "mon-fri 08:00-22:00 24", "default_count": "2", "ramp": "fast"},
+		`holidays: invalid date "2026-13-01"`: {"window_day": "mon-fri 08:00-22:00 24", "default_count": "2", "holidays": "2026-13-01"},
+		`window_<name>: no window`:            {},
 	} {
 		_, err := s.Run(check("gputide-schedule", want), 1)
 		if err == nil || !strings.Contains(err.Error(), cfg) {
@@ -157,27 +171,51 @@ func TestIdleStrategyOverGRPC(t *testing.T) {
 	if _, err := s.Run(check("gputide-idle", map[string]string{"target": "3"}, 1), 2); err == nil || !strings.Contains(err.Error(), `config key "target"`) {
 		t.Errorf("Run with a strategy key = %v, want it refused by name", err)
 	}
+	// A negative figure adds nothing (count stays, direction none); NaN
+	// crosses gRPC as NaN and is refused.
+	if ev, err := s.Run(check("gputide-idle", nil, -3), 2); err != nil || ev.Action.Count != 2 || ev.Action.Direction != sdk.ScaleDirectionNone {
+		t.Errorf("Run with point -3 = %+v, %v; want count 2, direction none", ev.Action, err)
+	}
+	if _, err := s.Run(check("gputide-idle", nil, math.NaN()), 2); err == nil || !strings.Contains(err.Error(), "bad metric point") {
+		t.Errorf("Run with a NaN point = %v, want a bad metric point error", err)
+	}
 }
 
 func TestAPMOverGRPC(t *testing.T) {
 	var calls atomic.Int32
+	var stale atomic.Bool
 	broker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		if r.Header.Get("X-Nomad-Token") != "agent-token" {
 			w.WriteHeader(403)
+			_, _ = w.Write([]byte(`{"error": "permission denied: a valid Nomad ACL token is needed"}`))
 			return
+		}
+		age := "1"
+		if stale.Load() {
+			age = "30"
 		}
 		switch r.URL.Path {
 		case "/v1/quotas":
-			_, _ = w.Write([]byte(`{"state_age_seconds": 1, "staleness_seconds": 15, "quotas": [{"name": "Quota1.2", "lendable_gpus": 24}]}`))
+			_, _ = w.Write([]byte(`{"state_age_seconds": ` + age + `, "staleness_seconds": 15, "quotas": [{"name": "Quota1.2", "lendable_gpus": 24}]}`))
 		case "/v1/idle-fit":
-			_, _ = w.Write([]byte(`{"state_age_seconds": 1, "staleness_seconds": 15, "idle_fit": 16}`))
+			_, _ = w.Write([]byte(`{"state_age_seconds": ` + age + `, "staleness_seconds": 15, "idle_fit": 16}`))
 		}
 	}))
 	defer broker.Close()
 
 	a := dispense(t, "gputide-apm", sdk.PluginTypeAPM).(apm.APM)
 	checkBase(t, a, "gputide-apm", sdk.PluginTypeAPM, map[string]string{"address": broker.URL, "timeout": "2s"}, "adress")
+	// Bad values of known keys are refused by key, and leave the good
+	// config in force.
+	for key, cfg := range map[string]map[string]string{
+		"timeout": {"address": broker.URL, "timeout": "soon"},
+		"address": {"address": "127.0.0.1:4780"},
+	} {
+		if err := a.SetConfig(cfg); err == nil || !strings.Contains(err.Error(), `config key "`+key+`"`) {
+			t.Errorf("SetConfig(%v) = %v, want it refused naming %q", cfg, err, key)
+		}
+	}
 
 	for q, want := range map[string]float64{
 		"schedule":                                    1,
@@ -193,13 +231,47 @@ func TestAPMOverGRPC(t *testing.T) {
 	if _, err := a.Query("schedule", sdk.TimeRange{}); err != nil || calls.Load() != before {
 		t.Errorf("Query(schedule): %v, %d broker calls; want none", err, calls.Load()-before)
 	}
-	if _, err := a.Query(`used_gpus{quota=Quota1}`, sdk.TimeRange{}); err == nil || !strings.Contains(err.Error(), `query "used_gpus{quota=Quota1}": offset 16`) {
-		t.Errorf("bad query = %v, want an error naming query and offset", err)
+	multi, err := a.QueryMultiple(`idle_fit{namespace="n", job="j", group="g"}`, sdk.TimeRange{})
+	if err != nil || len(multi) != 1 || len(multi[0]) != 1 || multi[0][0].Value != 16 {
+		t.Errorf("QueryMultiple(idle_fit) = %v, %v; want one series of one point 16", multi, err)
+	}
+	for q, want := range map[string]string{
+		`used_gpus{quota=Quota1}`:              `query "used_gpus{quota=Quota1}": offset 16`,
+		`foo_gpus{quota="Q"}`:                  `query "foo_gpus{quota=\"Q\"}": offset 0: unknown metric "foo_gpus"`,
+		`idle_fit{namespace="n",job="j"}`:      `offset 30: missing label "group"`,
+		``:                                     `query "": offset 0: want a metric name`,
+		`lendable_gpus{quota="Nope"}`:          `quota "Nope" not found at broker ` + broker.URL,
+		`schedule{}`:                           `query "schedule{}": offset 8`,
+		`idle_fit{namespace="n",job="j",g=""}`: `query "idle_fit{namespace=\"n\",job=\"j\",g=\"\"}": offset`,
+	} {
+		if got, err := a.Query(q, sdk.TimeRange{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Query(%s) = %v, %v; want an error containing %s", q, got, err, want)
+		}
+	}
+
+	// The broker's state past its staleness bound reads as unreachable;
+	// a refused token does not.
+	stale.Store(true)
+	if _, err := a.Query(`idle_fit{namespace="n", job="j", group="g"}`, sdk.TimeRange{}); err == nil ||
+		!strings.Contains(err.Error(), "broker unreachable at "+broker.URL) || !strings.Contains(err.Error(), "past its staleness bound of 15s") {
+		t.Errorf("stale broker = %v, want broker unreachable at %s naming the staleness bound", err, broker.URL)
+	}
+	stale.Store(false)
+	if err := a.SetConfig(map[string]string{"address": broker.URL, "token": "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Query(`lendable_gpus{quota="Quota1.2"}`, sdk.TimeRange{}); err == nil ||
+		!strings.Contains(err.Error(), "HTTP 403") || strings.Contains(err.Error(), "unreachable") {
+		t.Errorf("refused token = %v, want the broker's 403, not unreachable", err)
 	}
 
 	broker.Close()
-	if _, err := a.Query(`used_gpus{quota="Quota1.2"}`, sdk.TimeRange{}); err == nil || !strings.Contains(err.Error(), "broker unreachable at "+broker.URL) {
-		t.Errorf("broker down = %v, want broker unreachable at %s", err, broker.URL)
+	// As the agent reads it over gRPC: the broker named, and neither phrase
+	// the agent takes for a lost Nomad connection (it would restart all its
+	// policies, schedule ones included).
+	if _, err := a.Query(`used_gpus{quota="Quota1.2"}`, sdk.TimeRange{}); err == nil || !strings.Contains(err.Error(), "broker unreachable at "+broker.URL) ||
+		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "EOF") {
+		t.Errorf("broker down = %v, want broker unreachable at %s without \"connection refused\" or \"EOF\"", err, broker.URL)
 	}
 	if got, err := a.Query("schedule", sdk.TimeRange{}); err != nil || len(got) != 1 {
 		t.Errorf("schedule with the broker down = %v, %v; want one point", got, err)
