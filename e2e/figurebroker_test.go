@@ -82,7 +82,7 @@ func startFigureBroker(t *testing.T, nomadAddr string, o figureBrokerOptions) *f
 		b.mu.Lock()
 		fit := b.fits[plan.GroupKey{Namespace: r.URL.Query().Get("namespace"), Job: r.URL.Query().Get("job"), Group: r.URL.Query().Get("group")}]
 		b.mu.Unlock()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &figureStatusWriter{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(rec, r)
 		b.mu.Lock()
 		b.served = append(b.served, servedRead{Path: r.URL.Path, Status: rec.status, Fit: fit})
@@ -93,13 +93,13 @@ func startFigureBroker(t *testing.T, nomadAddr string, o figureBrokerOptions) *f
 	return b
 }
 
-// statusRecorder keeps the status an http.Handler wrote.
-type statusRecorder struct {
+// figureStatusWriter keeps the status an http.Handler wrote.
+type figureStatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
-func (r *statusRecorder) WriteHeader(code int) {
+func (r *figureStatusWriter) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
 }
