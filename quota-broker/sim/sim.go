@@ -741,6 +741,12 @@ func (s *sim) conflict(a plan.Action, why string) {
 // reference scenario). What follows from the plan, victims ending and
 // allocations starting, are events and are planned on.
 func (s *sim) apply(p *plan.Plan) {
+	replan := false
+	defer func() {
+		if replan {
+			s.push(event{t: s.now, kind: evWake})
+		}
+	}()
 	units := map[[2]plan.GroupKey]bool{}
 	// Whole-job stops and holds first, with the stops: the GPUs a plan
 	// holds are not free to the admits that follow.
@@ -810,6 +816,13 @@ func (s *sim) apply(p *plan.Plan) {
 				Nodes: act.Nodes, Count: len(act.Nodes), GPUs: j.spec.GPUs, Reason: act.Reason})
 			if len(j.live) == 0 {
 				j.admittedAt = s.now // the store's admitted_at (L11 max_run counts from it)
+			}
+			if j.spec.Flex != nil || j.spec.Reservation != "" {
+				// Its timed stop (L11.max_run, L10.end) is planned from
+				// its live allocations: plan again once they are in the
+				// snapshot, as the broker's next period would, for the
+				// plan's wake_at.
+				replan = true
 			}
 			for _, n := range act.Nodes {
 				ni, ok := s.nodeIndex[n]

@@ -82,7 +82,7 @@ func (s *Scenario) Workload() (*Workload, error) {
 	for _, j := range s.Jobs {
 		w.Jobs = append(w.Jobs, &JobSpec{
 			Namespace: j.Namespace, Name: j.Name, Group: "worker", Type: plan.JobBatch, Priority: j.Priority,
-			Count: j.Count, GPUs: j.GPUs, Idle: j.Idle, Gang: j.Count > 1 || j.Flex != nil, Submit: j.At, Work: j.Duration,
+			Count: j.Count, GPUs: j.GPUs, Idle: j.Idle, Gang: (j.Count > 1 || j.Flex != nil) && j.Reservation == "", Submit: j.At, Work: j.Duration,
 			KillTimeout: j.KillTimeout, Checkpoint: j.Checkpoint, Origin: fmt.Sprintf("job %q", j.Name), Placement: j.Placement,
 			Reservation: j.Reservation, Flex: j.Flex,
 		})
