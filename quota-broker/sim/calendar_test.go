@@ -274,3 +274,76 @@ func TestBadCalendarScenario(t *testing.T) {
 		})
 	}
 }
+
+// A booking and a flex request on the loaded reference day (its idle and
+// entitled training, inference scaling at 08:00 and by demand): the
+// booking's 3 x 8 GPUs of workspace-b from 10:00 are drained ahead and its
+// job, waiting since 09:00, runs all its allocations at 10:00 (within one
+// broker interval) and is stopped at 12:59:30 (L10.end); the flex request
+// of workspace-c is admitted only whole, or expires at its max_wait.
+func TestSimBookingOnTheReferenceDay(t *testing.T) {
+	sc, err := LoadFile(referenceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Length = 24 * time.Hour
+	at := func(h int) time.Time { return time.Date(2026, 12, 7, h, 0, 0, 0, sc.Zone) }
+	sc.Reservations = append(sc.Reservations, &Booking{ID: "r-big", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 24, AllocGPUs: 8,
+		Start: at(10), Duration: 3 * time.Hour})
+	sc.Jobs = append(sc.Jobs,
+		&BatchJob{Name: "booked", Namespace: "workspace-b", At: at(9), Count: 3, GPUs: 8, Duration: 5 * time.Hour, Priority: 50,
+			KillTimeout: 30 * time.Second, Reservation: "r-big"},
+		&BatchJob{Name: "sweep", Namespace: "workspace-c", At: at(9), Count: 2, GPUs: 8, Duration: 3 * time.Hour, Priority: 50,
+			KillTimeout: 30 * time.Second, Flex: &plan.Flex{MaxWait: 2 * time.Hour, MaxRun: time.Hour}})
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev bytes.Buffer
+	r, err := Run(sc, w, Options{Events: &ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noConflicts(t, r)
+	var booked []string
+	sweep := map[string]int{}
+	var sweepEnd string
+	for _, e := range events(t, ev.Bytes()) {
+		switch {
+		case e.Job == "booked" && (e.Event == "start" || e.Event == "stop_job" || e.Event == "admit"):
+			booked = append(booked, line(e))
+		case e.Job == "sweep":
+			sweep[e.Event] += max(1, e.Count)
+			if e.Event == "admit" && e.Count != 2 {
+				t.Errorf("sweep admitted %d of 2 allocations: a flex request is admitted whole", e.Count)
+			}
+			if e.Event == "expire" || e.Event == "stop_job" {
+				sweepEnd = line(e)
+			}
+		}
+	}
+	want := []string{
+		"10:00:00 admit booked L10",
+		"10:00:00 start booked ",
+		"10:00:00 start booked ",
+		"10:00:00 start booked ",
+		"12:59:30 stop_job booked L10.end",
+	}
+	if d := cmp.Diff(want, booked); d != "" {
+		t.Errorf("the booking's job (-want +got):\n%s", d)
+	}
+	switch {
+	case sweep["admit"] == 2 && sweep["start"] == 2:
+		// Admitted whole: stopped at its max_run less its kill_timeout.
+		if !strings.HasSuffix(sweepEnd, "stop_job sweep L11.max_run") {
+			t.Errorf("sweep ran, then %q; want its L11.max_run stop", sweepEnd)
+		}
+	case sweep["admit"] == 0:
+		if sweepEnd != "11:00:00 expire sweep L11.expire" {
+			t.Errorf("sweep never admitted, then %q; want it expired at 11:00", sweepEnd)
+		}
+	default:
+		t.Errorf("sweep events %v: want it admitted whole or expired", sweep)
+	}
+	t.Logf("sweep: %v, %s", sweep, sweepEnd)
+}
