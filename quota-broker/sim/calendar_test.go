@@ -347,3 +347,50 @@ func TestSimBookingOnTheReferenceDay(t *testing.T) {
 	}
 	t.Logf("sweep: %v, %s", sweep, sweepEnd)
 }
+
+// The simulator's side of L11.settle and of holds, on one node: a suspend
+// stops the flex job's allocations, queues it again from now and forgets
+// its admission; GPUs held for a group go to that group only (an idle job
+// cannot take them), and to it before any other free GPU.
+func TestSimSuspendAndHeldGPUs(t *testing.T) {
+	s := oneNode()
+	s.resByID = map[string]*plan.Reservation{}
+	flex := s.testJob("flex", 4, false)
+	flex.spec.Type, flex.spec.Flex, flex.spec.Gang = plan.JobBatch, &plan.Flex{MaxWait: time.Hour, MaxRun: time.Hour}, true
+	flex.desired = 2
+	s.now = int64(10 * time.Minute)
+	if _, err := s.place(flex, 0); err != nil {
+		t.Fatal(err)
+	}
+	flex.admittedAt = s.now
+	s.now += int64(time.Minute)
+	s.apply(&plan.Plan{Actions: []plan.Action{{Action: plan.ActionSuspend, Namespace: "ns", Job: "flex", Rule: plan.RuleFlexSettle}}})
+	if flex.done || len(flex.live) != 0 || flex.missing() != 2 || flex.queuedAt != s.now || flex.admittedAt != 0 {
+		t.Errorf("suspended: done %v, live %d, missing %d, queued %d, admitted %d; want queued again now with 2 pending",
+			flex.done, len(flex.live), flex.missing(), flex.queuedAt, flex.admittedAt)
+	}
+	if len(s.res.JobStops) != 1 || !s.res.JobStops[0].Suspended {
+		t.Errorf("job stops %+v, want the suspension", s.res.JobStops)
+	}
+	// GPUs 4-7 held for the group ns/owner/g until 20 minutes.
+	s.stopping = nil
+	for _, a := range s.allocs {
+		s.gone(a)
+	}
+	owner, idle := s.testJob("owner", 4, false), s.testJob("idle", 4, true)
+	s.apply(&plan.Plan{Actions: []plan.Action{{Action: plan.ActionHold, Namespace: "ns", Job: "owner", Group: "g", Node: "node-01",
+		GPUIDs: []string{"GPU-01-7", "GPU-01-6", "GPU-01-5", "GPU-01-4"}, For: owner.key, Rule: plan.RulePrewarm,
+		Until: time.Unix(0, int64(20*time.Minute))}}})
+	a, err := s.place(owner, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"GPU-01-4", "GPU-01-5", "GPU-01-6", "GPU-01-7"}, a.ids); d != "" {
+		t.Errorf("the owner's GPUs (-want +got):\n%s", d)
+	}
+	s.release(a)
+	s.place(s.testJob("filler", 4, false), 0) // GPUs 0-3
+	if _, err := s.place(idle, 0); err == nil {
+		t.Error("an idle job took GPUs held for another group")
+	}
+}
