@@ -314,7 +314,10 @@ func (p *planner) emitHold(d *drainTarget, ni int, gpus []int32, rule Rule, reas
 }
 
 // heldSlots counts the allocations of allocGPUs GPUs that the GPUs held
-// for owner make room for, node by node.
+// for owner make room for, node by node: held GPUs that are free or being
+// freed for the owner. A held GPU that an allocation holds (the owner's
+// own, placed before the boundary by a scale-up that came early, e.g. a
+// metric-driven one) makes no room: it is used.
 func (p *planner) heldSlots(owner int32, allocGPUs int) int {
 	st := p.st
 	if st.heldBy == nil || allocGPUs <= 0 {
@@ -327,7 +330,7 @@ func (p *planner) heldSlots(owner int32, allocGPUs int) int {
 		}
 		held := 0
 		for _, g := range n.gpus {
-			if st.heldBy[g] == owner {
+			if st.heldBy[g] == owner && (st.holder[g] == holderFree || st.freeFor[g] == owner) {
 				held++
 			}
 		}

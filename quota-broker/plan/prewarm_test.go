@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,5 +307,37 @@ func TestL5PrewarmStopsOtherJobsOnHeldGPUsNotItsOwn(t *testing.T) {
 	if a := p.Actions[0]; a.For != key("workspace-b/infer/web") ||
 		a.Reason != "on GPUs held for pre-warm of workspace-b/infer/web, at 2026-12-01T08:30:00Z" {
 		t.Errorf("stop for %v, reason %q", a.For, a.Reason)
+	}
+}
+
+// TestL5PrewarmHeldGPUsUsedByTheGroupMakeNoRoom: when the group takes the
+// GPUs held for it before the boundary (a scale-up that came early, e.g.
+// a metric-driven one) and the boundary still adds an allocation, the
+// used held GPUs do not count as held room: the pre-warm places the
+// allocation again (here on the idle allocation's node, stopped at
+// boundary - (30s + drain_margin)).
+func TestL5PrewarmHeldGPUsUsedByTheGroupMakeNoRoom(t *testing.T) {
+	at := t0.Add(90 * time.Second)
+	s := newSnap(referenceTree()).nodes(2, 8, h100).
+		alloc("w1", "workspace-b", "infer", "node-01", 8, killTimeout(5*time.Second)).
+		alloc("i2", "workspace-c", "idle2", "node-02", 8, idle, killTimeout(30*time.Second)).
+		build()
+	s.Allocations[0].Group = "web"
+	ids := slices.Clone(s.Allocations[0].GPUIDs)
+	s.Holds = []Hold{{For: HoldOwner{Group: key("workspace-b/infer/web")}, Node: "node-01", GPUIDs: ids, Until: at.Add(90 * time.Second)}}
+	s.Prewarm = []Prewarm{prewarmOf(1, 8, at)}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPlan(t, s)
+	want := []brief{
+		{Action: ActionStop, Alloc: "i2", Job: "idle2", GPUs: 8, Rule: RulePrewarm},
+		{Action: ActionHold, Job: "infer", GPUs: 8, Rule: RulePrewarm},
+	}
+	if d := cmp.Diff(want, briefs(p)); d != "" {
+		t.Fatalf("pre-warm with its held GPUs in use (-want +got):\n%s", d)
+	}
+	if h := actionsOf(p, ActionHold); h[0].Node != "node-02" {
+		t.Errorf("held %s, want node-02", h[0].Node)
 	}
 }

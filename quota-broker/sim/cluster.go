@@ -50,11 +50,14 @@ type alloc struct {
 	state       allocState
 	waiting     int           // owned slots still held by another allocation
 	stoppingFor plan.GroupKey // zero when not stopping for a claimant
-	placedAt    int64
-	placedTime  time.Time // placedAt, for snapshots
-	startedAt   int64     // when it started running
-	stopRule    plan.Rule
-	stopAt      int64
+	// stoppingForRes is the reservation it is stopping for (rules
+	// L10.drain, L10.start), or "".
+	stoppingForRes string
+	placedAt       int64
+	placedTime     time.Time // placedAt, for snapshots
+	startedAt      int64     // when it started running
+	stopRule       plan.Rule
+	stopAt         int64
 }
 
 func (a *alloc) idle() bool { return a.j.spec.Idle }
@@ -77,9 +80,15 @@ type job struct {
 	firstStart               int64
 	everStarted              bool
 	waitReason               string
-	pendCounted              int
-	infer                    *inferState
-	preempted                int
+	// queuedAt is when the job was last queued (submission, or its last
+	// suspension, L11.settle); admittedAt when it was last admitted with
+	// no live allocation (0: not admitted). Both as the broker's store
+	// keeps them (DESIGN L11).
+	queuedAt, admittedAt int64
+	stopped              bool // stopped whole by a timed rule (stop_job)
+	pendCounted          int
+	infer                *inferState
+	preempted            int
 	// What binds the job's wait now, since when, and how long it waited
 	// under each binding (waits.go).
 	bound      string
@@ -138,37 +147,50 @@ func (s *sim) setIDs(a *alloc) {
 	}
 }
 
-// place puts one allocation of j on node ni, taking GPUs owned by
-// allocations stopping for j's claimant key (DESIGN L6, L7: GPUs freed for a
-// claimant go to that claimant only) or GPUs the ledger shows free. It fails
-// when the node has not enough such GPUs.
+// place puts one allocation of j on node ni, taking GPUs held for it,
+// owned by allocations stopping for it (DESIGN L6, L7: GPUs freed for a
+// claimant go to that claimant only; a reservation's job takes what was
+// stopped for its reservation) or GPUs the ledger shows free. GPUs held
+// for another owner are not taken (DESIGN L10), except those a
+// reservation's hold lends to idle jobs. It fails when the node has not
+// enough such GPUs.
 //
-// The order is the planner's (plan's take): the GPUs freed for j first, then
-// free and not held, then free but still held. Taking free GPUs first would
-// leave a GPU freed for j unused and the planner's free GPU gone: a later
-// admission in the same plan, which counts that free GPU, could not be
-// applied.
+// The order is the planner's (plan's take): held GPUs first, then the
+// GPUs freed for j, then free and not held, then free but still held by a
+// stopping allocation. Taking free GPUs first would leave a GPU freed for
+// j unused and the planner's free GPU gone: a later admission in the same
+// plan, which counts that free GPU, could not be applied.
 func (s *sim) place(j *job, ni int) (*alloc, error) {
 	nd := s.nodes[ni]
 	if j.spec.Model != "" && j.spec.Model != nd.model {
 		return nil, fmt.Errorf("node %s has GPUs of model %q, the job asks for %q", nd.id, nd.model, j.spec.Model)
 	}
 	need := j.spec.GPUs
+	res := j.spec.Reservation
 	var take []int
-	for pass := 0; pass < 3 && len(take) < need; pass++ {
+	for pass := 0; pass < 4 && len(take) < need; pass++ {
 		for _, si := range nd.gpus {
 			if len(take) == need {
 				break
 			}
 			g := s.slots[si]
+			freeing := g.owner != nil && g.owner.state == stopping &&
+				(g.owner.stoppingFor == j.key || (res != "" && g.owner.stoppingForRes == res))
+			h, lent := s.heldFor(si)
+			if h != nil && !mayUseHeld(j, h, lent) {
+				continue
+			}
+			held := h != nil
 			ok := false
 			switch pass {
 			case 0:
-				ok = g.owner != nil && g.owner.state == stopping && g.owner.stoppingFor == j.key
+				ok = held && (g.owner == nil || freeing)
 			case 1:
-				ok = g.owner == nil && g.holder == nil
+				ok = !held && freeing
 			case 2:
-				ok = g.owner == nil && g.holder != nil
+				ok = !held && g.owner == nil && g.holder == nil
+			case 3:
+				ok = !held && g.owner == nil && g.holder != nil
 			}
 			if ok {
 				take = append(take, si)

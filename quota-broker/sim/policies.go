@@ -102,6 +102,7 @@ type pjob struct {
 	prio     int
 	sub      time.Time
 	gang     bool
+	wait     time.Duration // a gang's flex max_wait (L11)
 	ask      int
 }
 
@@ -126,6 +127,9 @@ func pendingJobs(s *plan.Snapshot) []*pjob {
 		j.groups = append(j.groups, g)
 		j.prio = max(j.prio, g.Priority)
 		j.gang = j.gang || g.Flex != nil
+		if g.Flex != nil {
+			j.wait = g.Flex.MaxWait
+		}
 		j.ask += g.Count * g.GPUs
 	}
 	sort.SliceStable(out, func(a, b int) bool {
@@ -209,7 +213,7 @@ func (f *freeMap) place(j *pjob, allowed func(i int) bool) [][]string {
 }
 
 func expired(s *plan.Snapshot, j *pjob) bool {
-	return j.gang && s.Time.Sub(j.sub) > plan.MaxFlexWait
+	return j.gang && s.Time.Sub(j.sub) > j.wait
 }
 
 // emitPlaced emits the admits of j's placed allocations and a wait for the
@@ -234,7 +238,7 @@ func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason,
 func emitExpire(p *plan.Plan, j *pjob) {
 	for _, g := range j.groups {
 		p.Actions = append(p.Actions, plan.Action{Action: plan.ActionExpire, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-			Count: g.Count, GPUs: g.GPUs, Rule: plan.RuleFlex, Reason: "gang waited longer than 168h"})
+			Count: g.Count, GPUs: g.GPUs, Rule: plan.RuleFlex, Reason: fmt.Sprintf("gang waited longer than its max_wait %s", j.wait)})
 	}
 }
 

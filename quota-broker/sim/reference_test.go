@@ -86,19 +86,51 @@ func TestReferenceNightAllocation(t *testing.T) {
 	}
 }
 
-// At 08:00 inference reaches its day count within one broker interval when
-// borrowers are drained ahead (pre-warm).
+// At 08:00 inference reaches its day count at the boundary itself when
+// borrowers are drained ahead (pre-warm through the core, DESIGN L5): the
+// autoscaler raises the count only when it is due, the core's L5.prewarm
+// stops come at the first plan at or after boundary - (the victims'
+// kill_timeout 30s + drain_margin), never earlier, and the GPUs are held
+// for the service.
 func TestReferenceMorningScaleUpPrewarm(t *testing.T) {
 	reference(t)
 	r := ref.gputide
-	checkMorning(t, r, r.Interval)
-	// The drain starts kill_timeout plus one interval before the boundary.
+	noConflicts(t, r)
+	checkMorning(t, r, 0)
+	lead := ref.sc.Broker.KillTimeout + ref.sc.Settings.DrainMargin
+	var stops, holds int
 	for _, u := range r.ScaleUps {
-		if u.Boundary {
-			if lead := u.Due.Sub(u.Raised); lead != ref.sc.Broker.KillTimeout+ref.sc.Broker.Interval {
-				t.Errorf("scale-up due %s was set %s ahead, want kill_timeout + interval = %s", u.Due, lead, ref.sc.Broker.KillTimeout+ref.sc.Broker.Interval)
+		if !u.Raised.Equal(u.Due) {
+			t.Errorf("scale-up due %s was set at %s: the count is raised only when due", u.Due, u.Raised)
+		}
+		if !u.Boundary {
+			continue
+		}
+		from := u.Due.Add(-ref.sc.Settings.DrainHorizon)
+		for _, e := range events(t, ref.events) {
+			at, err := time.Parse(time.RFC3339, e.T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Rule != string(plan.RulePrewarm) || at.Before(from) || !at.Before(u.Due) {
+				continue
+			}
+			if e.For != u.Service {
+				t.Errorf("%s %s at %s is for %q, want %q", e.Event, e.Alloc, e.T, e.For, u.Service)
+			}
+			switch e.Event {
+			case "stop":
+				stops++
+				if at.Before(u.Due.Add(-lead)) {
+					t.Errorf("pre-warm stop of %s at %s, before boundary %s - %s", e.Alloc, e.T, u.Due.Format(time.RFC3339), lead)
+				}
+			case "hold":
+				holds++
 			}
 		}
+	}
+	if stops == 0 || holds == 0 {
+		t.Errorf("%d pre-warm stops and %d holds before the scheduled scale-ups: the drain is not exercised", stops, holds)
 	}
 }
 

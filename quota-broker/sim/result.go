@@ -48,7 +48,10 @@ type Result struct {
 	Samples  []Sample
 
 	Finished, Expired int
-	Conflicts         []string // plan actions the simulator could not apply
+	// JobStops are the whole jobs stopped (L10.end, L11.max_run) or
+	// suspended (L11.settle) by the core's timed rules, in time order.
+	JobStops  []JobStop
+	Conflicts []string // plan actions the simulator could not apply
 
 	// WaitGroups split the training jobs' waits by workspace, idle or not,
 	// and what bound them (see WaitGroup); BoundQuotas are the quota nodes

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/gputide/gputide/internal/regfile"
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/schedule"
 )
@@ -40,6 +41,10 @@ type Scenario struct {
 	Dev      []*Dev
 	Jobs     []*BatchJob
 	Moves    []*QuotaMove
+	// Reservations are the Calendar bookings made before the run (DESIGN
+	// L10), in file order; each passed reservation.Prepare and the L10
+	// check against the ones before it.
+	Reservations []*Booking
 	// Notes are warnings on values read as something other than written
 	// ("file:line: ..."), e.g. a local time in a daylight-saving gap and
 	// the instant used instead; the command prints them and Workload
@@ -151,8 +156,33 @@ type BatchJob struct {
 	KillTimeout     time.Duration
 	Checkpoint      time.Duration
 	NamespacePos    string // "file:line" of the namespace attribute
+	// Reservation is the booking the job names (`reservation`), or "".
+	Reservation    string
+	ReservationPos string
+	// Flex is the job's flex settings (DESIGN L11: flex_max_wait,
+	// flex_max_run), or nil for a job that is not a flex request.
+	Flex *plan.Flex
 	Placement
 }
+
+// Booking is a Calendar booking of the scenario (a reservation block,
+// DESIGN L10): GPUs of the quota node its namespace is bound to, over
+// [Start, Start + Duration), in allocations of AllocGPUs GPUs. Jobs name it
+// with `reservation = "ID"`.
+type Booking struct {
+	ID, Namespace string
+	Quota         string // the quota node of Namespace
+	GPUs          int
+	AllocGPUs     int // divides GPUs; default the largest divisor up to 8
+	Model         string
+	NodePool      string
+	Start         time.Time // in the scenario's zone
+	Duration      time.Duration
+	Pos           string // "file:line" of the block
+}
+
+// End is the first instant after the booking's window.
+func (b *Booking) End() time.Time { return b.Start.Add(b.Duration) }
 
 // QuotaMove changes nominal GPUs at a time, atomically (use case 2).
 type QuotaMove struct {
@@ -273,6 +303,7 @@ func Parse(text []byte, file string, src Source) (*Scenario, error) {
 		hcl.BlockHeaderSchema{Type: "dev", LabelNames: []string{"name"}},
 		hcl.BlockHeaderSchema{Type: "job", LabelNames: []string{"name"}},
 		hcl.BlockHeaderSchema{Type: "quota_move", LabelNames: []string{"name"}},
+		hcl.BlockHeaderSchema{Type: "reservation", LabelNames: []string{"id"}},
 	)
 	if err != nil {
 		return nil, err
@@ -364,6 +395,8 @@ func Parse(text []byte, file string, src Source) (*Scenario, error) {
 			err = s.parseJob(blk, what)
 		case "quota_move":
 			err = s.parseMove(blk, what)
+		case "reservation":
+			err = s.parseReservation(blk, what)
 		}
 		if err != nil {
 			return nil, err
@@ -576,7 +609,8 @@ func (s *Scenario) parseDev(blk *hcl.Block, what string) error {
 
 func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 	b, _, err := open(blk.Body, s.File, what, blk.DefRange,
-		append([]string{"namespace", "at", "count", "gpus", "duration", "priority", "idle", "kill_timeout", "checkpoint"}, placementAttrs...))
+		append([]string{"namespace", "at", "count", "gpus", "duration", "priority", "idle", "kill_timeout", "checkpoint",
+			"reservation", "flex_max_wait", "flex_max_run"}, placementAttrs...))
 	if err != nil {
 		return err
 	}
@@ -592,6 +626,9 @@ func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 	j.KillTimeout = b.duration("kill_timeout", false, s.Broker.KillTimeout, 0, 24*time.Hour)
 	j.Checkpoint = b.duration("checkpoint", false, 30*time.Minute, 0, 365*24*time.Hour)
 	j.Placement = b.placement()
+	j.Reservation = b.str("reservation", false, "")
+	j.ReservationPos = b.pos("reservation")
+	j.Flex = b.flex(j.Idle, j.Reservation != "")
 	s.Jobs = append(s.Jobs, j)
 	s.Notes = append(s.Notes, b.notes...)
 	return b.err
@@ -659,6 +696,9 @@ func (s *Scenario) check() error {
 				return err
 			}
 		}
+	}
+	if err := s.checkBookings(); err != nil {
+		return err
 	}
 	// Replay the quota moves on a copy of the tree: each must keep L1.
 	moves := append([]*QuotaMove(nil), s.Moves...)

@@ -166,7 +166,7 @@ inference "chat" {
   namespace = "workspace-a"
   gpus      = 8
   default   = 0
-  windows   = { night = "mon 01:00-02:00 1" }
+  windows   = { night = "mon 02:00-03:00 1" }
 }
 job "idle" {
   namespace  = "workspace-b"
@@ -178,8 +178,12 @@ job "idle" {
 `
 
 // A victim holds its GPUs for its kill_timeout: inference claims the only
-// node at 01:00 and runs at 01:00:30. The idle job loses the work since its
-// last checkpoint, waits, and runs again when inference scales down.
+// node at 02:00 and, without pre-warm, runs at 02:00:30. With pre-warm the
+// core stops the idle job at 02:00 - (kill_timeout 30s + drain_margin 60s)
+// = 01:58:30 (rule L5.prewarm), holds its GPUs for inference, and
+// inference runs at the boundary itself; the count is raised only then.
+// The idle job loses the work since its last checkpoint, waits (the held
+// GPUs are not its), and runs again when inference scales down.
 func TestKillTimeoutAndLostWork(t *testing.T) {
 	for _, prewarm := range []bool{false, true} {
 		t.Run(fmt.Sprint("prewarm=", prewarm), func(t *testing.T) {
@@ -200,29 +204,36 @@ func TestKillTimeoutAndLostWork(t *testing.T) {
 			noConflicts(t, r)
 			var got []string
 			for _, e := range events(t, ev.Bytes()) {
-				if e.Event == "stop" || e.Event == "start" || e.Event == "gone" || e.Event == "finish" {
+				switch e.Event {
+				case "stop", "start", "gone", "finish", "hold", "scale":
 					got = append(got, fmt.Sprintf("%s %s %s %s", e.T[11:19], e.Event, e.Job, e.Rule))
 				}
 			}
-			stop := "01:00:00"
+			want := []string{"00:00:00 start idle "}
 			if prewarm {
-				stop = "00:59:00" // kill_timeout + one interval ahead
+				want = append(want,
+					"01:58:30 hold chat L5.prewarm",
+					"01:58:30 stop idle L5.prewarm",
+					"01:59:00 gone idle ",
+					"02:00:00 scale chat autoscaler",
+					"02:00:00 start chat ")
+			} else {
+				want = append(want,
+					"02:00:00 scale chat autoscaler",
+					"02:00:00 stop idle L5.1",
+					"02:00:30 gone idle ",
+					"02:00:30 start chat ")
 			}
-			ready := map[bool]string{false: "01:00:30", true: "00:59:30"}[prewarm]
-			want := []string{
-				"00:00:00 start idle ",
-				stop + " stop idle L5.1",
-				ready + " gone idle ",
-				ready + " start chat ",
-				"02:00:00 stop chat autoscaler",
-				"02:00:05 gone chat ",
-				"02:00:05 start idle ",
-			}
-			// The idle job ran 59 or 60 minutes; with checkpoints every 25
-			// minutes it lost 9 or 10; the rest of its 10 hours follows.
-			ran := map[bool]time.Duration{false: time.Hour, true: 59 * time.Minute}[prewarm]
+			want = append(want,
+				"03:00:00 scale chat autoscaler",
+				"03:00:00 stop chat autoscaler",
+				"03:00:05 gone chat ",
+				"03:00:05 start idle ")
+			// The idle job ran 2h or 1h58m30s; with checkpoints every 25
+			// minutes it lost 20m or 18m30s; the rest of its 10 hours follows.
+			ran := map[bool]time.Duration{false: 2 * time.Hour, true: 118*time.Minute + 30*time.Second}[prewarm]
 			lost := ran % (25 * time.Minute)
-			end := time.Date(2026, 12, 7, 2, 0, 5, 0, sc.Zone).Add(10*time.Hour - ran + lost)
+			end := time.Date(2026, 12, 7, 3, 0, 5, 0, sc.Zone).Add(10*time.Hour - ran + lost)
 			want = append(want, end.Format("15:04:05")+" finish idle ")
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -231,10 +242,18 @@ func TestKillTimeoutAndLostWork(t *testing.T) {
 				t.Errorf("work lost %.4f GPU-h, want %.4f", r.LostGPUh, lost.Hours()*8)
 			}
 			wait := map[bool]time.Duration{false: 30 * time.Second, true: 0}[prewarm]
-			if len(r.ScaleUps) != 1 || r.ScaleUps[0].Wait != wait {
-				t.Errorf("scale-ups %+v, want one that waited %s", r.ScaleUps, wait)
+			if len(r.ScaleUps) != 1 || r.ScaleUps[0].Wait != wait || !r.ScaleUps[0].Raised.Equal(r.ScaleUps[0].Due) {
+				t.Errorf("scale-ups %+v, want one raised when due that waited %s", r.ScaleUps, wait)
 			}
-			if len(r.Takes) != 8 || r.Takes[0].Rule != plan.RuleIdleDebt || r.Takes[0].FromJob != "idle" {
+			if len(r.Takes) != 8 {
+				t.Fatalf("inference took %d GPUs, want 8", len(r.Takes))
+			}
+			if prewarm {
+				// The GPUs were freed ahead and held: free when taken.
+				if tk := r.Takes[0]; tk.From != "" {
+					t.Errorf("inference took %+v, want the free GPUs held for it", tk)
+				}
+			} else if r.Takes[0].Rule != plan.RuleIdleDebt || r.Takes[0].FromJob != "idle" {
 				t.Errorf("inference took %+v, want the idle job's 8 GPUs by L5.1", r.Takes)
 			}
 		})

@@ -98,6 +98,9 @@ type inferState struct {
 	shape   *trace.Shape
 	j       *job
 	records []*ScaleUp
+	// pre is the pre-warm entry last given to the core (hasPre: one was).
+	pre    plan.Prewarm
+	hasPre bool
 }
 
 type qinfo struct {
@@ -130,6 +133,7 @@ type sim struct {
 
 	jobs     []*job
 	jobByKey map[plan.GroupKey]*job
+	jobByJob map[plan.JobKey]*job
 	active   []*job
 	stopping []*alloc
 	allocs   map[string]*alloc
@@ -151,6 +155,20 @@ type sim struct {
 	nextSample int64
 	sampleDt   int64
 	snap       plan.Snapshot
+
+	// corePre: the policy pre-warms in the core (corePrewarm) and the
+	// scenario asks for pre-warm; early: the autoscaler raises counts
+	// early instead (the other policies, with pre-warm).
+	corePre, early bool
+	// The Calendar (calendar.go): the bookings as the core sees them, the
+	// holds kept from the plans (heldIdx: GPU slot -> index in holds,
+	// rebuilt when nil), the instants a plan asked to be woken at.
+	reservations []plan.Reservation
+	resByID      map[string]*plan.Reservation
+	holds        []plan.Hold
+	heldIdx      map[int]int
+	slotByID     map[string]int
+	wakes        map[int64]bool
 }
 
 // Run simulates the scenario's workload under one policy.
@@ -163,7 +181,14 @@ func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
 	}
 	wall := time.Now()
 	s := &sim{sc: sc, w: w, opt: opt, policy: opt.Policy, nodeIndex: map[string]int{}, jobByKey: map[plan.GroupKey]*job{},
-		allocs: map[string]*alloc{}, nsIndex: map[string]int{}}
+		jobByJob: map[plan.JobKey]*job{}, allocs: map[string]*alloc{}, nsIndex: map[string]int{}}
+	_, inCore := opt.Policy.(corePrewarm)
+	s.corePre, s.early = sc.Broker.Prewarm && inCore, sc.Broker.Prewarm && !inCore
+	s.reservations = snapshotReservations(sc)
+	s.resByID = map[string]*plan.Reservation{}
+	for i := range s.reservations {
+		s.resByID[s.reservations[i].ID] = &s.reservations[i]
+	}
 	s.start, s.end = sc.Start.UnixNano(), sc.End().UnixNano()
 	s.now, s.last = s.start, s.start
 	s.interval = int64(sc.Broker.Interval)
@@ -226,9 +251,14 @@ func (s *sim) initQuota() {
 }
 
 func (s *sim) newJob(spec *JobSpec) *job {
-	j := &job{spec: spec, key: plan.GroupKey{Namespace: spec.Namespace, Job: spec.Name, Group: spec.Group}, ns: s.nsIndex[spec.Namespace], remaining: spec.Work}
+	j := &job{spec: spec, key: plan.GroupKey{Namespace: spec.Namespace, Job: spec.Name, Group: spec.Group}, ns: s.nsIndex[spec.Namespace],
+		remaining: spec.Work, queuedAt: spec.Submit.UnixNano()}
 	s.jobs = append(s.jobs, j)
 	s.jobByKey[j.key] = j
+	if s.jobByJob == nil {
+		s.jobByJob = map[plan.JobKey]*job{}
+	}
+	s.jobByJob[j.key.JobKey()] = j
 	return j
 }
 
@@ -269,11 +299,14 @@ func (s *sim) countAt(st *inferState, t int64) int {
 }
 
 // target is the count the autoscaler sets at t, and the instant it is due.
-// With pre-warm, a rise due within kill_timeout plus one interval is set
-// now, so that borrowers are drained in time for the boundary.
+// Under the real core the count is set when it is due: the core pre-warms
+// (prewarmOf). Under the other policies, with pre-warm, a rise due within
+// kill_timeout plus one interval is set now, so that borrowers are drained
+// in time for the boundary (what an operator would do for a scheduler
+// that has no pre-warm: start the windows that much early).
 func (s *sim) target(st *inferState, t int64) (int, int64) {
 	c := s.countAt(st, t)
-	if !s.sc.Broker.Prewarm {
+	if !s.early {
 		return c, t
 	}
 	lead := int64(s.sc.Broker.KillTimeout) + s.interval
@@ -388,9 +421,13 @@ func (s *sim) handle(e event) {
 		s.pend(j)
 		s.dirty = true
 		if j.spec.Gang {
-			// A gang still waiting after the longest flex wait expires
-			// (L11): plan then even if nothing else happens.
-			s.push(event{t: j.spec.Submit.Add(plan.MaxFlexWait).UnixNano() + 1, kind: evWake})
+			// A gang still waiting after its flex wait expires (L11): plan
+			// then even if nothing else happens.
+			wait := plan.MaxFlexWait
+			if f := j.spec.Flex; f != nil {
+				wait = f.MaxWait
+			}
+			s.push(event{t: j.spec.Submit.Add(wait).UnixNano() + 1, kind: evWake})
 		}
 		s.record(Event{Event: "submit", Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
 			Count: j.spec.Count, GPUs: j.spec.GPUs, Reason: j.spec.Origin})
@@ -424,6 +461,7 @@ func (s *sim) handle(e event) {
 	case evMove:
 		s.move(e.move)
 	case evWake:
+		delete(s.wakes, e.t)
 		s.dirty = true
 	case evTick:
 		s.autoscale()
@@ -534,6 +572,13 @@ func (s *sim) autoscale() {
 		s.dirty = true
 		s.inferCheck(st)
 	}
+	if s.corePre {
+		// A scale-up that enters drain_horizon, or changes, is planned
+		// for (DESIGN L5 "Pre-warm").
+		if _, changed := s.prewarms(nil); changed {
+			s.dirty = true
+		}
+	}
 }
 
 // inferCheck closes the scale-up records that the service's running
@@ -602,17 +647,26 @@ func (s *sim) snapshot() *plan.Snapshot {
 	// a snapshot.
 	snap := &s.snap
 	*snap = plan.Snapshot{Time: s.tm(s.now), Quota: s.tree, Settings: s.sc.Settings, Nodes: s.planNodes,
-		Allocations: snap.Allocations[:0], Pending: snap.Pending[:0]}
+		Allocations: snap.Allocations[:0], Pending: snap.Pending[:0], Reservations: s.reservations,
+		Holds: s.liveHolds(), Prewarm: snap.Prewarm[:0]}
+	if s.corePre {
+		snap.Prewarm, _ = s.prewarms(snap.Prewarm)
+	}
 	add := func(a *alloc) {
 		if len(a.slots) == 0 {
 			return
 		}
 		sp := a.j.spec
-		snap.Allocations = append(snap.Allocations, plan.Allocation{
+		pa := plan.Allocation{
 			ID: a.id, Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
 			Node: s.nodes[a.node].id, GPUIDs: a.ids, Idle: sp.Idle, StoppingFor: a.stoppingFor,
-			StartedAt: a.placedTime,
-		})
+			StoppingForReservation: a.stoppingForRes, StartedAt: a.placedTime, KillTimeout: sp.KillTimeout,
+			Reservation: sp.Reservation,
+		}
+		if sp.Flex != nil && a.j.admittedAt != 0 {
+			pa.MaxRun, pa.AdmittedAt = sp.Flex.MaxRun, s.tm(a.j.admittedAt).UTC()
+		}
+		snap.Allocations = append(snap.Allocations, pa)
 	}
 	for _, j := range s.active {
 		for _, a := range j.live {
@@ -622,8 +676,14 @@ func (s *sim) snapshot() *plan.Snapshot {
 			sp := j.spec
 			p := plan.Pending{Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
 				Count: m, GPUs: sp.GPUs, Model: sp.Model, Datacenters: sp.Datacenters, NodePool: sp.NodePool,
-				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC()}
-			if sp.Gang && !sp.Idle { // an idle job cannot be a flex request (L11)
+				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC(), Reservation: sp.Reservation}
+			if q := j.queuedAt; q != sp.Submit.UnixNano() {
+				p.QueuedAt = s.tm(q).UTC()
+			}
+			switch {
+			case sp.Flex != nil:
+				p.Flex = sp.Flex
+			case sp.Gang && !sp.Idle: // an idle job cannot be a flex request (L11)
 				p.Flex = gangFlex
 			}
 			snap.Pending = append(snap.Pending, p)
@@ -639,8 +699,9 @@ func (s *sim) snapshot() *plan.Snapshot {
 func (s *sim) plan() error {
 	s.dirty = false
 	snap := s.snapshot()
-	if len(snap.Pending) == 0 {
-		// Nothing is waiting: a plan has no claimant to act for.
+	if len(snap.Pending) == 0 && len(snap.Prewarm) == 0 && len(snap.Reservations) == 0 && !s.timedLive(snap) {
+		// Nothing is waiting, nothing is due: a plan has no claimant to
+		// act for and no timed rule to apply.
 		return nil
 	}
 	if err := snap.Validate(); err != nil {
@@ -652,7 +713,19 @@ func (s *sim) plan() error {
 		return fmt.Errorf("%s: planning at %s: %w", s.policy.Name(), s.fmt(s.now), err)
 	}
 	s.apply(p)
+	s.wakeAt(p.WakeAt)
 	return nil
+}
+
+// timedLive reports whether a live allocation of snap is under a timed
+// rule (a flex request's max_run, L11).
+func (s *sim) timedLive(snap *plan.Snapshot) bool {
+	for i := range snap.Allocations {
+		if snap.Allocations[i].MaxRun > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *sim) conflict(a plan.Action, why string) {
@@ -668,7 +741,24 @@ func (s *sim) conflict(a plan.Action, why string) {
 // reference scenario). What follows from the plan, victims ending and
 // allocations starting, are events and are planned on.
 func (s *sim) apply(p *plan.Plan) {
+	replan := false
+	defer func() {
+		if replan {
+			s.push(event{t: s.now, kind: evWake})
+		}
+	}()
 	units := map[[2]plan.GroupKey]bool{}
+	// Whole-job stops and holds first, with the stops: the GPUs a plan
+	// holds are not free to the admits that follow.
+	for i := range p.Actions {
+		switch act := &p.Actions[i]; act.Action {
+		case plan.ActionStopJob, plan.ActionSuspend:
+			s.jobStop(act)
+		case plan.ActionHold:
+			s.keepHold(act)
+			s.holdEvent(act)
+		}
+	}
 	for _, act := range p.Actions {
 		if act.Action != plan.ActionStop {
 			continue
@@ -678,11 +768,16 @@ func (s *sim) apply(p *plan.Plan) {
 			s.conflict(act, "no such live allocation")
 			continue
 		}
+		forRes := ""
+		if act.For.IsZero() {
+			forRes = act.Reservation // a drain or start stop for a reservation (L10)
+		}
 		if a.state == stopping {
-			if a.stoppingFor.IsZero() {
-				a.stoppingFor = act.For
-			} else {
-				s.conflict(act, "already stopping for "+a.stoppingFor.String())
+			switch {
+			case a.stoppingFor.IsZero() && a.stoppingForRes == "":
+				a.stoppingFor, a.stoppingForRes = act.For, forRes
+			default:
+				s.conflict(act, "already stopping for "+ownerText(plan.HoldOwner{Reservation: a.stoppingForRes, Group: a.stoppingFor}))
 			}
 			continue
 		}
@@ -700,8 +795,10 @@ func (s *sim) apply(p *plan.Plan) {
 		s.res.lastLost = 0
 		node, gpus := s.nodes[a.node].id, len(a.slots)
 		s.stop(a, act.Rule, act.For)
+		a.stoppingForRes = forRes
 		s.record(Event{Event: "stop", Rule: string(act.Rule), Alloc: act.Alloc, Namespace: act.Namespace, Job: act.Job,
-			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: act.For.String(), LostGPUh: round3(s.res.lastLost), Reason: act.Reason})
+			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: ownerText(plan.HoldOwner{Reservation: forRes, Group: act.For}),
+			LostGPUh: round3(s.res.lastLost), Reason: act.Reason})
 	}
 	for _, act := range p.Actions {
 		switch act.Action {
@@ -717,6 +814,16 @@ func (s *sim) apply(p *plan.Plan) {
 			}
 			s.record(Event{Event: "admit", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group,
 				Nodes: act.Nodes, Count: len(act.Nodes), GPUs: j.spec.GPUs, Reason: act.Reason})
+			if len(j.live) == 0 {
+				j.admittedAt = s.now // the store's admitted_at (L11 max_run counts from it)
+			}
+			if j.spec.Flex != nil || j.spec.Reservation != "" {
+				// Its timed stop (L11.max_run, L10.end) is planned from
+				// its live allocations: plan again once they are in the
+				// snapshot, as the broker's next period would, for the
+				// plan's wake_at.
+				replan = true
+			}
 			for _, n := range act.Nodes {
 				ni, ok := s.nodeIndex[n]
 				if !ok {

@@ -25,6 +25,9 @@ const (
 	// BoundVictims: admitted, placed on GPUs whose victims are still in
 	// their kill_timeout (L8).
 	BoundVictims = "(victims' kill_timeout)"
+	// BoundBooking: a job that names a reservation waits for its start,
+	// or for room in the booking (DESIGN L10).
+	BoundBooking = "(reservation: not started or full)"
 	// BoundCohort: the Kueue-like cohort is full and may not be reclaimed.
 	BoundCohort = "(kueue: cohort full)"
 )
@@ -101,6 +104,8 @@ func waitBinding(j *job, act *plan.Action) string {
 		return BoundIdle
 	case act.Rule == plan.RuleFlex:
 		return BoundGang
+	case act.Rule == plan.RuleReservation:
+		return BoundBooking
 	}
 	return BoundNoRoom
 }

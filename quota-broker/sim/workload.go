@@ -28,6 +28,8 @@ type JobSpec struct {
 	CheckpointWrite        time.Duration // see Training.CheckpointWrite
 	InFlight               bool          // was running when the trace window opened
 	Training               bool          // counts in the training statistics
+	Reservation            string        // the booking the job names (DESIGN L10), or ""
+	Flex                   *plan.Flex    // an explicit flex request (DESIGN L11), or nil
 	Origin                 string        // "file:line" of the trace row, or the scenario block
 	Placement
 }
@@ -80,8 +82,9 @@ func (s *Scenario) Workload() (*Workload, error) {
 	for _, j := range s.Jobs {
 		w.Jobs = append(w.Jobs, &JobSpec{
 			Namespace: j.Namespace, Name: j.Name, Group: "worker", Type: plan.JobBatch, Priority: j.Priority,
-			Count: j.Count, GPUs: j.GPUs, Idle: j.Idle, Gang: j.Count > 1, Submit: j.At, Work: j.Duration,
+			Count: j.Count, GPUs: j.GPUs, Idle: j.Idle, Gang: (j.Count > 1 || j.Flex != nil) && j.Reservation == "", Submit: j.At, Work: j.Duration,
 			KillTimeout: j.KillTimeout, Checkpoint: j.Checkpoint, Origin: fmt.Sprintf("job %q", j.Name), Placement: j.Placement,
+			Reservation: j.Reservation, Flex: j.Flex,
 		})
 	}
 	sort.SliceStable(w.Jobs, func(a, b int) bool {

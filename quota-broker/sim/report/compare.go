@@ -14,7 +14,7 @@ import (
 var policyText = map[string]string{
 	"static":  "**static**: flat, hard quotas as Nomad Enterprise gives them: each inference workspace owns whole nodes sized to its day peak, the other workspaces split the remaining GPUs in proportion to their quotas' nominals, with no lending and no preemption.",
 	"kueue":   "**kueue**: a Kueue-like cohort with one ClusterQueue per workspace on the same shares: idle capacity is borrowed by anyone, and a queue below its nominal reclaims it by evicting borrowers chosen by quota alone (lowest priority, newest first, not node-aware), after the count has risen.",
-	"gputide": "**gputide**: the real planning core on the scenario's quota tree: idle jobs borrow any unused GPU (L4), entitled jobs preempt idle work first and then by the laws L5-L6 on the node that frees the fewest GPUs, and scheduled scale-ups drain borrowers a kill_timeout ahead (pre-warm).",
+	"gputide": "**gputide**: the real planning core on the scenario's quota tree: idle jobs borrow any unused GPU (L4), entitled jobs preempt idle work first and then by the laws L5-L6 on the node that frees the fewest GPUs, and the core pre-warms scheduled scale-ups: it stops borrowers at the boundary less their kill_timeout and the drain margin and holds the GPUs for the replicas (L5 pre-warm).",
 }
 
 // metric is one row of the comparison: its value per run, how it is shown,
@@ -47,7 +47,7 @@ var metrics = []metric{
 	{name: "inference wait at scheduled scale-ups (longest)", value: func(r *sim.Result) float64 { return r.MaxBoundaryWait().Seconds() },
 		show: func(r *sim.Result) string { return Dur(r.MaxBoundaryWait()) },
 		why: map[string]string{
-			"gputide": "pre-warm drains borrowers a kill_timeout before the boundary, on the nodes the replicas will use",
+			"gputide": "the core's pre-warm stops borrowers kill_timeout + drain_margin before the boundary and holds the GPUs for the replicas",
 			"static":  "inference owns nodes sized to its peak, idle at night",
 			"kueue":   "its reclaim happened to free whole nodes in time",
 		}},

@@ -233,6 +233,7 @@ func build(r *sim.Result, compared []*sim.Result, notes []string, charts []Chart
 	preemptions(d, r)
 	scaleUps(d, r)
 	moves(d, r)
+	calendar(d, r)
 	figures(d, r, compared, charts)
 	return d
 }
@@ -511,6 +512,32 @@ func moves(d *doc, r *sim.Result) {
 			ch = append(ch, fmt.Sprintf("%s %d -> %d", c.Quota, c.From, c.To))
 		}
 		items = append(items, fmt.Sprintf("%s: `%s`: %s", m.At.Format("Mon 2006-01-02 15:04"), m.Name, strings.Join(ch, ", ")))
+	}
+	d.list(items...)
+}
+
+// calendar lists the scenario's bookings (DESIGN L10) and the whole jobs
+// the core stopped or suspended by a timed rule (L10.end, L11.max_run,
+// L11.settle), when there are any.
+func calendar(d *doc, r *sim.Result) {
+	if len(r.Scenario.Reservations) == 0 && len(r.JobStops) == 0 {
+		return
+	}
+	d.h(2, "Bookings and timed stops")
+	if len(r.Scenario.Reservations) > 0 {
+		t := d.table("booking", "namespace", "quota", "GPUs", "shape", "from", "to")
+		for _, b := range r.Scenario.Reservations {
+			t.row(b.ID, b.Namespace, b.Quota, fmt.Sprint(b.GPUs), fmt.Sprintf("%d x %d", b.GPUs/max(1, b.AllocGPUs), b.AllocGPUs),
+				b.Start.Format("Mon 2006-01-02 15:04"), b.End().In(b.Start.Location()).Format("Mon 2006-01-02 15:04"))
+		}
+	}
+	var items []string
+	for _, j := range r.JobStops {
+		what := "stopped"
+		if j.Suspended {
+			what = "suspended and queued again"
+		}
+		items = append(items, fmt.Sprintf("%s: %s/%s %s (%s): %s", j.At.Format("Mon 15:04:05"), j.Namespace, j.Job, what, j.Rule, j.Reason))
 	}
 	d.list(items...)
 }
