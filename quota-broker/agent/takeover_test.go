@@ -86,6 +86,7 @@ func TestSuccessorKeepsTheJobTimesAndHoldsAndRepeatsNothing(t *testing.T) {
 	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	defer func() {
 		if t.Failed() {
+			t.Log(logs.String())
 		}
 	}()
 	const drained = "PUT /v1/allocation/" + recAllocA + "/stop"
