@@ -405,7 +405,10 @@ func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nom
 	defer cancel()
 	for _, s := range out.Preempted {
 		p := store.Preemption{At: s.Time, Alloc: s.Alloc, Namespace: s.Namespace, Job: s.Job, GPUs: s.GPUs,
-			For: s.Claimant.String(), Rule: string(s.Rule), Node: s.Node, Reason: s.Reason}
+			Reservation: s.Reservation, Rule: string(s.Rule), Node: s.Node, Reason: s.Reason}
+		if !s.Claimant.IsZero() { // a drain stop has none: not "//"
+			p.For = s.Claimant.String()
+		}
 		if err := a.store.AddPreemption(ctx, lock, p); err != nil {
 			a.log.Error("failed to record a preemption in the store", "alloc", s.Alloc, "error", err)
 		}

@@ -124,6 +124,11 @@ func TestSuccessorKeepsTheJobTimesAndHoldsAndRepeatsNothing(t *testing.T) {
 		t.Fatalf("flex record %+v, want admitted_at %v (its first start)", flex, first)
 	}
 	writes1 := f.allWrites()
+	// The drain stop's history names its booking, not an empty claimant.
+	if list, err := st.Preemptions(ctx); err != nil || len(list) != 1 || list[0].Reservation != "r-1" || list[0].For != "" ||
+		list[0].Alloc != recAllocA || list[0].Rule != string(plan.RuleDrain) {
+		t.Fatalf("preemptions = %+v, %v: want the drain stop of %s for r-1", list, err, recAllocA)
+	}
 
 	a2, _ := stoppableAgent(t, f, st, 5*time.Second, log.Named("second"))
 	until(t, "the successor leads", 10*time.Second, func() bool { h := a2.Health(); return h.IsLeader && h.Acting })

@@ -240,10 +240,13 @@ type Preemption struct {
 	Namespace string    `json:"namespace"`
 	Job       string    `json:"job"`
 	GPUs      int       `json:"gpus"`
-	For       string    `json:"for,omitempty"`
-	Rule      string    `json:"rule"`
-	Node      string    `json:"node,omitempty"`   // Nomad node ID
-	Reason    string    `json:"reason,omitempty"` // the plan's reason
+	For       string    `json:"for,omitempty"` // the claimant, "namespace/job/group", for reading only
+	// Reservation is the booking a stop of rule L10.drain or L10.start was
+	// made for (For is then empty).
+	Reservation string `json:"reservation,omitempty"`
+	Rule        string `json:"rule"`
+	Node        string `json:"node,omitempty"`   // Nomad node ID
+	Reason      string `json:"reason,omitempty"` // the plan's reason
 }
 
 // Guarded is the state every guarded write validates against, read in one
