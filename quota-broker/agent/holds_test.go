@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
+	"github.com/hashicorp/nomad/api"
 )
 
 // countingStore counts the hold writes that reach the store.
@@ -124,5 +126,39 @@ func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
 	}
 	if got, _ := mem.Holds(ctx); len(got) != 2 {
 		t.Fatalf("holds after a deposed write: %+v", got)
+	}
+}
+
+// L12, L10.drain: an intent of a stop made for a reservation is read back
+// as stopping for that reservation while its allocation is being stopped
+// or the intent is recent; an old one whose stop was never made, or whose
+// allocation is gone, is stale (the next drain decides again).
+func TestIntentsOfDrainStopsReadBackAsStoppingForTheirReservation(t *testing.T) {
+	f := newFakeNomad(t)
+	cfg := api.DefaultConfig()
+	cfg.Address = f.srv.URL
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := nomad.ListAll(context.Background(), client, func(string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	v := &storeView{intents: []store.Intent{
+		{Alloc: recAllocC1, Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now.Add(-time.Second)},
+		{Alloc: recAllocC2, Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now.Add(-time.Hour)},
+		{Alloc: "gone", Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now},
+	}}
+	claimants, forRes, resume, stale := v.stopping(nil, map[string]string{recAllocA: "r-2"}, state, "gputide-queue", now, 5*time.Second)
+	if len(claimants) != 0 || len(resume) != 0 {
+		t.Errorf("claimants %v, resume %v: want none", claimants, resume)
+	}
+	if diff := cmp.Diff(map[string]string{recAllocC1: "r-1", recAllocA: "r-2"}, forRes); diff != "" {
+		t.Errorf("stopping for a reservation (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{recAllocC2, "gone"}, stale); diff != "" {
+		t.Errorf("stale (-want +got):\n%s", diff)
 	}
 }
