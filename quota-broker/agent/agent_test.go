@@ -80,6 +80,37 @@ func (f *fakeNomad) remember(t *testing.T, r *http.Request, body []byte) {
 	}
 }
 
+// setAlloc serves the recorded allocation id changed by change (its
+// stub as JSON: ClientStatus, DesiredStatus, TaskStates, ...).
+func (f *fakeNomad) setAlloc(t *testing.T, id string, change func(al map[string]any)) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data, ok := f.override["allocations.json"]
+	if !ok {
+		var err error
+		if data, err = os.ReadFile(filepath.Join(recorded, "allocations.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var allocs []map[string]any
+	if err := json.Unmarshal(data, &allocs); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, al := range allocs {
+		if al["ID"] == id {
+			change(al)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no recorded allocation %s", id)
+	}
+	data, _ = json.Marshal(allocs)
+	f.setOverride("allocations.json", data)
+}
+
 func (f *fakeNomad) setOverride(name string, data []byte) {
 	if f.override == nil {
 		f.override = map[string][]byte{}

@@ -233,3 +233,76 @@ func TestSuccessorPlansWithTheStoredJobTimes(t *testing.T) {
 		t.Fatalf("the successor's job times (-want +got):\n%s", diff)
 	}
 }
+
+// The recorded (complete) allocation of workspace-b/training: 3 GPUs.
+const recAllocB = "1b43c480-eb67-e215-31e7-cc0ac6da9d1f"
+
+// L11, L12 (issue 9 item 5): a leader admits the flex request
+// workspace-b/training (max_run 1h) into 4 free GPUs, writing admitted_at
+// before the move; Nomad starts its allocation a few seconds later. A
+// successor (a new Actor, the same store) counts max_run from the stored
+// admitted_at, not from the allocation's start, so L11.max_run stops it at
+// the instant its predecessor would have, and it repeats nothing.
+func TestSuccessorCountsMaxRunFromTheAdmissionItsPredecessorMade(t *testing.T) {
+	f := newFakeNomad(t)
+	f.setJobMeta(t, "workspace-b", "training", "gputide_flex_max_run", "1h")
+	f.dynamic = true
+	f.setAlloc(t, recAllocA, func(al map[string]any) { al["ClientStatus"], al["DesiredStatus"] = "complete", "stop" })
+	st := store.NewMemory()
+	ctx := context.Background()
+	var logs syncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	jobB := store.JobID{Namespace: "workspace-b", Job: "training"}
+	_, stop1 := stoppableAgent(t, f, st, 5*time.Second, log.Named("first"))
+	var admitted time.Time
+	until(t, "the flex request admitted (and the meta errors written)", 10*time.Second, func() bool {
+		rec, err := st.Job(ctx, jobB)
+		admitted = rec.AdmittedAt
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, j := range []string{"workspace-b/training", "workspace-c/bad-idle", "workspace-c/bad-maxrun"} {
+			if !slices.Contains(f.registered, j) {
+				return false
+			}
+		}
+		return err == nil && !admitted.IsZero()
+	})
+	stop1()
+	// Nomad places the admitted job 3 s after the admission.
+	started := admitted.Add(3 * time.Second)
+	f.setAlloc(t, recAllocB, func(al map[string]any) {
+		al["ClientStatus"], al["DesiredStatus"] = "running", "run"
+		states := al["TaskStates"].(map[string]any)
+		train := states["train"].(map[string]any)
+		train["StartedAt"], train["FinishedAt"], train["State"] = started.Format(time.RFC3339Nano), nil, "running"
+	})
+	writes1 := f.allWrites()
+
+	a2, _ := stoppableAgent(t, f, st, 5*time.Second, log.Named("second"))
+	until(t, "the successor leads", 10*time.Second, func() bool { h := a2.Health(); return h.IsLeader && h.Acting })
+	mark := a2.Health().LastPlanAt
+	until(t, "more cycles of the successor", 10*time.Second, func() bool { return a2.Health().LastPlanAt.After(mark.Add(200 * time.Millisecond)) })
+	snap, p := lastOf(a2)
+	var got []plan.Allocation
+	for _, al := range snap.Allocations {
+		if al.MaxRun > 0 {
+			got = append(got, plan.Allocation{ID: al.ID, AdmittedAt: al.AdmittedAt, MaxRun: al.MaxRun, StartedAt: al.StartedAt})
+		}
+	}
+	want := []plan.Allocation{{ID: recAllocB, AdmittedAt: admitted, MaxRun: time.Hour, StartedAt: started}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the successor's flex allocation (-want +got):\n%s", diff)
+	}
+	stopAt := admitted.Add(time.Hour - plan.DefaultKillTimeout)
+	if p.WakeAt.IsZero() || p.WakeAt.After(stopAt) {
+		t.Errorf("the successor plans again at %v, after the L11.max_run stop at %v", p.WakeAt, stopAt)
+	}
+	if strings.Contains(logs.String(), "second: plan carried out") || !slices.Equal(f.allWrites(), writes1) {
+		t.Errorf("the successor wrote to Nomad: %v after %v", f.allWrites()[len(writes1):], writes1)
+	}
+}
