@@ -387,6 +387,8 @@ func testJobs(t *testing.T, s *KV) {
 		{"workspace-a", "sweep/run-1"}:          {FirstSeen: t0, QueuedAt: t0.Add(time.Minute), AdmittedAt: t0.Add(2 * time.Minute), JobModifyIndex: 42},
 		{"workspace-a", "sweep/run-1/dispatch"}: {FirstSeen: t0.Add(time.Second), QueuedAt: t0},
 		{"workspace-b", "100%/x y"}:             {FirstSeen: t0, QueuedAt: t0},
+		{"workspace-b", ".."}:                   {FirstSeen: t0, QueuedAt: t0}, // not a directory to HTTP
+		{"workspace-b", "."}:                    {FirstSeen: t0, QueuedAt: t0},
 	}
 	for id, r := range recs {
 		if err := s.PutJob(ctx, nil, id, r); err != nil {
