@@ -329,10 +329,12 @@ func (a *Agent) fresh() (bool, string) {
 
 // cycle plans once and, when this agent holds the leader lock and the
 // state is fresh, acts (L12), in these steps: read the store (job records,
-// intents), build the snapshot with the intents as StoppingFor and the
-// recorded admissions as accepted, record new jobs and drop stale intents
-// (leader), plan, and carry the plan out through the fence. A standby
-// stops after planning, as a dry run does.
+// intents, holds), build the snapshot with the intents as StoppingFor, the
+// recorded admissions as accepted, the recorded first_seen, queued_at and
+// admitted_at as the job times (L11) and the stored holds (L10), record new
+// jobs and drop stale intents (leader), plan, write the plan's holds
+// (leader), and carry the plan out through the fence. A standby stops
+// after planning, as a dry run does.
 func (a *Agent) cycle(ctx context.Context) {
 	st := a.watcher.Status()
 	state := a.watcher.State()
@@ -401,12 +403,16 @@ func (a *Agent) cycle(ctx context.Context) {
 	start := a.now()
 	a.actor.State = state
 	a.actor.Forget(state)
-	stopping, resume, staleIntents := view.stopping(a.actor.Stopping(), state, a.cfg.HoldingPool, start, a.cfg.Staleness)
+	stopping, forRes, resume, staleIntents := view.stopping(a.actor.Stopping(), a.actor.StoppingForReservation(), state,
+		a.cfg.HoldingPool, start, a.cfg.Staleness)
 	accepted := func(k plan.JobKey) bool { return a.actor.Accepted(k) || view.admitted(k) }
+	if !a.dryRun { // the holds are the store's (a dry run writes none: it keeps its own)
+		holds = heldFor(view.planHolds(start), res)
+	}
 	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
-		Reservations: res, Holds: holds, StoppingForReservation: a.actor.StoppingForReservation(), AdmittedAt: a.actor.AdmittedAt,
-		Requeued: a.actor.Requeued}
+		Reservations: res, Holds: holds, StoppingForReservation: forRes}
+	view.timesInput(&in, a.actor)
 	b := state.Build(in)
 	// The store's first start (no job records yet): what runs in a real
 	// pool was there before the broker and is accepted as it is; past it,
@@ -467,6 +473,12 @@ func (a *Agent) cycle(ctx context.Context) {
 	vcancel()
 	if err != nil {
 		a.setActing(false, fmt.Sprintf("the leader lock could not be verified: %v", err))
+		return
+	}
+	// The plan's holds are written before its stops (L12), so a successor
+	// keeps them and does not drain again.
+	if err := a.recordHolds(ctx, lock, view, p, res, start); err != nil {
+		a.setActing(false, fmt.Sprintf("failed to record the holds in the store: %v", err))
 		return
 	}
 	a.setActing(true, "")

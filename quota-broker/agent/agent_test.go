@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +30,92 @@ type fakeNomad struct {
 	down   bool
 	writes []string
 	kick   chan struct{} // closed to end the open streams
+	// override serves other content for a recorded file (setJobMeta).
+	override map[string][]byte
+	// dynamic: a registered job is served as registered (its pool, its
+	// meta) and a stopped allocation as stopping, to the next lister (a
+	// successor broker); registered lists the jobs registered, ns/id.
+	dynamic    bool
+	registered []string
+}
+
+// remember applies a write to what the fake serves next (dynamic only):
+// PUT /v1/jobs serves the job as registered, PUT /v1/allocation/<id>/stop
+// marks the allocation stopping (desired status stop). f.mu is held.
+func (f *fakeNomad) remember(t *testing.T, r *http.Request, body []byte) {
+	switch {
+	case r.Method == http.MethodPut && r.URL.Path == "/v1/jobs":
+		var req struct{ Job map[string]any }
+		if err := json.Unmarshal(body, &req); err != nil || req.Job == nil {
+			t.Errorf("register body: %v", err)
+			return
+		}
+		ns, _ := req.Job["Namespace"].(string)
+		id, _ := req.Job["ID"].(string)
+		data, _ := json.Marshal(req.Job)
+		f.setOverride("job-"+ns+"-"+id+".json", data)
+		f.registered = append(f.registered, ns+"/"+id)
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/allocation/") && strings.HasSuffix(r.URL.Path, "/stop"):
+		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/allocation/"), "/stop")
+		data, ok := f.override["allocations.json"]
+		if !ok {
+			var err error
+			if data, err = os.ReadFile(filepath.Join(recorded, "allocations.json")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		var allocs []map[string]any
+		if err := json.Unmarshal(data, &allocs); err != nil {
+			t.Error(err)
+			return
+		}
+		for _, al := range allocs {
+			if al["ID"] == id {
+				al["DesiredStatus"] = "stop"
+			}
+		}
+		data, _ = json.Marshal(allocs)
+		f.setOverride("allocations.json", data)
+	}
+}
+
+// setAlloc serves the recorded allocation id changed by change (its
+// stub as JSON: ClientStatus, DesiredStatus, TaskStates, ...).
+func (f *fakeNomad) setAlloc(t *testing.T, id string, change func(al map[string]any)) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data, ok := f.override["allocations.json"]
+	if !ok {
+		var err error
+		if data, err = os.ReadFile(filepath.Join(recorded, "allocations.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var allocs []map[string]any
+	if err := json.Unmarshal(data, &allocs); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, al := range allocs {
+		if al["ID"] == id {
+			change(al)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no recorded allocation %s", id)
+	}
+	data, _ = json.Marshal(allocs)
+	f.setOverride("allocations.json", data)
+}
+
+func (f *fakeNomad) setOverride(name string, data []byte) {
+	if f.override == nil {
+		f.override = map[string][]byte{}
+	}
+	f.override[name] = data
 }
 
 func newFakeNomad(t *testing.T) *fakeNomad {
@@ -42,10 +130,17 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 	}
 	done := make(chan struct{})
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Method != http.MethodGet {
+			body, _ = io.ReadAll(r.Body)
+		}
 		f.mu.Lock()
 		down, kick := f.down, f.kick
 		if !down && r.Method != http.MethodGet {
 			f.writes = append(f.writes, r.Method+" "+r.URL.Path)
+			if f.dynamic {
+				f.remember(t, r, body)
+			}
 		}
 		f.mu.Unlock()
 		if down {
@@ -91,14 +186,45 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 			http.Error(w, "not found", http.StatusNotFound)
 			return
 		}
-		data, err := os.ReadFile(filepath.Join(recorded, name))
-		if err != nil {
-			t.Error(err)
+		f.mu.Lock()
+		data, ok := f.override[name]
+		f.mu.Unlock()
+		if !ok {
+			var err error
+			if data, err = os.ReadFile(filepath.Join(recorded, name)); err != nil {
+				t.Error(err)
+			}
 		}
 		_, _ = w.Write(data)
 	}))
 	t.Cleanup(func() { close(done); f.srv.Close() })
 	return f
+}
+
+// setJobMeta serves the recorded job ns/id with meta key set to value.
+func (f *fakeNomad) setJobMeta(t *testing.T, ns, id, key, value string) {
+	t.Helper()
+	name := "job-" + ns + "-" + id + ".json"
+	data, err := os.ReadFile(filepath.Join(recorded, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j map[string]any
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := j["Meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[key] = value
+	j["Meta"] = meta
+	if data, err = json.Marshal(j); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.setOverride(name, data)
 }
 
 func (f *fakeNomad) setDown(down bool) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,14 +111,18 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // storeView is what one cycle reads from the store: the broker's job
-// records and the intents of stops (DESIGN §6).
+// records (first_seen, queued_at, admitted_at), the intents of stops and
+// the holds (DESIGN §6, L11, L12). The store is the source of truth for
+// them: a successor reads what its predecessor wrote and plans the same.
 type storeView struct {
 	jobs    map[store.JobID]store.JobRecord
 	intents []store.Intent
+	holds   []store.Hold
 	leader  string
 }
 
-// readStore reads the job records, the intents and the leader's name.
+// readStore reads the job records, the intents, the holds and the
+// leader's name.
 func (a *Agent) readStore(ctx context.Context) (*storeView, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -129,11 +134,68 @@ func (a *Agent) readStore(ctx context.Context) (*storeView, error) {
 	if err != nil {
 		return nil, err
 	}
+	holds, err := a.store.Holds(ctx)
+	if err != nil {
+		return nil, err
+	}
 	leader, err := a.store.Leader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &storeView{jobs: jobs, intents: intents, leader: leader}, nil
+	return &storeView{jobs: jobs, intents: intents, holds: holds, leader: leader}, nil
+}
+
+// firstSeen is the job's first_seen (its place in the order of L3, DESIGN
+// L11), zero without a record.
+func (v *storeView) firstSeen(k plan.JobKey) time.Time { return v.jobs[jobID(k)].FirstSeen }
+
+// queuedAt is the job's queued_at (first_seen, or the broker's last move
+// of it back to the holding pool; max_wait counts from it, L11.expire),
+// zero without a record.
+func (v *storeView) queuedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].QueuedAt }
+
+// admittedAt is the job's admitted_at (max_run and settle count from it,
+// L11.max_run, L11.settle), zero when the store has none.
+func (v *storeView) admittedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].AdmittedAt }
+
+// planHolds returns the stored holds that have not ended at now (Until
+// after now), one per owner and node, sorted by owner then node: the
+// snapshot's holds (DESIGN L10).
+func (v *storeView) planHolds(now time.Time) []plan.Hold {
+	var out []plan.Hold
+	for _, h := range v.holds {
+		for _, ph := range h.PlanHolds() {
+			if ph.Until.After(now) {
+				out = append(out, ph)
+			}
+		}
+	}
+	slices.SortFunc(out, compareHolds)
+	return out
+}
+
+func compareHolds(p, q plan.Hold) int {
+	return cmp.Or(cmp.Compare(p.For.Reservation, q.For.Reservation), p.For.Group.Compare(q.For.Group), cmp.Compare(p.Node, q.Node))
+}
+
+// timesInput fills in the job times of in from the store (first_seen,
+// queued_at, admitted_at, DESIGN L11), each falling back to what the Actor
+// remembers of this process when the store has no value (a dry run writes
+// no records).
+func (v *storeView) timesInput(in *nomad.BuildInput, actor *nomad.Actor) {
+	in.FirstSeen = v.firstSeen
+	in.AdmittedAt = func(k plan.JobKey) time.Time {
+		if t := v.admittedAt(k); !t.IsZero() {
+			return t
+		}
+		return actor.AdmittedAt(k)
+	}
+	in.Requeued = func(k plan.JobKey) time.Time {
+		if t := v.queuedAt(k); !t.IsZero() {
+			return t
+		}
+		return actor.Requeued(k)
+	}
 }
 
 // jobID is the store's name of a job.
@@ -150,27 +212,38 @@ func (v *storeView) admitted(key plan.JobKey) bool {
 
 // stopping merges the actor's own stops with the intents read back (L12: a
 // successor repeats nothing and finishes what was begun). An intent counts
-// as StoppingFor while its allocation is live and either being stopped, or
-// announced less than grace ago (the call may still be reaching Nomad), or
-// announced and not made while its claimant still waits in the holding
-// pool: the predecessor died between the stops of one preemption, and the
-// stop is returned in resume for this leader to make (once: the
-// allocation is not being stopped yet). The intents to delete are
-// returned in stale: their allocation is gone, or their stop was never made
-// and its claimant no longer waits (the plan decides again).
-func (v *storeView) stopping(own map[string]plan.GroupKey, s *nomad.State, holdingPool string, now time.Time,
-	grace time.Duration) (out map[string]plan.GroupKey, resume []plan.Action, stale []string) {
+// as StoppingFor (or, for a stop made for a reservation, rules L10.drain
+// and L10.start, as StoppingForReservation) while its allocation is live
+// and either being stopped, or announced less than grace ago (the call may
+// still be reaching Nomad), or announced and not made while its claimant
+// still waits in the holding pool: the predecessor died between the stops
+// of one preemption, and the stop is returned in resume for this leader
+// to make (once: the allocation is not being stopped yet). The intents to
+// delete are returned in stale: their allocation is gone, or their stop
+// was never made and its claimant no longer waits (the plan decides
+// again; for a reservation's stop, the next drain).
+func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]string, s *nomad.State, holdingPool string,
+	now time.Time, grace time.Duration) (out map[string]plan.GroupKey, forRes map[string]string, resume []plan.Action, stale []string) {
 	out = maps.Clone(own)
 	if out == nil {
 		out = map[string]plan.GroupKey{}
 	}
+	forRes = maps.Clone(ownRes)
+	if forRes == nil {
+		forRes = map[string]string{}
+	}
 	for _, in := range v.intents {
 		al, ok := s.Alloc(in.Alloc)
 		_, mine := out[in.Alloc]
+		_, mineRes := forRes[in.Alloc]
 		switch {
 		case !ok || !al.Live():
 			stale = append(stale, in.Alloc)
-		case mine:
+		case mine || mineRes:
+		case in.Reservation != "" && (al.Stopping() || now.Sub(in.At) < grace):
+			forRes[in.Alloc] = in.Reservation
+		case in.Reservation != "":
+			stale = append(stale, in.Alloc)
 		case al.Stopping() || now.Sub(in.At) < grace:
 			out[in.Alloc] = in.For
 		case claimantWaits(s, in.For, holdingPool):
@@ -182,7 +255,7 @@ func (v *storeView) stopping(own map[string]plan.GroupKey, s *nomad.State, holdi
 			stale = append(stale, in.Alloc)
 		}
 	}
-	return out, resume, stale
+	return out, forRes, resume, stale
 }
 
 // claimantWaits reports whether the claimant's job waits in the holding
@@ -196,21 +269,37 @@ func claimantWaits(s *nomad.State, claimant plan.GroupKey, holdingPool string) b
 }
 
 // recordJobs is the leader's bookkeeping before it acts: each governed job
-// gets its record (first_seen = queued_at = now; admitted_at = now for
-// the jobs accepted at the store's first start), intents whose allocation
-// is gone are deleted, and so are the records of jobs Nomad no longer has.
+// gets its record (first_seen = queued_at = when it was first submitted as
+// far as Nomad tells, nomad.Submitted, never later than now, so the order
+// of L3 does not change once it is recorded; admitted_at, for the jobs
+// accepted at the store's first start, = the earliest start of their live
+// allocations, else now: a flex request's max_run counts from when it
+// began to run, L11.max_run), intents whose allocation is gone are
+// deleted, and so are the records of jobs Nomad no longer has.
 func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *nomad.Build, s *nomad.State,
 	staleIntents []string, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
+	var started map[plan.JobKey]time.Time
 	for _, k := range slices.SortedFunc(maps.Keys(b.Jobs), plan.JobKey.Compare) {
 		id := jobID(k)
 		if _, ok := v.jobs[id]; ok {
 			continue
 		}
-		rec := store.JobRecord{FirstSeen: now, QueuedAt: now}
-		if jv := b.Jobs[k]; !jv.Holding && !jv.Direct {
+		jv := b.Jobs[k]
+		seen := now
+		if t := nomad.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
+			seen = t
+		}
+		rec := store.JobRecord{FirstSeen: seen, QueuedAt: seen}
+		if !jv.Holding && !jv.Direct {
+			if started == nil {
+				started = firstStarts(s)
+			}
 			rec.AdmittedAt = now
+			if t, ok := started[k]; ok && t.Before(now) {
+				rec.AdmittedAt = t
+			}
 		}
 		if err := a.store.PutJob(ctx, lock, id, rec); err != nil {
 			return err
@@ -233,6 +322,82 @@ func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, 
 	return nil
 }
 
+// firstStarts is the earliest start of each job's live allocations.
+func firstStarts(s *nomad.State) map[plan.JobKey]time.Time {
+	out := map[plan.JobKey]time.Time{}
+	for _, al := range s.Allocs() {
+		if !al.Live() || al.StartedAt.IsZero() {
+			continue
+		}
+		if t, ok := out[al.JobKey()]; !ok || al.StartedAt.Before(t) {
+			out[al.JobKey()] = al.StartedAt
+		}
+	}
+	return out
+}
+
+// recordHolds is the leader's write of the plan's holds (DESIGN L10 drain,
+// L5 pre-warm; L12: before it acts, fenced by the lock), one record per
+// owner in holds/<owner>: the plan's hold actions are merged into the
+// stored ones (nomad.MergeHold: GPUs added, the later end kept), node
+// entries ended by now are dropped, and an owner left with none, or a
+// reservation not among the unended bookings res, is deleted. Only the
+// records that change are written; v.holds is updated to what is stored.
+func (a *Agent) recordHolds(ctx context.Context, lock *store.Lock, v *storeView, p *plan.Plan, res []plan.Reservation,
+	now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	before := map[plan.HoldOwner]store.Hold{}
+	after := map[plan.HoldOwner][]plan.Hold{}
+	for _, h := range v.holds {
+		before[h.For] = h
+		after[h.For] = h.PlanHolds()
+	}
+	for _, act := range p.Actions {
+		if h, ok := nomad.HoldAction(act); ok {
+			after[h.For] = nomad.MergeHold(after[h.For], h)
+		}
+	}
+	known := make(map[string]bool, len(res))
+	for _, r := range res {
+		known[r.ID] = true
+	}
+	var kept []store.Hold
+	for _, owner := range slices.SortedFunc(maps.Keys(after), compareOwners) {
+		hs := slices.DeleteFunc(after[owner], func(h plan.Hold) bool { return !h.Until.After(now) })
+		old, stored := before[owner]
+		if len(hs) == 0 || (owner.Reservation != "" && !known[owner.Reservation]) {
+			if stored {
+				if err := a.store.DeleteHold(ctx, lock, owner); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		rec := store.HoldOf(owner, hs)
+		if !stored || !sameHold(old, rec) {
+			if err := a.store.PutHold(ctx, lock, rec); err != nil {
+				return err
+			}
+		}
+		kept = append(kept, rec)
+	}
+	v.holds = kept
+	return nil
+}
+
+func compareOwners(p, q plan.HoldOwner) int {
+	return cmp.Or(cmp.Compare(p.Reservation, q.Reservation), p.Group.Compare(q.Group))
+}
+
+// sameHold reports whether two records of one owner hold the same GPUs of
+// the same nodes until the same instants.
+func sameHold(p, q store.Hold) bool {
+	return slices.EqualFunc(p.Nodes, q.Nodes, func(x, y store.HeldGPUs) bool {
+		return x.Node == y.Node && x.Until.Equal(y.Until) && slices.Equal(x.GPUIDs, y.GPUIDs)
+	})
+}
+
 // recordPreemptions writes the preemptions of one Execute into the
 // store's history (DESIGN §6, L8).
 func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nomad.Outcome) {
@@ -240,7 +405,10 @@ func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nom
 	defer cancel()
 	for _, s := range out.Preempted {
 		p := store.Preemption{At: s.Time, Alloc: s.Alloc, Namespace: s.Namespace, Job: s.Job, GPUs: s.GPUs,
-			For: s.Claimant.String(), Rule: string(s.Rule), Node: s.Node, Reason: s.Reason}
+			Reservation: s.Reservation, Rule: string(s.Rule), Node: s.Node, Reason: s.Reason}
+		if !s.Claimant.IsZero() { // a drain stop has none: not "//"
+			p.For = s.Claimant.String()
+		}
 		if err := a.store.AddPreemption(ctx, lock, p); err != nil {
 			a.log.Error("failed to record a preemption in the store", "alloc", s.Alloc, "error", err)
 		}
@@ -293,7 +461,7 @@ func (f *fence) BeforeStop(ctx context.Context, act plan.Action) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	return f.a.store.PutIntent(ctx, f.lock, store.Intent{Alloc: act.Alloc, Action: "stop", Namespace: act.Namespace,
-		Job: act.Job, For: act.For, Rule: string(act.Rule), At: f.now().UTC()})
+		Job: act.Job, For: act.For, Reservation: act.Reservation, Rule: string(act.Rule), At: f.now().UTC()})
 }
 
 // Withdraw deletes the intent of an announced stop that was not made.

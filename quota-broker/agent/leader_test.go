@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,15 @@ const (
 
 // leaderAgent starts an agent on the fake Nomad and the shared store st.
 func leaderAgent(t *testing.T, f *fakeNomad, st store.Store, staleness time.Duration, log hclog.Logger) *Agent {
+	t.Helper()
+	a, _ := stoppableAgent(t, f, st, staleness, log)
+	return a
+}
+
+// stoppableAgent is leaderAgent with a stop function (a graceful stop:
+// the last cycle ends, then the lock is released); the test's cleanup
+// calls it too.
+func stoppableAgent(t *testing.T, f *fakeNomad, st store.Store, staleness time.Duration, log hclog.Logger) (*Agent, func()) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
@@ -49,13 +59,17 @@ http_bind  = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	return a
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return a, stop
 }
 
 func (f *fakeNomad) allWrites() []string {

@@ -199,28 +199,39 @@ func (x *execution) keepHolds() {
 	a.cal.mu.Lock()
 	defer a.cal.mu.Unlock()
 	for _, act := range x.p.Actions {
-		if act.Action != plan.ActionHold {
-			continue
-		}
-		owner := plan.HoldOwner{Reservation: act.Reservation}
-		if owner.Reservation == "" {
-			owner.Group = act.For
-		}
-		if owner.IsZero() || act.Node == "" || len(act.GPUIDs) == 0 {
+		h, ok := HoldAction(act)
+		if !ok {
 			continue
 		}
 		if a.cal.holds == nil {
 			a.cal.holds = map[plan.HoldOwner][]plan.Hold{}
 		}
-		a.cal.holds[owner] = mergeHold(a.cal.holds[owner], plan.Hold{For: owner, Node: act.Node,
-			GPUIDs: slices.Clone(act.GPUIDs), Until: act.Until})
+		a.cal.holds[h.For] = MergeHold(a.cal.holds[h.For], h)
 		x.out.Held++
 	}
 }
 
-// mergeHold adds h to hs, the holds of one owner: on a node already held
-// its GPUs are added (sorted, once) and the later Until kept.
-func mergeHold(hs []plan.Hold, h plan.Hold) []plan.Hold {
+// HoldAction returns the hold of a plan's hold action (DESIGN L10 drain,
+// L5 pre-warm): owner the reservation, else the claimant (For); ok false
+// for another action or one without an owner, a node or GPUs.
+func HoldAction(act plan.Action) (h plan.Hold, ok bool) {
+	if act.Action != plan.ActionHold {
+		return plan.Hold{}, false
+	}
+	owner := plan.HoldOwner{Reservation: act.Reservation}
+	if owner.Reservation == "" {
+		owner.Group = act.For
+	}
+	if owner.IsZero() || act.Node == "" || len(act.GPUIDs) == 0 {
+		return plan.Hold{}, false
+	}
+	return plan.Hold{For: owner, Node: act.Node, GPUIDs: slices.Clone(act.GPUIDs), Until: act.Until}, true
+}
+
+// MergeHold adds h to hs, the holds of one owner: on a node already held
+// its GPUs are added (sorted, once) and the later Until kept. The agent's
+// store records (holds/<owner>) merge the same way.
+func MergeHold(hs []plan.Hold, h plan.Hold) []plan.Hold {
 	for i := range hs {
 		if hs[i].Node != h.Node {
 			continue
@@ -388,7 +399,23 @@ func groupKillTimeout(j *api.Job, group string) time.Duration {
 	return most
 }
 
-// requeuedPending is step 5c of Build: a pending group of a job the broker
+// firstSeenPending is step 5c of Build: a pending group of a job the
+// broker has a first_seen for (the store's jobs/ record, DESIGN L11) has
+// its place in the order of L3 from it (SubmittedAt), not from Nomad's
+// SubmitTime, which every registration (the broker's own moves between
+// pools, a user's update) resets.
+func firstSeenPending(pending []plan.Pending, firstSeen func(plan.JobKey) time.Time) {
+	if firstSeen == nil {
+		return
+	}
+	for i := range pending {
+		if t := firstSeen(pending[i].JobKey()); !t.IsZero() {
+			pending[i].SubmittedAt = t
+		}
+	}
+}
+
+// requeuedPending is step 5d of Build: a pending group of a job the broker
 // queued again (rule L11.settle) is queued since then (QueuedAt; max_wait
 // counts from it, DESIGN L11), when that is after its submission.
 func requeuedPending(pending []plan.Pending, requeued func(plan.JobKey) time.Time) {

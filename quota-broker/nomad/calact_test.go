@@ -312,3 +312,43 @@ func TestTimedAllocationsFallBackToTheFirstStartForFlex(t *testing.T) {
 		}
 	}
 }
+
+// A pending group's place in the order of L3 comes from the broker's
+// first_seen (FirstSeen), not Nomad's SubmitTime, and its queue time from
+// queued_at (Requeued) when the broker queued it again after first seeing
+// it (DESIGN L11); a queued_at not after first_seen leaves QueuedAt zero.
+func TestBuildOrdersPendingByFirstSeenAndQueuesFromQueuedAt(t *testing.T) {
+	_, s := listRecorded(t)
+	jobB := plan.JobKey{Namespace: "workspace-b", Job: "training"}
+	seen, queued := at(t).Add(-3*time.Hour), at(t).Add(-time.Hour)
+	build := func(first, requeued time.Time) plan.Pending {
+		b := s.Build(BuildInput{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(),
+			Accepted:  func(plan.JobKey) bool { return true },
+			FirstSeen: func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: first}[k] },
+			Requeued:  func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: requeued}[k] }})
+		for _, pg := range b.Snapshot.Pending {
+			if pg.JobKey() == jobB {
+				return plan.Pending{SubmittedAt: pg.SubmittedAt, QueuedAt: pg.QueuedAt}
+			}
+		}
+		t.Fatalf("workspace-b/training is not pending: %+v", b.Snapshot.Pending)
+		return plan.Pending{}
+	}
+	submittedB := Submitted(s.Job("workspace-b", "training"))
+	if submittedB.IsZero() || submittedB.Equal(seen) {
+		t.Fatalf("recorded submission %v", submittedB)
+	}
+	for _, c := range []struct {
+		name            string
+		first, requeued time.Time
+		want            plan.Pending
+	}{
+		{"no record", time.Time{}, time.Time{}, plan.Pending{SubmittedAt: submittedB}},
+		{"first seen", seen, seen, plan.Pending{SubmittedAt: seen}},
+		{"requeued", seen, queued, plan.Pending{SubmittedAt: seen, QueuedAt: queued}},
+	} {
+		if diff := cmp.Diff(c.want, build(c.first, c.requeued)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+}

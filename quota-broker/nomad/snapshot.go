@@ -43,11 +43,17 @@ type BuildInput struct {
 	// StoppingForReservation maps allocations the broker stopped for a
 	// reservation to its ID (Actor.StoppingForReservation).
 	StoppingForReservation map[string]string
-	// AdmittedAt says when the broker admitted a job (Actor.AdmittedAt);
+	// AdmittedAt says when the broker admitted a job: the store's
+	// admitted_at (jobs/<ns>/<job>) in the agent, else Actor.AdmittedAt;
 	// nil or zero: unknown (see timedAllocations).
 	AdmittedAt func(job plan.JobKey) time.Time
-	// Requeued says when the broker last queued a job again (rule
-	// L11.settle, Actor.Requeued); nil or zero: never.
+	// FirstSeen says when the broker first saw a job: the store's
+	// first_seen in the agent (DESIGN L11: the order of L3); nil or zero:
+	// the job's gputide_submitted meta, else its SubmitTime (Submitted).
+	FirstSeen func(job plan.JobKey) time.Time
+	// Requeued says when the broker last queued a job: the store's
+	// queued_at in the agent, else Actor.Requeued (rule L11.settle); nil,
+	// zero or not after the job's first sight: never requeued.
 	Requeued func(job plan.JobKey) time.Time
 	// Reservations are the unended bookings, passed on as
 	// plan.Snapshot.Reservations.
@@ -116,7 +122,9 @@ type Build struct {
 //     priority and gputide meta; stopping ones carry their claimant
 //     (StoppingFor), or UnknownClaimant. The live allocations of a job
 //     registered straight into a pool are left out (L3 decides on it as
-//     pending);
+//     pending); 5a timedAllocations: kill_timeout, max_run and admitted_at
+//     (AdmittedAt); 5c firstSeenPending and 5d requeuedPending: a pending
+//     group's place in the order (FirstSeen) and queue time (Requeued);
 //  6. idleGroups: groups with a gputide-idle scaling policy become the
 //     snapshot's idle groups (issue 11 item 4);
 //  7. prewarms: groups with a gputide-schedule scaling policy whose next
@@ -162,6 +170,7 @@ func (s *State) Build(in BuildInput) *Build {
 	}
 	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
 	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
+	firstSeenPending(snap.Pending, in.FirstSeen)
 	requeuedPending(snap.Pending, in.Requeued)
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
 	snap.Reservations, snap.Holds = in.Reservations, in.Holds
@@ -432,6 +441,12 @@ func datacenters(dcs []string) []string {
 
 // submitted is when the job was first submitted as far as Nomad remembers:
 // the broker's own meta writes keep it in gputide_submitted.
+// Submitted is when job j was first submitted, as far as Nomad tells: its
+// gputide_submitted meta (written by the broker at its first move), else
+// its SubmitTime; zero when neither is known. The agent records it as the
+// job's first_seen when it first sees the job (never later than then).
+func Submitted(j *api.Job) time.Time { return submitted(j) }
+
 func submitted(j *api.Job) time.Time {
 	if v, ok := j.Meta[MetaSubmitted]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {

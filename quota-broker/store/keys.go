@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
 )
 
 // Key is a key of the store relative to its prefix (DESIGN §6). Build keys
@@ -50,9 +52,57 @@ func JobKey(id JobID) Key { return dirJobs + Key(escape(id.Namespace)+"/"+escape
 // IntentKey is intents/<alloc>.
 func IntentKey(alloc string) Key { return dirIntents + Key(escape(alloc)) }
 
-// HoldKey is holds/<owner>; owner is a reservation ID or a claimant
-// ("namespace/job/group"), escaped into one segment.
-func HoldKey(owner string) Key { return dirHolds + Key(escape(owner)) }
+// The two kinds of hold owner under dirHolds.
+const (
+	holdReservation = "reservation/"
+	holdGroup       = "group/"
+)
+
+// HoldKey is holds/<owner>: holds/reservation/<id> for a reservation,
+// holds/group/<namespace>/<job>/<group> for a claimant task group (a
+// pre-warm, DESIGN L5), each part escaped (job IDs and group names may
+// contain "/"). An owner that names both or neither has no key ("").
+func HoldKey(owner plan.HoldOwner) Key {
+	switch {
+	case owner.Reservation != "" && owner.Group.IsZero():
+		return dirHolds + holdReservation + Key(escape(owner.Reservation))
+	case owner.Reservation == "" && owner.Group.Namespace != "" && owner.Group.Job != "" && owner.Group.Group != "":
+		g := owner.Group
+		return dirHolds + holdGroup + Key(escape(g.Namespace)+"/"+escape(g.Job)+"/"+escape(g.Group))
+	}
+	return ""
+}
+
+// parseHoldKey reads a HoldKey (relative to the prefix) back.
+func parseHoldKey(k Key) (plan.HoldOwner, error) {
+	rest, ok := strings.CutPrefix(string(k), string(dirHolds))
+	if !ok {
+		return plan.HoldOwner{}, fmt.Errorf("key %q is not under %s", k, dirHolds)
+	}
+	if id, ok := strings.CutPrefix(rest, holdReservation); ok {
+		idu, err := url.PathUnescape(id)
+		if err != nil || id == "" || strings.Contains(id, "/") {
+			return plan.HoldOwner{}, fmt.Errorf("key %q: want %s%s<id>", k, dirHolds, holdReservation)
+		}
+		return plan.HoldOwner{Reservation: idu}, nil
+	}
+	if g, ok := strings.CutPrefix(rest, holdGroup); ok {
+		parts := strings.Split(g, "/")
+		if len(parts) == 3 {
+			var out [3]string
+			bad := false
+			for i, p := range parts {
+				u, err := url.PathUnescape(p)
+				bad = bad || err != nil || u == ""
+				out[i] = u
+			}
+			if !bad {
+				return plan.HoldOwner{Group: plan.GroupKey{Namespace: out[0], Job: out[1], Group: out[2]}}, nil
+			}
+		}
+	}
+	return plan.HoldOwner{}, fmt.Errorf("key %q: want %s%s<id> or %s%s<namespace>/<job>/<group>", k, dirHolds, holdReservation, dirHolds, holdGroup)
+}
 
 // HistoryReservationKey is history/reservations/<id>.
 func HistoryReservationKey(id string) Key { return dirHistoryReservations + Key(escape(id)) }

@@ -5,17 +5,21 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
 )
 
 func TestKeys(t *testing.T) {
 	at := time.Date(2026, 12, 8, 9, 0, 0, 5, time.FixedZone("JST", 9*3600))
 	got := []Key{
 		ReservationKey("r-0ab1ff00"), JobKey(JobID{"workspace-a", "sweep/run-1"}), IntentKey("9f0c-1"),
-		HoldKey("workspace-b/train/g"), HistoryReservationKey("r-1"), HistoryPreemptionKey(at, "a/1"),
+		HoldKey(plan.HoldOwner{Group: plan.GroupKey{Namespace: "workspace-b", Job: "train/p", Group: "g/1"}}),
+		HistoryReservationKey("r-1"), HistoryPreemptionKey(at, "a/1"), HoldKey(plan.HoldOwner{Reservation: "r-1"}),
 	}
 	want := []Key{
 		"reservations/r-0ab1ff00", "jobs/workspace-a/sweep%2Frun-1", "intents/9f0c-1",
-		"holds/workspace-b%2Ftrain%2Fg", "history/reservations/r-1", "history/preemptions/20261208T000000.000000005Z-a%2F1",
+		"holds/group/workspace-b/train%2Fp/g%2F1", "history/reservations/r-1", "history/preemptions/20261208T000000.000000005Z-a%2F1",
+		"holds/reservation/r-1",
 	}
 	for i := range want {
 		if got[i] != want[i] {
@@ -37,6 +41,43 @@ func FuzzJobKey(f *testing.F) {
 		back, err := parseJobKey(JobKey(id))
 		if err != nil || back != id {
 			t.Fatalf("%+v -> %q -> %+v %v", id, JobKey(id), back, err)
+		}
+	})
+}
+
+// A hold owner names a reservation or a whole group, never both or
+// neither: the others have no key.
+func TestHoldKeyRefusesHalfOwners(t *testing.T) {
+	g := plan.GroupKey{Namespace: "ns", Job: "j", Group: "g"}
+	for _, o := range []plan.HoldOwner{{}, {Reservation: "r-1", Group: g}, {Group: plan.GroupKey{Namespace: "ns", Job: "j"}}} {
+		if k := HoldKey(o); k != "" {
+			t.Errorf("HoldKey(%+v) = %q, want none", o, k)
+		}
+	}
+	for _, k := range []Key{"holds/r-1", "holds/group/ns/j", "holds/group/ns/j/g/x", "holds/reservation/a/b", "holds/group/ns//g", "holds/reservation/%zz"} {
+		if o, err := parseHoldKey(k); err == nil {
+			t.Errorf("parseHoldKey(%q) = %+v, want an error", k, o)
+		}
+	}
+}
+
+// FuzzHoldKey: any reservation ID, and any namespace, job ID and group
+// name, give one key that reads back to the same owner.
+func FuzzHoldKey(f *testing.F) {
+	for _, s := range [][4]string{{"r-1", "default", "train", "g"}, {"a/b", "ns", "a/b/c", "g/1"}, {"100%", "a b", "é/../x", ".."}} {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	f.Fuzz(func(t *testing.T, id, ns, job, group string) {
+		owners := []plan.HoldOwner{{Reservation: id}, {Group: plan.GroupKey{Namespace: ns, Job: job, Group: group}}}
+		for _, o := range owners {
+			k := HoldKey(o)
+			if k == "" {
+				continue // an empty part: no owner
+			}
+			back, err := parseHoldKey(k)
+			if err != nil || back != o {
+				t.Fatalf("%+v -> %q -> %+v %v", o, k, back, err)
+			}
 		}
 	})
 }

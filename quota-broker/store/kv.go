@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/reservation"
 )
 
@@ -387,20 +388,57 @@ func (s *KV) DeleteIntent(ctx context.Context, lock *Lock, alloc string) error {
 	return s.del(ctx, "delete", lock, IntentKey(alloc))
 }
 
-// Holds implements Store.
-func (s *KV) Holds(ctx context.Context) ([]Hold, error) { return listDecode[Hold](ctx, s, dirHolds) }
-
-// PutHold implements Store.
-func (s *KV) PutHold(ctx context.Context, lock *Lock, h Hold) error {
-	if h.Owner == "" {
-		return newErr("put", dirHolds, ErrInvalid, errors.New("hold without an owner"))
+// Holds implements Store: every hold, in key order (reservations first,
+// then groups). A value whose owner is not its key's is ErrInvalid.
+func (s *KV) Holds(ctx context.Context) ([]Hold, error) {
+	es, _, err := s.b.list(ctx, dirHolds, 0)
+	if err != nil {
+		return nil, err
 	}
-	return s.put(ctx, "put", lock, HoldKey(h.Owner), h)
+	out := make([]Hold, 0, len(es))
+	for _, e := range es {
+		owner, err := parseHoldKey(e.Key)
+		if err != nil {
+			return nil, newErr("list", e.Key, ErrInvalid, err)
+		}
+		var h Hold
+		if err := decode(e, &h); err != nil {
+			return nil, err
+		}
+		if h.For != owner {
+			return nil, newErr("list", e.Key, ErrInvalid, fmt.Errorf("the value's owner %s is not the key's %s", h.For, owner))
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// PutHold implements Store: it writes holds/<owner> (fenced by lock when
+// non-nil). The owner is a reservation or a whole group key, never both;
+// each node entry names its node, at least one GPU and its end.
+func (s *KV) PutHold(ctx context.Context, lock *Lock, h Hold) error {
+	k := HoldKey(h.For)
+	if k == "" {
+		return newErr("put", dirHolds, ErrInvalid, fmt.Errorf("hold owner %+v: want a reservation ID or a namespace, job and group, not both", h.For))
+	}
+	if len(h.Nodes) == 0 {
+		return newErr("put", k, ErrInvalid, errors.New("hold without a node"))
+	}
+	for i, n := range h.Nodes {
+		if n.Node == "" || len(n.GPUIDs) == 0 || n.Until.IsZero() {
+			return newErr("put", k, ErrInvalid, fmt.Errorf("nodes[%d] = {node %q, %d GPUs, until %v}: want a node, GPUs and an end", i, n.Node, len(n.GPUIDs), n.Until))
+		}
+	}
+	return s.put(ctx, "put", lock, k, h)
 }
 
 // DeleteHold implements Store.
-func (s *KV) DeleteHold(ctx context.Context, lock *Lock, owner string) error {
-	return s.del(ctx, "delete", lock, HoldKey(owner))
+func (s *KV) DeleteHold(ctx context.Context, lock *Lock, owner plan.HoldOwner) error {
+	k := HoldKey(owner)
+	if k == "" {
+		return newErr("delete", dirHolds, ErrInvalid, fmt.Errorf("hold owner %+v: want a reservation ID or a namespace, job and group, not both", owner))
+	}
+	return s.del(ctx, "delete", lock, k)
 }
 
 // ReservationHistory implements Store.

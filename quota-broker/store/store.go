@@ -13,7 +13,10 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -133,18 +136,93 @@ type Intent struct {
 	Job       string `json:"job"`
 	// For is the claimant, {"namespace", "job", "group"} in JSON: a key,
 	// never a joined string (job IDs and group names may contain "/").
-	For  plan.GroupKey `json:"for,omitzero"`
-	Rule string        `json:"rule,omitempty"` // the law, e.g. "L5.1"
-	At   time.Time     `json:"at"`
+	For plan.GroupKey `json:"for,omitzero"`
+	// Reservation is the booking a stop of rule L10.drain or L10.start is
+	// made for (For is then zero).
+	Reservation string    `json:"reservation,omitempty"`
+	Rule        string    `json:"rule,omitempty"` // the law, e.g. "L5.1"
+	At          time.Time `json:"at"`
 }
 
-// Hold is the value of HoldKey: GPUs kept free for one owner until a time
-// (DESIGN L10).
+// Hold is the value of HoldKey: the GPUs kept free for one owner (DESIGN
+// L10: a reservation about to start; L5: a pre-warmed task group), one
+// entry per node, each until its own instant. Written by the leader
+// (fenced) when a plan emits hold actions, read back into the snapshot's
+// holds each cycle, deleted once every entry has ended. In JSON:
+//
+//	{"for": {"reservation": "r-1"} or {"namespace": "ns", "job": "j", "group": "g"},
+//	 "nodes": [{"node": "<node ID>", "gpu_ids": ["GPU-..."], "until": "<RFC 3339>"}]}
 type Hold struct {
-	Owner  string    `json:"owner"` // reservation ID or claimant "namespace/job/group"
-	Node   string    `json:"node"`  // Nomad node ID
-	GPUIDs []string  `json:"gpu_ids"`
+	For   plan.HoldOwner
+	Nodes []HeldGPUs
+}
+
+// HeldGPUs are the GPUs of one node held for a hold's owner until Until
+// (exclusive).
+type HeldGPUs struct {
+	Node   string    `json:"node"`    // Nomad node ID
+	GPUIDs []string  `json:"gpu_ids"` // device instance IDs
 	Until  time.Time `json:"until"`
+}
+
+// holdJSON is Hold's JSON shape: the owner as {"reservation"} or
+// {"namespace", "job", "group"}, never a joined string.
+type holdJSON struct {
+	For   holdOwnerJSON `json:"for"`
+	Nodes []HeldGPUs    `json:"nodes"`
+}
+
+type holdOwnerJSON struct {
+	Reservation string `json:"reservation,omitempty"`
+	*plan.GroupKey
+}
+
+// MarshalJSON writes h in its JSON shape.
+func (h Hold) MarshalJSON() ([]byte, error) {
+	o := holdOwnerJSON{Reservation: h.For.Reservation}
+	if !h.For.Group.IsZero() {
+		g := h.For.Group
+		o.GroupKey = &g
+	}
+	return json.Marshal(holdJSON{For: o, Nodes: h.Nodes})
+}
+
+// UnmarshalJSON reads h from its JSON shape; an owner naming both a
+// reservation and a group is an error.
+func (h *Hold) UnmarshalJSON(data []byte) error {
+	var v holdJSON
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	owner := plan.HoldOwner{Reservation: v.For.Reservation}
+	if v.For.GroupKey != nil {
+		owner.Group = *v.For.GroupKey
+	}
+	if owner.Reservation != "" && !owner.Group.IsZero() {
+		return fmt.Errorf("hold for reservation %q and group %s: an owner is one or the other", owner.Reservation, owner.Group)
+	}
+	*h = Hold{For: owner, Nodes: v.Nodes}
+	return nil
+}
+
+// PlanHolds returns h as the core's holds (snapshot holds), one per node,
+// in h's order.
+func (h Hold) PlanHolds() []plan.Hold {
+	out := make([]plan.Hold, 0, len(h.Nodes))
+	for _, n := range h.Nodes {
+		out = append(out, plan.Hold{For: h.For, Node: n.Node, GPUIDs: slices.Clone(n.GPUIDs), Until: n.Until})
+	}
+	return out
+}
+
+// HoldOf is the store's record of holds, the holds of one owner (each For
+// is owner; one per node).
+func HoldOf(owner plan.HoldOwner, holds []plan.Hold) Hold {
+	h := Hold{For: owner, Nodes: make([]HeldGPUs, 0, len(holds))}
+	for _, ph := range holds {
+		h.Nodes = append(h.Nodes, HeldGPUs{Node: ph.Node, GPUIDs: slices.Clone(ph.GPUIDs), Until: ph.Until})
+	}
+	return h
 }
 
 // ReservationHistory is the value of HistoryReservationKey: a booking that
@@ -162,10 +240,13 @@ type Preemption struct {
 	Namespace string    `json:"namespace"`
 	Job       string    `json:"job"`
 	GPUs      int       `json:"gpus"`
-	For       string    `json:"for,omitempty"`
-	Rule      string    `json:"rule"`
-	Node      string    `json:"node,omitempty"`   // Nomad node ID
-	Reason    string    `json:"reason,omitempty"` // the plan's reason
+	For       string    `json:"for,omitempty"` // the claimant, "namespace/job/group", for reading only
+	// Reservation is the booking a stop of rule L10.drain or L10.start was
+	// made for (For is then empty).
+	Reservation string `json:"reservation,omitempty"`
+	Rule        string `json:"rule"`
+	Node        string `json:"node,omitempty"`   // Nomad node ID
+	Reason      string `json:"reason,omitempty"` // the plan's reason
 }
 
 // Guarded is the state every guarded write validates against, read in one
@@ -250,7 +331,7 @@ type Store interface {
 
 	Holds(ctx context.Context) ([]Hold, error)
 	PutHold(ctx context.Context, lock *Lock, h Hold) error
-	DeleteHold(ctx context.Context, lock *Lock, owner string) error
+	DeleteHold(ctx context.Context, lock *Lock, owner plan.HoldOwner) error
 
 	ReservationHistory(ctx context.Context) ([]ReservationHistory, error)
 	Preemptions(ctx context.Context) ([]Preemption, error)

@@ -41,6 +41,7 @@ func runSuite(t *testing.T, open func(t *testing.T) *KV) {
 		{"ConcurrentBookingsNeverOverNominal", testConcurrentBookings},
 		{"Jobs", testJobs},
 		{"IntentsAndHoldsFencedByLock", testFencedWrites},
+		{"Holds", testHolds},
 		{"HistoryPrune", testHistoryPrune},
 		{"WatchGuarded", testWatchGuarded},
 		{"LockGracefulHandover", testLockGraceful},
@@ -386,6 +387,8 @@ func testJobs(t *testing.T, s *KV) {
 		{"workspace-a", "sweep/run-1"}:          {FirstSeen: t0, QueuedAt: t0.Add(time.Minute), AdmittedAt: t0.Add(2 * time.Minute), JobModifyIndex: 42},
 		{"workspace-a", "sweep/run-1/dispatch"}: {FirstSeen: t0.Add(time.Second), QueuedAt: t0},
 		{"workspace-b", "100%/x y"}:             {FirstSeen: t0, QueuedAt: t0},
+		{"workspace-b", ".."}:                   {FirstSeen: t0, QueuedAt: t0}, // not a directory to HTTP
+		{"workspace-b", "."}:                    {FirstSeen: t0, QueuedAt: t0},
 	}
 	for id, r := range recs {
 		if err := s.PutJob(ctx, nil, id, r); err != nil {
@@ -431,7 +434,8 @@ func testFencedWrites(t *testing.T, s *KV) {
 	if err := s.PutIntent(ctx, lock, in); err != nil {
 		t.Fatal(err)
 	}
-	h := Hold{Owner: "workspace-b/train/g", Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: in.At.Add(time.Hour)}
+	h := Hold{For: plan.HoldOwner{Group: plan.GroupKey{Namespace: "workspace-b", Job: "train", Group: "g"}},
+		Nodes: []HeldGPUs{{Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: in.At.Add(time.Hour)}}}
 	if err := s.PutHold(ctx, lock, h); err != nil {
 		t.Fatal(err)
 	}
@@ -471,13 +475,104 @@ func testFencedWrites(t *testing.T, s *KV) {
 	if err := s.DeleteIntent(ctx, nil, "a1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteHold(ctx, nil, h.Owner); err != nil {
+	if err := s.DeleteHold(ctx, nil, h.For); err != nil {
 		t.Fatal(err)
 	}
 	ins, _ = s.Intents(ctx)
 	hs, _ = s.Holds(ctx)
 	if len(ins) != 0 || len(hs) != 0 {
 		t.Fatalf("after delete: %v %v", ins, hs)
+	}
+}
+
+// Holds (DESIGN L10, §6): one key per owner, a reservation or a claimant
+// group whose job ID and group name contain "/"; several nodes each with
+// its end; written fenced, listed in key order, replaced, deleted; bad
+// owners and empty holds refused with nothing written; a value whose owner
+// is not its key's is refused on reading.
+func testHolds(t *testing.T, s *KV) {
+	ctx := ctxT(t, 60*time.Second)
+	lock, err := s.Lock(ctx, "broker-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Release(ctx) }()
+	t0 := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	res := Hold{For: plan.HoldOwner{Reservation: "r-1"}, Nodes: []HeldGPUs{
+		{Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: t0.Add(30 * time.Second)},
+		{Node: "n2", GPUIDs: []string{"GPU-9"}, Until: t0.Add(time.Minute)},
+	}}
+	pre := Hold{For: plan.HoldOwner{Group: plan.GroupKey{Namespace: "workspace-a", Job: "serve/v2", Group: "web/x"}},
+		Nodes: []HeldGPUs{{Node: "n3", GPUIDs: []string{"GPU-5"}, Until: t0.Add(2 * time.Minute)}}}
+	for _, h := range []Hold{pre, res} {
+		if err := s.PutHold(ctx, lock, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Holds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]Hold{pre, res}, got); d != "" { // holds/group/... sorts before holds/reservation/...
+		t.Fatalf("holds (-want +got):\n%s", d)
+	}
+	// A later plan replaces the owner's record whole.
+	res2 := Hold{For: res.For, Nodes: res.Nodes[:1]}
+	if err := s.PutHold(ctx, lock, res2); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Hold{
+		{Nodes: res.Nodes},
+		{For: plan.HoldOwner{Reservation: "r-2", Group: pre.For.Group}, Nodes: res.Nodes},
+		{For: plan.HoldOwner{Group: plan.GroupKey{Namespace: "ns", Job: "j"}}, Nodes: res.Nodes},
+		{For: plan.HoldOwner{Reservation: "r-3"}},
+		{For: plan.HoldOwner{Reservation: "r-3"}, Nodes: []HeldGPUs{{Node: "n1", Until: t0}}},
+		{For: plan.HoldOwner{Reservation: "r-3"}, Nodes: []HeldGPUs{{Node: "n1", GPUIDs: []string{"GPU-1"}}}},
+	} {
+		if err := s.PutHold(ctx, lock, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("PutHold(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	got, err = s.Holds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]Hold{pre, res2}, got); d != "" {
+		t.Fatalf("holds after the replacement and the refusals (-want +got):\n%s", d)
+	}
+	if err := s.DeleteHold(ctx, lock, pre.For); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteHold(ctx, lock, plan.HoldOwner{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("DeleteHold of no owner: %v", err)
+	}
+	got, _ = s.Holds(ctx)
+	if d := cmp.Diff([]Hold{res2}, got); d != "" {
+		t.Fatalf("holds after the delete (-want +got):\n%s", d)
+	}
+	// A value under another owner's key is not taken for that owner.
+	if err := s.put(ctx, "put", lock, HoldKey(plan.HoldOwner{Reservation: "r-9"}), res2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Holds(ctx); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "holds/reservation/r-9") {
+		t.Fatalf("a misplaced hold read as %v, want ErrInvalid naming the key", err)
+	}
+	if err := s.DeleteHold(ctx, lock, plan.HoldOwner{Reservation: "r-9"}); err != nil {
+		t.Fatal(err)
+	}
+	// Fenced: once the lock is released nothing is written.
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutHold(ctx, lock, pre); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("PutHold after the release: %v", err)
+	}
+	if err := s.DeleteHold(ctx, lock, res2.For); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("DeleteHold after the release: %v", err)
+	}
+	got, _ = s.Holds(ctx)
+	if d := cmp.Diff([]Hold{res2}, got); d != "" {
+		t.Fatalf("holds after fenced failures (-want +got):\n%s", d)
 	}
 }
 

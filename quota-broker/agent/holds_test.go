@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/store"
+	"github.com/hashicorp/nomad/api"
+)
+
+// countingStore counts the hold writes that reach the store.
+type countingStore struct {
+	store.Store
+	puts, deletes []plan.HoldOwner
+}
+
+func (c *countingStore) PutHold(ctx context.Context, lock *store.Lock, h store.Hold) error {
+	c.puts = append(c.puts, h.For)
+	return c.Store.PutHold(ctx, lock, h)
+}
+
+func (c *countingStore) DeleteHold(ctx context.Context, lock *store.Lock, owner plan.HoldOwner) error {
+	c.deletes = append(c.deletes, owner)
+	return c.Store.DeleteHold(ctx, lock, owner)
+}
+
+// DESIGN L10, L12: the leader merges the plan's hold actions into the
+// stored holds (GPUs added, the later end kept), writes only the owners
+// that change, deletes an owner whose holds all ended or whose booking is
+// gone, and reads back what it wrote; a deposed leader writes nothing.
+func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory()
+	lock, err := mem.Lock(ctx, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 7, 7, 59, 0, 0, time.UTC)
+	r1 := plan.HoldOwner{Reservation: "r-1"}
+	gone := plan.HoldOwner{Reservation: "r-gone"}
+	ended := plan.HoldOwner{Group: plan.GroupKey{Namespace: "workspace-a", Job: "serve/v1", Group: "web"}}
+	pre := plan.HoldOwner{Group: plan.GroupKey{Namespace: "workspace-a", Job: "serve/v2", Group: "web/x"}}
+	for _, h := range []store.Hold{
+		{For: r1, Nodes: []store.HeldGPUs{{Node: "n1", GPUIDs: []string{"GPU-1"}, Until: now.Add(30 * time.Second)}}},
+		{For: gone, Nodes: []store.HeldGPUs{{Node: "n2", GPUIDs: []string{"GPU-5"}, Until: now.Add(time.Minute)}}},
+		{For: ended, Nodes: []store.HeldGPUs{{Node: "n3", GPUIDs: []string{"GPU-7"}, Until: now}}},
+	} {
+		if err := mem.PutHold(ctx, lock, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := &countingStore{Store: mem}
+	a := &Agent{store: cs}
+	view, err := a.readStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plan.Plan{Actions: []plan.Action{
+		{Action: plan.ActionHold, Reservation: "r-1", Node: "n1", GPUIDs: []string{"GPU-2"}, Until: now.Add(30 * time.Second), Rule: plan.RuleDrain},
+		{Action: plan.ActionHold, Reservation: "r-1", Node: "n1", GPUIDs: []string{"GPU-1"}, Until: now.Add(20 * time.Second), Rule: plan.RuleReservation},
+		{Action: plan.ActionHold, For: pre.Group, Namespace: "workspace-a", Job: "serve/v2", Group: "web/x", Node: "n4",
+			GPUIDs: []string{"GPU-8"}, Until: now.Add(2 * time.Minute), Rule: plan.RulePrewarm},
+		{Action: plan.ActionStop, Alloc: "x", Reservation: "r-1", Node: "n1", Rule: plan.RuleDrain},
+	}}
+	res := []plan.Reservation{{ID: "r-1"}}
+	if err := a.recordHolds(ctx, lock, view, p, res, now); err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Hold{ // r-1 merged, the pre-warm new
+		{For: r1, Nodes: []store.HeldGPUs{{Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: now.Add(30 * time.Second)}}},
+		{For: pre, Nodes: []store.HeldGPUs{{Node: "n4", GPUIDs: []string{"GPU-8"}, Until: now.Add(2 * time.Minute)}}},
+	}
+	got, err := mem.Holds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Key order: holds/group/... before holds/reservation/...
+	if diff := cmp.Diff([]store.Hold{want[1], want[0]}, got); diff != "" {
+		t.Fatalf("stored holds (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]store.Hold{want[1], want[0]}, view.holds); diff != "" {
+		t.Fatalf("view holds (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]plan.HoldOwner{pre, r1}, cs.puts); diff != "" {
+		t.Errorf("puts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]plan.HoldOwner{ended, gone}, cs.deletes); diff != "" {
+		t.Errorf("deletes (-want +got):\n%s", diff)
+	}
+	// The snapshot's holds: one per owner and node (reservations after
+	// groups, as Actor.Holds sorts them), ended ones left out.
+	wantSnap := []plan.Hold{
+		{For: pre, Node: "n4", GPUIDs: []string{"GPU-8"}, Until: now.Add(2 * time.Minute)},
+		{For: r1, Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: now.Add(30 * time.Second)},
+	}
+	if diff := cmp.Diff(wantSnap, view.planHolds(now)); diff != "" {
+		t.Errorf("snapshot holds (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSnap[:1], view.planHolds(now.Add(30*time.Second))); diff != "" {
+		t.Errorf("snapshot holds at r-1's end (-want +got):\n%s", diff)
+	}
+	// The same plan again changes nothing, so writes nothing.
+	cs.puts, cs.deletes = nil, nil
+	view, err = a.readStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.recordHolds(ctx, lock, view, p, res, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs.puts)+len(cs.deletes) != 0 {
+		t.Fatalf("unchanged holds rewritten: puts %v, deletes %v", cs.puts, cs.deletes)
+	}
+	// A deposed leader's write fails and leaves the store as it was.
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = a.recordHolds(ctx, lock, view, p, nil, now.Add(time.Second)) // r-1 unknown now: a delete
+	if !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("deposed leader: %v, want ErrNotLeader", err)
+	}
+	if got, _ := mem.Holds(ctx); len(got) != 2 {
+		t.Fatalf("holds after a deposed write: %+v", got)
+	}
+}
+
+// L12, L10.drain: an intent of a stop made for a reservation is read back
+// as stopping for that reservation while its allocation is being stopped
+// or the intent is recent; an old one whose stop was never made, or whose
+// allocation is gone, is stale (the next drain decides again).
+func TestIntentsOfDrainStopsReadBackAsStoppingForTheirReservation(t *testing.T) {
+	f := newFakeNomad(t)
+	cfg := api.DefaultConfig()
+	cfg.Address = f.srv.URL
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := nomad.ListAll(context.Background(), client, func(string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	v := &storeView{intents: []store.Intent{
+		{Alloc: recAllocC1, Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now.Add(-time.Second)},
+		{Alloc: recAllocC2, Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now.Add(-time.Hour)},
+		{Alloc: "gone", Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now},
+	}}
+	claimants, forRes, resume, stale := v.stopping(nil, map[string]string{recAllocA: "r-2"}, state, "gputide-queue", now, 5*time.Second)
+	if len(claimants) != 0 || len(resume) != 0 {
+		t.Errorf("claimants %v, resume %v: want none", claimants, resume)
+	}
+	if diff := cmp.Diff(map[string]string{recAllocC1: "r-1", recAllocA: "r-2"}, forRes); diff != "" {
+		t.Errorf("stopping for a reservation (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{recAllocC2, "gone"}, stale); diff != "" {
+		t.Errorf("stale (-want +got):\n%s", diff)
+	}
+}
