@@ -10,8 +10,8 @@ import (
 )
 
 // calendarInput returns what the snapshot needs of the Calendar (DESIGN
-// L10) at now: the bookings of the agent's store that have not ended, as
-// plan reservations, and the Actor's holds whose owner is still there (a
+// L10) at now: the bookings of the agent's store not yet moved to history,
+// as plan reservations, and the Actor's holds whose owner is still there (a
 // claimant, or one of those bookings). An error reading the store is
 // returned: the agent then does not act, as planning without the bookings
 // would break them.
@@ -22,21 +22,22 @@ func (a *Agent) calendarInput(ctx context.Context, now time.Time) ([]plan.Reserv
 		if err != nil {
 			return nil, nil, fmt.Errorf("failed to read the reservations from the store: %w", err)
 		}
-		res = planReservations(g.Reservations, now)
+		res = planReservations(g.Reservations)
 	}
 	return res, heldFor(a.actor.Holds(now), res), nil
 }
 
 // planReservations converts the store's bookings to the core's
 // reservations (snapshot reservations[]: id, namespace, quota = the
-// booking's quota node, gpus, alloc_gpus, model, node_pool, start, end),
-// leaving out those ended at now (End is exclusive).
-func planReservations(bs []reservation.Booking, now time.Time) []plan.Reservation {
+// booking's quota node, gpus, alloc_gpus, model, node_pool, start, end).
+// Ended bookings are kept until the leader moves them to history
+// (endBookings): the core's rule L10.end stops the jobs of a started
+// booking whose end - kill_timeout has passed, also when the leader was
+// away at that instant, and the Nomad adapter tells a job naming an ended
+// booking so (nomad.CheckReservation).
+func planReservations(bs []reservation.Booking) []plan.Reservation {
 	var out []plan.Reservation
 	for _, b := range bs {
-		if !b.End.After(now) {
-			continue
-		}
 		out = append(out, plan.Reservation{ID: b.ID, Namespace: b.Namespace, Quota: b.Node, GPUs: b.GPUs,
 			AllocGPUs: b.AllocGPUs, Model: b.Model, NodePool: b.NodePool, Start: b.Start.UTC(), End: b.End.UTC()})
 	}
