@@ -234,6 +234,10 @@ type Store interface {
 	// checked and incremented; on conflict it retries Retries times, then
 	// ErrConflict. It returns the state as written.
 	Guarded(ctx context.Context, validate ValidateFunc) (*Guarded, error)
+	// GuardedFenced is Guarded fenced by the leader lock (L12): the
+	// leader's own guarded writes, such as moving ended bookings to
+	// history. A lost lock writes nothing: ErrNotLeader.
+	GuardedFenced(ctx context.Context, lock *Lock, validate ValidateFunc) (*Guarded, error)
 	// WatchGuarded calls fn with the guarded state each time it changes
 	// (blocking queries), and with an error when the store is unavailable
 	// (then retries with back-off), until ctx ends.
