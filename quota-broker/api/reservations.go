@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,6 +41,11 @@ type ReservationEntry struct {
 	Start     *time.Time `json:"start,omitempty"`
 	End       *time.Time `json:"end,omitempty"`
 	Running   int        `json:"running_allocations,omitempty"`
+	// Outcome and EndedAt are set for a booking read from history (GET
+	// /v1/reservation/<id> of an ended or cancelled one): "ended",
+	// "cancelled" or "forced", and when.
+	Outcome string     `json:"outcome,omitempty"`
+	EndedAt *time.Time `json:"ended_at,omitempty"`
 }
 
 // ReservationsResponse is the body of GET /v1/reservations.
@@ -130,14 +136,19 @@ func (s *Server) reservationList(w http.ResponseWriter, r *http.Request, c *call
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, ReservationsResponse{State: fresh, Reservations: s.reservationsOf(g.Reservations, r.URL.Query().Get("namespace"), c)})
+	writeJSON(w, ReservationsResponse{State: fresh, Reservations: s.reservationsOf(g.Reservations, r.URL.Query().Get("namespace"), c, s.cfg.Now())})
 }
 
-// reservationsOf renders the bookings of namespace ns ("": all) for c, in
-// the store's order (by ID), redacted per namespace (entryOf).
-func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller) []ReservationEntry {
+// reservationsOf renders the unended bookings (End after now) of namespace
+// ns ("": all) for c, in the store's order (by ID), redacted per namespace
+// (entryOf). An ended booking is left out at once, before the leader moves
+// it to history (DESIGN L10 "End"); GET /v1/reservation/<id> still finds it.
+func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller, now time.Time) []ReservationEntry {
 	out := []ReservationEntry{}
 	for _, b := range list {
+		if !b.End.After(now) {
+			continue
+		}
 		if ns == "" || b.Namespace == ns {
 			out = append(out, entryOf(b, c, s.running(b.ID)))
 		}
@@ -146,7 +157,9 @@ func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller
 }
 
 // reservationGet serves GET /v1/reservation/<id>: read-job on its
-// namespace, else 404 as for a missing one.
+// namespace, else 404 as for a missing one. A booking no longer in
+// reservations/ is read from history/reservations/<id> (ended, cancelled
+// or forced; Outcome and EndedAt set).
 func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *caller) {
 	id := r.PathValue("id")
 	_, fresh, err := s.current()
@@ -159,12 +172,27 @@ func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *calle
 		writeError(w, err)
 		return
 	}
-	b, ok := g.Reservation(id)
-	if !ok || !c.canRead(b.Namespace) {
+	if b, ok := g.Reservation(id); ok {
+		if !c.canRead(b.Namespace) {
+			writeError(w, notFound("reservation %q not found", id))
+			return
+		}
+		writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id))})
+		return
+	}
+	h, err := s.cfg.Store.ReservationHistoryOf(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !c.canRead(h.Booking.Namespace) {
 		writeError(w, notFound("reservation %q not found", id))
 		return
 	}
-	writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id))})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	e := entryOf(h.Booking, c, s.running(id))
+	ended := h.EndedAt
+	e.Outcome, e.EndedAt = h.Outcome, &ended
+	writeJSON(w, ReservationResponse{State: fresh, Reservation: e})
 }
 
 // reservationCreate serves POST /v1/reservations: submit-job on the

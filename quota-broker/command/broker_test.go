@@ -138,6 +138,8 @@ func TestBrokerCommands(t *testing.T) {
 		{[]string{"reservation", "show", "-json", "rb"}, 0, `"node": "Quota1.1"`, ""},
 		{[]string{"reservation", "show", "nope"}, 1, "", "not found"},
 		{[]string{"reservation", "cancel", "rb"}, 0, `Reservation "rb" cancelled`, ""},
+		{[]string{"reservation", "show", "rb"}, 0, "Outcome              = cancelled", ""},
+		{[]string{"reservation", "list", "-json"}, 0, `"reservations": []`, ""},
 		{[]string{"queue"}, 0, "llama-ft-13b", ""},
 		{[]string{"preemptions", "-since", "yesterday"}, 1, "", `-since "yesterday"`},
 		{[]string{"preemptions", "-since", "24h"}, 0, "At", ""},

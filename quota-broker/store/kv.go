@@ -434,6 +434,21 @@ func (s *KV) ReservationHistory(ctx context.Context) ([]ReservationHistory, erro
 	return listDecode[ReservationHistory](ctx, s, dirHistoryReservations)
 }
 
+// ReservationHistoryOf implements Store: the history entry of booking id,
+// ErrNotFound when it has none.
+func (s *KV) ReservationHistoryOf(ctx context.Context, id string) (ReservationHistory, error) {
+	k := HistoryReservationKey(id)
+	e, _, err := s.b.get(ctx, k, 0)
+	if err != nil {
+		return ReservationHistory{}, err
+	}
+	if e == nil {
+		return ReservationHistory{}, newErr("get", k, ErrNotFound, nil)
+	}
+	var h ReservationHistory
+	return h, decode(*e, &h)
+}
+
 // Preemptions implements Store: oldest first.
 func (s *KV) Preemptions(ctx context.Context) ([]Preemption, error) {
 	return listDecode[Preemption](ctx, s, dirHistoryPreemptions)

@@ -257,6 +257,9 @@ type Store interface {
 	DeleteHold(ctx context.Context, lock *Lock, owner string) error
 
 	ReservationHistory(ctx context.Context) ([]ReservationHistory, error)
+	// ReservationHistoryOf reads one booking's history entry (ErrNotFound
+	// when it has none): `reservation show ID` of an ended or cancelled one.
+	ReservationHistoryOf(ctx context.Context, id string) (ReservationHistory, error)
 	Preemptions(ctx context.Context) ([]Preemption, error)
 	AddPreemption(ctx context.Context, lock *Lock, p Preemption) error
 	PruneHistory(ctx context.Context, lock *Lock, now time.Time, retention time.Duration, maxEntries int) (int, error)

@@ -738,6 +738,16 @@ func testGuardedFenced(t *testing.T, s *KV) {
 	if d := cmp.Diff(want, hist, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); d != "" {
 		t.Fatalf("history (-want +got):\n%s", d)
 	}
+	one, err := s.ReservationHistoryOf(ctx, "r-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want[0], one, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); d != "" {
+		t.Fatalf("ReservationHistoryOf(r-a) (-want +got):\n%s", d)
+	}
+	if _, err := s.ReservationHistoryOf(ctx, "r-b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReservationHistoryOf of a booking still booked: %v, want ErrNotFound", err)
+	}
 
 	// A stale lock object whose session no longer holds the key: the
 	// backend's check refuses the whole transaction.
