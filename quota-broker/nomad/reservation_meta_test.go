@@ -112,3 +112,40 @@ func TestBuildChecksTheJobsReservation(t *testing.T) {
 		}
 	}
 }
+
+// The flex keys read as DESIGN L11 says: either makes the job flex (the
+// other cases are in TestParseJobOptionsAppliesTheCoresFlexRule): a given
+// max_wait is kept, max_run and max_wait must be more than 0, a value
+// that is not a duration names the key and the value; flex keys and a
+// reservation together name both keys, whichever flex key is set.
+func TestParseJobOptionsFlexValues(t *testing.T) {
+	type res struct {
+		Flex *plan.Flex
+		Err  string
+	}
+	for _, tt := range []struct {
+		meta map[string]string
+		want res
+	}{
+		{map[string]string{MetaFlexMaxWait: "24h", MetaFlexMaxRun: "4h"}, res{Flex: &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}}},
+		{map[string]string{MetaFlexMaxWait: "168h", MetaFlexMaxRun: "168h"}, res{Flex: &plan.Flex{MaxWait: 168 * time.Hour, MaxRun: 168 * time.Hour}}},
+		{map[string]string{MetaFlexMaxRun: "-5m"}, res{Err: `job meta gputide_flex_max_run = "-5m": must be more than 0`}},
+		{map[string]string{MetaFlexMaxWait: "0s", MetaFlexMaxRun: "1h"},
+			res{Err: `job meta gputide_flex_max_wait = "0s": must be more than 0 (leave max_wait out for the default 168h)`}},
+		{map[string]string{MetaFlexMaxRun: "72 hours"}, res{Err: `job meta gputide_flex_max_run = "72 hours": want a duration such as "72h"`}},
+		{map[string]string{MetaFlexMaxWait: "24h", MetaReservation: "r-1"},
+			res{Err: `job meta gputide_reservation = "r-1": cannot be combined with gputide_flex_max_wait = "24h": a flex request cannot name a reservation (L11)`}},
+		{map[string]string{MetaFlexMaxWait: "24h", MetaFlexMaxRun: "4h", MetaReservation: "r-1"},
+			res{Err: `job meta gputide_reservation = "r-1": cannot be combined with gputide_flex_max_run = "4h" and gputide_flex_max_wait = "24h": a flex request cannot name a reservation (L11)`}},
+		{map[string]string{MetaReservation: "r-1"}, res{}},
+	} {
+		o, err := ParseJobOptions(tt.meta, DefaultHoldingPool)
+		got := res{Flex: o.Flex}
+		if err != nil {
+			got.Err = err.Error()
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("ParseJobOptions(%v) (-want +got):\n%s", tt.meta, diff)
+		}
+	}
+}
