@@ -57,8 +57,9 @@ const endBatch = (store.MaxOps - 2) / 2
 // reservation moves to history"): every booking of the store whose end has
 // passed at now and that no live allocation names any more (its jobs are
 // gone, or stopped with their allocations terminal) is moved from
-// reservations/<id> to history/reservations/<id> with outcome "ended" and
-// ended_at its end, at most endBatch a cycle, in one guarded transaction
+// reservations/<id> to history/reservations/<id> with outcome "ended" (or
+// "forced" after a forced cancel, which moved End to now) and ended_at its
+// end, at most endBatch a cycle, in one guarded transaction
 // fenced by the leader lock (store.GuardedFenced; a lost lock writes
 // nothing). b is the cycle's build: its jobs say which bookings still have
 // live allocations. It returns the IDs moved.
@@ -101,7 +102,9 @@ func ended(r reservation.Booking, busy map[string]bool, now time.Time) bool {
 // endedChanges returns the bookings of bs that have ended (ended), at
 // most endBatch of them in the store's order (by ID), and the store
 // changes that move them to history: a delete of reservations/<id> and a
-// history entry with outcome "ended" and ended_at the booking's end.
+// history entry with ended_at the booking's end and outcome "ended", or
+// "forced" for a booking cancelled by force (CancelledAt set, End moved
+// to it).
 func endedChanges(bs []reservation.Booking, busy map[string]bool, now time.Time) ([]string, []store.Change) {
 	var ids []string
 	var out []store.Change
@@ -109,9 +112,13 @@ func endedChanges(bs []reservation.Booking, busy map[string]bool, now time.Time)
 		if !ended(r, busy, now) || len(ids) == endBatch {
 			continue
 		}
+		outcome := "ended"
+		if !r.CancelledAt.IsZero() {
+			outcome = "forced" // the API's forced cancel moved End to CancelledAt
+		}
 		ids = append(ids, r.ID)
 		out = append(out, store.DeleteReservation(r.ID),
-			store.PutReservationHistory(store.ReservationHistory{Booking: r, EndedAt: r.End, Outcome: "ended"}))
+			store.PutReservationHistory(store.ReservationHistory{Booking: r, EndedAt: r.End, Outcome: outcome}))
 	}
 	return ids, out
 }

@@ -62,8 +62,10 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 	bk := func(id string, end time.Time) reservation.Booking {
 		return reservation.Booking{ID: id, Namespace: "workspace-b", Node: "Quota1.1", GPUs: 2, AllocGPUs: 1, Start: end.Add(-time.Hour), End: end}
 	}
+	forced := bk("r-forced", now.Add(-time.Second))
+	forced.CancelledAt = forced.End
 	putBookings(t, kv, bk("r-active", now.Add(time.Second)), bk("r-busy", now.Add(-time.Minute)),
-		bk("r-ended", now), bk("r-stopped", now.Add(-time.Hour)))
+		bk("r-ended", now), bk("r-stopped", now.Add(-time.Hour)), forced)
 	b := &nomad.Build{Jobs: map[plan.JobKey]*nomad.JobView{
 		{Namespace: "workspace-b", Job: "busy"}:    {Options: nomad.JobOptions{Reservation: "r-busy"}, Live: 1},
 		{Namespace: "workspace-b", Job: "stopped"}: {Options: nomad.JobOptions{Reservation: "r-stopped"}, Live: 0},
@@ -80,14 +82,14 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"r-ended", "r-stopped"}, moved); diff != "" {
+	if diff := cmp.Diff([]string{"r-ended", "r-forced", "r-stopped"}, moved); diff != "" {
 		t.Errorf("moved (-want +got):\n%s", diff)
 	}
 	booked, history := storeIDs(t, kv)
 	if diff := cmp.Diff([]string{"r-active", "r-busy"}, booked); diff != "" {
 		t.Errorf("bookings left (-want +got):\n%s", diff)
 	}
-	want := []string{"r-ended ended 2026-12-07T08:00:00Z", "r-stopped ended 2026-12-07T07:00:00Z"}
+	want := []string{"r-ended ended 2026-12-07T08:00:00Z", "r-forced forced 2026-12-07T07:59:59Z", "r-stopped ended 2026-12-07T07:00:00Z"}
 	if diff := cmp.Diff(want, history); diff != "" {
 		t.Errorf("history (-want +got):\n%s", diff)
 	}

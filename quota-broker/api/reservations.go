@@ -97,13 +97,19 @@ func DecodeBooking(data []byte) (reservation.Booking, error) {
 		Model: req.Model, NodePool: req.NodePool, Start: start, End: start.Add(d)}, nil
 }
 
-// entryOf renders b for c, redacted without read-job on its namespace.
+// entryOf renders b for c, redacted without read-job on its namespace. A
+// booking cancelled by force whose jobs are still stopping shows outcome
+// "forced" and ended_at its CancelledAt.
 func entryOf(b reservation.Booking, c *caller, running int) ReservationEntry {
 	e := ReservationEntry{Namespace: b.Namespace, GPUs: b.GPUs}
 	if c.canRead(b.Namespace) {
 		start, end := b.Start, b.End
 		e.ID, e.Node, e.AllocGPUs, e.Model, e.NodePool, e.Start, e.End, e.Running =
 			b.ID, b.Node, b.AllocGPUs, b.Model, b.NodePool, &start, &end, running
+		if !b.CancelledAt.IsZero() {
+			at := b.CancelledAt
+			e.Outcome, e.EndedAt = "forced", &at
+		}
 	}
 	return e
 }
@@ -275,7 +281,12 @@ func (s *Server) limitsOf(st quota.Settings) reservation.Limits {
 
 // reservationCancel serves DELETE /v1/reservation/<id>[?force=true]:
 // submit-job on its namespace (without read-job there: 404); a booking
-// with running allocations needs force. The booking goes to history.
+// with running allocations needs force. A booking without running
+// allocations goes to history at once (outcome "cancelled"). A forced
+// cancel of a booking in its window ends it now (End and CancelledAt set
+// to now, DESIGN L10 "End": the core's L10.end stops its jobs at once) and
+// the leader moves it to history (outcome "forced") once they are gone;
+// cancelling it again answers the same booking and writes nothing.
 func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *caller) {
 	id := r.PathValue("id")
 	force := false
@@ -299,6 +310,10 @@ func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *ca
 			return nil, forbidden(fmt.Sprintf("permission denied: cancelling needs submit-job on namespace %q", b.Namespace))
 		}
 		running = s.running(id)
+		if !b.CancelledAt.IsZero() {
+			gone = b // forced already; its jobs are stopping
+			return nil, errAlreadyForced
+		}
 		if running > 0 && !force {
 			return nil, conflict("reservation %q has %d running allocations; cancel with -force (?force=true) to stop them", id, running)
 		}
@@ -306,20 +321,33 @@ func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *ca
 		if running > 0 {
 			outcome = "forced"
 		}
+		record := store.PutChangeRecord(store.ChangeRecord{At: now, Op: "reservation cancel", Accessor: c.accessor(), Subject: id,
+			Detail: fmt.Sprintf("%s, %d running allocations", outcome, running), Guard: g.Counter})
+		if running > 0 && now.After(b.Start) && now.Before(b.End) {
+			// Forced: the booking ends now and stays until its jobs,
+			// stopped by the core's L10.end, are gone; the leader then
+			// moves it to history (agent endBookings).
+			b.End, b.CancelledAt = now, now
+			gone = b
+			return []store.Change{store.PutReservation(b), record}, nil
+		}
 		gone = b
 		return []store.Change{
 			store.DeleteReservation(id),
 			store.PutReservationHistory(store.ReservationHistory{Booking: b, EndedAt: now, Outcome: outcome}),
-			store.PutChangeRecord(store.ChangeRecord{At: now, Op: "reservation cancel", Accessor: c.accessor(), Subject: id,
-				Detail: fmt.Sprintf("%s, %d running allocations", outcome, running), Guard: g.Counter}),
+			record,
 		}, nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errAlreadyForced) {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, ReservationResponse{Reservation: entryOf(gone, c, running)})
 }
+
+// errAlreadyForced ends a cancel's guarded write without writing: the
+// booking was cancelled by force before and its jobs are stopping.
+var errAlreadyForced = errors.New("already cancelled by force")
 
 // newID draws a default reservation ID (reservation.NewID).
 func (s *Server) newID() (string, error) {

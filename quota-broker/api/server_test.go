@@ -946,3 +946,62 @@ func TestEndedBookingLeavesTheList(t *testing.T) {
 		t.Errorf("list after the move (-want +got):\n%s", diff)
 	}
 }
+
+// A forced cancel of a booking in its window with running jobs ends it now
+// (DESIGN L10 "End": the core's L10.end then stops its jobs at once): the
+// booking stays, with end and cancelled_at now, out of the list, shown as
+// forced, until the leader moves it to history; a second cancel writes
+// nothing.
+func TestForcedCancelEndsTheBookingNow(t *testing.T) {
+	h := newHarness(t, options{})
+	b := reservation.Booking{ID: "r-run", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 8, AllocGPUs: 8,
+		Start: clock.Add(-time.Hour), End: clock.Add(time.Hour)}
+	if _, err := h.kv.Guarded(context.Background(), func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutReservation(b)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.backend.st.Snapshot.Allocations[0].Reservation = "r-run"
+	if code, body := h.do(t, "DELETE", "/v1/reservation/r-run", tokTeamB, ""); code != 409 {
+		t.Fatalf("cancel without force: %d %s", code, body)
+	}
+	code, body := h.do(t, "DELETE", "/v1/reservation/r-run?force=true", tokTeamB, "")
+	if code != 200 {
+		t.Fatalf("forced cancel: %d %s", code, body)
+	}
+	g, err := h.kv.ReadGuarded(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := b
+	want.End, want.CancelledAt = clock, clock
+	if diff := cmp.Diff([]reservation.Booking{want}, g.Reservations, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+		t.Errorf("stored booking (-want +got):\n%s", diff)
+	}
+	if hist, _ := h.kv.ReservationHistory(context.Background()); len(hist) != 0 {
+		t.Errorf("history before the leader's move: %+v", hist)
+	}
+	code, body = h.do(t, "GET", "/v1/reservation/r-run", tokTeamB, "")
+	var got ReservationResponse
+	_ = json.Unmarshal(body, &got)
+	start, end, endedAt := b.Start, clock, clock
+	wantEntry := ReservationEntry{Namespace: "workspace-b", GPUs: 8, ID: "r-run", Node: "Quota1.1", AllocGPUs: 8, Start: &start, End: &end,
+		Running: 1, Outcome: "forced", EndedAt: &endedAt}
+	if diff := cmp.Diff(wantEntry, got.Reservation, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); code != 200 || diff != "" {
+		t.Errorf("show: %d (-want +got):\n%s", code, diff)
+	}
+	_, body = h.do(t, "GET", "/v1/reservations", tokTeamB, "")
+	var list ReservationsResponse
+	_ = json.Unmarshal(body, &list)
+	if len(list.Reservations) != 0 {
+		t.Errorf("the list shows the forced booking: %+v", list.Reservations)
+	}
+	for _, path := range []string{"/v1/reservation/r-run?force=true", "/v1/reservation/r-run"} {
+		if code, body := h.do(t, "DELETE", path, tokTeamB, ""); code != 200 {
+			t.Errorf("DELETE %s again: %d %s", path, code, body)
+		}
+	}
+	if g2, _ := h.kv.ReadGuarded(context.Background()); g2.Counter != g.Counter {
+		t.Errorf("a second cancel wrote: guard %d -> %d", g.Counter, g2.Counter)
+	}
+}
