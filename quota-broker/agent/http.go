@@ -109,7 +109,7 @@ func previewOptions(job *nomadapi.Job, groups []plan.Pending, holdingPool string
 	}
 	opts, err := nomad.ParseJobOptions(job.Meta, holdingPool)
 	if err == nil {
-		err = nomad.CheckReservation(opts.Reservation, ns, res, now)
+		err = nomad.CheckReservation(opts.Reservation, ns, nomad.IndexBookings(res), now)
 	}
 	if err != nil {
 		field := "Job.Meta"

@@ -161,6 +161,22 @@ func flexKeysSet(meta map[string]string) string {
 	return strings.Join(set, " and ")
 }
 
+// Bookings are bookings by ID, for CheckReservation (IDs are unique in
+// the store: one key per booking).
+type Bookings map[string]*plan.Reservation
+
+// IndexBookings indexes rs by ID (the first of a repeated ID wins); rs must
+// outlive the index.
+func IndexBookings(rs []plan.Reservation) Bookings {
+	out := make(Bookings, len(rs))
+	for i := range rs {
+		if _, dup := out[rs[i].ID]; !dup {
+			out[rs[i].ID] = &rs[i]
+		}
+	}
+	return out
+}
+
 // CheckReservation checks the booking a job of namespace names in
 // gputide_reservation (id; "" passes) against bookings, the store's
 // bookings that are not yet in history (BuildInput.Reservations), at now:
@@ -172,24 +188,18 @@ func flexKeysSet(meta map[string]string) string {
 // for word: the error is written into the job's meta (gputide_reason),
 // which the job's namespace reads, and the reservation API shows another
 // namespace's booking IDs only to its readers.
-func CheckReservation(id, namespace string, bookings []plan.Reservation, now time.Time) error {
+func CheckReservation(id, namespace string, bookings Bookings, now time.Time) error {
 	if id == "" {
 		return nil
 	}
-	for i := range bookings {
-		r := &bookings[i]
-		if r.ID != id {
-			continue
-		}
-		switch {
-		case r.Namespace != namespace:
-			continue // another namespace's booking: reported as unknown
-		case !now.Before(r.End):
-			return &MetaError{MetaReservation, id, fmt.Sprintf("the booking of namespace %q ended at %s; name an unended booking", namespace, r.End.UTC().Format(time.RFC3339))}
-		}
-		return nil
+	r := bookings[id]
+	if r == nil || r.Namespace != namespace {
+		return &MetaError{MetaReservation, id, fmt.Sprintf("no unended booking of namespace %q has this ID", namespace)}
 	}
-	return &MetaError{MetaReservation, id, fmt.Sprintf("no unended booking of namespace %q has this ID", namespace)}
+	if !now.Before(r.End) {
+		return &MetaError{MetaReservation, id, fmt.Sprintf("the booking of namespace %q ended at %s; name an unended booking", namespace, r.End.UTC().Format(time.RFC3339))}
+	}
+	return nil
 }
 
 var knownKeys = []string{MetaElastic, MetaFlexMaxRun, MetaFlexMaxWait, MetaIdle, MetaPool, MetaReservation}

@@ -108,7 +108,7 @@ func FuzzCheckReservation(f *testing.F) {
 		base := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
 		res := bookingsAt(base)
 		now := base.Add(time.Duration(offset%(1<<40)) * time.Second)
-		err := CheckReservation(id, ns, res, now)
+		err := CheckReservation(id, ns, IndexBookings(res), now)
 		ok := id == ""
 		for _, r := range res {
 			if r.ID == id && r.Namespace == ns && now.Before(r.End) {

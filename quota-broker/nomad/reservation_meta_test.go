@@ -40,7 +40,7 @@ func TestCheckReservation(t *testing.T) {
 		{"ended", "r-3", "workspace-b",
 			`job meta gputide_reservation = "r-3": the booking of namespace "workspace-b" ended at 2026-12-07T07:59:00Z; name an unended booking`},
 	} {
-		err := CheckReservation(tt.id, tt.ns, res, now)
+		err := CheckReservation(tt.id, tt.ns, IndexBookings(res), now)
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -54,7 +54,7 @@ func TestCheckReservation(t *testing.T) {
 		}
 	}
 	// End is exclusive: at the end instant the booking has ended.
-	if err := CheckReservation("r-1", "workspace-b", res, res[0].End); err == nil {
+	if err := CheckReservation("r-1", "workspace-b", IndexBookings(res), res[0].End); err == nil {
 		t.Error("a booking is unended at its end instant; want the ended error")
 	}
 }

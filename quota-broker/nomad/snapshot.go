@@ -148,6 +148,7 @@ func (s *State) Build(in BuildInput) *Build {
 
 	snap.Nodes = snapshotNodes(s.nodes)
 	live := liveByGroup(s.allocs)
+	bookings := IndexBookings(in.Reservations)
 	for _, k := range slices.SortedFunc(maps.Keys(s.jobs), plan.JobKey.Compare) {
 		j := s.jobs[k]
 		if !governed(nsOrDefault(str(j.Namespace))) {
@@ -158,7 +159,7 @@ func (s *State) Build(in BuildInput) *Build {
 			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.pools)
 		}
 		if v.MetaErr == nil && !v.stopped() {
-			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, in.Reservations, in.Now)
+			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 		}
 		b.Jobs[k] = v
 		pending, noGPU := pendingGroups(v, live[k], s.summaries[k])
