@@ -486,7 +486,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	cancel()
 	a.recorder.AddOutcome(out)
 	a.recordPreemptions(ctx, lock, out)
-	if ids, err := a.endBookings(ctx, lock, b, a.now()); err != nil {
+	if ids, err := a.endBookings(ctx, lock, res, b, a.now()); err != nil {
 		a.log.Error("failed to move ended bookings to history", "error", err)
 	} else if len(ids) > 0 {
 		a.log.Info("moved ended bookings to history", "reservations", ids)

@@ -62,13 +62,22 @@ const endBatch = (store.MaxOps - 2) / 2
 // end, at most endBatch a cycle, in one guarded transaction
 // fenced by the leader lock (store.GuardedFenced; a lost lock writes
 // nothing). b is the cycle's build: its jobs say which bookings still have
-// live allocations. It returns the IDs moved.
-func (a *Agent) endBookings(ctx context.Context, lock *store.Lock, b *nomad.Build, now time.Time) ([]string, error) {
+// live allocations. res are the bookings the cycle read (calendarInput):
+// when none of them has ended with no live allocation, the store is not
+// read again. It returns the IDs moved.
+func (a *Agent) endBookings(ctx context.Context, lock *store.Lock, res []plan.Reservation, b *nomad.Build, now time.Time) ([]string, error) {
 	busy := map[string]bool{}
 	for _, v := range b.Jobs {
 		if v.Options.Reservation != "" && v.Live > 0 {
 			busy[v.Options.Reservation] = true
 		}
+	}
+	due := false
+	for _, r := range res {
+		due = due || (!now.Before(r.End) && !busy[r.ID])
+	}
+	if !due {
+		return nil, nil
 	}
 	var moved []string
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)

@@ -31,6 +31,16 @@ func putBookings(t *testing.T, s store.Store, bs ...reservation.Booking) {
 	}
 }
 
+// resOf is the bookings a cycle reads (calendarInput).
+func resOf(t *testing.T, s store.Store) []plan.Reservation {
+	t.Helper()
+	g, err := s.ReadGuarded(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return planReservations(g.Reservations)
+}
+
 func storeIDs(t *testing.T, s store.Store) (booked, history []string) {
 	t.Helper()
 	g, err := s.ReadGuarded(context.Background())
@@ -71,14 +81,14 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 		{Namespace: "workspace-b", Job: "stopped"}: {Options: nomad.JobOptions{Reservation: "r-stopped"}, Live: 0},
 		{Namespace: "workspace-b", Job: "active"}:  {Options: nomad.JobOptions{Reservation: "r-active"}, Live: 2},
 	}}
-	if _, err := a.endBookings(ctx, nil, b, now); !errors.Is(err, store.ErrNotLeader) {
+	if _, err := a.endBookings(ctx, nil, resOf(t, kv), b, now); !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("without the lock: %v, want ErrNotLeader", err)
 	}
 	lock, err := kv.Lock(ctx, "broker-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := a.endBookings(ctx, lock, b, now)
+	moved, err := a.endBookings(ctx, lock, resOf(t, kv), b, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +103,21 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 	if diff := cmp.Diff(want, history); diff != "" {
 		t.Errorf("history (-want +got):\n%s", diff)
 	}
-	// Nothing more to move: no write (the guard stays).
+	// Nothing more to move: no write (the guard stays), and without a
+	// due booking in the cycle's read, no store call at all (a nil lock
+	// would fail it).
 	g0, _ := kv.ReadGuarded(ctx)
-	if moved, err := a.endBookings(ctx, lock, b, now); err != nil || len(moved) != 0 {
+	if moved, err := a.endBookings(ctx, lock, resOf(t, kv), b, now); err != nil || len(moved) != 0 {
 		t.Fatalf("second call: moved %v, error %v", moved, err)
+	}
+	if moved, err := a.endBookings(ctx, nil, resOf(t, kv), b, now); err != nil || len(moved) != 0 {
+		t.Fatalf("nothing due: moved %v, error %v", moved, err)
+	}
+	// A stale read naming a booking already moved: the guarded write
+	// re-reads, finds nothing to move and writes nothing.
+	stale := []plan.Reservation{{ID: "r-ended", End: now}}
+	if moved, err := a.endBookings(ctx, lock, stale, b, now); err != nil || len(moved) != 0 {
+		t.Fatalf("stale read: moved %v, error %v", moved, err)
 	}
 	if g1, _ := kv.ReadGuarded(ctx); g1.Counter != g0.Counter {
 		t.Errorf("a call with nothing to move wrote: guard %d -> %d", g0.Counter, g1.Counter)
@@ -106,7 +127,7 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 	if err := lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.endBookings(ctx, lock, b, now); !errors.Is(err, store.ErrNotLeader) {
+	if _, err := a.endBookings(ctx, lock, resOf(t, kv), b, now); !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("after release: %v, want ErrNotLeader", err)
 	}
 	if booked, _ := storeIDs(t, kv); len(booked) != 2 {
@@ -116,7 +137,7 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if moved, err := a.endBookings(ctx, lock, b, now); err != nil || !cmp.Equal(moved, []string{"r-busy"}) {
+	if moved, err := a.endBookings(ctx, lock, resOf(t, kv), b, now); err != nil || !cmp.Equal(moved, []string{"r-busy"}) {
 		t.Fatalf("after the job is gone: moved %v, error %v", moved, err)
 	}
 }
@@ -141,7 +162,7 @@ func TestEndBookingsMovesAtMostABatchATransaction(t *testing.T) {
 	}
 	b := &nomad.Build{}
 	for _, want := range []int{endBatch, 9, 0} {
-		moved, err := a.endBookings(ctx, lock, b, now)
+		moved, err := a.endBookings(ctx, lock, resOf(t, kv), b, now)
 		if err != nil {
 			t.Fatal(err)
 		}
