@@ -59,6 +59,23 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 	if !submitted.Before(start.Add(-10 * time.Second)) {
 		t.Fatalf("setup too slow: job submitted at %s, start %s", submitted.Format(time.RFC3339Nano), start.Format(time.RFC3339))
 	}
+	// A job naming no booking of its namespace is a meta error (issue 9
+	// item 4): gputide_status = error, the reason naming key and ID.
+	submit(t, a.Client, jobSpec{Namespace: ns, ID: "unbooked", Type: "batch", Priority: 50, Count: 1, GPUs: 2,
+		KillTimeout: calendarKill, Meta: map[string]string{"gputide_reservation": "r-nope"}})
+	err = waitFor(10*time.Second, 200*time.Millisecond, func() error {
+		j := jobInfo(t, a.Client, ns, "unbooked")
+		if j.Meta[nomad.MetaStatus] != nomad.StatusError {
+			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[nomad.MetaStatus], j.Meta[nomad.MetaReason])
+		}
+		if want := `job meta gputide_reservation = "r-nope": no unended booking of namespace "workspace-b" has this ID`; j.Meta[nomad.MetaReason] != want {
+			return fmt.Errorf("gputide_reason = %q, want %q", j.Meta[nomad.MetaReason], want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("job naming an unknown booking: %v", err)
+	}
 
 	// Before the start: no allocation at all (rule L10: the job waits).
 	for time.Until(start) > 300*time.Millisecond {
@@ -154,6 +171,30 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 	}
 	if got := j.Meta["gputide_reservation"]; got != "e2e-cal" {
 		t.Errorf("job meta gputide_reservation = %q", got)
+	}
+	// The booking goes to history (leader, DESIGN L10 "End"): out of the
+	// list, still shown by ID with outcome ended.
+	err = waitFor(15*time.Second, 200*time.Millisecond, func() error {
+		hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer hcancel()
+		list, err := broker.Reservations(hctx, "")
+		if err != nil {
+			return err
+		}
+		if len(list.Reservations) != 0 {
+			return fmt.Errorf("list still shows %+v", list.Reservations)
+		}
+		got, err := broker.Reservation(hctx, "e2e-cal")
+		if err != nil {
+			return err
+		}
+		if got.Reservation.Outcome != "ended" || got.Reservation.EndedAt == nil || !got.Reservation.EndedAt.Equal(end) {
+			return fmt.Errorf("show = %+v", got.Reservation)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("ended booking not in history 15 s after its jobs were stopped: %v", err)
 	}
 	if t.Failed() {
 		t.Logf("nomad log:\n%s", tail(a.Logs(), 4000))

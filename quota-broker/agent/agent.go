@@ -333,8 +333,9 @@ func (a *Agent) fresh() (bool, string) {
 // recorded admissions as accepted, the recorded first_seen, queued_at and
 // admitted_at as the job times (L11) and the stored holds (L10), record new
 // jobs and drop stale intents (leader), plan, write the plan's holds
-// (leader), and carry the plan out through the fence. A standby stops
-// after planning, as a dry run does.
+// (leader), carry the plan out through the fence, and move the bookings
+// that have ended with no live allocation to history (endBookings, fenced
+// by the lock). A standby stops after planning, as a dry run does.
 func (a *Agent) cycle(ctx context.Context) {
 	st := a.watcher.Status()
 	state := a.watcher.State()
@@ -496,6 +497,11 @@ func (a *Agent) cycle(ctx context.Context) {
 	cancel()
 	a.recorder.AddOutcome(out)
 	a.recordPreemptions(ctx, lock, out)
+	if ids, err := a.endBookings(ctx, lock, res, b, a.now()); err != nil {
+		a.log.Error("failed to move ended bookings to history", "error", err)
+	} else if len(ids) > 0 {
+		a.log.Info("moved ended bookings to history", "reservations", ids)
+	}
 	a.metrics.ObserveOutcome(out)
 	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors)+out.JobsStopped+out.JobsSuspended+out.Held > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,

@@ -2,16 +2,19 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/reservation"
+	"github.com/gputide/gputide/quota-broker/store"
 )
 
 // calendarInput returns what the snapshot needs of the Calendar (DESIGN
-// L10) at now: the bookings of the agent's store that have not ended, as
-// plan reservations, and the Actor's holds whose owner is still there (a
+// L10) at now: the bookings of the agent's store not yet moved to history,
+// as plan reservations, and the Actor's holds whose owner is still there (a
 // claimant, or one of those bookings). An error reading the store is
 // returned: the agent then does not act, as planning without the bookings
 // would break them.
@@ -22,25 +25,111 @@ func (a *Agent) calendarInput(ctx context.Context, now time.Time) ([]plan.Reserv
 		if err != nil {
 			return nil, nil, fmt.Errorf("failed to read the reservations from the store: %w", err)
 		}
-		res = planReservations(g.Reservations, now)
+		res = planReservations(g.Reservations)
 	}
 	return res, heldFor(a.actor.Holds(now), res), nil
 }
 
 // planReservations converts the store's bookings to the core's
 // reservations (snapshot reservations[]: id, namespace, quota = the
-// booking's quota node, gpus, alloc_gpus, model, node_pool, start, end),
-// leaving out those ended at now (End is exclusive).
-func planReservations(bs []reservation.Booking, now time.Time) []plan.Reservation {
+// booking's quota node, gpus, alloc_gpus, model, node_pool, start, end).
+// Ended bookings are kept until the leader moves them to history
+// (endBookings): the core's rule L10.end stops the jobs of a started
+// booking whose end - kill_timeout has passed, also when the leader was
+// away at that instant, and the Nomad adapter tells a job naming an ended
+// booking so (nomad.CheckReservation).
+func planReservations(bs []reservation.Booking) []plan.Reservation {
 	var out []plan.Reservation
 	for _, b := range bs {
-		if !b.End.After(now) {
-			continue
-		}
 		out = append(out, plan.Reservation{ID: b.ID, Namespace: b.Namespace, Quota: b.Node, GPUs: b.GPUs,
 			AllocGPUs: b.AllocGPUs, Model: b.Model, NodePool: b.NodePool, Start: b.Start.UTC(), End: b.End.UTC()})
 	}
 	return out
+}
+
+// endBatch is the most bookings endBookings moves in one transaction: a
+// delete and a history entry each, besides the lock check and the guard
+// (store.MaxOps).
+const endBatch = (store.MaxOps - 2) / 2
+
+// endBookings is the leader's end of a booking (DESIGN L10 "End": its jobs
+// are stopped at end - kill_timeout, by the core's rule L10.end, "and the
+// reservation moves to history"): every booking of the store whose end has
+// passed at now and that no live allocation names any more (its jobs are
+// gone, or stopped with their allocations terminal) is moved from
+// reservations/<id> to history/reservations/<id> with outcome "ended" (or
+// "forced" after a forced cancel, which moved End to now) and ended_at its
+// end, at most endBatch a cycle, in one guarded transaction
+// fenced by the leader lock (store.GuardedFenced; a lost lock writes
+// nothing). b is the cycle's build: its jobs say which bookings still have
+// live allocations. res are the bookings the cycle read (calendarInput):
+// when none of them has ended with no live allocation, the store is not
+// read again. It returns the IDs moved.
+func (a *Agent) endBookings(ctx context.Context, lock *store.Lock, res []plan.Reservation, b *nomad.Build, now time.Time) ([]string, error) {
+	busy := map[string]bool{}
+	for _, v := range b.Jobs {
+		if v.Options.Reservation != "" && v.Live > 0 {
+			busy[v.Options.Reservation] = true
+		}
+	}
+	due := false
+	for _, r := range res {
+		due = due || (!now.Before(r.End) && !busy[r.ID])
+	}
+	if !due {
+		return nil, nil
+	}
+	var moved []string
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	_, err := a.store.GuardedFenced(ctx, lock, func(g *store.Guarded) ([]store.Change, error) {
+		var changes []store.Change
+		moved, changes = endedChanges(g.Reservations, busy, now)
+		if len(changes) == 0 {
+			return nil, errNothingEnded
+		}
+		return changes, nil
+	})
+	if errors.Is(err, errNothingEnded) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return moved, nil
+}
+
+// errNothingEnded ends endBookings' guarded write without writing.
+var errNothingEnded = errors.New("no booking to end")
+
+// ended reports whether booking r has ended at now (End is exclusive) and
+// no live allocation names it (busy).
+func ended(r reservation.Booking, busy map[string]bool, now time.Time) bool {
+	return !now.Before(r.End) && !busy[r.ID]
+}
+
+// endedChanges returns the bookings of bs that have ended (ended), at
+// most endBatch of them in the store's order (by ID), and the store
+// changes that move them to history: a delete of reservations/<id> and a
+// history entry with ended_at the booking's end and outcome "ended", or
+// "forced" for a booking cancelled by force (CancelledAt set, End moved
+// to it).
+func endedChanges(bs []reservation.Booking, busy map[string]bool, now time.Time) ([]string, []store.Change) {
+	var ids []string
+	var out []store.Change
+	for _, r := range bs {
+		if !ended(r, busy, now) || len(ids) == endBatch {
+			continue
+		}
+		outcome := "ended"
+		if !r.CancelledAt.IsZero() {
+			outcome = "forced" // the API's forced cancel moved End to CancelledAt
+		}
+		ids = append(ids, r.ID)
+		out = append(out, store.DeleteReservation(r.ID),
+			store.PutReservationHistory(store.ReservationHistory{Booking: r, EndedAt: r.End, Outcome: outcome}))
+	}
+	return ids, out
 }
 
 // heldFor keeps the holds of a claimant and those of a reservation in res

@@ -15,7 +15,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-func TestPlanReservationsConvertsUnendedBookings(t *testing.T) {
+// Every booking still in the store is passed to the core, the ended one
+// too (until the leader moves it to history), so that L10.end stops its
+// jobs and a job naming it learns that it ended.
+func TestPlanReservationsConvertsTheStoresBookings(t *testing.T) {
 	tokyo := time.FixedZone("JST", 9*3600)
 	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	bs := []reservation.Booking{
@@ -23,9 +26,10 @@ func TestPlanReservationsConvertsUnendedBookings(t *testing.T) {
 		{ID: "r-1", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 16, AllocGPUs: 8, Model: "H100", NodePool: "gpu",
 			Start: time.Date(2026, 12, 7, 8, 0, 0, 0, tokyo), End: time.Date(2026, 12, 14, 8, 0, 0, 0, tokyo)},
 	}
-	want := []plan.Reservation{{ID: "r-1", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 16, AllocGPUs: 8, Model: "H100",
+	want := []plan.Reservation{{ID: "r-ended", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 2, AllocGPUs: 2,
+		Start: now.Add(-2 * time.Hour), End: now}, {ID: "r-1", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 16, AllocGPUs: 8, Model: "H100",
 		NodePool: "gpu", Start: time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 13, 23, 0, 0, 0, time.UTC)}}
-	if diff := cmp.Diff(want, planReservations(bs, now)); diff != "" {
+	if diff := cmp.Diff(want, planReservations(bs)); diff != "" {
 		t.Fatalf("reservations (-want +got):\n%s", diff)
 	}
 }

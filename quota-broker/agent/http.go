@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"os"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/acl"
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
+	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -75,8 +78,52 @@ func (b agentBackend) IsLeader() bool { return b.a.IsLeader() }
 
 func (b agentBackend) Health() any { return b.a.Health() }
 
+// PendingOf reads a job for a plan preview as the Nomad adapter reads it
+// when it is submitted: brokerapi.PendingOfJob gives the GPU groups, then
+// the job's gputide meta is read by the adapter's rules (nomad.
+// ParseJobOptions, and nomad.CheckReservation against the bookings of the
+// last snapshot), so that a job the broker would leave unadmitted with a
+// meta error is refused here with the same words (HTTP 400, the field
+// Job.Meta.<key>), and the groups carry the adapter's idle, elastic,
+// reservation, flex and pool options (job meta only, as the adapter).
 func (b agentBackend) PendingOf(job *nomadapi.Job, now time.Time) ([]plan.Pending, error) {
-	return brokerapi.PendingOfJob(job, now)
+	groups, err := brokerapi.PendingOfJob(job, now)
+	if err != nil {
+		return nil, err
+	}
+	b.a.mu.Lock()
+	var res []plan.Reservation
+	if b.a.lastSnap != nil {
+		res = b.a.lastSnap.Reservations
+	}
+	b.a.mu.Unlock()
+	return previewOptions(job, groups, b.a.cfg.HoldingPool, res, now)
+}
+
+// previewOptions applies the adapter's reading of job's gputide meta to
+// the preview's groups, or returns the meta error as a 400 Problem.
+func previewOptions(job *nomadapi.Job, groups []plan.Pending, holdingPool string, res []plan.Reservation, now time.Time) ([]plan.Pending, error) {
+	ns := "default"
+	if job.Namespace != nil && *job.Namespace != "" {
+		ns = *job.Namespace
+	}
+	opts, err := nomad.ParseJobOptions(job.Meta, holdingPool)
+	if err == nil {
+		err = nomad.CheckReservation(opts.Reservation, ns, nomad.IndexBookings(res), now)
+	}
+	if err != nil {
+		field := "Job.Meta"
+		var me *nomad.MetaError
+		if errors.As(err, &me) {
+			field += "." + me.Key
+		}
+		return nil, &brokerapi.Problem{Status: http.StatusBadRequest, Field: field, Msg: err.Error()}
+	}
+	for i := range groups {
+		g := &groups[i]
+		g.Idle, g.Elastic, g.Reservation, g.Flex, g.NodePool = opts.Idle, opts.Elastic, opts.Reservation, opts.Flex, opts.Pool
+	}
+	return groups, nil
 }
 
 // preemptions is the preemption history in the store (written by the

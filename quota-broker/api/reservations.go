@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,6 +41,11 @@ type ReservationEntry struct {
 	Start     *time.Time `json:"start,omitempty"`
 	End       *time.Time `json:"end,omitempty"`
 	Running   int        `json:"running_allocations,omitempty"`
+	// Outcome and EndedAt are set for a booking read from history (GET
+	// /v1/reservation/<id> of an ended or cancelled one): "ended",
+	// "cancelled" or "forced", and when.
+	Outcome string     `json:"outcome,omitempty"`
+	EndedAt *time.Time `json:"ended_at,omitempty"`
 }
 
 // ReservationsResponse is the body of GET /v1/reservations.
@@ -91,13 +97,19 @@ func DecodeBooking(data []byte) (reservation.Booking, error) {
 		Model: req.Model, NodePool: req.NodePool, Start: start, End: start.Add(d)}, nil
 }
 
-// entryOf renders b for c, redacted without read-job on its namespace.
+// entryOf renders b for c, redacted without read-job on its namespace. A
+// booking cancelled by force whose jobs are still stopping shows outcome
+// "forced" and ended_at its CancelledAt.
 func entryOf(b reservation.Booking, c *caller, running int) ReservationEntry {
 	e := ReservationEntry{Namespace: b.Namespace, GPUs: b.GPUs}
 	if c.canRead(b.Namespace) {
 		start, end := b.Start, b.End
 		e.ID, e.Node, e.AllocGPUs, e.Model, e.NodePool, e.Start, e.End, e.Running =
 			b.ID, b.Node, b.AllocGPUs, b.Model, b.NodePool, &start, &end, running
+		if !b.CancelledAt.IsZero() {
+			at := b.CancelledAt
+			e.Outcome, e.EndedAt = "forced", &at
+		}
 	}
 	return e
 }
@@ -130,14 +142,19 @@ func (s *Server) reservationList(w http.ResponseWriter, r *http.Request, c *call
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, ReservationsResponse{State: fresh, Reservations: s.reservationsOf(g.Reservations, r.URL.Query().Get("namespace"), c)})
+	writeJSON(w, ReservationsResponse{State: fresh, Reservations: s.reservationsOf(g.Reservations, r.URL.Query().Get("namespace"), c, s.cfg.Now())})
 }
 
-// reservationsOf renders the bookings of namespace ns ("": all) for c, in
-// the store's order (by ID), redacted per namespace (entryOf).
-func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller) []ReservationEntry {
+// reservationsOf renders the unended bookings (End after now) of namespace
+// ns ("": all) for c, in the store's order (by ID), redacted per namespace
+// (entryOf). An ended booking is left out at once, before the leader moves
+// it to history (DESIGN L10 "End"); GET /v1/reservation/<id> still finds it.
+func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller, now time.Time) []ReservationEntry {
 	out := []ReservationEntry{}
 	for _, b := range list {
+		if !b.End.After(now) {
+			continue
+		}
 		if ns == "" || b.Namespace == ns {
 			out = append(out, entryOf(b, c, s.running(b.ID)))
 		}
@@ -146,7 +163,9 @@ func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller
 }
 
 // reservationGet serves GET /v1/reservation/<id>: read-job on its
-// namespace, else 404 as for a missing one.
+// namespace, else 404 as for a missing one. A booking no longer in
+// reservations/ is read from history/reservations/<id> (ended, cancelled
+// or forced; Outcome and EndedAt set).
 func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *caller) {
 	id := r.PathValue("id")
 	_, fresh, err := s.current()
@@ -159,12 +178,27 @@ func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *calle
 		writeError(w, err)
 		return
 	}
-	b, ok := g.Reservation(id)
-	if !ok || !c.canRead(b.Namespace) {
+	if b, ok := g.Reservation(id); ok {
+		if !c.canRead(b.Namespace) {
+			writeError(w, notFound("reservation %q not found", id))
+			return
+		}
+		writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id))})
+		return
+	}
+	h, err := s.cfg.Store.ReservationHistoryOf(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !c.canRead(h.Booking.Namespace) {
 		writeError(w, notFound("reservation %q not found", id))
 		return
 	}
-	writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id))})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	e := entryOf(h.Booking, c, s.running(id))
+	ended := h.EndedAt
+	e.Outcome, e.EndedAt = h.Outcome, &ended
+	writeJSON(w, ReservationResponse{State: fresh, Reservation: e})
 }
 
 // reservationCreate serves POST /v1/reservations: submit-job on the
@@ -247,7 +281,12 @@ func (s *Server) limitsOf(st quota.Settings) reservation.Limits {
 
 // reservationCancel serves DELETE /v1/reservation/<id>[?force=true]:
 // submit-job on its namespace (without read-job there: 404); a booking
-// with running allocations needs force. The booking goes to history.
+// with running allocations needs force. A booking without running
+// allocations goes to history at once (outcome "cancelled"). A forced
+// cancel of a booking in its window ends it now (End and CancelledAt set
+// to now, DESIGN L10 "End": the core's L10.end stops its jobs at once) and
+// the leader moves it to history (outcome "forced") once they are gone;
+// cancelling it again answers the same booking and writes nothing.
 func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *caller) {
 	id := r.PathValue("id")
 	force := false
@@ -271,6 +310,10 @@ func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *ca
 			return nil, forbidden(fmt.Sprintf("permission denied: cancelling needs submit-job on namespace %q", b.Namespace))
 		}
 		running = s.running(id)
+		if !b.CancelledAt.IsZero() {
+			gone = b // forced already; its jobs are stopping
+			return nil, errAlreadyForced
+		}
 		if running > 0 && !force {
 			return nil, conflict("reservation %q has %d running allocations; cancel with -force (?force=true) to stop them", id, running)
 		}
@@ -278,20 +321,33 @@ func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *ca
 		if running > 0 {
 			outcome = "forced"
 		}
+		record := store.PutChangeRecord(store.ChangeRecord{At: now, Op: "reservation cancel", Accessor: c.accessor(), Subject: id,
+			Detail: fmt.Sprintf("%s, %d running allocations", outcome, running), Guard: g.Counter})
+		if running > 0 && now.After(b.Start) && now.Before(b.End) {
+			// Forced: the booking ends now and stays until its jobs,
+			// stopped by the core's L10.end, are gone; the leader then
+			// moves it to history (agent endBookings).
+			b.End, b.CancelledAt = now, now
+			gone = b
+			return []store.Change{store.PutReservation(b), record}, nil
+		}
 		gone = b
 		return []store.Change{
 			store.DeleteReservation(id),
 			store.PutReservationHistory(store.ReservationHistory{Booking: b, EndedAt: now, Outcome: outcome}),
-			store.PutChangeRecord(store.ChangeRecord{At: now, Op: "reservation cancel", Accessor: c.accessor(), Subject: id,
-				Detail: fmt.Sprintf("%s, %d running allocations", outcome, running), Guard: g.Counter}),
+			record,
 		}, nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errAlreadyForced) {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, ReservationResponse{Reservation: entryOf(gone, c, running)})
 }
+
+// errAlreadyForced ends a cancel's guarded write without writing: the
+// booking was cancelled by force before and its jobs are stopping.
+var errAlreadyForced = errors.New("already cancelled by force")
 
 // newID draws a default reservation ID (reservation.NewID).
 func (s *Server) newID() (string, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/acl"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -675,8 +676,30 @@ func TestReservations(t *testing.T) {
 	if len(recs) != 2 || recs[0].Accessor != "acc-team-b" || recs[1].Op != "reservation cancel" {
 		t.Errorf("change records %+v", recs)
 	}
-	if code, _ := h.do(t, "GET", "/v1/reservation/rb", tokTeamB, ""); code != 404 {
-		t.Errorf("cancelled booking still readable")
+	// The cancelled booking is read from history, by its readers only.
+	code, body = h.do(t, "GET", "/v1/reservation/rb", tokTeamB, "")
+	var gone ReservationResponse
+	_ = json.Unmarshal(body, &gone)
+	endedAt := clock
+	wantGone := ReservationEntry{Namespace: "workspace-b", GPUs: 16, ID: "rb", Node: "Quota1.1", AllocGPUs: 8, Start: &start, End: &end,
+		Running: 1, Outcome: "forced", EndedAt: &endedAt}
+	if diff := cmp.Diff(wantGone, gone.Reservation, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); code != 200 || diff != "" {
+		t.Errorf("cancelled booking from history: %d (-want +got):\n%s", code, diff)
+	}
+	if code, _ := h.do(t, "GET", "/v1/reservation/rb", tokTeamC, ""); code != 404 {
+		t.Errorf("C reads B's cancelled booking: %d, want 404", code)
+	}
+	if code, _ := h.do(t, "GET", "/v1/reservation/r-nowhere", tokMgmt, ""); code != 404 {
+		t.Errorf("unknown booking: %d, want 404", code)
+	}
+	if code, _ := h.do(t, "DELETE", "/v1/reservation/rb", tokTeamB, ""); code != 404 {
+		t.Errorf("cancelling a booking in history: %d, want 404", code)
+	}
+	_, body = h.do(t, "GET", "/v1/reservations", tokTeamB, "")
+	list = ReservationsResponse{}
+	_ = json.Unmarshal(body, &list)
+	if len(list.Reservations) != 0 {
+		t.Errorf("the list shows the cancelled booking: %+v", list.Reservations)
 	}
 	// A default ID from the random source.
 	code, body = h.do(t, "POST", "/v1/reservations", tokTeamC, `{"namespace":"workspace-c","gpus":8,"start":"2026-12-07T08:00:00Z","duration":"1h"}`)
@@ -863,5 +886,122 @@ func TestBookingLimitsFromTreeSettings(t *testing.T) {
 	code, body = h.do(t, "POST", "/v1/reservations", tokTeamB, `{"namespace":"workspace-b","gpus":8,"start":"`+late+`","duration":"1h"}`)
 	if e := errOf(t, body); code != 400 || e.Field != "start" || !strings.Contains(e.Error, "24h") {
 		t.Errorf("booking 25 h ahead under reservation_max_ahead = 24h: %d %s, want 400 naming 24h", code, body)
+	}
+}
+
+// A booking whose end has passed leaves the list at once, before the
+// leader moves it to history; GET by ID still finds it, in reservations/
+// until the move and in history after it (DESIGN L10 "End").
+func TestEndedBookingLeavesTheList(t *testing.T) {
+	h := newHarness(t, options{})
+	ended := reservation.Booking{ID: "r-old", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 8, AllocGPUs: 8,
+		Start: clock.Add(-2 * time.Hour), End: clock}
+	live := reservation.Booking{ID: "r-now", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 8, AllocGPUs: 8,
+		Start: clock.Add(-time.Hour), End: clock.Add(time.Second)}
+	if _, err := h.kv.Guarded(context.Background(), func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutReservation(ended), store.PutReservation(live)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	listIDs := func() []string {
+		_, body := h.do(t, "GET", "/v1/reservations", tokTeamB, "")
+		var list ReservationsResponse
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range list.Reservations {
+			ids = append(ids, e.ID)
+		}
+		return ids
+	}
+	if diff := cmp.Diff([]string{"r-now"}, listIDs()); diff != "" {
+		t.Errorf("list (-want +got):\n%s", diff)
+	}
+	show := func() ReservationEntry {
+		code, body := h.do(t, "GET", "/v1/reservation/r-old", tokTeamB, "")
+		if code != 200 {
+			t.Fatalf("show r-old: %d %s", code, body)
+		}
+		var r ReservationResponse
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Reservation
+	}
+	if e := show(); e.ID != "r-old" || e.Outcome != "" || e.EndedAt != nil {
+		t.Errorf("before the move: %+v", e)
+	}
+	// The leader's move (agent endBookings).
+	if _, err := h.kv.Guarded(context.Background(), func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.DeleteReservation("r-old"),
+			store.PutReservationHistory(store.ReservationHistory{Booking: ended, EndedAt: ended.End, Outcome: "ended"})}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if e := show(); e.ID != "r-old" || e.Outcome != "ended" || e.EndedAt == nil || !e.EndedAt.Equal(clock) {
+		t.Errorf("after the move: %+v", e)
+	}
+	if diff := cmp.Diff([]string{"r-now"}, listIDs()); diff != "" {
+		t.Errorf("list after the move (-want +got):\n%s", diff)
+	}
+}
+
+// A forced cancel of a booking in its window with running jobs ends it now
+// (DESIGN L10 "End": the core's L10.end then stops its jobs at once): the
+// booking stays, with end and cancelled_at now, out of the list, shown as
+// forced, until the leader moves it to history; a second cancel writes
+// nothing.
+func TestForcedCancelEndsTheBookingNow(t *testing.T) {
+	h := newHarness(t, options{})
+	b := reservation.Booking{ID: "r-run", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 8, AllocGPUs: 8,
+		Start: clock.Add(-time.Hour), End: clock.Add(time.Hour)}
+	if _, err := h.kv.Guarded(context.Background(), func(*store.Guarded) ([]store.Change, error) {
+		return []store.Change{store.PutReservation(b)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.backend.st.Snapshot.Allocations[0].Reservation = "r-run"
+	if code, body := h.do(t, "DELETE", "/v1/reservation/r-run", tokTeamB, ""); code != 409 {
+		t.Fatalf("cancel without force: %d %s", code, body)
+	}
+	code, body := h.do(t, "DELETE", "/v1/reservation/r-run?force=true", tokTeamB, "")
+	if code != 200 {
+		t.Fatalf("forced cancel: %d %s", code, body)
+	}
+	g, err := h.kv.ReadGuarded(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := b
+	want.End, want.CancelledAt = clock, clock
+	if diff := cmp.Diff([]reservation.Booking{want}, g.Reservations, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+		t.Errorf("stored booking (-want +got):\n%s", diff)
+	}
+	if hist, _ := h.kv.ReservationHistory(context.Background()); len(hist) != 0 {
+		t.Errorf("history before the leader's move: %+v", hist)
+	}
+	code, body = h.do(t, "GET", "/v1/reservation/r-run", tokTeamB, "")
+	var got ReservationResponse
+	_ = json.Unmarshal(body, &got)
+	start, end, endedAt := b.Start, clock, clock
+	wantEntry := ReservationEntry{Namespace: "workspace-b", GPUs: 8, ID: "r-run", Node: "Quota1.1", AllocGPUs: 8, Start: &start, End: &end,
+		Running: 1, Outcome: "forced", EndedAt: &endedAt}
+	if diff := cmp.Diff(wantEntry, got.Reservation, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); code != 200 || diff != "" {
+		t.Errorf("show: %d (-want +got):\n%s", code, diff)
+	}
+	_, body = h.do(t, "GET", "/v1/reservations", tokTeamB, "")
+	var list ReservationsResponse
+	_ = json.Unmarshal(body, &list)
+	if len(list.Reservations) != 0 {
+		t.Errorf("the list shows the forced booking: %+v", list.Reservations)
+	}
+	for _, path := range []string{"/v1/reservation/r-run?force=true", "/v1/reservation/r-run"} {
+		if code, body := h.do(t, "DELETE", path, tokTeamB, ""); code != 200 {
+			t.Errorf("DELETE %s again: %d %s", path, code, body)
+		}
+	}
+	if g2, _ := h.kv.ReadGuarded(context.Background()); g2.Counter != g.Counter {
+		t.Errorf("a second cancel wrote: guard %d -> %d", g.Counter, g2.Counter)
 	}
 }

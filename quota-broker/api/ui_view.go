@@ -108,7 +108,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int
 		return v, http.StatusOK
 	}
 	var shown []ReservationEntry
-	for _, e := range s.reservationsOf(g.Reservations, "", c) {
+	for _, e := range s.reservationsOf(g.Reservations, "", c, now) {
 		switch {
 		case e.Start == nil:
 			v.Hidden = append(v.Hidden, e)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/acl"
 	"github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -138,6 +140,8 @@ func TestBrokerCommands(t *testing.T) {
 		{[]string{"reservation", "show", "-json", "rb"}, 0, `"node": "Quota1.1"`, ""},
 		{[]string{"reservation", "show", "nope"}, 1, "", "not found"},
 		{[]string{"reservation", "cancel", "rb"}, 0, `Reservation "rb" cancelled`, ""},
+		{[]string{"reservation", "show", "rb"}, 0, "Outcome              = cancelled", ""},
+		{[]string{"reservation", "list", "-json"}, 0, `"reservations": []`, ""},
 		{[]string{"queue"}, 0, "llama-ft-13b", ""},
 		{[]string{"preemptions", "-since", "yesterday"}, 1, "", `-since "yesterday"`},
 		{[]string{"preemptions", "-since", "24h"}, 0, "At", ""},
@@ -181,13 +185,25 @@ func FuzzReservationFlags(f *testing.F) {
 		req, err := bookingFromFlags("workspace-b", gpus, alloc, "", "", start, duration, id)
 		if err != nil {
 			msg := err.Error()
-			if !strings.HasPrefix(msg, "-") && !strings.HasPrefix(msg, "missing flags") {
-				t.Fatalf("error %q names no flag", msg)
+			if strings.HasPrefix(msg, "missing flags") {
+				if gpus != "" && start != "" && duration != "" {
+					t.Fatalf("error %q with every required flag given", msg)
+				}
+				return
+			}
+			// The flag and its value as typed: -duration "90d": ...
+			vals := map[string]string{"gpus": gpus, "alloc-gpus": alloc, "start": start, "duration": duration, "id": id}
+			flag, rest, _ := strings.Cut(strings.TrimPrefix(msg, "-"), " ")
+			v, known := vals[flag]
+			if !strings.HasPrefix(msg, "-") || !known || !strings.HasPrefix(rest, strconv.Quote(v)+": ") {
+				t.Fatalf("error %q does not start with a flag and its quoted value", msg)
 			}
 			return
 		}
-		if req.Start != start || req.Duration != duration || req.GPUs <= 0 || req.ID != id {
-			t.Fatalf("request %+v from %q %q %q %q", req, gpus, start, duration, id)
+		d, _ := time.ParseDuration(duration)
+		if req.Start != start || req.Duration != duration || req.GPUs <= 0 || req.ID != id ||
+			(req.AllocGPUs != 0 && req.GPUs%req.AllocGPUs != 0) || d <= 0 || d > reservation.MaxDuration {
+			t.Fatalf("request %+v from %q %q %q %q %q", req, gpus, alloc, start, duration, id)
 		}
 	})
 }

@@ -135,8 +135,9 @@ func (c *ReservationListCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: gputide reservation list [-namespace NS] [options]
 
-  Lists the bookings. Those of namespaces the token cannot read show only
-  namespace and GPUs.
+  Lists the bookings that have not ended. Those of namespaces the token
+  cannot read show only namespace and GPUs. An ended or cancelled booking
+  is in history: see "gputide reservation show ID".
 ` + apiHelp)
 }
 
@@ -180,7 +181,9 @@ func (c *ReservationShowCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: gputide reservation show ID [options]
 
-  Shows one booking; needs read-job on its namespace.
+  Shows one booking; needs read-job on its namespace. A booking that ended
+  or was cancelled is read from history, with its outcome (ended,
+  cancelled, forced) and when.
 ` + apiHelp)
 }
 
@@ -200,9 +203,13 @@ func (c *ReservationShowCommand) Run(args []string) int {
 			return nil
 		}
 		r := res.Reservation
-		c.Ui.Output(formatKV([][2]string{{"ID", r.ID}, {"Namespace", r.Namespace}, {"Node", r.Node}, {"GPUs", strconv.Itoa(r.GPUs)},
+		kv := [][2]string{{"ID", r.ID}, {"Namespace", r.Namespace}, {"Node", r.Node}, {"GPUs", strconv.Itoa(r.GPUs)},
 			{"Alloc GPUs", strconv.Itoa(r.AllocGPUs)}, {"Model", r.Model}, {"Node pool", r.NodePool}, {"Start", fmtTime(r.Start)},
-			{"End", fmtTime(r.End)}, {"Running allocations", strconv.Itoa(r.Running)}}))
+			{"End", fmtTime(r.End)}, {"Running allocations", strconv.Itoa(r.Running)}}
+		if r.Outcome != "" {
+			kv = append(kv, [2]string{"Outcome", r.Outcome}, [2]string{"Ended at", fmtTime(r.EndedAt)})
+		}
+		c.Ui.Output(formatKV(kv))
 		return nil
 	})
 }

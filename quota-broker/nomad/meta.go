@@ -104,7 +104,7 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 		}
 	}
 	if hasFlex && o.Reservation != "" {
-		return JobOptions{}, &MetaError{MetaReservation, o.Reservation, "a flex request (gputide_flex_*) cannot name a reservation (L11)"}
+		return JobOptions{}, &MetaError{MetaReservation, o.Reservation, "cannot be combined with " + flexKeysSet(meta) + ": a flex request cannot name a reservation (L11)"}
 	}
 	if hasFlex {
 		if _, set := meta[MetaFlexMaxWait]; !set {
@@ -144,6 +144,60 @@ func CheckAdmitPool(pool string, admit []string, pools map[string]bool) error {
 	}
 	if pools != nil && !pools[pool] {
 		return &MetaError{MetaPool, pool, "no such node pool in Nomad"}
+	}
+	return nil
+}
+
+// flexKeysSet names the flex keys meta sets with their values, for the
+// error of a flex request that names a reservation: `gputide_flex_max_run
+// = "4h"`, both joined with " and " when both are set.
+func flexKeysSet(meta map[string]string) string {
+	var set []string
+	for _, k := range []string{MetaFlexMaxRun, MetaFlexMaxWait} {
+		if v, ok := meta[k]; ok {
+			set = append(set, fmt.Sprintf("%s = %q", k, v))
+		}
+	}
+	return strings.Join(set, " and ")
+}
+
+// Bookings are bookings by ID, for CheckReservation (IDs are unique in
+// the store: one key per booking).
+type Bookings map[string]*plan.Reservation
+
+// IndexBookings indexes rs by ID (the first of a repeated ID wins); rs must
+// outlive the index.
+func IndexBookings(rs []plan.Reservation) Bookings {
+	out := make(Bookings, len(rs))
+	for i := range rs {
+		if _, dup := out[rs[i].ID]; !dup {
+			out[rs[i].ID] = &rs[i]
+		}
+	}
+	return out
+}
+
+// CheckReservation checks the booking a job of namespace names in
+// gputide_reservation (id; "" passes) against bookings, the store's
+// bookings that are not yet in history (BuildInput.Reservations), at now:
+// it must be one of them, of the job's own namespace, and not ended (End
+// is exclusive) (DESIGN L10: only jobs of the reservation's namespace may
+// name it; issue 9 item 4: an unended booking of the job's own namespace,
+// else a meta error). The error is a *MetaError naming gputide_reservation
+// and the ID. A booking of another namespace is reported as unknown, word
+// for word: the error is written into the job's meta (gputide_reason),
+// which the job's namespace reads, and the reservation API shows another
+// namespace's booking IDs only to its readers.
+func CheckReservation(id, namespace string, bookings Bookings, now time.Time) error {
+	if id == "" {
+		return nil
+	}
+	r := bookings[id]
+	if r == nil || r.Namespace != namespace {
+		return &MetaError{MetaReservation, id, fmt.Sprintf("no unended booking of namespace %q has this ID", namespace)}
+	}
+	if !now.Before(r.End) {
+		return &MetaError{MetaReservation, id, fmt.Sprintf("the booking of namespace %q ended at %s; name an unended booking", namespace, r.End.UTC().Format(time.RFC3339))}
 	}
 	return nil
 }

@@ -55,8 +55,11 @@ type BuildInput struct {
 	// queued_at in the agent, else Actor.Requeued (rule L11.settle); nil,
 	// zero or not after the job's first sight: never requeued.
 	Requeued func(job plan.JobKey) time.Time
-	// Reservations are the unended bookings, passed on as
-	// plan.Snapshot.Reservations.
+	// Reservations are the store's bookings not yet moved to history
+	// (ended ones included: the core's L10.end still stops their jobs),
+	// passed on as plan.Snapshot.Reservations. A job that is not stopped
+	// and names none of them, one of another namespace, or an ended one
+	// has a meta error (CheckReservation).
 	Reservations []plan.Reservation
 	// Holds are the holds the broker keeps (Actor.Holds), passed on as
 	// plan.Snapshot.Holds.
@@ -112,8 +115,9 @@ type Build struct {
 //  2. liveByGroup: live allocations per job and task group (L2);
 //  3. jobView: each job of a governed namespace, with its pool, meta
 //     options (or meta error, also when its gputide_pool is not an
-//     existing pool listed in AdmitPools), live count and whether it was registered
-//     straight into a real pool;
+//     existing pool listed in AdmitPools, or, for a job not stopped, its
+//     gputide_reservation is not an unended booking of its namespace),
+//     live count and whether it was registered straight into a real pool;
 //  4. pendingGroups: the pending groups of a job (pendingCount decides how
 //     many allocations). Jobs with a bad meta value, stopped jobs, system
 //     jobs, periodic and parameterized parents are not pending; jobs that
@@ -152,6 +156,7 @@ func (s *State) Build(in BuildInput) *Build {
 
 	snap.Nodes = snapshotNodes(s.nodes)
 	live := liveByGroup(s.allocs)
+	bookings := IndexBookings(in.Reservations)
 	for _, k := range slices.SortedFunc(maps.Keys(s.jobs), plan.JobKey.Compare) {
 		j := s.jobs[k]
 		if !governed(nsOrDefault(str(j.Namespace))) {
@@ -160,6 +165,9 @@ func (s *State) Build(in BuildInput) *Build {
 		v := jobView(k, j, live[k], holding, in.Accepted)
 		if v.MetaErr == nil {
 			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.pools)
+		}
+		if v.MetaErr == nil && !v.stopped() {
+			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 		}
 		b.Jobs[k] = v
 		pending, noGPU := pendingGroups(v, live[k], s.summaries[k])
@@ -235,12 +243,21 @@ func jobView(k plan.JobKey, j *api.Job, live map[string]int, holding string, acc
 	return v
 }
 
+// stopped reports whether the job is stopped (job stop, as the L10.end and
+// L11.max_run stops leave it), or dead with no live allocation: it is not
+// pending, and its gputide_reservation is not checked (its booking may
+// have ended and gone to history, as it should).
+func (v *JobView) stopped() bool {
+	j := v.Job
+	return (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0
+}
+
 // pendingGroups is step 4: the pending groups of job view v (its live
 // allocations per group, its summary), adding their count to v.Pending.
 // noGPU reports a job that waits in the holding pool and asks for no GPU.
 func pendingGroups(v *JobView, live map[string]int, sum *api.JobSummary) (pending []plan.Pending, noGPU bool) {
 	j := v.Job
-	if v.MetaErr != nil || (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0 {
+	if v.MetaErr != nil || v.stopped() {
 		return nil, false
 	}
 	if v.GPUGroups == 0 {

@@ -91,7 +91,7 @@ func TestParseJobOptionsAppliesTheCoresFlexRule(t *testing.T) {
 		{map[string]string{MetaFlexMaxRun: "200h"}, `job meta gputide_flex_max_run = "200h": is above the maximum of 168h`},
 		{map[string]string{MetaFlexMaxRun: "0s"}, `job meta gputide_flex_max_run = "0s": missing or 0: a flex request needs max_run, more than 0 and at most 168h`},
 		{map[string]string{MetaFlexMaxRun: "1h", MetaReservation: "r-1"},
-			`job meta gputide_reservation = "r-1": a flex request (gputide_flex_*) cannot name a reservation (L11)`},
+			`job meta gputide_reservation = "r-1": cannot be combined with gputide_flex_max_run = "1h": a flex request cannot name a reservation (L11)`},
 	} {
 		o, err := ParseJobOptions(tt.meta, DefaultHoldingPool)
 		got := ""

@@ -65,6 +65,13 @@ type Booking struct {
 	// booked duration, as an absolute duration (a DST change inside the
 	// window moves the wall-clock end, not the instant).
 	End time.Time `json:"end"`
+	// CancelledAt is set by a forced cancel of a started booking with
+	// running jobs (DESIGN L10 "End": its jobs are then stopped at once):
+	// End is moved to it, so that the core's rule L10.end stops the jobs
+	// now and every check sees the window as over, and the leader moves
+	// the booking to history (outcome "forced") once its jobs are gone.
+	// Zero otherwise.
+	CancelledAt time.Time `json:"cancelled_at,omitzero"`
 }
 
 // Duration is End - Start.

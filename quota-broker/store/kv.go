@@ -143,7 +143,30 @@ func guardedFrom(es []entry) (*Guarded, error) {
 // absent) to its value plus one. A lost CAS re-reads and retries, Retries
 // times, then ErrConflict. validate's error is returned as it is.
 func (s *KV) Guarded(ctx context.Context, validate ValidateFunc) (*Guarded, error) {
+	return s.guarded(ctx, nil, validate)
+}
+
+// GuardedFenced implements Store: Guarded, with the transaction also fenced
+// by lock (L12: a check that lock's session still holds the leader key
+// comes first; a lost lock writes nothing and returns ErrNotLeader, not
+// retried). validate may then return at most MaxOps-2 changes.
+func (s *KV) GuardedFenced(ctx context.Context, lock *Lock, validate ValidateFunc) (*Guarded, error) {
+	if lock == nil {
+		return nil, newErr("guarded", KeyLeader, ErrNotLeader, errors.New("no leader lock"))
+	}
+	return s.guarded(ctx, lock, validate)
+}
+
+// guarded is Guarded, fenced by lock when it is not nil.
+func (s *KV) guarded(ctx context.Context, lock *Lock, validate ValidateFunc) (*Guarded, error) {
+	var fence []op
+	if lock != nil {
+		fence = []op{{kind: opCheckSession, key: KeyLeader, session: lock.session}}
+	}
 	for attempt := 0; attempt <= Retries; attempt++ {
+		if lock != nil && !lock.IsLeader() {
+			return nil, newErr("guarded", KeyLeader, ErrNotLeader, nil)
+		}
 		state, err := s.ReadGuarded(ctx)
 		if err != nil {
 			return nil, err
@@ -152,10 +175,10 @@ func (s *KV) Guarded(ctx context.Context, validate ValidateFunc) (*Guarded, erro
 		if err != nil {
 			return nil, err
 		}
-		if len(changes)+1 > MaxOps {
-			return nil, newErr("guarded", "", ErrInvalid, fmt.Errorf("%d changes, more than %d in one transaction", len(changes), MaxOps-1))
+		if limit := MaxOps - 1 - len(fence); len(changes) > limit {
+			return nil, newErr("guarded", "", ErrInvalid, fmt.Errorf("%d changes, more than %d in one transaction", len(changes), limit))
 		}
-		ops := []op{{kind: opCAS, key: KeyGuard, index: state.Index, value: []byte(strconv.FormatUint(state.Counter+1, 10))}}
+		ops := append(slices.Clone(fence), op{kind: opCAS, key: KeyGuard, index: state.Index, value: []byte(strconv.FormatUint(state.Counter+1, 10))})
 		for _, c := range changes {
 			if c.del {
 				ops = append(ops, op{kind: opDelete, key: c.key})
@@ -174,7 +197,10 @@ func (s *KV) Guarded(ctx context.Context, validate ValidateFunc) (*Guarded, erro
 		if failed < 0 {
 			return applied(state, changes, results), nil
 		}
-		if failed != 0 {
+		if failed < len(fence) {
+			return nil, newErr("guarded", KeyLeader, ErrNotLeader, nil)
+		}
+		if failed != len(fence) {
 			return nil, newErr("guarded", ops[failed].key, ErrInvalid, errors.New("operation refused by the backend"))
 		}
 		// The guard moved: someone else wrote; re-read and validate again.
@@ -444,6 +470,21 @@ func (s *KV) DeleteHold(ctx context.Context, lock *Lock, owner plan.HoldOwner) e
 // ReservationHistory implements Store.
 func (s *KV) ReservationHistory(ctx context.Context) ([]ReservationHistory, error) {
 	return listDecode[ReservationHistory](ctx, s, dirHistoryReservations)
+}
+
+// ReservationHistoryOf implements Store: the history entry of booking id,
+// ErrNotFound when it has none.
+func (s *KV) ReservationHistoryOf(ctx context.Context, id string) (ReservationHistory, error) {
+	k := HistoryReservationKey(id)
+	e, _, err := s.b.get(ctx, k, 0)
+	if err != nil {
+		return ReservationHistory{}, err
+	}
+	if e == nil {
+		return ReservationHistory{}, newErr("get", k, ErrNotFound, nil)
+	}
+	var h ReservationHistory
+	return h, decode(*e, &h)
 }
 
 // Preemptions implements Store: oldest first.

@@ -315,6 +315,10 @@ type Store interface {
 	// checked and incremented; on conflict it retries Retries times, then
 	// ErrConflict. It returns the state as written.
 	Guarded(ctx context.Context, validate ValidateFunc) (*Guarded, error)
+	// GuardedFenced is Guarded fenced by the leader lock (L12): the
+	// leader's own guarded writes, such as moving ended bookings to
+	// history. A lost lock writes nothing: ErrNotLeader.
+	GuardedFenced(ctx context.Context, lock *Lock, validate ValidateFunc) (*Guarded, error)
 	// WatchGuarded calls fn with the guarded state each time it changes
 	// (blocking queries), and with an error when the store is unavailable
 	// (then retries with back-off), until ctx ends.
@@ -334,6 +338,9 @@ type Store interface {
 	DeleteHold(ctx context.Context, lock *Lock, owner plan.HoldOwner) error
 
 	ReservationHistory(ctx context.Context) ([]ReservationHistory, error)
+	// ReservationHistoryOf reads one booking's history entry (ErrNotFound
+	// when it has none): `reservation show ID` of an ended or cancelled one.
+	ReservationHistoryOf(ctx context.Context, id string) (ReservationHistory, error)
 	Preemptions(ctx context.Context) ([]Preemption, error)
 	AddPreemption(ctx context.Context, lock *Lock, p Preemption) error
 	PruneHistory(ctx context.Context, lock *Lock, now time.Time, retention time.Duration, maxEntries int) (int, error)

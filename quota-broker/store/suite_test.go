@@ -42,6 +42,7 @@ func runSuite(t *testing.T, open func(t *testing.T) *KV) {
 		{"Jobs", testJobs},
 		{"IntentsAndHoldsFencedByLock", testFencedWrites},
 		{"Holds", testHolds},
+		{"GuardedFencedByLock", testGuardedFenced},
 		{"HistoryPrune", testHistoryPrune},
 		{"WatchGuarded", testWatchGuarded},
 		{"LockGracefulHandover", testLockGraceful},
@@ -774,5 +775,95 @@ func testSeedTree(t *testing.T, s *KV) {
 	st, _ := s.ReadGuarded(ctx)
 	if st.Counter != 1 {
 		t.Fatalf("guard counter %d after one seed", st.Counter)
+	}
+}
+
+// The leader's guarded write (moving an ended booking to history, DESIGN
+// L10 "End") checks the guard and the lock in one transaction: with the
+// lock it writes; after a release, or with a stale session the backend no
+// longer knows as holder, it writes nothing and says ErrNotLeader.
+func testGuardedFenced(t *testing.T, s *KV) {
+	ctx := ctxT(t, 60*time.Second)
+	putTree(ctx, t, s, treeRec())
+	for _, b := range []reservation.Booking{booking("r-a", 16, 7), booking("r-b", 16, 8)} {
+		if _, err := s.Guarded(ctx, bookFn(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.GuardedFenced(ctx, nil, cancelFn("r-a", time.Now())); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("without a lock: %v, want ErrNotLeader", err)
+	}
+	lock, err := s.Lock(ctx, "broker-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := booking("r-a", 16, 7).End
+	endFn := func(id string) ValidateFunc {
+		return func(st *Guarded) ([]Change, error) {
+			b, ok := st.Reservation(id)
+			if !ok {
+				return nil, newErr("end", ReservationKey(id), ErrNotFound, nil)
+			}
+			return []Change{DeleteReservation(id), PutReservationHistory(ReservationHistory{Booking: b, EndedAt: b.End, Outcome: "ended"})}, nil
+		}
+	}
+	before, err := s.ReadGuarded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := s.GuardedFenced(ctx, lock, endFn("r-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.ReadGuarded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counter != before.Counter+1 || st.Index != written.Index {
+		t.Fatalf("guard: counter %d (was %d), index %d, written index %d", st.Counter, before.Counter, st.Index, written.Index)
+	}
+	if d := cmp.Diff([]string{"r-b"}, ids(st.Reservations)); d != "" {
+		t.Fatalf("reservations (-want +got):\n%s", d)
+	}
+	hist, err := s.ReservationHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ReservationHistory{{Booking: booking("r-a", 16, 7), EndedAt: ended, Outcome: "ended"}}
+	if d := cmp.Diff(want, hist, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); d != "" {
+		t.Fatalf("history (-want +got):\n%s", d)
+	}
+	one, err := s.ReservationHistoryOf(ctx, "r-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want[0], one, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); d != "" {
+		t.Fatalf("ReservationHistoryOf(r-a) (-want +got):\n%s", d)
+	}
+	if _, err := s.ReservationHistoryOf(ctx, "r-b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReservationHistoryOf of a booking still booked: %v, want ErrNotFound", err)
+	}
+
+	// A stale lock object whose session no longer holds the key: the
+	// backend's check refuses the whole transaction.
+	stale := &Lock{kv: s, session: lock.session, lost: make(chan struct{}), stop: make(chan struct{})}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GuardedFenced(ctx, lock, endFn("r-b")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("after release: %v, want ErrNotLeader", err)
+	}
+	if _, err := s.GuardedFenced(ctx, stale, endFn("r-b")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("with a stale session: %v, want ErrNotLeader", err)
+	}
+	after, err := s.ReadGuarded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Counter != st.Counter || len(after.Reservations) != 1 {
+		t.Fatalf("a refused fenced write changed the state: counter %d (was %d), reservations %v", after.Counter, st.Counter, ids(after.Reservations))
+	}
+	if hist, _ := s.ReservationHistory(ctx); len(hist) != 1 {
+		t.Fatalf("a refused fenced write wrote history: %d entries", len(hist))
 	}
 }
