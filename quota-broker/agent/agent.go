@@ -408,7 +408,7 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.cfg.HoldingPool, start, a.cfg.Staleness)
 	accepted := func(k plan.JobKey) bool { return a.actor.Accepted(k) || view.admitted(k) }
 	if !a.dryRun { // the holds are the store's (a dry run writes none: it keeps its own)
-		holds = heldFor(view.planHolds(start), res)
+		holds = heldFor(view.planHolds(start, holdLasts(res)), res)
 	}
 	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies,

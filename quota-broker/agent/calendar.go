@@ -27,7 +27,7 @@ func (a *Agent) calendarInput(ctx context.Context, now time.Time) ([]plan.Reserv
 		}
 		res = planReservations(g.Reservations)
 	}
-	return res, heldFor(a.actor.Holds(now), res), nil
+	return res, heldFor(a.actor.Holds(now, holdLasts(res)), res), nil
 }
 
 // planReservations converts the store's bookings to the core's
@@ -130,6 +130,32 @@ func endedChanges(bs []reservation.Booking, busy map[string]bool, now time.Time)
 			store.PutReservationHistory(store.ReservationHistory{Booking: r, EndedAt: r.End, Outcome: outcome}))
 	}
 	return ids, out
+}
+
+// holdLasts returns when a hold ends, given the bookings res the cycle
+// read: a claimant's hold (pre-warm, flex) at its Until; a reservation's
+// hold at the later of its Until and the reservation's end, since the core
+// lends a reservation's held GPUs to idle jobs only from Until to the end
+// (DESIGN L10: "unused booked GPUs are free to idle jobs only"); the hold
+// of a booking not in res (cancelled, or moved to history) has ended.
+func holdLasts(res []plan.Reservation) func(plan.Hold) time.Time {
+	end := make(map[string]time.Time, len(res))
+	for _, r := range res {
+		end[r.ID] = r.End
+	}
+	return func(h plan.Hold) time.Time {
+		if h.For.Reservation == "" {
+			return h.Until
+		}
+		e, ok := end[h.For.Reservation]
+		if !ok {
+			return time.Time{}
+		}
+		if h.Until.After(e) {
+			return h.Until
+		}
+		return e
+	}
 }
 
 // heldFor keeps the holds of a claimant and those of a reservation in res

@@ -67,7 +67,7 @@ func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
 			GPUIDs: []string{"GPU-8"}, Until: now.Add(2 * time.Minute), Rule: plan.RulePrewarm},
 		{Action: plan.ActionStop, Alloc: "x", Reservation: "r-1", Node: "n1", Rule: plan.RuleDrain},
 	}}
-	res := []plan.Reservation{{ID: "r-1"}}
+	res := []plan.Reservation{{ID: "r-1", End: now.Add(time.Hour)}}
 	if err := a.recordHolds(ctx, lock, view, p, res, now); err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +98,23 @@ func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
 		{For: pre, Node: "n4", GPUIDs: []string{"GPU-8"}, Until: now.Add(2 * time.Minute)},
 		{For: r1, Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: now.Add(30 * time.Second)},
 	}
-	if diff := cmp.Diff(wantSnap, view.planHolds(now)); diff != "" {
+	lasts := holdLasts(res)
+	if diff := cmp.Diff(wantSnap, view.planHolds(now, lasts)); diff != "" {
 		t.Errorf("snapshot holds (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(wantSnap[:1], view.planHolds(now.Add(30*time.Second))); diff != "" {
-		t.Errorf("snapshot holds at r-1's end (-want +got):\n%s", diff)
+	// Past its Until a reservation's hold stays until the booking ends: the
+	// core lends its GPUs to idle jobs only (DESIGN L10); a pre-warm's ends.
+	if diff := cmp.Diff(wantSnap, view.planHolds(now.Add(30*time.Second), lasts)); diff != "" {
+		t.Errorf("snapshot holds at r-1's Until (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSnap[1:], view.planHolds(now.Add(2*time.Minute), lasts)); diff != "" {
+		t.Errorf("snapshot holds at the pre-warm's end (-want +got):\n%s", diff)
+	}
+	if got := view.planHolds(now.Add(time.Hour), lasts); len(got) != 0 {
+		t.Errorf("snapshot holds at r-1's end: %v, want none", got)
+	}
+	if got := view.planHolds(now, holdLasts(nil)); len(got) != 1 || got[0].For != pre {
+		t.Errorf("snapshot holds with r-1 gone: %v, want only the pre-warm's", got)
 	}
 	// The same plan again changes nothing, so writes nothing.
 	cs.puts, cs.deletes = nil, nil

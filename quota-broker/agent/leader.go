@@ -158,14 +158,14 @@ func (v *storeView) queuedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].
 // L11.max_run, L11.settle), zero when the store has none.
 func (v *storeView) admittedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].AdmittedAt }
 
-// planHolds returns the stored holds that have not ended at now (Until
-// after now), one per owner and node, sorted by owner then node: the
+// planHolds returns the stored holds that have not ended at now (lasts,
+// see holdLasts), one per owner and node, sorted by owner then node: the
 // snapshot's holds (DESIGN L10).
-func (v *storeView) planHolds(now time.Time) []plan.Hold {
+func (v *storeView) planHolds(now time.Time, lasts func(plan.Hold) time.Time) []plan.Hold {
 	var out []plan.Hold
 	for _, h := range v.holds {
 		for _, ph := range h.PlanHolds() {
-			if ph.Until.After(now) {
+			if lasts(ph).After(now) {
 				out = append(out, ph)
 			}
 		}
@@ -340,13 +340,15 @@ func firstStarts(s *nomad.State) map[plan.JobKey]time.Time {
 // L5 pre-warm; L12: before it acts, fenced by the lock), one record per
 // owner in holds/<owner>: the plan's hold actions are merged into the
 // stored ones (nomad.MergeHold: GPUs added, the later end kept), node
-// entries ended by now are dropped, and an owner left with none, or a
+// entries ended by now are dropped (holdLasts: a reservation's hold lasts
+// until the reservation ends), and an owner left with none, or a
 // reservation not among the unended bookings res, is deleted. Only the
 // records that change are written; v.holds is updated to what is stored.
 func (a *Agent) recordHolds(ctx context.Context, lock *store.Lock, v *storeView, p *plan.Plan, res []plan.Reservation,
 	now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
+	lasts := holdLasts(res)
 	before := map[plan.HoldOwner]store.Hold{}
 	after := map[plan.HoldOwner][]plan.Hold{}
 	for _, h := range v.holds {
@@ -364,7 +366,7 @@ func (a *Agent) recordHolds(ctx context.Context, lock *store.Lock, v *storeView,
 	}
 	var kept []store.Hold
 	for _, owner := range slices.SortedFunc(maps.Keys(after), compareOwners) {
-		hs := slices.DeleteFunc(after[owner], func(h plan.Hold) bool { return !h.Until.After(now) })
+		hs := slices.DeleteFunc(after[owner], func(h plan.Hold) bool { return !lasts(h).After(now) })
 		old, stored := before[owner]
 		if len(hs) == 0 || (owner.Reservation != "" && !known[owner.Reservation]) {
 			if stored {

@@ -248,15 +248,21 @@ func MergeHold(hs []plan.Hold, h plan.Hold) []plan.Hold {
 	return append(hs, h)
 }
 
-// Holds returns the holds the Actor keeps that have not ended at now
-// (Until after now), sorted by owner then node, for plan.Snapshot.Holds;
-// the ended ones are dropped.
-func (a *Actor) Holds(now time.Time) []plan.Hold {
+// Holds returns the holds the Actor keeps that have not ended at now,
+// sorted by owner then node, for plan.Snapshot.Holds; the ended ones are
+// dropped. A hold ends at lasts(h) (nil: its Until). The core keeps a
+// reservation's hold past its Until, lending its GPUs to idle jobs until
+// the reservation ends (DESIGN L10), so the agent's lasts gives such a
+// hold its reservation's end.
+func (a *Actor) Holds(now time.Time, lasts func(plan.Hold) time.Time) []plan.Hold {
+	if lasts == nil {
+		lasts = func(h plan.Hold) time.Time { return h.Until }
+	}
 	a.cal.mu.Lock()
 	defer a.cal.mu.Unlock()
 	var out []plan.Hold
 	for owner, hs := range a.cal.holds {
-		hs = slices.DeleteFunc(hs, func(h plan.Hold) bool { return !h.Until.After(now) })
+		hs = slices.DeleteFunc(hs, func(h plan.Hold) bool { return !lasts(h).After(now) })
 		if len(hs) == 0 {
 			delete(a.cal.holds, owner)
 			continue

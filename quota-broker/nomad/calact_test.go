@@ -35,7 +35,7 @@ func writesFor(t *testing.T, f *fakeNomad) []request {
 func buildFor(t *testing.T, s *State, a *Actor, now time.Time) *Build {
 	t.Helper()
 	return s.Build(BuildInput{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(),
-		Stopping: a.Stopping(), StoppingForReservation: a.StoppingForReservation(), Holds: a.Holds(now),
+		Stopping: a.Stopping(), StoppingForReservation: a.StoppingForReservation(), Holds: a.Holds(now, nil),
 		Accepted: func(plan.JobKey) bool { return true }})
 }
 
@@ -161,7 +161,7 @@ func TestExecuteKeepsHoldsUntilTheyEnd(t *testing.T) {
 		{For: plan.HoldOwner{Group: owner}, Node: node.ID, GPUIDs: slices.Sorted(slices.Values([]string{g0, g1})), Until: end},
 		{For: plan.HoldOwner{Reservation: "r-1"}, Node: node.ID, GPUIDs: []string{g0}, Until: end.Add(-time.Minute)},
 	}
-	if diff := cmp.Diff(want, a.Holds(at(t))); diff != "" {
+	if diff := cmp.Diff(want, a.Holds(at(t), nil)); diff != "" {
 		t.Fatalf("holds (-want +got):\n%s", diff)
 	}
 	// The build passes the claimant's hold on (the reservation's is left
@@ -171,10 +171,10 @@ func TestExecuteKeepsHoldsUntilTheyEnd(t *testing.T) {
 		t.Fatalf("snapshot holds (-want +got):\n%s", diff)
 	}
 	// At the reservation's end its hold is gone, at the claimant's all are.
-	if diff := cmp.Diff(want[:1], a.Holds(end.Add(-time.Minute))); diff != "" {
+	if diff := cmp.Diff(want[:1], a.Holds(end.Add(-time.Minute), nil)); diff != "" {
 		t.Fatalf("holds (-want +got):\n%s", diff)
 	}
-	if got := a.Holds(end); len(got) != 0 {
+	if got := a.Holds(end, nil); len(got) != 0 {
 		t.Fatalf("holds after their end = %+v", got)
 	}
 }
