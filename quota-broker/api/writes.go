@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,10 +60,83 @@ func decodeStrict(data []byte, v any) error {
 		}
 		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body is not the documented JSON: " + err.Error()}
 	}
-	if dec.More() {
-		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body holds more than one JSON value"}
+	end := dec.InputOffset()
+	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
+		return &Problem{Status: http.StatusBadRequest, Field: "body",
+			Msg: fmt.Sprintf("body: data after the JSON value at offset %d", int(end)+len(data[end:])-len(rest))}
 	}
-	return nil
+	return uniqueKeys(data[:end])
+}
+
+// uniqueKeys refuses a key given twice in one object of data, one JSON
+// value already known to be valid (decodeStrict). Keys compare without
+// letter case, as encoding/json matches them to fields, so that no key is
+// silently overridden by a later one. The walk is iterative (one key set
+// per open object), bounded by the body's size.
+func uniqueKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	// objects holds, per open object or array, the keys seen (nil for an
+	// array); expectKey is whether the next token of an object is a key.
+	var objects []map[string]string
+	expectKey := false
+	var key string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body is not the documented JSON: " + err.Error()}
+		}
+		if expectKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				objects = objects[:len(objects)-1]
+				expectKey = len(objects) > 0 && objects[len(objects)-1] != nil
+				continue
+			}
+			key = tok.(string)
+			seen := objects[len(objects)-1]
+			if first, dup := seen[strings.ToLower(key)]; dup {
+				return duplicateKey(dec, key, first)
+			}
+			seen[strings.ToLower(key)] = key
+			expectKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			objects = append(objects, map[string]string{})
+			expectKey = true
+		case json.Delim('['):
+			objects = append(objects, nil)
+		case json.Delim('}'), json.Delim(']'):
+			objects = objects[:len(objects)-1]
+			expectKey = len(objects) > 0 && objects[len(objects)-1] != nil
+		default:
+			expectKey = len(objects) > 0 && objects[len(objects)-1] != nil
+		}
+	}
+}
+
+// duplicateKey is the 400 for key given again (first: its first spelling),
+// naming the key and its second value ("{...}" or "[...]" for a composite).
+func duplicateKey(dec *json.Decoder, key, first string) error {
+	value := "?"
+	if tok, err := dec.Token(); err == nil {
+		switch v := tok.(type) {
+		case json.Delim:
+			value = map[json.Delim]string{'{': "{...}", '[': "[...]"}[v]
+		case nil:
+			value = "null"
+		default:
+			value = fmt.Sprint(v)
+		}
+	}
+	if first == key {
+		return badInput(key, value, "key given twice")
+	}
+	return badInput(key, value, "key given twice (as %q before)", first)
 }
 
 func readBody(r *http.Request) ([]byte, error) {

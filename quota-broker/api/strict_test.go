@@ -1,0 +1,46 @@
+package api
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A body is one JSON value and nothing after it, each key once: trailing
+// data (even a lone "}" or "]", which json.Decoder.More lets through) and a
+// key given twice (in any letter case, which encoding/json folds: the last
+// one would win silently) are a 400 naming the body or the key, and POST
+// /v1/reservations writes nothing (issue 9 item 8).
+func TestStrictBody(t *testing.T) {
+	const good = `"namespace":"workspace-b","gpus":16,"start":"2026-12-07T08:00:00+09:00","duration":"168h"`
+	for _, tc := range []struct {
+		name, body string
+		want       errorBody
+	}{
+		{"trailing brace", `{` + good + `}}`, errorBody{Field: "body", Error: `body: data after the JSON value at offset 91`}},
+		{"trailing bracket", `{` + good + `}]`, errorBody{Field: "body", Error: `body: data after the JSON value at offset 91`}},
+		{"second value", `{` + good + `} {}`, errorBody{Field: "body", Error: `body: data after the JSON value at offset 92`}},
+		{"duplicate key", `{` + good + `,"namespace":"workspace-c"}`, errorBody{Field: "namespace", Error: `namespace "workspace-c": key given twice`}},
+		{"duplicate key other case", `{` + good + `,"Namespace":"workspace-c"}`, errorBody{Field: "Namespace", Error: `Namespace "workspace-c": key given twice (as "namespace" before)`}},
+		{"duplicate nested key", `{"root":{"Name":"Q","GPUs":8,"gpus":9}}`, errorBody{Field: "gpus", Error: `gpus "9": key given twice (as "GPUs" before)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, options{})
+			path, method := "/v1/reservations", "POST"
+			if tc.name == "duplicate nested key" {
+				path, method = "/v1/quotas", "PUT"
+			}
+			code, resp := h.do(t, method, path, tokMgmt, tc.body)
+			if code != http.StatusBadRequest {
+				t.Fatalf("%s: %d %s, want 400", tc.body, code, resp)
+			}
+			if diff := cmp.Diff(tc.want, errOf(t, resp)); diff != "" {
+				t.Errorf("%s: error (-want +got):\n%s", tc.body, diff)
+			}
+			if g := h.guard(t); g != h.base {
+				t.Errorf("%s: guard moved %d -> %d", tc.body, h.base, g)
+			}
+		})
+	}
+}
