@@ -13,8 +13,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults and bounds of a booking (DESIGN L10). The tree's settings carry
@@ -37,6 +40,9 @@ const (
 	MaxIDLength = 63
 	// IDPrefix starts every generated ID ("r-" + 8 hex digits).
 	IDPrefix = "r-"
+	// MaxModelLength bounds a booking's GPU model name in bytes (Nomad's
+	// device names, e.g. "NVIDIA H100 80GB HBM3", are far shorter).
+	MaxModelLength = 256
 )
 
 // Booking is one Calendar booking: GPUs of one quota node for one
@@ -182,6 +188,29 @@ func ValidID(id string) error {
 	return nil
 }
 
+// poolName is Nomad's rule for node pool names: 1 to 128 letters, digits,
+// '-' or '_'.
+var poolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
+// validModel checks a GPU model name: "" (any) or at most MaxModelLength
+// bytes of printable UTF-8.
+func validModel(model string) error {
+	if len(model) > MaxModelLength {
+		return invalid("model", model, "is %d bytes long, more than %d", len(model), MaxModelLength)
+	}
+	if !utf8.ValidString(model) {
+		return invalid("model", model, "is not UTF-8")
+	}
+	n := 0
+	for _, r := range model {
+		n++
+		if !unicode.IsPrint(r) {
+			return invalid("model", model, "character %d (%q) is not printable", n, r)
+		}
+	}
+	return nil
+}
+
 // NewID returns the default ID IDPrefix + 8 hex digits of random. The
 // caller supplies the random bytes (crypto/rand in the broker), which keeps
 // this package pure.
@@ -208,6 +237,8 @@ func DefaultAllocGPUs(gpus int) int {
 //   - id matches [a-z0-9][a-z0-9-]{0,62};
 //   - namespace is bound to a node of the tree (L10: a booking books GPUs
 //     of its namespace's node, no other);
+//   - node_pool "" or a Nomad node pool name; model "" or at most
+//     MaxModelLength bytes of printable UTF-8;
 //   - 0 < gpus <= MaxGPUs; alloc_gpus 0 (default) or a divisor of gpus;
 //   - now < start <= now + MaxAhead;
 //   - MinDuration <= end - start <= MaxDuration.
@@ -228,6 +259,12 @@ func Prepare(tree *Tree, b Booking, now time.Time, lim Limits) (Booking, error) 
 		return Booking{}, invalid("node", b.Node, "is not the node of namespace %q (%s)", b.Namespace, node)
 	}
 	b.Node = node
+	if b.NodePool != "" && !poolName.MatchString(b.NodePool) {
+		return Booking{}, invalid("node_pool", b.NodePool, "not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')")
+	}
+	if err := validModel(b.Model); err != nil {
+		return Booking{}, err
+	}
 	if b.GPUs <= 0 || b.GPUs > MaxGPUs {
 		return Booking{}, invalid("gpus", strconv.Itoa(b.GPUs), "must be from 1 to %d", MaxGPUs)
 	}

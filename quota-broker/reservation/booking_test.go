@@ -76,6 +76,14 @@ func TestPrepare(t *testing.T) {
 		{"too short", with(func(b *Booking) { b.End = b.Start.Add(59 * time.Minute) }), DefaultLimits(), `duration "59m0s": must be from reservation_min_duration (1h0m0s) to 2160h0m0s`},
 		{"too long", with(func(b *Booking) { b.End = b.Start.Add(MaxDuration + time.Second) }), DefaultLimits(), `duration "2160h0m1s": must be from reservation_min_duration (1h0m0s) to 2160h0m0s`},
 		{"end before start", with(func(b *Booking) { b.End = b.Start.Add(-time.Hour) }), DefaultLimits(), `duration "-1h0m0s": must be from reservation_min_duration (1h0m0s) to 2160h0m0s`},
+		{"pool with a slash and NUL", with(func(b *Booking) { b.NodePool = "a/b\x00" }), DefaultLimits(),
+			`node_pool "a/b\x00": not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')`},
+		{"pool too long", with(func(b *Booking) { b.NodePool = strings.Repeat("p", 129) }), DefaultLimits(),
+			`node_pool "` + strings.Repeat("p", 129) + `": not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')`},
+		{"model too long", with(func(b *Booking) { b.Model = strings.Repeat("x", 257) }), DefaultLimits(),
+			`model "` + strings.Repeat("x", 257) + `": is 257 bytes long, more than 256`},
+		{"model with a control character", with(func(b *Booking) { b.Model = "H100\n" }), DefaultLimits(),
+			`model "H100\n": character 5 ('\n') is not printable`},
 		{"below a shorter minimum", with(func(b *Booking) { b.End = b.Start.Add(time.Minute) }), Limits{MaxAhead: DefaultMaxAhead, MinDuration: 2 * time.Minute},
 			`duration "1m0s": must be from reservation_min_duration (2m0s) to 2160h0m0s`},
 	}
@@ -89,6 +97,11 @@ func TestPrepare(t *testing.T) {
 				t.Fatalf("error\n got %s\nwant %s", err, c.want)
 			}
 		})
+	}
+	// Real model and pool names pass.
+	named := with(func(b *Booking) { b.Model, b.NodePool = "NVIDIA H100 80GB HBM3", "gpu_h100-a" })
+	if _, err := Prepare(tr, named, now, DefaultLimits()); err != nil {
+		t.Fatal(err)
 	}
 	// The limits are the tree's: a shorter minimum admits a 2-minute booking.
 	short := with(func(b *Booking) { b.End = b.Start.Add(2 * time.Minute) })
