@@ -162,12 +162,17 @@ func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller
 	return out
 }
 
-// reservationGet serves GET /v1/reservation/<id>: read-job on its
+// reservationGet serves GET /v1/reservation/<id> (an ID that no booking
+// can have is a 400 naming it): read-job on its
 // namespace, else 404 as for a missing one. A booking no longer in
 // reservations/ is read from history/reservations/<id> (ended, cancelled
 // or forced; Outcome and EndedAt set).
 func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *caller) {
 	id := r.PathValue("id")
+	if err := reservation.ValidID(id); err != nil {
+		writeError(w, err) // 400 before any store read: no key is built of it
+		return
+	}
 	_, fresh, err := s.current()
 	if err != nil {
 		writeError(w, err)
@@ -289,6 +294,10 @@ func (s *Server) limitsOf(st quota.Settings) reservation.Limits {
 // cancelling it again answers the same booking and writes nothing.
 func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *caller) {
 	id := r.PathValue("id")
+	if err := reservation.ValidID(id); err != nil {
+		writeError(w, err)
+		return
+	}
 	force := false
 	if v := r.URL.Query().Get("force"); v != "" {
 		f, err := strconv.ParseBool(v)

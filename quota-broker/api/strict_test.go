@@ -44,3 +44,29 @@ func TestStrictBody(t *testing.T) {
 		})
 	}
 }
+
+// A reservation path whose ID cannot be a booking's (DESIGN L10:
+// [a-z0-9][a-z0-9-]{0,62}) is a 400 naming the id before any store read, so
+// that ".." or "a/b" never reaches a key (on Consul ".." would be cleaned
+// into another key's path); nothing is written.
+func TestReservationPathID(t *testing.T) {
+	h := newHarness(t, options{})
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/v1/reservation/%2E%2E", `id "..": character 1 ('.') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`},
+		{"GET", "/v1/reservation/..%2Fquota", `id "../quota": character 1 ('.') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`},
+		{"GET", "/v1/reservation/a%00b", `id "a\x00b": character 2 ('\x00') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`},
+		{"DELETE", "/v1/reservation/RB?force=true", `id "RB": character 1 ('R') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`},
+		{"DELETE", "/v1/reservation/a%2Fb", `id "a/b": character 2 ('/') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`},
+	} {
+		code, resp := h.do(t, tc.method, tc.path, tokMgmt, "")
+		if code != http.StatusBadRequest {
+			t.Fatalf("%s %s: %d %s, want 400", tc.method, tc.path, code, resp)
+		}
+		if diff := cmp.Diff(errorBody{Field: "id", Error: tc.want}, errOf(t, resp)); diff != "" {
+			t.Errorf("%s %s (-want +got):\n%s", tc.method, tc.path, diff)
+		}
+	}
+	if g := h.guard(t); g != h.base {
+		t.Errorf("guard moved %d -> %d", h.base, g)
+	}
+}
