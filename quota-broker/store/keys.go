@@ -32,8 +32,19 @@ const (
 )
 
 // escape makes one key segment of s: url.PathEscape, which escapes "/"
-// (as %2F) and "%", so a segment never splits and always reads back.
-func escape(s string) string { return url.PathEscape(s) }
+// (as %2F) and "%", so a segment never splits and always reads back; a
+// segment "." or ".." is escaped whole (%2E, %2E%2E), since Consul's HTTP
+// server cleans such a path (GET /v1/kv/p/jobs/ns/.. is redirected to
+// p/jobs) and the key, written by a transaction, would never read back.
+func escape(s string) string {
+	switch s {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(s)
+}
 
 // ReservationKey is reservations/<id>.
 func ReservationKey(id string) Key { return dirReservations + Key(escape(id)) }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,35 @@ func TestOpen(t *testing.T) {
 	defer cancel()
 	if _, err := kv.ReadGuarded(ctx); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("unreachable consul: %v", err)
+	}
+}
+
+// No key has a "." or ".." segment, whatever the owner's names: Consul's
+// HTTP server cleans such a path (GET /v1/kv/p/jobs/ns/.. is answered for
+// p/jobs/), so a job "..", or a group "." of a hold, would be written by a
+// transaction and never read back. Such segments are escaped (%2E) and
+// still read back.
+func TestKeysHaveNoDotSegments(t *testing.T) {
+	for _, name := range []string{".", ".."} {
+		job := JobID{Namespace: name, Job: name}
+		owner := plan.HoldOwner{Group: plan.GroupKey{Namespace: name, Job: name, Group: name}}
+		keys := []Key{ReservationKey(name), JobKey(job), IntentKey(name), HoldKey(owner),
+			HoldKey(plan.HoldOwner{Reservation: name}), HistoryReservationKey(name)}
+		for _, k := range keys {
+			for _, seg := range strings.Split(string(k), "/") {
+				if seg == "." || seg == ".." {
+					t.Errorf("key %q has a %q segment", k, seg)
+				}
+			}
+		}
+		if back, err := parseJobKey(JobKey(job)); err != nil || back != job {
+			t.Errorf("%+v -> %q -> %+v %v", job, JobKey(job), back, err)
+		}
+		if back, err := parseHoldKey(HoldKey(owner)); err != nil || back != owner {
+			t.Errorf("%+v -> %q -> %+v %v", owner, HoldKey(owner), back, err)
+		}
+	}
+	if got, want := JobKey(JobID{"ns", "..."}), Key("jobs/ns/..."); got != want {
+		t.Errorf("three dots: %q, want %q (only . and .. are cleaned)", got, want)
 	}
 }
