@@ -46,7 +46,8 @@ func (e *MetaError) Error() string {
 	return fmt.Sprintf("job meta %s = %q: %s", e.Key, e.Value, e.Problem)
 }
 
-// ParseJobOptions reads the gputide keys of a job's meta. holdingPool is the
+// ParseJobOptions reads the gputide keys of a job's meta (DESIGN §5, L10,
+// L11: a flex request names no reservation and is not idle). holdingPool is the
 // broker's holding pool, which may not be named as gputide_pool. The first
 // bad value, in key order, is returned as a *MetaError.
 func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, error) {
@@ -105,6 +106,9 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 	}
 	if hasFlex && o.Reservation != "" {
 		return JobOptions{}, &MetaError{MetaReservation, o.Reservation, "cannot be combined with " + flexKeysSet(meta) + ": a flex request cannot name a reservation (L11)"}
+	}
+	if hasFlex && o.Idle {
+		return JobOptions{}, &MetaError{MetaIdle, meta[MetaIdle], "cannot be combined with " + flexKeysSet(meta) + ": a flex request is a non-idle job (L11)"}
 	}
 	if hasFlex {
 		if _, set := meta[MetaFlexMaxWait]; !set {

@@ -16,7 +16,7 @@ import (
 // the message; a flex request naming a reservation names both keys; what
 // it accepts keeps DESIGN L11 (either flex key makes the job flex, max_run
 // then 0 < d <= 168h, max_wait defaults to 168h and is at most 168h) and a
-// reservation only without flex. set is a bit mask of the keys present:
+// reservation and idle only without flex. set is a bit mask of the keys present:
 // 1 max_wait, 2 max_run, 4 reservation, 8 idle, 16 the extra key.
 func FuzzParseJobOptions(f *testing.F) {
 	f.Add(uint8(3), "24h", "4h", "", "true", "gputide_pool", "default")
@@ -27,6 +27,7 @@ func FuzzParseJobOptions(f *testing.F) {
 	f.Add(uint8(2), "", "-5m", "", "", "", "")
 	f.Add(uint8(4), "", "", " ", "maybe", "gputide_idle", "1")
 	f.Add(uint8(16), "", "", "", "", "gputide_what", "x")
+	f.Add(uint8(10), "", "1h", "", "true", "", "")
 	f.Add(uint8(3), "9223372036854775807ns", "1e3h", "", "", "gputide_pool", "gputide-queue")
 	f.Fuzz(func(t *testing.T, set uint8, wait, run, res, idle, extraKey, extraVal string) {
 		meta := map[string]string{}
@@ -72,8 +73,8 @@ func FuzzParseJobOptions(f *testing.F) {
 			return
 		}
 		if hasWait || hasRun {
-			if o.Flex == nil || o.Reservation != "" {
-				t.Fatalf("ParseJobOptions(%q) = %+v: flex keys set, want flex and no reservation", meta, o)
+			if o.Flex == nil || o.Reservation != "" || o.Idle {
+				t.Fatalf("ParseJobOptions(%q) = %+v: flex keys set, want flex, no reservation, not idle", meta, o)
 			}
 			if o.Flex.MaxRun <= 0 || o.Flex.MaxRun > plan.MaxFlexRun || o.Flex.MaxWait <= 0 || o.Flex.MaxWait > plan.MaxFlexWait {
 				t.Fatalf("ParseJobOptions(%q) accepted %v, outside L11", meta, o.Flex)

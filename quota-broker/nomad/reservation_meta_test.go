@@ -117,7 +117,8 @@ func TestBuildChecksTheJobsReservation(t *testing.T) {
 // other cases are in TestParseJobOptionsAppliesTheCoresFlexRule): a given
 // max_wait is kept, max_run and max_wait must be more than 0, a value
 // that is not a duration names the key and the value; flex keys and a
-// reservation together name both keys, whichever flex key is set.
+// reservation together name both keys, whichever flex key is set; so do
+// flex keys and gputide_idle = "true".
 func TestParseJobOptionsFlexValues(t *testing.T) {
 	type res struct {
 		Flex *plan.Flex
@@ -138,6 +139,13 @@ func TestParseJobOptionsFlexValues(t *testing.T) {
 		{map[string]string{MetaFlexMaxWait: "24h", MetaFlexMaxRun: "4h", MetaReservation: "r-1"},
 			res{Err: `job meta gputide_reservation = "r-1": cannot be combined with gputide_flex_max_run = "4h" and gputide_flex_max_wait = "24h": a flex request cannot name a reservation (L11)`}},
 		{map[string]string{MetaReservation: "r-1"}, res{}},
+		// A flex request is a non-idle job (L11), as the simulator's
+		// scenario says too: gputide_idle = "true" with a flex key names both.
+		{map[string]string{MetaIdle: "true", MetaFlexMaxRun: "1h"},
+			res{Err: `job meta gputide_idle = "true": cannot be combined with gputide_flex_max_run = "1h": a flex request is a non-idle job (L11)`}},
+		{map[string]string{MetaIdle: "1", MetaFlexMaxWait: "2h", MetaFlexMaxRun: "1h"},
+			res{Err: `job meta gputide_idle = "1": cannot be combined with gputide_flex_max_run = "1h" and gputide_flex_max_wait = "2h": a flex request is a non-idle job (L11)`}},
+		{map[string]string{MetaIdle: "false", MetaFlexMaxRun: "1h"}, res{Flex: &plan.Flex{MaxWait: plan.DefaultFlexWait, MaxRun: time.Hour}}},
 	} {
 		o, err := ParseJobOptions(tt.meta, DefaultHoldingPool)
 		got := res{Flex: o.Flex}
