@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -175,15 +176,20 @@ func ValidID(id string) error {
 	if id == "" {
 		return invalid("id", id, "is empty; an ID matches [a-z0-9][a-z0-9-]{0,62}")
 	}
-	if len(id) > MaxIDLength {
-		return invalid("id", id, "is %d characters long, more than %d", len(id), MaxIDLength)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0
-		if !ok {
-			return invalid("id", id, "character %d (%q) is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}", i+1, c)
+	n := 0 // characters (runes), so that a bad one is named as written
+	for i, c := range id {
+		n++
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && n > 1
+		switch {
+		case ok:
+		case c == utf8.RuneError && !strings.HasPrefix(id[i:], string(utf8.RuneError)):
+			return invalid("id", id, "character %d (byte 0x%02x, not UTF-8) is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}", n, id[i])
+		default:
+			return invalid("id", id, "character %d (%q) is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}", n, c)
 		}
+	}
+	if len(id) > MaxIDLength { // ASCII only here: bytes are characters
+		return invalid("id", id, "is %d characters long, more than %d", len(id), MaxIDLength)
 	}
 	return nil
 }

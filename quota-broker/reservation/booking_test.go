@@ -31,6 +31,21 @@ func TestValidIDAndNewID(t *testing.T) {
 			t.Errorf("ValidID(%q) = %v, want ErrInvalid", id, err)
 		}
 	}
+	// The bad character is named as written, counted in characters, not
+	// bytes: "é" is not shown as its first byte 'Ã', and 32 "é" (64 bytes)
+	// are not "64 characters long".
+	for id, want := range map[string]string{
+		"é":                     `id "é": character 1 ('é') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`,
+		"ab\u00e9":              `id "abé": character 3 ('é') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`,
+		"aé\xff":                `id "aé\xff": character 2 ('é') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`,
+		"a\xff":                 `id "a\xff": character 2 (byte 0xff, not UTF-8) is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`,
+		strings.Repeat("é", 32): `id "` + strings.Repeat("é", 32) + `": character 1 ('é') is not allowed; an ID matches [a-z0-9][a-z0-9-]{0,62}`,
+		strings.Repeat("a", 64): `id "` + strings.Repeat("a", 64) + `": is 64 characters long, more than 63`,
+	} {
+		if err := ValidID(id); err == nil || err.Error() != want {
+			t.Errorf("ValidID(%q) = %v, want %s", id, err, want)
+		}
+	}
 	if got := NewID([4]byte{0x0a, 0xb1, 0xff, 0x00}); got != "r-0ab1ff00" {
 		t.Fatalf("NewID = %q", got)
 	}
