@@ -193,6 +193,9 @@ func (c *ReservationShowCommand) Run(args []string) int {
 	if !ok {
 		return code
 	}
+	if err := reservation.ValidID(rest[0]); err != nil {
+		return c.usage(err.Error())
+	}
 	return c.call(func(ctx context.Context, cl *api.Client) error {
 		res, err := cl.Reservation(ctx, rest[0])
 		if err != nil {
@@ -243,6 +246,9 @@ func (c *ReservationCancelCommand) Run(args []string) int {
 	rest, code, ok := c.parse(args, 1, "the reservation ID")
 	if !ok {
 		return code
+	}
+	if err := reservation.ValidID(rest[0]); err != nil {
+		return c.usage(err.Error()) // before any call: ".." would be cleaned into another path
 	}
 	return c.call(func(ctx context.Context, cl *api.Client) error {
 		res, err := cl.CancelReservation(ctx, rest[0], force)
