@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 	_ "time/tzdata" // the same counts on every host, as the plugin gives them
@@ -15,6 +14,7 @@ import (
 	"github.com/hashicorp/cli"
 	nomadapi "github.com/hashicorp/nomad/api"
 
+	"github.com/gputide/gputide/internal/regfile"
 	"github.com/gputide/gputide/quota-broker/scalingpolicy"
 	"github.com/gputide/gputide/quota-broker/schedule"
 )
@@ -239,21 +239,11 @@ func (c *SchedulePreviewCommand) loadSchedule(file, check string) (*schedule.Sch
 	return sched, nil
 }
 
-// readBounded reads at most scalingpolicy.MaxFile bytes of file.
+// readBounded reads the regular file at file, at most
+// scalingpolicy.MaxFile bytes (regfile: a FIFO, device or folder is
+// refused before any read, so the command never blocks in open(2)).
 func readBounded(file string) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, scalingpolicy.MaxFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if len(src) > scalingpolicy.MaxFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, scalingpolicy.MaxFile)
-	}
-	return src, nil
+	return regfile.Read(file, scalingpolicy.MaxFile)
 }
 
 // parseHCLWithNomad sends an HCL jobspec to Nomad's /v1/jobs/parse at

@@ -190,7 +190,7 @@ func TestSchedulePreviewErrors(t *testing.T) {
 		{"an unknown -check", []string{"-policy", good, "-check", "night"},
 			`Error: ` + good + `: no gputide-schedule check named "night"; there are "day-night" (policy "inference")`},
 		{"a file that does not parse", []string{"-policy", broken}, `Error: ` + broken + `: line 1, column 13: Unclosed configuration block; There is no closing brace for this block before the end of the file. This may be caused by incorrect brace nesting elsewhere in this file.`},
-		{"a missing file", []string{"-policy", "/nonexistent/p.hcl"}, `Error: open /nonexistent/p.hcl: no such file or directory`},
+		{"a missing file", []string{"-policy", "/nonexistent/p.hcl"}, `Error: stat /nonexistent/p.hcl: no such file or directory`},
 		{"no -policy", nil, `Missing -policy FILE: the Autoscaler policy file or jobspec to preview`},
 		{"-days 0", []string{"-policy", good, "-days", "0"}, `Invalid -days 0: want 1..366`},
 		{"a bad -from", []string{"-policy", good, "-from", "monday"}, `Invalid -from "monday": want RFC 3339, e.g. 2026-03-02T08:00:00+01:00`},
