@@ -3,9 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
+	"github.com/gputide/gputide/internal/regfile"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -23,17 +22,14 @@ var ErrQuotaFile = errors.New("what-if quota file")
 // and its settings. The tree must bind every namespace the scenario uses
 // and hold every node a quota move names, and each move must keep law L1.
 func (s *Scenario) WithQuotaFile(name string) (*Scenario, error) {
-	f, err := os.Open(name)
+	// A regular file only (regfile): a FIFO or device is refused before
+	// any read, as the scenario's own files are.
+	src, err := regfile.Read(name, MaxQuotaFile)
 	if err != nil {
+		if errors.Is(err, regfile.ErrTooLarge) {
+			return nil, fmt.Errorf("%w %s: larger than %d bytes", ErrQuotaFile, name, MaxQuotaFile)
+		}
 		return nil, err
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, MaxQuotaFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if len(src) > MaxQuotaFile {
-		return nil, fmt.Errorf("%w %s: larger than %d bytes", ErrQuotaFile, name, MaxQuotaFile)
 	}
 	tree, settings, err := quota.Parse(src, name)
 	if err != nil {
