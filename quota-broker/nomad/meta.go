@@ -54,7 +54,7 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 	o := JobOptions{Pool: DefaultAdmitPool}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
-		if strings.HasPrefix(k, "gputide_") {
+		if gputideKey(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -204,6 +204,18 @@ func CheckReservation(id, namespace string, bookings Bookings, now time.Time) er
 		return &MetaError{MetaReservation, id, fmt.Sprintf("the booking of namespace %q ended at %s; name an unended booking", namespace, r.End.UTC().Format(time.RFC3339))}
 	}
 	return nil
+}
+
+// gputideKey reports whether meta key k is, or is spelt like, a gputide
+// key: "gputide" in any letter case, alone or followed by '_', '-' or '.'
+// (GPUTIDE_IDLE, gputide-idle). ParseJobOptions refuses those it does not
+// know, so a misspelt gputide_idle is an error, not a non-idle job.
+func gputideKey(k string) bool {
+	if len(k) < len("gputide") || !strings.EqualFold(k[:len("gputide")], "gputide") {
+		return false
+	}
+	rest := k[len("gputide"):]
+	return rest == "" || strings.ContainsRune("_-.", rune(rest[0]))
 }
 
 var knownKeys = []string{MetaElastic, MetaFlexMaxRun, MetaFlexMaxWait, MetaIdle, MetaPool, MetaReservation}

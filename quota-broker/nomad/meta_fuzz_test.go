@@ -28,6 +28,7 @@ func FuzzParseJobOptions(f *testing.F) {
 	f.Add(uint8(4), "", "", " ", "maybe", "gputide_idle", "1")
 	f.Add(uint8(16), "", "", "", "", "gputide_what", "x")
 	f.Add(uint8(10), "", "1h", "", "true", "", "")
+	f.Add(uint8(16), "", "", "", "", "GPUTIDE-idle", "true")
 	f.Add(uint8(3), "9223372036854775807ns", "1e3h", "", "", "gputide_pool", "gputide-queue")
 	f.Fuzz(func(t *testing.T, set uint8, wait, run, res, idle, extraKey, extraVal string) {
 		meta := map[string]string{}
@@ -56,7 +57,7 @@ func FuzzParseJobOptions(f *testing.F) {
 			}
 			v, present := meta[me.Key]
 			switch {
-			case !strings.HasPrefix(me.Key, "gputide_"):
+			case !gputideKey(me.Key):
 				t.Fatalf("ParseJobOptions(%q): error names key %q", meta, me.Key)
 			case !present && !(me.Key == MetaFlexMaxRun && hasWait && me.Value == ""):
 				t.Fatalf("ParseJobOptions(%q): error names key %q, which the meta lacks", meta, me.Key)

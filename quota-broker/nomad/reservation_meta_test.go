@@ -157,3 +157,30 @@ func TestParseJobOptionsFlexValues(t *testing.T) {
 		}
 	}
 }
+
+// A meta key spelt as a gputide key in another case or with "-" or "."
+// (GPUTIDE_IDLE, gputide-idle, gputide.flex_max_run) is an error naming
+// it, not ignored: ignored, it would leave an idle job non-idle (entitled,
+// L3) or a flex request gang-less. Other keys stay the job's own.
+func TestParseJobOptionsMisspeltKeys(t *testing.T) {
+	known := "(known: gputide_elastic, gputide_flex_max_run, gputide_flex_max_wait, gputide_idle, gputide_pool, gputide_reservation)"
+	for key, want := range map[string]string{
+		"GPUTIDE_IDLE":         `job meta GPUTIDE_IDLE = "v": unknown gputide key ` + known,
+		"gputide-idle":         `job meta gputide-idle = "v": unknown gputide key ` + known,
+		"Gputide.flex_max_run": `job meta Gputide.flex_max_run = "v": unknown gputide key ` + known,
+		"gputide_what":         `job meta gputide_what = "v": unknown gputide key ` + known,
+		"gputide":              `job meta gputide = "v": unknown gputide key ` + known,
+		"gputidex":             "",
+		"team_gputide_idle":    "",
+		"owner":                "",
+	} {
+		_, err := ParseJobOptions(map[string]string{key: "v"}, DefaultHoldingPool)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("ParseJobOptions(%s = v): %q, want %q", key, got, want)
+		}
+	}
+}
