@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kind says which figure a query asks for.
@@ -204,7 +205,8 @@ func (p *parser) str() (string, error) {
 			}
 			n := p.src[p.pos+1]
 			if n != '"' && n != '\\' {
-				return "", p.fail(p.pos, fmt.Sprintf(`invalid escape "\%c": only \" and \\`, n))
+				r, _ := utf8.DecodeRuneInString(p.src[p.pos+1:]) // named as written, not by its first byte
+				return "", p.fail(p.pos, fmt.Sprintf(`invalid escape "\%c": only \" and \\`, r))
 			}
 			b.WriteByte(n)
 			p.pos += 2

@@ -51,6 +51,8 @@ func TestParseQueryErrors(t *testing.T) {
 		{`used_gpus{quota=a}`, `query "used_gpus{quota=a}": offset 16: want a double-quoted value, got 'a'`},
 		{`used_gpus{quota="a}`, `query "used_gpus{quota=\"a}": offset 19: unterminated string: want a closing '"'`},
 		{`used_gpus{quota="a\n"}`, `query "used_gpus{quota=\"a\\n\"}": offset 18: invalid escape "\n": only \" and \\`},
+		// The escaped character is named as written, not by its first byte.
+		{`used_gpus{quota="\é"}`, `query "used_gpus{quota=\"\\é\"}": offset 17: invalid escape "\é": only \" and \\`},
 		{`used_gpus{quota=""}`, `query "used_gpus{quota=\"\"}": offset 16: label "quota" is empty`},
 		{`used_gpus{quota="a",}`, `query "used_gpus{quota=\"a\",}": offset 20: want a label name (quota), got '}'`},
 		{`used_gpus{quota="a"`, `query "used_gpus{quota=\"a\"": offset 19: want "," or "}", got end of query`},
