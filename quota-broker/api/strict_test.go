@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -69,4 +71,46 @@ func TestReservationPathID(t *testing.T) {
 	if g := h.guard(t); g != h.base {
 		t.Errorf("guard moved %d -> %d", h.base, g)
 	}
+}
+
+// FuzzBookingBody: POST /v1/reservations with any bytes as its body (the
+// typed FuzzBookingPost only sends well-formed single objects): never a
+// 5xx; a 400 names a field and, with the 409s, leaves the guard as it was;
+// a 201 came from exactly one valid JSON object, and is cancelled again so
+// that every input meets the same state.
+func FuzzBookingBody(f *testing.F) {
+	h := newHarness(f, options{})
+	const good = `"namespace":"workspace-b","gpus":16,"start":"2026-12-07T08:00:00+09:00","duration":"168h"`
+	for _, s := range []string{`{` + good + `}`, `{` + good + `}}`, `{` + good + `}]`, `{` + good + `,"Namespace":"workspace-c"}`,
+		`{` + good + `,"id":"rb","ID":"rc"}`, `{"x":{"y":[[[[]]]]}}`, `{` + good + `,"model":"\u0000"}`, "\ufeff{" + good + "}", `{` + good + `} 1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		before := h.guard(t)
+		code, resp := h.do(t, "POST", "/v1/reservations", tokMgmt, string(body))
+		switch code {
+		case http.StatusBadRequest, http.StatusConflict:
+			if e := errOf(t, resp); code == http.StatusBadRequest && e.Field == "" {
+				t.Fatalf("%q: 400 %+v names no field", body, e)
+			}
+			if after := h.guard(t); after != before {
+				t.Fatalf("%q: %d, but the guard moved %d -> %d", body, code, before, after)
+			}
+		case http.StatusCreated:
+			var obj map[string]json.RawMessage
+			dec := json.NewDecoder(bytes.NewReader(body))
+			if err := dec.Decode(&obj); err != nil || len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
+				t.Fatalf("%q: booked from a body that is not one JSON object: %v", body, err)
+			}
+			var r ReservationResponse
+			if err := json.Unmarshal(resp, &r); err != nil {
+				t.Fatal(err)
+			}
+			if code, out := h.do(t, "DELETE", "/v1/reservation/"+r.Reservation.ID, tokMgmt, ""); code != http.StatusOK {
+				t.Fatalf("cancel %s: %d %s", r.Reservation.ID, code, out)
+			}
+		default:
+			t.Fatalf("%q: %d %s", body, code, resp)
+		}
+	})
 }
