@@ -410,6 +410,13 @@ func testJobs(t *testing.T, s *KV) {
 	if err != nil || one.JobModifyIndex != 42 || !one.AdmittedAt.Equal(t0.Add(2*time.Minute)) {
 		t.Fatalf("job: %+v %v", one, err)
 	}
+	// One by one too: Consul's HTTP server cleans a key path ending in
+	// "/." or "/.." (a redirect to its parent), so these keys are escaped.
+	for _, id := range []JobID{{"workspace-b", ".."}, {"workspace-b", "."}} {
+		if one, err := s.Job(ctx, id); err != nil || !one.FirstSeen.Equal(t0) {
+			t.Fatalf("job %+v: %+v %v", id, one, err)
+		}
+	}
 	if err := s.DeleteJob(ctx, nil, JobID{"workspace-a", "sweep/run-1"}); err != nil {
 		t.Fatal(err)
 	}
