@@ -25,6 +25,7 @@ func TestStrictBody(t *testing.T) {
 		{"second value", `{` + good + `} {}`, errorBody{Field: "body", Error: `body: data after the JSON value at offset 92`}},
 		{"duplicate key", `{` + good + `,"namespace":"workspace-c"}`, errorBody{Field: "namespace", Error: `namespace "workspace-c": key given twice`}},
 		{"duplicate key other case", `{` + good + `,"Namespace":"workspace-c"}`, errorBody{Field: "Namespace", Error: `Namespace "workspace-c": key given twice (as "namespace" before)`}},
+		{"duplicate key folded as encoding/json folds it", `{` + good + `,"nameſpace":"workspace-c"}`, errorBody{Field: "nameſpace", Error: `nameſpace "workspace-c": key given twice (as "namespace" before)`}},
 		{"duplicate nested key", `{"root":{"Name":"Q","GPUs":8,"gpus":9}}`, errorBody{Field: "gpus", Error: `gpus "9": key given twice (as "GPUs" before)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

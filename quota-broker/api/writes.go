@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
@@ -97,10 +98,10 @@ func uniqueKeys(data []byte) error {
 			}
 			key = tok.(string)
 			seen := objects[len(objects)-1]
-			if first, dup := seen[strings.ToLower(key)]; dup {
+			if first, dup := seen[foldKey(key)]; dup {
 				return duplicateKey(dec, key, first)
 			}
-			seen[strings.ToLower(key)] = key
+			seen[foldKey(key)] = key
 			expectKey = false
 			continue
 		}
@@ -117,6 +118,23 @@ func uniqueKeys(data []byte) error {
 			expectKey = len(objects) > 0 && objects[len(objects)-1] != nil
 		}
 	}
+}
+
+// foldKey maps key to one representative of its case-folding class: each
+// rune becomes the smallest rune of its unicode.SimpleFold orbit, so two
+// keys have the same foldKey exactly when bytes.EqualFold holds, which is
+// how encoding/json matches keys to fields ("nameſpace" is "namespace").
+func foldKey(key string) string {
+	var b strings.Builder
+	b.Grow(len(key))
+	for _, r := range key {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // duplicateKey is the 400 for key given again (first: its first spelling),
