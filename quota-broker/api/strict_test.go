@@ -115,3 +115,28 @@ func FuzzBookingBody(f *testing.F) {
 		}
 	})
 }
+
+// PUT /v1/quotas as JSON checks the settings as the HCL file does: a
+// negative duration, or one above quota.MaxSetting (whose sums, such as
+// start - (kill_timeout + drain_margin), would overflow), is a 400 naming
+// the setting and its value, and nothing is written.
+func TestTreeJSONSettingsBounds(t *testing.T) {
+	h := newHarness(t, options{})
+	tree := `"root":{"Name":"Quota1","GPUs":128,"Namespaces":["workspace-a"],"Children":[{"Name":"Quota1.1","GPUs":48,"Namespaces":["workspace-b"]},{"Name":"Quota1.2","GPUs":80,"Namespaces":["workspace-c"]}]}`
+	for _, tc := range []struct{ settings, field, want string }{
+		{`{"DrainMargin":-5000000000}`, "settings.drain_margin", `settings.drain_margin "-5s": is negative`},
+		{`{"Settle":9223372036854775807}`, "settings.settle", `settings.settle "2562047h47m16.854775807s": is more than 87600h0m0s`},
+		{`{"ReservationMaxAhead":-1}`, "settings.reservation_max_ahead", `settings.reservation_max_ahead "-1ns": is negative`},
+	} {
+		code, resp := h.do(t, "PUT", "/v1/quotas", tokMgmt, `{`+tree+`,"settings":`+tc.settings+`}`)
+		if code != http.StatusBadRequest {
+			t.Fatalf("settings %s: %d %s, want 400", tc.settings, code, resp)
+		}
+		if diff := cmp.Diff(errorBody{Field: tc.field, Error: tc.want}, errOf(t, resp)); diff != "" {
+			t.Errorf("settings %s (-want +got):\n%s", tc.settings, diff)
+		}
+	}
+	if g := h.guard(t); g != h.base {
+		t.Errorf("guard moved %d -> %d", h.base, g)
+	}
+}

@@ -222,6 +222,11 @@ func DecodeTree(data []byte, contentType string) (*quota.Node, *quota.Settings, 
 		if t.Root == nil {
 			return nil, nil, badInput("root", "", "is missing")
 		}
+		if t.Settings != nil {
+			if name, v, problem := t.Settings.OutOfBounds(); name != "" {
+				return nil, nil, badInput("settings."+name, v.String(), "%s", problem)
+			}
+		}
 		return t.Root, t.Settings, nil
 	}
 	root, settings, err := quota.Parse(data, "quotas.hcl")

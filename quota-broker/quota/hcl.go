@@ -385,6 +385,9 @@ func (d decoder) settings(b *hcl.Block, s *Settings) error {
 		if d < 0 {
 			return &ParseError{Pos: pos(a.Range), Message: fmt.Sprintf("settings.%s = %q is negative", f.name, text)}
 		}
+		if d > MaxSetting {
+			return &ParseError{Pos: pos(a.Range), Message: fmt.Sprintf("settings.%s = %q is more than %s", f.name, text, MaxSetting)}
+		}
 		*f.dst = d
 	}
 	return nil

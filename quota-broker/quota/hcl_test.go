@@ -247,6 +247,9 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		{"two root quota blocks are rejected at the second",
 			"quota \"a\" { gpus = 1 }\n\nquota \"b\" { gpus = 1 }\n",
 			`bad.hcl:3: quota "b": a second root quota block; the tree has exactly one root ("a" at bad.hcl:1)`},
+		{"a setting above MaxSetting is rejected with the value",
+			"settings {\n  drain_margin = \"2562047h\"\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings.drain_margin = "2562047h" is more than 87600h0m0s`},
 		{"two settings blocks are rejected",
 			"settings {}\nsettings {}\nquota \"a\" { gpus = 1 }\n",
 			`bad.hcl:2: settings block given twice`},
@@ -492,5 +495,30 @@ func TestValidateBoundsDepthNamesAndMessages(t *testing.T) {
 				t.Fatalf("err = %v\nwant %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// OutOfBounds names the first duration setting out of [0, MaxSetting] by
+// its settings block name; the defaults are within bounds.
+func TestSettingsOutOfBounds(t *testing.T) {
+	type res struct {
+		Name    string
+		Value   time.Duration
+		Problem string
+	}
+	for _, tt := range []struct {
+		s    Settings
+		want res
+	}{
+		{DefaultSettings(), res{}},
+		{defaultsWith(func(s *Settings) { s.DrainMargin = -time.Second }), res{"drain_margin", -time.Second, "is negative"}},
+		{defaultsWith(func(s *Settings) { s.ReservationMinDuration = MaxSetting + 1 }), res{"reservation_min_duration", MaxSetting + 1, "is more than 87600h0m0s"}},
+		{defaultsWith(func(s *Settings) { s.MinRuntime, s.Settle = MaxSetting, -1 }), res{"settle", -1, "is negative"}},
+	} {
+		var got res
+		got.Name, got.Value, got.Problem = tt.s.OutOfBounds()
+		if got != tt.want {
+			t.Errorf("OutOfBounds(%+v) = %+v, want %+v", tt.s, got, tt.want)
+		}
 	}
 }

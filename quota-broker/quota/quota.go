@@ -83,6 +83,35 @@ type Settings struct {
 	ReservationMinDuration time.Duration
 }
 
+// MaxSetting bounds every duration setting (10 years): far above any real
+// value, it keeps the sums the core makes of a few of them (start -
+// (kill_timeout + drain_margin), now + drain_horizon) far from int64
+// overflow.
+const MaxSetting = 87600 * time.Hour
+
+// settingNames are the settings block's names of the duration settings,
+// in the order of Settings' fields.
+var settingNames = [...]string{"min_runtime", "debt_grace", "settle", "drain_margin", "drain_horizon",
+	"reservation_max_ahead", "reservation_min_duration"}
+
+// OutOfBounds returns the first duration setting that is negative or above
+// MaxSetting, by its settings block name (drain_margin), with its value and
+// what is wrong; name is "" when every setting is within bounds. The HCL
+// file is checked as it is read; a tree given as JSON is checked here.
+func (s Settings) OutOfBounds() (name string, value time.Duration, problem string) {
+	values := [...]time.Duration{s.MinRuntime, s.DebtGrace, s.Settle, s.DrainMargin, s.DrainHorizon,
+		s.ReservationMaxAhead, s.ReservationMinDuration}
+	for i, v := range values {
+		switch {
+		case v < 0:
+			return settingNames[i], v, "is negative"
+		case v > MaxSetting:
+			return settingNames[i], v, fmt.Sprintf("is more than %s", MaxSetting)
+		}
+	}
+	return "", 0, ""
+}
+
 // DefaultSettings returns the settings used when none are given.
 func DefaultSettings() Settings {
 	return Settings{DebtGrace: DefaultDebtGrace, Settle: DefaultSettle, DrainMargin: DefaultDrainMargin,
