@@ -9,6 +9,7 @@ import "sync"
 type buffers struct {
 	holder, freeFor, gpuPool, nodeGPUs, nodeOf []int32
 	nodeFree, nodeFreeing, order, perNode      []int
+	nodeHeldGPUs, reservedAllocs               []int
 	allocPool, sizes, unitPool                 []int
 	stopped, eager, ok                         []bool
 	gpus                                       []gpuInfo
@@ -20,6 +21,25 @@ type buffers struct {
 	units                                      []*unit
 	keys                                       []victimKey
 	victims                                    victimCache
+	// feasible backs the feasible-node lists of one plan (feasibleNodes).
+	feasible []int
+	// nodeByID is planner.nodeByID, emptied for each plan; nodeByIDLen is
+	// how many nodes it indexed last.
+	nodeByID    map[string]int
+	nodeByIDLen int
+}
+
+// nodeIndex returns the empty map of node IDs for a plan of n nodes: the
+// previous plan's, cleared, unless it was made for many more nodes (a
+// cleared map costs its capacity to clear again).
+func (b *buffers) nodeIndex(n int) map[string]int {
+	if b.nodeByID == nil || b.nodeByIDLen > 4*n+64 {
+		b.nodeByID = make(map[string]int, n)
+	} else {
+		clear(b.nodeByID)
+	}
+	b.nodeByIDLen = n
+	return b.nodeByID
 }
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}

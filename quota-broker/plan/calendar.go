@@ -46,10 +46,9 @@ func (p *planner) indexBookings() {
 			c.activeBooked[n.index] += r.GPUs
 		}
 	}
-	for _, a := range p.allocs {
-		if a.reserved {
-			c.used[a.a.Reservation] += a.count
-		}
+	for _, ai := range p.reservedAllocs {
+		a := p.allocs[ai]
+		c.used[a.a.Reservation] += a.count
 	}
 }
 
@@ -202,7 +201,7 @@ func (p *planner) displace(booked []int) []*qnode {
 			out = make([]*qnode, len(p.allocs))
 			byQuota = make([][]*alloc, len(p.quotas))
 			for _, a := range p.allocs {
-				if a.q != nil && !a.a.Idle && !a.reserved && a.debt == nil {
+				if a.q != nil && !a.idle && !a.reserved && a.debt == nil {
 					byQuota[a.q.index] = append(byQuota[a.q.index], a)
 				}
 			}

@@ -261,7 +261,7 @@ func (p *planner) drain(d *drainTarget, ns string, q *qnode, cache map[feasibili
 			kill := time.Duration(0)
 			for _, u := range sl.units {
 				for _, ai := range p.units[u].allocs {
-					kill = max(kill, p.allocs[ai].a.KillTimeout)
+					kill = max(kill, p.allocs[ai].killTimeout)
 				}
 			}
 			due := d.at.Add(-(kill + p.settings.DrainMargin))
@@ -364,7 +364,7 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 			if w := c.drain.pre; w != nil && a.a.Namespace == w.Namespace && a.a.Job == w.Job {
 				continue // the pre-warmed group's own job, scaled up
 			}
-			k := victimKey{step: stepStart, priority: a.a.Priority, started: a.started, alloc: ai}
+			k := victimKey{step: stepStart, priority: a.priority, started: a.started, alloc: ai}
 			from := len(st.actions)
 			p.stopUnit(a.unit, k, c)
 			for i := from; i < len(p.st.actions); i++ {

@@ -65,6 +65,8 @@ type planner struct {
 	byName map[string]*qnode
 	// cal is the view of the reservations (L10).
 	cal calendar
+	// reservedAllocs lists the allocations of active reservations.
+	reservedAllocs []int
 
 	st       *state
 	warnings []string
@@ -79,12 +81,13 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		now:       s.Time,
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
-		nodeByID:  make(map[string]int, len(s.Nodes)),
+		nodeByID:  buf.nodeIndex(len(s.Nodes)),
 		claimants: map[HoldOwner]int32{},
 		byName:    map[string]*qnode{},
 		vc:        &buf.victims,
 	}
 	p.vc.forget()
+	buf.feasible = buf.feasible[:0]
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
 	p.st = &state{
@@ -103,27 +106,21 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.st.stopped = sized(buf.stopped, len(p.allocs))
 	buf.stopped = p.st.stopped
 	p.buildUnits()
-	for _, a := range p.allocs {
-		if a.q != nil {
-			p.st.ledger.add(a.q, a.count, a.a.Idle, false, a.reserved)
-		}
-	}
-	p.classifyDebt()
-	for _, a := range p.allocs {
-		if a.debt != nil {
-			if !p.graceOver(a.debt) {
-				p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
-			}
-			for n := a.q; n != nil; n = n.parent {
-				p.st.ledger.debt[n.index] += a.count
-				if a.reserved && !a.a.Idle {
-					p.st.ledger.reservedNonDebt[n.index] -= a.count
+	p.st.ledger.addAllocs(p.allocs, len(p.quotas))
+	if p.classifyDebt() {
+		for _, a := range p.allocs {
+			if a.debt != nil {
+				if !p.graceOver(a.debt) {
+					p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
+				}
+				for n := a.q; n != nil; n = n.parent {
+					p.st.ledger.debt[n.index] += a.count
+					if a.reserved && !a.idle {
+						p.st.ledger.reservedNonDebt[n.index] -= a.count
+					}
 				}
 			}
 		}
-	}
-	for _, a := range p.allocs {
-		p.maxKill = max(p.maxKill, a.a.KillTimeout)
 	}
 	p.indexBookings()
 	p.classifyDisplaced()
@@ -132,11 +129,8 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.booked = true
 	for i, c := range p.nodes {
 		if !c.resolved {
-			held := 0
-			for _, ai := range c.allocs {
-				held += p.allocs[ai].count
-			}
-			p.st.nodeFree[i] = max(0, len(c.gpus)-held)
+			// Its allocations' GPU counts are as indexAllocations summed them.
+			p.st.nodeFree[i] = max(0, len(c.gpus)-p.buf.nodeHeldGPUs[i])
 			continue
 		}
 		for _, g := range c.gpus {
@@ -178,8 +172,11 @@ func (p *planner) indexNodes() {
 	for i := range order {
 		order[i] = i
 	}
-	if !slices.IsSortedFunc(p.snap.Nodes, func(a, b Node) int { return strings.Compare(a.ID, b.ID) }) {
-		sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+	for i := 1; i < len(p.snap.Nodes); i++ {
+		if p.snap.Nodes[i].ID < p.snap.Nodes[i-1].ID {
+			sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+			break
+		}
 	}
 	total := 0
 	for i := range p.snap.Nodes {
@@ -190,9 +187,9 @@ func (p *planner) indexNodes() {
 	nodeStore := sized(p.buf.nodeStore, len(order))[:0]
 	p.nodes = sized(p.buf.nodes, len(order))[:0]
 	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
-	for _, i := range order {
+	for k, i := range order {
 		n := &p.snap.Nodes[i]
-		if _, dup := p.nodeByID[n.ID]; dup {
+		if k > 0 && n.ID == p.snap.Nodes[order[k-1]].ID { // sorted: a node listed twice is next to the first
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
@@ -206,6 +203,9 @@ func (p *planner) indexNodes() {
 			p.gpus = append(p.gpus, gpuInfo{node: int32(c.index), pos: int32(j), healthy: g.Healthy})
 			c.gpus = append(c.gpus, id)
 			c.allHealthy = c.allHealthy && g.Healthy
+			if g.Healthy {
+				c.healthy++
+			}
 			switch {
 			case j == 0:
 				c.model = g.Model
@@ -241,10 +241,92 @@ func (p *planner) gpu(g int32) *GPU {
 
 // indexAllocations books every allocation's GPUs on its node. Allocations
 // are kept in input order: everything the plan outputs is ordered by keys
-// that end in IDs, so the input order never shows.
+// that end in IDs, so the input order never shows. It reads the snapshot's
+// allocations once, copying into each alloc what the later passes over all
+// allocations need, so that they read only the planner's smaller array.
 func (p *planner) indexAllocations() {
-	// The reservations that have started (active or ended), by ID: the
-	// only ones a live allocation's rules look at (L10).
+	p.indexStarted()
+	n := len(p.snap.Allocations)
+	store := sized(p.buf.allocStore, n)
+	p.allocs = sized(p.buf.allocs, n)[:0]
+	perNode := sized(p.buf.perNode, len(p.nodes))
+	held := sized(p.buf.nodeHeldGPUs, len(p.nodes))
+	nodeOf := sized(p.buf.nodeOf, n)
+	eager := sized(p.buf.eager, len(p.nodes))
+	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, p.allocs, perNode, held, nodeOf, eager
+	p.reservedAllocs = p.buf.reservedAllocs[:0]
+	total := 0
+	lastID, lastNode := "", int32(-1)
+	lastNS, lastQ := "", (*qnode)(nil)
+	if q, ok := p.byNS[""]; ok {
+		lastQ = q // so that the cache is right from the first allocation
+	}
+	for i := range p.snap.Allocations {
+		a := &p.snap.Allocations[i]
+		if a.Node != lastID || i == 0 {
+			lastID, lastNode = a.Node, -1
+			if ni, ok := p.nodeByID[a.Node]; ok {
+				lastNode = int32(ni)
+			}
+		}
+		node := lastNode
+		if node < 0 {
+			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
+			continue
+		}
+		if a.Namespace != lastNS {
+			lastNS, lastQ = a.Namespace, p.byNS[a.Namespace]
+		}
+		var res *Reservation
+		if a.Reservation != "" {
+			res = p.cal.started[a.Reservation]
+		}
+		stopping := a.StoppingForReservation != "" || !a.StoppingFor.IsZero()
+		k := len(p.allocs)
+		x := &store[k]
+		*x = alloc{a: a, index: k, q: lastQ, node: int(node), started: a.StartedAt.UnixNano(),
+			count: len(a.GPUIDs), healthy: len(a.GPUIDs), priority: a.Priority, killTimeout: a.KillTimeout,
+			reserved: res != nil && p.now.Before(res.End), idle: a.Idle,
+			wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex(), // L5: flex requests stop whole
+			timed:    lastQ != nil && (a.MaxRun > 0 || res != nil)}
+		x.victimable = x.q != nil && !x.reserved && !stopping && (a.Type == JobService || a.Type == JobBatch)
+		if stopping {
+			eager[node] = true
+		}
+		if x.reserved {
+			p.reservedAllocs = append(p.reservedAllocs, k)
+		}
+		p.maxKill = max(p.maxKill, a.KillTimeout)
+		nodeOf[k] = node
+		perNode[node]++
+		held[node] += x.count
+		total += x.count
+		p.allocs = append(p.allocs, x)
+	}
+	p.buf.reservedAllocs = p.reservedAllocs
+	p.gpuPool = sized(p.buf.gpuPool, total)
+	allocPool := sized(p.buf.allocPool, len(p.allocs))
+	p.buf.gpuPool, p.buf.allocPool = p.gpuPool, allocPool
+	for ni, c := range p.nodes {
+		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
+	}
+	for k, ni := range nodeOf[:len(p.allocs)] {
+		c := p.nodes[ni]
+		c.allocs = append(c.allocs, k)
+	}
+	// A node whose GPUs are all healthy and of one model needs no GPU-level
+	// booking until the plan touches it: its free GPUs are its GPUs less
+	// those its allocations hold. The others are booked now.
+	for ni, c := range p.nodes {
+		if eager[ni] || !c.allHealthy || c.model == "" {
+			p.resolve(ni)
+		}
+	}
+}
+
+// indexStarted indexes by ID the reservations that have started (active
+// or ended): the only ones a live allocation's rules look at (L10).
+func (p *planner) indexStarted() {
 	n := 0
 	for i := range p.snap.Reservations {
 		if !p.now.Before(p.snap.Reservations[i].Start) {
@@ -256,71 +338,6 @@ func (p *planner) indexAllocations() {
 		r := &p.snap.Reservations[i]
 		if !p.now.Before(r.Start) {
 			p.cal.started[r.ID] = r
-		}
-	}
-	active := func(id string) bool {
-		r := p.cal.started[id]
-		return r != nil && p.now.Before(r.End)
-	}
-	store := sized(p.buf.allocStore, len(p.snap.Allocations))
-	p.allocs = sized(p.buf.allocs, len(p.snap.Allocations))[:0]
-	perNode := sized(p.buf.perNode, len(p.nodes))
-	nodeOf := sized(p.buf.nodeOf, len(p.snap.Allocations)) // -1: unknown node
-	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeOf = store, p.allocs, perNode, nodeOf
-	total := 0
-	lastID, lastNode := "", int32(-1)
-	for i := range p.snap.Allocations {
-		a := &p.snap.Allocations[i]
-		total += len(a.GPUIDs)
-		if a.Node != lastID || i == 0 {
-			lastID, lastNode = a.Node, -1
-			if ni, ok := p.nodeByID[a.Node]; ok {
-				lastNode = int32(ni)
-			}
-		}
-		nodeOf[i] = lastNode
-		if lastNode >= 0 {
-			perNode[lastNode]++
-		}
-	}
-	p.gpuPool = sized(p.buf.gpuPool, total)
-	allocPool := sized(p.buf.allocPool, len(p.snap.Allocations))
-	p.buf.gpuPool, p.buf.allocPool = p.gpuPool, allocPool
-	for ni, c := range p.nodes {
-		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
-	}
-	lastNS, lastQ := "", (*qnode)(nil)
-	if q, ok := p.byNS[""]; ok {
-		lastQ = q // so that the cache is right from the first allocation
-	}
-	eager := sized(p.buf.eager, len(p.nodes))
-	p.buf.eager = eager
-	for i := range p.snap.Allocations {
-		a := &p.snap.Allocations[i]
-		node := int(nodeOf[i])
-		if node < 0 {
-			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
-			continue
-		}
-		if a.Namespace != lastNS {
-			lastNS, lastQ = a.Namespace, p.byNS[a.Namespace]
-		}
-		x := &store[len(p.allocs)]
-		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
-			reserved: a.Reservation != "" && active(a.Reservation), count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
-		x.victimable = x.q != nil && !x.reserved && a.stoppingOwner().IsZero() && (a.Type == JobService || a.Type == JobBatch)
-		if !a.stoppingOwner().IsZero() {
-			eager[node] = true
-		}
-		p.allocs = append(p.allocs, x)
-		p.nodes[node].allocs = append(p.nodes[node].allocs, x.index)
-	}
-	// A node whose GPUs are all healthy and of one model needs no GPU-level
-	// booking until the plan touches it: its free GPUs are its GPUs less
-	// those its allocations hold. The others are booked now.
-	for ni, c := range p.nodes {
-		if eager[ni] || !c.allHealthy || c.model == "" {
-			p.resolve(ni)
 		}
 	}
 }
@@ -412,7 +429,7 @@ func (p *planner) buildUnits() {
 	jobs := map[jobKey]int{}
 	sizes := sized(p.buf.sizes, len(p.allocs))[:0]
 	for _, a := range p.allocs {
-		if (a.a.Type == JobBatch && !a.a.Elastic) || a.a.Flex() { // L5: flex requests stop whole
+		if a.wholeJob {
 			key := jobKey{a.a.Namespace, a.a.Job}
 			if u, ok := jobs[key]; ok {
 				a.unit = u
@@ -453,18 +470,19 @@ func (p *planner) buildUnits() {
 // a descendant fill the node's nominal in order of start time (oldest
 // first, then allocation ID), each one if it still fits; the rest are the
 // node's debt. Debt is never borrowing: it is in-quota usage above a
-// nominal that was lowered.
-func (p *planner) classifyDebt() {
+// nominal that was lowered. It reports whether any allocation is debt.
+func (p *planner) classifyDebt() bool {
 	over := false
 	for _, q := range p.quotas {
 		over = over || p.st.ledger.nonIdle[q.index] > q.node.GPUs
 	}
 	if !over {
-		return
+		return false
 	}
+	any := false
 	byQuota := make([][]*alloc, len(p.quotas))
 	for _, a := range p.allocs {
-		if a.q != nil && !a.a.Idle {
+		if a.q != nil && !a.idle {
 			byQuota[a.q.index] = append(byQuota[a.q.index], a)
 		}
 	}
@@ -500,9 +518,10 @@ func (p *planner) classifyDebt() {
 				filled += a.count
 				continue
 			}
-			a.debt = q
+			a.debt, any = q, true
 		}
 	}
+	return any
 }
 
 // graceOver reports whether debt of quota node q may be reclaimed (L9):

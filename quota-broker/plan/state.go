@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"time"
+
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -87,7 +89,49 @@ func (l ledger) add(q *qnode, gpus int, idle, debt, reserved bool) {
 	}
 }
 
-// alloc is a snapshot allocation with what the planner derived for it.
+// addAllocs books every allocation of allocs in the tree (L2), as add
+// would one by one, summing each quota node's own allocations first (n
+// quota nodes).
+func (l ledger) addAllocs(allocs []*alloc, n int) {
+	own := make([]struct {
+		seen                    bool
+		used, nonIdle, reserved int
+	}, n)
+	var nodes []*qnode
+	for _, a := range allocs {
+		if a.q == nil {
+			continue
+		}
+		o := &own[a.q.index]
+		if !o.seen {
+			o.seen = true
+			nodes = append(nodes, a.q)
+		}
+		o.used += a.count
+		if !a.idle {
+			o.nonIdle += a.count
+			if a.reserved {
+				o.reserved += a.count
+			}
+		}
+	}
+	for _, q := range nodes {
+		o := own[q.index]
+		l.ownNonIdle[q.index] += o.nonIdle
+		l.ownReserved[q.index] += o.reserved
+		for n := q; n != nil; n = n.parent {
+			l.used[n.index] += o.used
+			l.nonIdle[n.index] += o.nonIdle
+			l.reserved[n.index] += o.reserved
+			l.reservedNonDebt[n.index] += o.reserved
+		}
+	}
+}
+
+// alloc is a snapshot allocation with what the planner derived for it. The
+// facts of the snapshot's allocation that passes over every allocation
+// read (priority, idle, kill_timeout, start) are copied here, so that those
+// passes read this smaller array and not the snapshot's.
 type alloc struct {
 	a     *Allocation
 	index int
@@ -95,21 +139,31 @@ type alloc struct {
 	node  int    // index into planner.nodes, -1 if unknown
 	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
 	// (planner.resolve); count is how many it holds, known before that.
-	gpus    []int32
-	count   int
-	healthy int    // how many of its GPUs are healthy
-	unit    int    // index into planner.units
-	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
-	started int64  // start, Unix nanoseconds
+	gpus     []int32
+	count    int
+	healthy  int    // how many of its GPUs are healthy
+	unit     int    // index into planner.units
+	debt     *qnode // the quota node whose lowered nominal made it debt, or nil
+	started  int64  // start, Unix nanoseconds
+	priority int    // Allocation.Priority
+	// killTimeout is Allocation.KillTimeout (L8).
+	killTimeout time.Duration
+	// displaced is the quota node at which an active reservation displaces
+	// it (L10), or nil.
+	displaced *qnode
 	// victimable: its static facts allow it to be a victim at all (DESIGN
 	// L5): a service or batch job in the tree, not in an active
 	// reservation, not already being stopped.
 	victimable bool
 	// reserved: it names a reservation that is active now (L10).
 	reserved bool
-	// displaced is the quota node at which an active reservation displaces
-	// it (L10), or nil.
-	displaced *qnode
+	idle     bool // Allocation.Idle
+	// wholeJob: its whole job is one unit of preemption (DESIGN L5): a
+	// batch job that is not elastic, or a flex request (L11).
+	wholeJob bool
+	// timed: in the tree, of a flex request or naming a reservation that
+	// has started, so that a timed rule may act on its job (liveJobs).
+	timed bool
 }
 
 // unit is the unit of preemption (DESIGN L5): a whole batch job, or one
@@ -130,8 +184,9 @@ type cnode struct {
 	// model is the node's only GPU model, or "" when it has several.
 	model  string
 	allocs []int // allocation indices on this node
-	// allHealthy: every GPU of the node is healthy.
+	// allHealthy: every GPU of the node is healthy; healthy counts them.
 	allHealthy bool
+	healthy    int
 	// resolved: the GPUs of its allocations are booked GPU by GPU in
 	// state.holder. Until then the node's free count is derived from the
 	// allocations' GPU counts (see planner.resolve).

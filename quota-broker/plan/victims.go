@@ -149,9 +149,9 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 	if a.q == c.j.q && a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
 		return victimKey{}, false // never the claimant's own job
 	}
-	k := victimKey{priority: a.a.Priority, started: a.started, alloc: int32(a.index)}
+	k := victimKey{priority: a.priority, started: a.started, alloc: int32(a.index)}
 	switch {
-	case a.a.Idle:
+	case a.idle:
 		k.step = stepIdleDebt
 	case a.debt != nil && p.graceOver(a.debt):
 		k.step, k.debt = stepIdleDebt, true
@@ -165,7 +165,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		k.step = stepStart
 	case q.node.ChildPreemption && a.q.isDescendantOf(q):
 		k.step = stepChild
-	case q.node.PriorityPreemption && a.q == q && a.a.Priority < c.j.priority:
+	case q.node.PriorityPreemption && a.q == q && a.priority < c.j.priority:
 		k.step = stepPriority
 	default:
 		return victimKey{}, false
@@ -250,12 +250,22 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 	if len(cands) == 0 || all < c.g.GPUs {
 		return false // even every candidate on the node is not enough
 	}
-	slices.SortFunc(cands, func(a, b unitGPUs) int {
-		if p.keyLess(keys[a.unit], keys[b.unit]) {
-			return -1
+	if len(cands) <= 12 {
+		// A node has a few candidates: an insertion sort, as slices.SortFunc
+		// does for 12 or fewer, without its calls.
+		for i := 1; i < len(cands); i++ {
+			for j := i; j > 0 && p.keyLess(keys[cands[j].unit], keys[cands[j-1].unit]); j-- {
+				cands[j], cands[j-1] = cands[j-1], cands[j]
+			}
 		}
-		return 1
-	})
+	} else {
+		slices.SortFunc(cands, func(a, b unitGPUs) int {
+			if p.keyLess(keys[a.unit], keys[b.unit]) {
+				return -1
+			}
+			return 1
+		})
+	}
 	k := 0
 	for ; k < len(cands) && have < c.g.GPUs; k++ {
 		have += cands[k].gpus
@@ -349,7 +359,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			}
 			st.freeFor[g] = c.cid
 		}
-		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil, a.reserved)
+		st.ledger.add(a.q, -a.count, a.idle, a.debt != nil, a.reserved)
 		act := Action{
 			Action:    ActionStop,
 			Alloc:     a.a.ID,
@@ -380,7 +390,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 // allocation is debt.
 func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	switch {
-	case a.a.Idle:
+	case a.idle:
 		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
 	case a.debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
@@ -397,7 +407,7 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	case k.step == stepChild:
 		return fmt.Sprintf("child-level preemption for %s", c.j.q.node.Name)
 	case k.step == stepPriority:
-		return fmt.Sprintf("priority preemption in %s: priority %d below %d", c.j.q.node.Name, a.a.Priority, c.j.priority)
+		return fmt.Sprintf("priority preemption in %s: priority %d below %d", c.j.q.node.Name, a.priority, c.j.priority)
 	default:
 		return fmt.Sprintf("stopped with its batch job for %s", c.j.q.node.Name)
 	}
@@ -420,7 +430,7 @@ type yieldUnit struct {
 // (a service or batch allocation, not in an active reservation, not being
 // stopped, not stopped by this plan).
 func (p *planner) yieldsTo(a *alloc, j *job) bool {
-	return a.q == j.q && a.a.Priority < j.priority && a.victimable && !p.st.stopped[a.index] &&
+	return a.q == j.q && a.priority < j.priority && a.victimable && !p.st.stopped[a.index] &&
 		(a.a.Namespace != j.namespace || a.a.Job != j.name)
 }
 
@@ -430,7 +440,7 @@ func (p *planner) ownNonIdle(q *qnode) []int {
 	if p.byQuota == nil {
 		p.byQuota = make([][]int, len(p.quotas))
 		for _, a := range p.allocs {
-			if a.q != nil && !a.a.Idle {
+			if a.q != nil && !a.idle {
 				p.byQuota[a.q.index] = append(p.byQuota[a.q.index], a.index)
 			}
 		}
@@ -465,11 +475,11 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 				ok = false
 				break
 			}
-			k := victimKey{step: stepPriority, priority: a.a.Priority, started: a.started, alloc: int32(a.index)}
+			k := victimKey{step: stepPriority, priority: a.priority, started: a.started, alloc: int32(a.index)}
 			if n == 0 || p.keyLess(y.key, k) {
 				y.key = k
 			}
-			if !a.a.Idle {
+			if !a.idle {
 				y.gpus += a.count
 				if a.debt == nil {
 					y.nonDebt += a.count
