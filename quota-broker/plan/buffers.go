@@ -9,7 +9,8 @@ import "sync"
 type buffers struct {
 	holder, freeFor, gpuPool, nodeGPUs, nodeOf []int32
 	nodeFree, nodeFreeing, order, perNode      []int
-	nodeHeldGPUs, reservedAllocs               []int
+	nodeHeldGPUs                               []int
+	reservedAllocs                             []reservedAlloc
 	allocPool, sizes, unitPool                 []int
 	stopped, eager, ok                         []bool
 	gpus                                       []gpuInfo

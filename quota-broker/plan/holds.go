@@ -113,11 +113,7 @@ func (p *planner) drains(cache map[feasibilityKey][]int) {
 		}
 		return true
 	}
-	for i := range p.snap.Reservations {
-		r := &p.snap.Reservations[i]
-		if p.byName[r.Quota] == nil || !within(r.Start) {
-			continue
-		}
+	for _, r := range p.cal.due { // the reservations' instants are recorded already (indexReservations)
 		due = append(due, &drainTarget{res: r, owner: HoldOwner{Reservation: r.ID}, at: r.Start, until: r.Start.Add(p.settings.Settle)})
 	}
 	for i := range p.snap.Prewarm {

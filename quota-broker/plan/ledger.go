@@ -66,7 +66,7 @@ type planner struct {
 	// cal is the view of the reservations (L10).
 	cal calendar
 	// reservedAllocs lists the allocations of active reservations.
-	reservedAllocs []int
+	reservedAllocs []reservedAlloc
 
 	st       *state
 	warnings []string
@@ -245,7 +245,7 @@ func (p *planner) gpu(g int32) *GPU {
 // allocations once, copying into each alloc what the later passes over all
 // allocations need, so that they read only the planner's smaller array.
 func (p *planner) indexAllocations() {
-	p.indexStarted()
+	p.indexReservations()
 	n := len(p.snap.Allocations)
 	store := sized(p.buf.allocStore, n)
 	p.allocs = sized(p.buf.allocs, n)[:0]
@@ -278,8 +278,11 @@ func (p *planner) indexAllocations() {
 			lastNS, lastQ = a.Namespace, p.byNS[a.Namespace]
 		}
 		var res *Reservation
+		ri := -1
 		if a.Reservation != "" {
-			res = p.cal.started[a.Reservation]
+			if i, ok := p.cal.started[a.Reservation]; ok {
+				res, ri = p.cal.res[i].r, i
+			}
 		}
 		stopping := a.StoppingForReservation != "" || !a.StoppingFor.IsZero()
 		k := len(p.allocs)
@@ -294,7 +297,7 @@ func (p *planner) indexAllocations() {
 			eager[node] = true
 		}
 		if x.reserved {
-			p.reservedAllocs = append(p.reservedAllocs, k)
+			p.reservedAllocs = append(p.reservedAllocs, reservedAlloc{alloc: k, res: ri})
 		}
 		p.maxKill = max(p.maxKill, a.KillTimeout)
 		nodeOf[k] = node
@@ -320,24 +323,6 @@ func (p *planner) indexAllocations() {
 	for ni, c := range p.nodes {
 		if eager[ni] || !c.allHealthy || c.model == "" {
 			p.resolve(ni)
-		}
-	}
-}
-
-// indexStarted indexes by ID the reservations that have started (active
-// or ended): the only ones a live allocation's rules look at (L10).
-func (p *planner) indexStarted() {
-	n := 0
-	for i := range p.snap.Reservations {
-		if !p.now.Before(p.snap.Reservations[i].Start) {
-			n++
-		}
-	}
-	p.cal.started = make(map[string]*Reservation, n)
-	for i := range p.snap.Reservations {
-		r := &p.snap.Reservations[i]
-		if !p.now.Before(r.Start) {
-			p.cal.started[r.ID] = r
 		}
 	}
 }

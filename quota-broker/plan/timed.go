@@ -79,10 +79,15 @@ func (p *planner) liveJobs() []liveJob {
 	return out
 }
 
+// wakes reports whether wake(t) would change the plan's WakeAt.
+func (p *planner) wakes(t time.Time) bool {
+	return t.After(p.now) && (p.wakeAt.IsZero() || t.Before(p.wakeAt))
+}
+
 // wake records t as a candidate for the plan's WakeAt (DESIGN L12): the
 // earliest instant after now at which time alone changes the plan.
 func (p *planner) wake(t time.Time) {
-	if t.After(p.now) && (p.wakeAt.IsZero() || t.Before(p.wakeAt)) {
+	if p.wakes(t) {
 		p.wakeAt = t
 	}
 }
@@ -179,7 +184,10 @@ func (p *planner) reservationOf(id string) *Reservation {
 	if id == "" {
 		return nil
 	}
-	return p.cal.started[id]
+	if i, ok := p.cal.started[id]; ok {
+		return p.cal.res[i].r
+	}
+	return nil
 }
 
 // stopJob emits one whole-job action of kind for live job j and takes its
