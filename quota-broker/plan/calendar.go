@@ -55,8 +55,9 @@ func (p *planner) indexReservations() {
 			n++
 		}
 	}
-	c.started = make(map[string]int, n)
-	c.res = make([]startedRes, 0, n)
+	c.started = emptied(&p.buf.started, &p.buf.startedLen, n)
+	c.res = sized(p.buf.res, n)[:0]
+	defer func() { p.buf.res = c.res }()
 	c.activeBooked = make([]int, len(p.quotas))
 	c.peaks = map[time.Duration][]int{}
 	horizon := p.settings.DrainHorizon

@@ -91,8 +91,8 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
 	p.st = &state{
-		holder:      sized(buf.holder, len(p.gpus)),
-		freeFor:     sized(buf.freeFor, len(p.gpus)),
+		holder:      grown(buf.holder, len(p.gpus)),
+		freeFor:     grown(buf.freeFor, len(p.gpus)),
 		nodeFree:    sized(buf.nodeFree, len(p.nodes)),
 		nodeFreeing: sized(buf.nodeFreeing, len(p.nodes)),
 		ledger:      newLedger(len(p.quotas)),
@@ -167,29 +167,35 @@ func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 }
 
 func (p *planner) indexNodes() {
-	order := sized(p.buf.order, len(p.snap.Nodes))
+	order := grown(p.buf.order, len(p.snap.Nodes))
 	p.buf.order = order
 	for i := range order {
 		order[i] = i
 	}
+	// Nodes listed in ID order, each once (the usual case), need neither
+	// sorting nor a check for nodes listed twice.
+	dups := false
 	for i := 1; i < len(p.snap.Nodes); i++ {
-		if p.snap.Nodes[i].ID < p.snap.Nodes[i-1].ID {
+		c := strings.Compare(p.snap.Nodes[i-1].ID, p.snap.Nodes[i].ID)
+		if c > 0 {
 			sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+			dups = true // not known
 			break
 		}
+		dups = dups || c == 0
 	}
 	total := 0
 	for i := range p.snap.Nodes {
 		total += len(p.snap.Nodes[i].GPUs)
 	}
-	p.gpus = sized(p.buf.gpus, total)[:0]
-	gpuPool := sized(p.buf.nodeGPUs, total)
-	nodeStore := sized(p.buf.nodeStore, len(order))[:0]
-	p.nodes = sized(p.buf.nodes, len(order))[:0]
+	p.gpus = grown(p.buf.gpus, total)[:0]
+	gpuPool := grown(p.buf.nodeGPUs, total)
+	nodeStore := grown(p.buf.nodeStore, len(order))[:0]
+	p.nodes = grown(p.buf.nodes, len(order))[:0]
 	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
 	for k, i := range order {
 		n := &p.snap.Nodes[i]
-		if k > 0 && n.ID == p.snap.Nodes[order[k-1]].ID { // sorted: a node listed twice is next to the first
+		if dups && k > 0 && n.ID == p.snap.Nodes[order[k-1]].ID { // sorted: a node listed twice is next to the first
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
@@ -247,11 +253,11 @@ func (p *planner) gpu(g int32) *GPU {
 func (p *planner) indexAllocations() {
 	p.indexReservations()
 	n := len(p.snap.Allocations)
-	store := sized(p.buf.allocStore, n)
-	p.allocs = sized(p.buf.allocs, n)[:0]
+	store := grown(p.buf.allocStore, n)
+	p.allocs = grown(p.buf.allocs, n)[:0]
 	perNode := sized(p.buf.perNode, len(p.nodes))
 	held := sized(p.buf.nodeHeldGPUs, len(p.nodes))
-	nodeOf := sized(p.buf.nodeOf, n)
+	nodeOf := grown(p.buf.nodeOf, n)
 	eager := sized(p.buf.eager, len(p.nodes))
 	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, p.allocs, perNode, held, nodeOf, eager
 	p.reservedAllocs = p.buf.reservedAllocs[:0]
@@ -307,8 +313,8 @@ func (p *planner) indexAllocations() {
 		p.allocs = append(p.allocs, x)
 	}
 	p.buf.reservedAllocs = p.reservedAllocs
-	p.gpuPool = sized(p.buf.gpuPool, total)
-	allocPool := sized(p.buf.allocPool, len(p.allocs))
+	p.gpuPool = grown(p.buf.gpuPool, total)
+	allocPool := grown(p.buf.allocPool, len(p.allocs))
 	p.buf.gpuPool, p.buf.allocPool = p.gpuPool, allocPool
 	for ni, c := range p.nodes {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
@@ -412,7 +418,7 @@ func (p *planner) gpuOnNode(ni int, id string, hint int) (int32, int) {
 func (p *planner) buildUnits() {
 	type jobKey struct{ namespace, job string }
 	jobs := map[jobKey]int{}
-	sizes := sized(p.buf.sizes, len(p.allocs))[:0]
+	sizes := grown(p.buf.sizes, len(p.allocs))[:0]
 	for _, a := range p.allocs {
 		if a.wholeJob {
 			key := jobKey{a.a.Namespace, a.a.Job}
@@ -427,12 +433,12 @@ func (p *planner) buildUnits() {
 		sizes = append(sizes, 1)
 	}
 	p.buf.sizes = sizes
-	store := sized(p.buf.unitStore, len(sizes))
-	pool := sized(p.buf.unitPool, len(p.allocs))
-	p.units = sized(p.buf.units, len(sizes))
+	store := grown(p.buf.unitStore, len(sizes))
+	pool := grown(p.buf.unitPool, len(p.allocs))
+	p.units = grown(p.buf.units, len(sizes))
 	p.buf.unitStore, p.buf.unitPool, p.buf.units = store, pool, p.units
 	for u, n := range sizes {
-		store[u].allocs, pool = pool[:0:n], pool[n:]
+		store[u], pool = unit{allocs: pool[:0:n]}, pool[n:]
 		p.units[u] = &store[u]
 	}
 	for _, a := range p.allocs {

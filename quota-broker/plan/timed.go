@@ -27,20 +27,24 @@ type liveJob struct {
 // requests and those naming a reservation of the snapshot that has started
 // (alloc.timed).
 func (p *planner) liveJobs() []liveJob {
-	var idx []int
+	b := p.buf
+	idx := b.timedAllocs[:0]
 	for _, a := range p.allocs {
 		if a.timed {
 			idx = append(idx, a.index)
 		}
 	}
+	b.timedAllocs = idx
 	if len(idx) == 0 {
 		return nil
 	}
 	// Number the jobs in order of first allocation, then lay each job's
-	// allocations out together, in index order.
-	slot := map[JobKey]int{}
-	jobOf := make([]int, len(idx))
-	var sizes []int
+	// allocations out together, in index order. The map and arrays are the
+	// previous plan's, emptied (buffers).
+	slot := emptied(&b.liveSlot, &b.liveSlotLen, len(idx))
+	jobOf := grown(b.liveJobOf, len(idx))
+	sizes := b.liveSizes[:0]
+	defer func() { b.liveJobOf, b.liveSizes = jobOf, sizes }()
 	for i, ai := range idx {
 		k := p.allocs[ai].a.JobKey()
 		j, ok := slot[k]
@@ -52,8 +56,9 @@ func (p *planner) liveJobs() []liveJob {
 		jobOf[i] = j
 		sizes[j]++
 	}
-	out := make([]liveJob, len(sizes))
-	pool := make([]int, len(idx))
+	out := sized(b.liveJobs, len(sizes))
+	pool := grown(b.livePool, len(idx))
+	b.liveJobs, b.livePool = out, pool
 	for j, n := range sizes {
 		out[j].allocs, pool = pool[:0:n], pool[n:]
 	}

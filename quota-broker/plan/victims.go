@@ -115,12 +115,13 @@ type claim struct {
 // allowYoung, units younger than min_runtime. A batch unit is a candidate
 // only if every allocation in it is; its key is its largest key.
 func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []bool) {
-	keys = sized(p.buf.keys, len(p.units))
-	ok = sized(p.buf.ok, len(p.units))
+	keys = grown(p.buf.keys, len(p.units))
+	ok = grown(p.buf.ok, len(p.units))
 	p.buf.keys, p.buf.ok = keys, ok
 	q := c.j.q
 	for ui, u := range p.units {
 		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-u.youngest < int64(p.settings.MinRuntime) {
+			keys[ui], ok[ui] = victimKey{}, false
 			continue
 		}
 		good := true
