@@ -19,7 +19,6 @@ type buffers struct {
 	allocStore                                 []alloc
 	allocs                                     []*alloc
 	unitStore                                  []unit
-	units                                      []*unit
 	keys                                       []victimKey
 	victims                                    victimCache
 	// timedAllocs, liveSlot, liveJobOf, liveSizes, liveJobs and livePool

@@ -240,6 +240,7 @@ func (p *planner) classifyDisplaced() {
 	}
 	for i, q := range p.displace(p.cal.activeBooked) {
 		p.allocs[i].displaced = q
+		p.anyDisplaced = p.anyDisplaced || q != nil
 	}
 }
 

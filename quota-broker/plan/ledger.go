@@ -23,7 +23,7 @@ type planner struct {
 	nodeByID map[string]int
 	gpus     []gpuInfo
 	allocs   []*alloc
-	units    []*unit
+	units    []unit
 
 	// byQuota lists, per quota node, the non-idle allocations of its own
 	// namespaces; built on first use (planner.ownNonIdle).
@@ -65,8 +65,12 @@ type planner struct {
 	byName map[string]*qnode
 	// cal is the view of the reservations (L10).
 	cal calendar
-	// reservedAllocs lists the allocations of active reservations.
+	// reservedAllocs lists the allocations of active reservations, and
+	// timedAllocs those a timed rule may act on (alloc.timed).
 	reservedAllocs []reservedAlloc
+	timedAllocs    []int
+	// anyDisplaced: some allocation is displaced now (alloc.displaced).
+	anyDisplaced bool
 
 	st       *state
 	warnings []string
@@ -261,6 +265,8 @@ func (p *planner) indexAllocations() {
 	eager := sized(p.buf.eager, len(p.nodes))
 	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, p.allocs, perNode, held, nodeOf, eager
 	p.reservedAllocs = p.buf.reservedAllocs[:0]
+	p.timedAllocs = p.buf.timedAllocs[:0]
+	defer func() { p.buf.reservedAllocs, p.buf.timedAllocs = p.reservedAllocs, p.timedAllocs }()
 	total := 0
 	lastID, lastNode := "", int32(-1)
 	lastNS, lastQ := "", (*qnode)(nil)
@@ -296,14 +302,18 @@ func (p *planner) indexAllocations() {
 		*x = alloc{a: a, index: k, q: lastQ, node: int(node), started: a.StartedAt.UnixNano(),
 			count: len(a.GPUIDs), healthy: len(a.GPUIDs), priority: a.Priority, killTimeout: a.KillTimeout,
 			reserved: res != nil && p.now.Before(res.End), idle: a.Idle,
-			wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex(), // L5: flex requests stop whole
-			timed:    lastQ != nil && (a.MaxRun > 0 || res != nil)}
+			wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex()} // L5: flex requests stop whole
 		x.victimable = x.q != nil && !x.reserved && !stopping && (a.Type == JobService || a.Type == JobBatch)
 		if stopping {
 			eager[node] = true
 		}
 		if x.reserved {
 			p.reservedAllocs = append(p.reservedAllocs, reservedAlloc{alloc: k, res: ri})
+		}
+		if lastQ != nil && (a.MaxRun > 0 || res != nil) {
+			// A flex request's, or naming a reservation that has started:
+			// a timed rule may act on its job (liveJobs).
+			p.timedAllocs = append(p.timedAllocs, k)
 		}
 		p.maxKill = max(p.maxKill, a.KillTimeout)
 		nodeOf[k] = node
@@ -312,7 +322,6 @@ func (p *planner) indexAllocations() {
 		total += x.count
 		p.allocs = append(p.allocs, x)
 	}
-	p.buf.reservedAllocs = p.reservedAllocs
 	p.gpuPool = grown(p.buf.gpuPool, total)
 	allocPool := grown(p.buf.allocPool, len(p.allocs))
 	p.buf.gpuPool, p.buf.allocPool = p.gpuPool, allocPool
@@ -433,16 +442,14 @@ func (p *planner) buildUnits() {
 		sizes = append(sizes, 1)
 	}
 	p.buf.sizes = sizes
-	store := grown(p.buf.unitStore, len(sizes))
 	pool := grown(p.buf.unitPool, len(p.allocs))
-	p.units = grown(p.buf.units, len(sizes))
-	p.buf.unitStore, p.buf.unitPool, p.buf.units = store, pool, p.units
+	p.units = grown(p.buf.unitStore, len(sizes))
+	p.buf.unitStore, p.buf.unitPool = p.units, pool
 	for u, n := range sizes {
-		store[u], pool = unit{allocs: pool[:0:n]}, pool[n:]
-		p.units[u] = &store[u]
+		p.units[u], pool = unit{allocs: pool[:0:n]}, pool[n:]
 	}
 	for _, a := range p.allocs {
-		u := p.units[a.unit]
+		u := &p.units[a.unit]
 		u.allocs = append(u.allocs, a.index)
 		u.gpus += a.count
 		if a.started > u.youngest {
@@ -538,9 +545,11 @@ func (p *planner) healthyGPUs() int {
 func (p *planner) usage() []Usage {
 	l := p.st.ledger
 	displaced := make([]int, len(p.quotas))
-	for _, a := range p.allocs {
-		if a.displaced != nil && !p.st.stopped[a.index] {
-			displaced[a.displaced.index] += a.count
+	if p.anyDisplaced {
+		for _, a := range p.allocs {
+			if a.displaced != nil && !p.st.stopped[a.index] {
+				displaced[a.displaced.index] += a.count
+			}
 		}
 	}
 	out := make([]Usage, 0, len(p.quotas))

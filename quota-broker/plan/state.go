@@ -131,26 +131,17 @@ func (l ledger) addAllocs(allocs []*alloc, n int) {
 // alloc is a snapshot allocation with what the planner derived for it. The
 // facts of the snapshot's allocation that passes over every allocation
 // read (priority, idle, kill_timeout, start) are copied here, so that those
-// passes read this smaller array and not the snapshot's.
+// passes read this smaller array and not the snapshot's. The fields are
+// laid out in two cache lines of 64 bytes, the first with what the passes
+// over every allocation read (ledger, debt, victim classes, usage).
 type alloc struct {
-	a     *Allocation
-	index int
-	q     *qnode // nil: its namespace is outside the tree
-	node  int    // index into planner.nodes, -1 if unknown
-	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
-	// (planner.resolve); count is how many it holds, known before that.
-	gpus     []int32
-	count    int
-	healthy  int    // how many of its GPUs are healthy
-	unit     int    // index into planner.units
-	debt     *qnode // the quota node whose lowered nominal made it debt, or nil
-	started  int64  // start, Unix nanoseconds
-	priority int    // Allocation.Priority
-	// killTimeout is Allocation.KillTimeout (L8).
-	killTimeout time.Duration
-	// displaced is the quota node at which an active reservation displaces
-	// it (L10), or nil.
-	displaced *qnode
+	q       *qnode // nil: its namespace is outside the tree
+	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
+	started int64  // start, Unix nanoseconds
+	index   int
+	// count is how many GPUs it holds (see gpus).
+	count int
+	unit  int // index into planner.units
 	// victimable: its static facts allow it to be a victim at all (DESIGN
 	// L5): a service or batch job in the tree, not in an active
 	// reservation, not already being stopped.
@@ -161,9 +152,19 @@ type alloc struct {
 	// wholeJob: its whole job is one unit of preemption (DESIGN L5): a
 	// batch job that is not elastic, or a flex request (L11).
 	wholeJob bool
-	// timed: in the tree, of a flex request or naming a reservation that
-	// has started, so that a timed rule may act on its job (liveJobs).
-	timed bool
+	priority int // Allocation.Priority
+
+	// displaced is the quota node at which an active reservation
+	// displaces it (L10), or nil.
+	displaced *qnode
+	node      int // index into planner.nodes, -1 if unknown
+	healthy   int // how many of its GPUs are healthy
+	a         *Allocation
+	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
+	// (planner.resolve); count is known before that.
+	gpus []int32
+	// killTimeout is Allocation.KillTimeout (L8).
+	killTimeout time.Duration
 }
 
 // unit is the unit of preemption (DESIGN L5): a whole batch job, or one

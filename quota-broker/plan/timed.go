@@ -25,16 +25,9 @@ type liveJob struct {
 // liveJobs groups by job, in order of each job's first allocation, the
 // allocations inside the tree that a timed rule may act on: those of flex
 // requests and those naming a reservation of the snapshot that has started
-// (alloc.timed).
+// (planner.timedAllocs).
 func (p *planner) liveJobs() []liveJob {
-	b := p.buf
-	idx := b.timedAllocs[:0]
-	for _, a := range p.allocs {
-		if a.timed {
-			idx = append(idx, a.index)
-		}
-	}
-	b.timedAllocs = idx
+	b, idx := p.buf, p.timedAllocs
 	if len(idx) == 0 {
 		return nil
 	}

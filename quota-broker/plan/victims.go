@@ -7,7 +7,7 @@ import (
 )
 
 // step is the class of a victim candidate (DESIGN L5). Lower goes first.
-type step int
+type step int8
 
 const (
 	stepNone     step = 0 // not a candidate
@@ -38,12 +38,14 @@ func (s step) rule() Rule {
 //  3. lower job priority;
 //  4. the most recently started (least work lost);
 //  5. allocation ID, for a deterministic order.
+//
+// Its fields are laid out to take 24 bytes: a claim keys every unit.
 type victimKey struct {
+	started  int64 // Unix nanoseconds
+	priority int32 // job priority, 1-100 (Validate)
+	alloc    int32 // the allocation, whose ID breaks ties
 	step     step
 	debt     bool
-	priority int
-	started  int64 // Unix nanoseconds
-	alloc    int32 // the allocation, whose ID breaks ties
 }
 
 // keyLess reports whether k goes before o.
@@ -119,7 +121,8 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 	ok = grown(p.buf.ok, len(p.units))
 	p.buf.keys, p.buf.ok = keys, ok
 	q := c.j.q
-	for ui, u := range p.units {
+	for ui := range p.units {
+		u := &p.units[ui]
 		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-u.youngest < int64(p.settings.MinRuntime) {
 			keys[ui], ok[ui] = victimKey{}, false
 			continue
@@ -150,7 +153,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 	if a.q == c.j.q && a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
 		return victimKey{}, false // never the claimant's own job
 	}
-	k := victimKey{priority: a.priority, started: a.started, alloc: int32(a.index)}
+	k := victimKey{priority: int32(a.priority), started: a.started, alloc: int32(a.index)}
 	switch {
 	case a.idle:
 		k.step = stepIdleDebt
@@ -311,7 +314,7 @@ type unitGPUs struct {
 func (p *planner) gpusOn(u int, n *cnode, c *claim) int {
 	model := c.g.Model
 	held := p.st.nodeHeld != nil && p.st.nodeHeld[n.index] > 0
-	if un := p.units[u]; !held && len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
+	if un := &p.units[u]; !held && len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
 		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == a.count {
 			return a.count
 		}
@@ -464,7 +467,7 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 			continue
 		}
 		seen[u] = true
-		un := p.units[u]
+		un := &p.units[u]
 		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-un.youngest < int64(p.settings.MinRuntime) {
 			continue
 		}
@@ -476,7 +479,7 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 				ok = false
 				break
 			}
-			k := victimKey{step: stepPriority, priority: a.priority, started: a.started, alloc: int32(a.index)}
+			k := victimKey{step: stepPriority, priority: int32(a.priority), started: a.started, alloc: int32(a.index)}
 			if n == 0 || p.keyLess(y.key, k) {
 				y.key = k
 			}
