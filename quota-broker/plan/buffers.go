@@ -31,6 +31,7 @@ type buffers struct {
 	// each plan.
 	started map[string]int
 	res     []startedRes
+	soon    []*Reservation
 	// feasible backs the feasible-node lists of one plan (feasibleNodes).
 	feasible []int
 	// nodeByID is planner.nodeByID, emptied for each plan; nodeByIDLen is

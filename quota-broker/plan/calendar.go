@@ -22,6 +22,10 @@ type calendar struct {
 	// due are the reservations of the tree whose drain runs in this plan:
 	// their start is within drain_horizon (see planner.drains).
 	due []*Reservation
+	// soon are the reservations that start after now and before now +
+	// window, the longest window booked(N) is asked for (bookedOver).
+	soon   []*Reservation
+	window time.Duration
 	// peaks caches booked(N) per window length (see bookedOver).
 	peaks map[time.Duration][]int
 }
@@ -61,9 +65,23 @@ func (p *planner) indexReservations() {
 	c.activeBooked = make([]int, len(p.quotas))
 	c.peaks = map[time.Duration][]int{}
 	horizon := p.settings.DrainHorizon
+	// booked(N) is asked for over drain_horizon or a pending flex
+	// request's max_run (bookedFor, prewarmEntitled).
+	c.window = horizon
+	for i := range p.snap.Pending {
+		if f := p.snap.Pending[i].Flex; f != nil {
+			c.window = max(c.window, f.MaxRun)
+		}
+	}
+	soonEnd := p.now.Add(c.window)
+	c.soon = p.buf.soon[:0]
+	defer func() { p.buf.soon = c.soon }()
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
 		if p.now.Before(r.Start) {
+			if r.Start.Before(soonEnd) {
+				c.soon = append(c.soon, r)
+			}
 			from := r.Start.Add(-horizon)
 			if p.now.Before(from) {
 				if (p.wakes(from) || p.wakes(r.Start)) && p.byName[r.Quota] != nil {
@@ -136,8 +154,14 @@ func (p *planner) bookedOver(w time.Duration) []int {
 			}
 		}
 	}
-	for i := range p.snap.Reservations {
-		r := &p.snap.Reservations[i]
+	future := p.cal.soon
+	if w > p.cal.window {
+		future = nil // not listed: read them all
+		for i := range p.snap.Reservations {
+			future = append(future, &p.snap.Reservations[i])
+		}
+	}
+	for _, r := range future {
 		if !p.now.Before(r.Start) || !r.Start.Before(end) || !p.now.Before(r.End) {
 			continue
 		}

@@ -360,7 +360,7 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 			if w := c.drain.pre; w != nil && a.a.Namespace == w.Namespace && a.a.Job == w.Job {
 				continue // the pre-warmed group's own job, scaled up
 			}
-			k := victimKey{step: stepStart, priority: int32(a.priority), started: a.started, alloc: ai}
+			k := victimKey{step: stepStart, priority: a.priority, started: a.started, alloc: ai}
 			from := len(st.actions)
 			p.stopUnit(a.unit, k, c)
 			for i := from; i < len(p.st.actions); i++ {

@@ -264,6 +264,8 @@ func (p *planner) indexAllocations() {
 	nodeOf := grown(p.buf.nodeOf, n)
 	eager := sized(p.buf.eager, len(p.nodes))
 	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, p.allocs, perNode, held, nodeOf, eager
+	sizes := grown(p.buf.sizes, n)[:0] // per unit, its allocations (buildUnits)
+	var jobs map[JobKey]int
 	p.reservedAllocs = p.buf.reservedAllocs[:0]
 	p.timedAllocs = p.buf.timedAllocs[:0]
 	defer func() { p.buf.reservedAllocs, p.buf.timedAllocs = p.reservedAllocs, p.timedAllocs }()
@@ -300,10 +302,11 @@ func (p *planner) indexAllocations() {
 		k := len(p.allocs)
 		x := &store[k]
 		*x = alloc{a: a, index: k, q: lastQ, node: int(node), started: a.StartedAt.UnixNano(),
-			count: len(a.GPUIDs), healthy: len(a.GPUIDs), priority: a.Priority, killTimeout: a.KillTimeout,
+			count: len(a.GPUIDs), healthy: int32(len(a.GPUIDs)), priority: int32(a.Priority), killTimeout: a.KillTimeout,
 			reserved: res != nil && p.now.Before(res.End), idle: a.Idle,
 			wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex()} // L5: flex requests stop whole
 		x.victimable = x.q != nil && !x.reserved && !stopping && (a.Type == JobService || a.Type == JobBatch)
+		x.unit, sizes = numberUnit(x.wholeJob, a, &jobs, sizes)
 		if stopping {
 			eager[node] = true
 		}
@@ -324,7 +327,7 @@ func (p *planner) indexAllocations() {
 	}
 	p.gpuPool = grown(p.buf.gpuPool, total)
 	allocPool := grown(p.buf.allocPool, len(p.allocs))
-	p.buf.gpuPool, p.buf.allocPool = p.gpuPool, allocPool
+	p.buf.gpuPool, p.buf.allocPool, p.buf.sizes = p.gpuPool, allocPool, sizes
 	for ni, c := range p.nodes {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
 	}
@@ -424,24 +427,11 @@ func (p *planner) gpuOnNode(ni int, id string, hint int) (int32, int) {
 // buildUnits groups allocations into units of preemption (DESIGN L5): a
 // batch job that is not elastic is one unit with all its allocations; every
 // other allocation is a unit of its own.
+//
+// indexAllocations numbered the units (numberUnit) and counted their
+// allocations (buffers.sizes); buildUnits lays them out.
 func (p *planner) buildUnits() {
-	type jobKey struct{ namespace, job string }
-	jobs := map[jobKey]int{}
-	sizes := grown(p.buf.sizes, len(p.allocs))[:0]
-	for _, a := range p.allocs {
-		if a.wholeJob {
-			key := jobKey{a.a.Namespace, a.a.Job}
-			if u, ok := jobs[key]; ok {
-				a.unit = u
-				sizes[u]++
-				continue
-			}
-			jobs[key] = len(sizes)
-		}
-		a.unit = len(sizes)
-		sizes = append(sizes, 1)
-	}
-	p.buf.sizes = sizes
+	sizes := p.buf.sizes
 	pool := grown(p.buf.unitPool, len(p.allocs))
 	p.units = grown(p.buf.unitStore, len(sizes))
 	p.buf.unitStore, p.buf.unitPool = p.units, pool
@@ -450,6 +440,7 @@ func (p *planner) buildUnits() {
 	}
 	for _, a := range p.allocs {
 		u := &p.units[a.unit]
+		a.alone = sizes[a.unit] == 1
 		u.allocs = append(u.allocs, a.index)
 		u.gpus += a.count
 		if a.started > u.youngest {
@@ -461,6 +452,26 @@ func (p *planner) buildUnits() {
 			slices.SortFunc(u.allocs, func(i, j int) int { return strings.Compare(p.allocs[i].a.ID, p.allocs[j].a.ID) })
 		}
 	}
+}
+
+// numberUnit returns the unit of preemption (DESIGN L5) of allocation a,
+// numbered in order of first allocation, and sizes, the allocation count of
+// each unit, with a counted: the unit of its job when wholeJob (a batch job
+// that is not elastic, or a flex request), else a unit of its own. jobs
+// maps a job to its unit; it is made on first use.
+func numberUnit(wholeJob bool, a *Allocation, jobs *map[JobKey]int, sizes []int) (int, []int) {
+	if wholeJob {
+		key := a.JobKey()
+		if u, ok := (*jobs)[key]; ok {
+			sizes[u]++
+			return u, sizes
+		}
+		if *jobs == nil {
+			*jobs = map[JobKey]int{}
+		}
+		(*jobs)[key] = len(sizes)
+	}
+	return len(sizes), append(sizes, 1)
 }
 
 // classifyDebt marks over-quota debt (DESIGN L9). Bottom-up, for every quota

@@ -152,19 +152,23 @@ type alloc struct {
 	// wholeJob: its whole job is one unit of preemption (DESIGN L5): a
 	// batch job that is not elastic, or a flex request (L11).
 	wholeJob bool
-	priority int // Allocation.Priority
+	// alone: its unit has no other allocation.
+	alone bool
+	// healthy is how many of its GPUs are healthy.
+	healthy  int32
+	priority int32 // Allocation.Priority, 1-100 (Validate)
 
 	// displaced is the quota node at which an active reservation
 	// displaces it (L10), or nil.
 	displaced *qnode
 	node      int // index into planner.nodes, -1 if unknown
-	healthy   int // how many of its GPUs are healthy
 	a         *Allocation
 	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
 	// (planner.resolve); count is known before that.
 	gpus []int32
 	// killTimeout is Allocation.KillTimeout (L8).
 	killTimeout time.Duration
+	_           [8]byte // to 128 bytes, so that the first line of each stays one line
 }
 
 // unit is the unit of preemption (DESIGN L5): a whole batch job, or one

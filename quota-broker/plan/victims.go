@@ -153,7 +153,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 	if a.q == c.j.q && a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
 		return victimKey{}, false // never the claimant's own job
 	}
-	k := victimKey{priority: int32(a.priority), started: a.started, alloc: int32(a.index)}
+	k := victimKey{priority: a.priority, started: a.started, alloc: int32(a.index)}
 	switch {
 	case a.idle:
 		k.step = stepIdleDebt
@@ -169,7 +169,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		k.step = stepStart
 	case q.node.ChildPreemption && a.q.isDescendantOf(q):
 		k.step = stepChild
-	case q.node.PriorityPreemption && a.q == q && a.priority < c.j.priority:
+	case q.node.PriorityPreemption && a.q == q && int(a.priority) < c.j.priority:
 		k.step = stepPriority
 	default:
 		return victimKey{}, false
@@ -246,7 +246,7 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
 			continue
 		}
-		g := p.gpusOn(u, n, c)
+		g := p.gpusOn(u, ai, n, c)
 		cands = append(cands, unitGPUs{unit: u, gpus: g})
 		all += g
 	}
@@ -308,16 +308,14 @@ type unitGPUs struct {
 	gpus int
 }
 
-// gpusOn counts the healthy GPUs of c's model that unit u holds on node n
-// and that c could take once u is stopped: not those held (L10) for
-// another owner.
-func (p *planner) gpusOn(u int, n *cnode, c *claim) int {
+// gpusOn counts the healthy GPUs of c's model that unit u, of allocation
+// ai on node n, holds on n and that c could take once u is stopped: not
+// those held (L10) for another owner.
+func (p *planner) gpusOn(u, ai int, n *cnode, c *claim) int {
 	model := c.g.Model
 	held := p.st.nodeHeld != nil && p.st.nodeHeld[n.index] > 0
-	if un := &p.units[u]; !held && len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
-		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == a.count {
-			return a.count
-		}
+	if a := p.allocs[ai]; a.alone && !held && n.model != "" && modelMatches(model, n.model) && int(a.healthy) == a.count {
+		return a.count // u is a alone, all of its GPUs healthy and of the model
 	}
 	p.resolve(n.index)
 	count := 0
@@ -434,7 +432,7 @@ type yieldUnit struct {
 // (a service or batch allocation, not in an active reservation, not being
 // stopped, not stopped by this plan).
 func (p *planner) yieldsTo(a *alloc, j *job) bool {
-	return a.q == j.q && a.priority < j.priority && a.victimable && !p.st.stopped[a.index] &&
+	return a.q == j.q && int(a.priority) < j.priority && a.victimable && !p.st.stopped[a.index] &&
 		(a.a.Namespace != j.namespace || a.a.Job != j.name)
 }
 
@@ -479,7 +477,7 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 				ok = false
 				break
 			}
-			k := victimKey{step: stepPriority, priority: int32(a.priority), started: a.started, alloc: int32(a.index)}
+			k := victimKey{step: stepPriority, priority: a.priority, started: a.started, alloc: int32(a.index)}
 			if n == 0 || p.keyLess(y.key, k) {
 				y.key = k
 			}
