@@ -71,6 +71,9 @@ type planner struct {
 	timedAllocs    []int
 	// anyDisplaced: some allocation is displaced now (alloc.displaced).
 	anyDisplaced bool
+	// shared lists the units of more than one allocation (the others'
+	// allocations are alone, alloc.alone).
+	shared []int
 
 	st       *state
 	warnings []string
@@ -109,8 +112,9 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	buf.holder, buf.freeFor, buf.nodeFree, buf.nodeFreeing = p.st.holder, p.st.freeFor, p.st.nodeFree, p.st.nodeFreeing
 	p.st.stopped = sized(buf.stopped, len(p.allocs))
 	buf.stopped = p.st.stopped
-	p.buildUnits()
-	p.st.ledger.addAllocs(p.allocs, len(p.quotas))
+	own := make([]ownGPUs, len(p.quotas))
+	p.buildUnits(own)
+	p.st.ledger.addOwn(p.quotas, own)
 	if p.classifyDebt() {
 		for _, a := range p.allocs {
 			if a.debt != nil {
@@ -429,8 +433,11 @@ func (p *planner) gpuOnNode(ni int, id string, hint int) (int32, int) {
 // other allocation is a unit of its own.
 //
 // indexAllocations numbered the units (numberUnit) and counted their
-// allocations (buffers.sizes); buildUnits lays them out.
-func (p *planner) buildUnits() {
+// allocations (buffers.sizes); buildUnits lays them out. In the same pass
+// over the allocations it sums, per quota node, the GPUs of its own
+// namespaces' allocations into own (for ledger.addOwn, L2), so that the
+// allocations are read once for both.
+func (p *planner) buildUnits(own []ownGPUs) {
 	sizes := p.buf.sizes
 	pool := grown(p.buf.unitPool, len(p.allocs))
 	p.units = grown(p.buf.unitStore, len(sizes))
@@ -438,20 +445,26 @@ func (p *planner) buildUnits() {
 	for u, n := range sizes {
 		p.units[u], pool = unit{allocs: pool[:0:n]}, pool[n:]
 	}
+	var shared []int // units of more than one allocation
 	for _, a := range p.allocs {
+		if a.q != nil {
+			own[a.q.index].count(a)
+		}
 		u := &p.units[a.unit]
 		a.alone = sizes[a.unit] == 1
+		if !a.alone && len(u.allocs) == 0 {
+			shared = append(shared, a.unit)
+		}
 		u.allocs = append(u.allocs, a.index)
 		u.gpus += a.count
 		if a.started > u.youngest {
 			u.youngest = a.started
 		}
 	}
-	for _, u := range p.units {
-		if len(u.allocs) > 1 {
-			slices.SortFunc(u.allocs, func(i, j int) int { return strings.Compare(p.allocs[i].a.ID, p.allocs[j].a.ID) })
-		}
+	for _, u := range shared {
+		slices.SortFunc(p.units[u].allocs, func(i, j int) int { return strings.Compare(p.allocs[i].a.ID, p.allocs[j].a.ID) })
 	}
+	p.shared = shared
 }
 
 // numberUnit returns the unit of preemption (DESIGN L5) of allocation a,

@@ -89,34 +89,34 @@ func (l ledger) add(q *qnode, gpus int, idle, debt, reserved bool) {
 	}
 }
 
-// addAllocs books every allocation of allocs in the tree (L2), as add
-// would one by one, summing each quota node's own allocations first (n
-// quota nodes).
-func (l ledger) addAllocs(allocs []*alloc, n int) {
-	own := make([]struct {
-		seen                    bool
-		used, nonIdle, reserved int
-	}, n)
-	var nodes []*qnode
-	for _, a := range allocs {
-		if a.q == nil {
-			continue
-		}
-		o := &own[a.q.index]
-		if !o.seen {
-			o.seen = true
-			nodes = append(nodes, a.q)
-		}
-		o.used += a.count
-		if !a.idle {
-			o.nonIdle += a.count
-			if a.reserved {
-				o.reserved += a.count
-			}
+// ownGPUs sums the GPUs of the allocations of one quota node's own
+// namespaces (L2), for ledger.addOwn.
+type ownGPUs struct {
+	seen                    bool
+	used, nonIdle, reserved int
+}
+
+// count adds allocation a, of this node's namespaces.
+func (o *ownGPUs) count(a *alloc) {
+	o.seen = true
+	o.used += a.count
+	if !a.idle {
+		o.nonIdle += a.count
+		if a.reserved {
+			o.reserved += a.count
 		}
 	}
-	for _, q := range nodes {
+}
+
+// addOwn books, as add would allocation by allocation (no debt yet),
+// the GPUs own[i] of the allocations of quota node i's own namespaces, in
+// the node and its ancestors.
+func (l ledger) addOwn(quotas []*qnode, own []ownGPUs) {
+	for _, q := range quotas {
 		o := own[q.index]
+		if !o.seen {
+			continue
+		}
 		l.ownNonIdle[q.index] += o.nonIdle
 		l.ownReserved[q.index] += o.reserved
 		for n := q; n != nil; n = n.parent {

@@ -121,9 +121,24 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 	ok = grown(p.buf.ok, len(p.units))
 	p.buf.keys, p.buf.ok = keys, ok
 	q := c.j.q
-	for ui := range p.units {
+	young := func(started int64) bool {
+		return !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-started < int64(p.settings.MinRuntime)
+	}
+	// A unit of one allocation, most of them, is keyed from the allocation
+	// alone (its youngest start is the allocation's); the others below.
+	for _, a := range p.allocs {
+		if !a.alone {
+			continue
+		}
+		if young(a.started) {
+			keys[a.unit], ok[a.unit] = victimKey{}, false
+			continue
+		}
+		keys[a.unit], ok[a.unit] = p.classify(a, c, q)
+	}
+	for _, ui := range p.shared {
 		u := &p.units[ui]
-		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-u.youngest < int64(p.settings.MinRuntime) {
+		if young(u.youngest) {
 			keys[ui], ok[ui] = victimKey{}, false
 			continue
 		}
