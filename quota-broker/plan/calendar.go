@@ -53,14 +53,7 @@ type reservedAlloc struct{ alloc, res int }
 // only when its instant could be the plan's next one or its drain is due.
 func (p *planner) indexReservations() {
 	c := &p.cal
-	n := 0
-	for i := range p.snap.Reservations {
-		if !p.now.Before(p.snap.Reservations[i].Start) {
-			n++
-		}
-	}
-	c.started = emptied(&p.buf.started, &p.buf.startedLen, n)
-	c.res = sized(p.buf.res, n)[:0]
+	c.res = p.buf.res[:0]
 	defer func() { p.buf.res = c.res }()
 	c.activeBooked = make([]int, len(p.quotas))
 	c.peaks = map[time.Duration][]int{}
@@ -106,8 +99,11 @@ func (p *planner) indexReservations() {
 				}
 			}
 		}
-		c.started[r.ID] = len(c.res)
 		c.res = append(c.res, sr)
+	}
+	c.started = emptied(&p.buf.started, &p.buf.startedLen, len(c.res))
+	for i := range c.res {
+		c.started[c.res[i].r.ID] = i
 	}
 }
 
