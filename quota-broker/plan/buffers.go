@@ -17,7 +17,6 @@ type buffers struct {
 	nodeStore                                  []cnode
 	nodes                                      []*cnode
 	allocStore                                 []alloc
-	allocs                                     []*alloc
 	unitStore                                  []unit
 	keys                                       []victimKey
 	victims                                    victimCache

@@ -287,7 +287,8 @@ func (p *planner) displace(booked []int) []*qnode {
 		if byQuota == nil {
 			out = make([]*qnode, len(p.allocs))
 			byQuota = make([][]*alloc, len(p.quotas))
-			for _, a := range p.allocs {
+			for ai := range p.allocs {
+				a := &p.allocs[ai]
 				if a.q != nil && !a.idle && !a.reserved && a.debt == nil {
 					byQuota[a.q.index] = append(byQuota[a.q.index], a)
 				}

@@ -353,7 +353,7 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 			if ai < 0 || st.freeFor[g] != noClaimant {
 				continue
 			}
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			if !a.victimable || st.stopped[ai] {
 				continue
 			}

@@ -22,7 +22,7 @@ type planner struct {
 	nodes    []*cnode // sorted by ID
 	nodeByID map[string]int
 	gpus     []gpuInfo
-	allocs   []*alloc
+	allocs   []alloc // by value: passes over all of them follow no pointer
 	units    []unit
 
 	// byQuota lists, per quota node, the non-idle allocations of its own
@@ -116,7 +116,8 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.buildUnits(own)
 	p.st.ledger.addOwn(p.quotas, own)
 	if p.classifyDebt() {
-		for _, a := range p.allocs {
+		for ai := range p.allocs {
+			a := &p.allocs[ai]
 			if a.debt != nil {
 				if !p.graceOver(a.debt) {
 					p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
@@ -262,12 +263,12 @@ func (p *planner) indexAllocations() {
 	p.indexReservations()
 	n := len(p.snap.Allocations)
 	store := grown(p.buf.allocStore, n)
-	p.allocs = grown(p.buf.allocs, n)[:0]
+	p.allocs = store[:0]
 	perNode := sized(p.buf.perNode, len(p.nodes))
 	held := sized(p.buf.nodeHeldGPUs, len(p.nodes))
 	nodeOf := grown(p.buf.nodeOf, n)
 	eager := sized(p.buf.eager, len(p.nodes))
-	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, p.allocs, perNode, held, nodeOf, eager
+	p.buf.allocStore, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, perNode, held, nodeOf, eager
 	sizes := grown(p.buf.sizes, n)[:0] // per unit, its allocations (buildUnits)
 	var jobs map[JobKey]int
 	p.reservedAllocs = p.buf.reservedAllocs[:0]
@@ -327,7 +328,7 @@ func (p *planner) indexAllocations() {
 		perNode[node]++
 		held[node] += x.count
 		total += x.count
-		p.allocs = append(p.allocs, x)
+		p.allocs = store[:k+1]
 	}
 	p.gpuPool = grown(p.buf.gpuPool, total)
 	allocPool := grown(p.buf.allocPool, len(p.allocs))
@@ -362,7 +363,7 @@ func (p *planner) resolve(ni int) {
 	c.resolved = true
 	p.resolvedOrder = append(p.resolvedOrder, ni)
 	for _, ai := range c.allocs {
-		x := p.allocs[ai]
+		x := &p.allocs[ai]
 		a := x.a
 		claimant := noClaimant
 		if o := a.stoppingOwner(); !o.IsZero() {
@@ -401,7 +402,7 @@ func (p *planner) resolve(ni int) {
 func (p *planner) rebook(since int) {
 	for _, ni := range p.resolvedOrder[since:] {
 		for _, ai := range p.nodes[ni].allocs {
-			x := p.allocs[ai]
+			x := &p.allocs[ai]
 			claimant := noClaimant
 			if o := x.a.stoppingOwner(); !o.IsZero() {
 				claimant = p.ownerID(o)
@@ -446,7 +447,8 @@ func (p *planner) buildUnits(own []ownGPUs) {
 		p.units[u], pool = unit{allocs: pool[:0:n]}, pool[n:]
 	}
 	var shared []int // units of more than one allocation
-	for _, a := range p.allocs {
+	for ai := range p.allocs {
+		a := &p.allocs[ai]
 		if a.q != nil {
 			own[a.q.index].count(a)
 		}
@@ -503,7 +505,8 @@ func (p *planner) classifyDebt() bool {
 	}
 	any := false
 	byQuota := make([][]*alloc, len(p.quotas))
-	for _, a := range p.allocs {
+	for ai := range p.allocs {
+		a := &p.allocs[ai]
 		if a.q != nil && !a.idle {
 			byQuota[a.q.index] = append(byQuota[a.q.index], a)
 		}
@@ -570,7 +573,8 @@ func (p *planner) usage() []Usage {
 	l := p.st.ledger
 	displaced := make([]int, len(p.quotas))
 	if p.anyDisplaced {
-		for _, a := range p.allocs {
+		for ai := range p.allocs {
+			a := &p.allocs[ai]
 			if a.displaced != nil && !p.st.stopped[a.index] {
 				displaced[a.displaced.index] += a.count
 			}

@@ -57,7 +57,7 @@ func (p *planner) liveJobs() []liveJob {
 	}
 	for i, ai := range idx {
 		j := &out[jobOf[i]]
-		a := p.allocs[ai]
+		a := &p.allocs[ai]
 		if len(j.allocs) == 0 {
 			j.key = a.a.JobKey()
 		}
@@ -193,7 +193,7 @@ func (p *planner) reservationOf(id string) *Reservation {
 // this plan). Its GPUs stay taken until the allocations are terminal.
 func (p *planner) stopJob(j *liveJob, kind ActionKind, rule Rule, res, reason string) {
 	for _, ai := range j.allocs {
-		a := p.allocs[ai]
+		a := &p.allocs[ai]
 		if p.st.stopped[ai] {
 			continue
 		}

@@ -126,7 +126,8 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 	}
 	// A unit of one allocation, most of them, is keyed from the allocation
 	// alone (its youngest start is the allocation's); the others below.
-	for _, a := range p.allocs {
+	for ai := range p.allocs {
+		a := &p.allocs[ai]
 		if !a.alone {
 			continue
 		}
@@ -145,7 +146,7 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 		good := true
 		var worst victimKey
 		for n, ai := range u.allocs {
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			k, yes := p.classify(a, c, q)
 			if !yes {
 				good = false
@@ -309,7 +310,7 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 			set.worst = keys[u]
 		}
 		for _, ai := range p.units[u].allocs {
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			set.gpus += a.count
 			set.workLost += float64(a.count) * max(0, float64(p.now.UnixNano()-a.started)/1e9)
 		}
@@ -329,13 +330,13 @@ type unitGPUs struct {
 func (p *planner) gpusOn(u, ai int, n *cnode, c *claim) int {
 	model := c.g.Model
 	held := p.st.nodeHeld != nil && p.st.nodeHeld[n.index] > 0
-	if a := p.allocs[ai]; a.alone && !held && n.model != "" && modelMatches(model, n.model) && int(a.healthy) == a.count {
+	if a := &p.allocs[ai]; a.alone && !held && n.model != "" && modelMatches(model, n.model) && int(a.healthy) == a.count {
 		return a.count // u is a alone, all of its GPUs healthy and of the model
 	}
 	p.resolve(n.index)
 	count := 0
 	for _, ai := range p.units[u].allocs {
-		a := p.allocs[ai]
+		a := &p.allocs[ai]
 		if a.node != n.index {
 			continue
 		}
@@ -366,7 +367,7 @@ func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
 func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 	st := p.st
 	for _, ai := range p.units[u].allocs {
-		a := p.allocs[ai]
+		a := &p.allocs[ai]
 		p.resolve(a.node)
 		st.stopped[ai] = true
 		p.vc.touch(a.node)
@@ -456,7 +457,8 @@ func (p *planner) yieldsTo(a *alloc, j *job) bool {
 func (p *planner) ownNonIdle(q *qnode) []int {
 	if p.byQuota == nil {
 		p.byQuota = make([][]int, len(p.quotas))
-		for _, a := range p.allocs {
+		for ai := range p.allocs {
+			a := &p.allocs[ai]
 			if a.q != nil && !a.idle {
 				p.byQuota[a.q.index] = append(p.byQuota[a.q.index], a.index)
 			}
@@ -487,7 +489,7 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 		y := yieldUnit{unit: u}
 		ok := true
 		for n, ai := range un.allocs {
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			if !p.yieldsTo(a, j) {
 				ok = false
 				break
