@@ -20,8 +20,8 @@ type buffers struct {
 	unitStore                                  []unit
 	keys                                       []victimKey
 	victims                                    victimCache
-	// timedAllocs, liveSlot, liveJobOf, liveSizes, liveJobs and livePool
-	// are liveJobs' (timed.go).
+	// timedAllocs is planner.timedAllocs; liveSlot, liveJobOf, liveSizes,
+	// liveJobs and livePool are liveJobs' (timed.go).
 	timedAllocs, liveJobOf, liveSizes, livePool []int
 	liveSlot                                    map[JobKey]int
 	liveSlotLen, startedLen                     int

@@ -66,7 +66,8 @@ type planner struct {
 	// cal is the view of the reservations (L10).
 	cal calendar
 	// reservedAllocs lists the allocations of active reservations, and
-	// timedAllocs those a timed rule may act on (alloc.timed).
+	// timedAllocs, in index order, those a timed rule may act on: in the
+	// tree, of a flex request or naming a reservation that has started.
 	reservedAllocs []reservedAlloc
 	timedAllocs    []int
 	// anyDisplaced: some allocation is displaced now (alloc.displaced).
