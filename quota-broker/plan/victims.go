@@ -208,8 +208,9 @@ type victimSet struct {
 // better reports whether s is a better set than o (DESIGN L6): the set
 // whose worst victim is in the lower class (step, idle before debt, job
 // priority), then the set that loses less work, then the one that stops
-// fewer GPUs, then the lower node ID.
-func (s *victimSet) better(o *victimSet, p *planner) bool {
+// fewer GPUs, then the lower node ID: the lower node index, as
+// planner.nodes is sorted by ID, each ID once (indexNodes).
+func (s *victimSet) better(o *victimSet) bool {
 	if !s.worst.classEqual(o.worst) {
 		return s.worst.classLess(o.worst)
 	}
@@ -219,7 +220,7 @@ func (s *victimSet) better(o *victimSet, p *planner) bool {
 	if s.gpus != o.gpus {
 		return s.gpus < o.gpus
 	}
-	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
+	return s.node < o.node
 }
 
 // findVictimsScan is findVictims without the cache (victimcache.go): for
@@ -239,7 +240,7 @@ func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
 		try := &victimSet{}
 		for _, ni := range c.nodes {
 			p.victimEvals++
-			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
+			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best)) {
 				best, try = try, &victimSet{}
 			}
 		}
