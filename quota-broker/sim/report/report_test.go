@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/sim"
 )
@@ -310,5 +311,19 @@ func checkHTML(t *testing.T, dir string, charts, tables int) {
 	}
 	if bytes.Contains(b, []byte("http://")) && bytes.Count(b, []byte("http://")) != bytes.Count(b, []byte(`xmlns="http://www.w3.org/2000/svg"`)) {
 		t.Errorf("%s: refers to a network address", HTMLFile)
+	}
+}
+
+// Every rule that can stop an allocation has a line in the preemptions
+// table's "meaning" column (L5.prewarm once showed an empty cell).
+func TestRuleTextCoversStopRules(t *testing.T) {
+	for _, r := range []plan.Rule{plan.RuleIdleDebt, plan.RuleChild, plan.RulePriority, plan.RulePrewarm,
+		plan.RuleDrain, plan.RuleStart, plan.RuleEnd, plan.RuleFlexMaxRun, plan.RuleFlexSettle} {
+		if ruleText[string(r)] == "" {
+			t.Errorf("rule %s has no meaning in the preemptions table", r)
+		}
+	}
+	if ruleText["kueue:reclaim"] == "" {
+		t.Error("rule kueue:reclaim has no meaning in the preemptions table")
 	}
 }
