@@ -402,6 +402,10 @@ func (c *JobPlanCommand) Run(args []string) int {
 			return nil
 		}
 		c.Ui.Output(fmt.Sprintf("Job %q in namespace %q:", res.Job, res.Namespace))
+		if len(res.Actions) == 0 && len(res.Stops) == 0 {
+			c.Ui.Output(noPlanNote(res.Namespace))
+			return nil
+		}
 		rows := [][]string{{"Action", "Group", "Count", "GPUs", "Rule", "Reason"}}
 		for _, a := range res.Actions {
 			rows = append(rows, []string{string(a.Action), a.Group, strconv.Itoa(a.Count), strconv.Itoa(a.GPUs), string(a.Rule), a.Reason})
@@ -417,6 +421,14 @@ func (c *JobPlanCommand) Run(args []string) int {
 		}
 		return nil
 	})
+}
+
+// noPlanNote says why a preview has no action, instead of an empty table:
+// the core plans only GPU task groups of namespaces bound in the quota tree
+// (DESIGN L1, L3); anything else Nomad places without the broker.
+func noPlanNote(namespace string) string {
+	return fmt.Sprintf("No action: the broker does not plan this job. Either namespace %q is bound to no quota node "+
+		"(the broker does not govern it; see \"gputide quota status\"), or no task group asks for a GPU.", namespace)
 }
 
 // parseHCLAs sends an HCL jobspec to Nomad's /v1/jobs/parse at NOMAD_ADDR

@@ -234,3 +234,21 @@ func TestJobPlanHCL(t *testing.T) {
 		t.Errorf("exit %d, token %q\n%s%s", code, gotToken, out, errOut)
 	}
 }
+
+// A job the broker does not govern (its namespace bound to no quota node)
+// gets a sentence saying so, not an empty table.
+func TestJobPlanUngoverned(t *testing.T) {
+	addr := startBroker(t)
+	t.Setenv("GPUTIDE_ADDR", addr)
+	t.Setenv("NOMAD_TOKEN", "")
+	file := filepath.Join(t.TempDir(), "job.json")
+	job := `{"Job":{"ID":"free","Namespace":"default","Type":"batch","Datacenters":["dc1"],"TaskGroups":[{"Name":"g","Count":1,"Tasks":[{"Name":"t","Resources":{"Devices":[{"Name":"nvidia/gpu","Count":8}]}}]}]}}`
+	if err := os.WriteFile(file, []byte(job), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "job", "plan", "-token", "adm", file)
+	want := "Job \"free\" in namespace \"default\":\n" + noPlanNote("default") + "\n"
+	if code != 0 || out != want {
+		t.Errorf("exit %d\ngot:\n%s\nwant:\n%s%s", code, out, want, errOut)
+	}
+}
