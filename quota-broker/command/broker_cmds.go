@@ -360,8 +360,9 @@ Usage: gputide job plan FILE [options]
   Shows the plan the broker makes now with the job pending: admitted or
   waiting (rule and reason) and the allocations it would stop. FILE is JSON
   as "nomad job run -output" writes it, sent as is, or HCL, parsed by
-  Nomad's /v1/jobs/parse at NOMAD_ADDR with the caller's token. Needs
-  submit-job on the job's namespace.
+  Nomad's /v1/jobs/parse at NOMAD_ADDR with the caller's token, which needs
+  parse-job on NOMAD_NAMESPACE (default "default"). Needs submit-job on the
+  job's namespace.
 ` + apiHelp)
 }
 
@@ -449,7 +450,7 @@ func parseHCLAs(src []byte, token string) (*nomadapi.Job, error) {
 	}
 	job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src)})
 	if err != nil {
-		return nil, fmt.Errorf("nomad at %s: %w", cfg.Address, err)
+		return nil, parseError(cfg.Address, err)
 	}
 	if job == nil || job.ID == nil {
 		return nil, fmt.Errorf("nomad at %s returned no job", cfg.Address)

@@ -252,3 +252,29 @@ func TestJobPlanUngoverned(t *testing.T) {
 		t.Errorf("exit %d\ngot:\n%s\nwant:\n%s%s", code, out, want, errOut)
 	}
 }
+
+// A 403 of Nomad's /v1/jobs/parse says that Nomad checks parse-job on
+// NOMAD_NAMESPACE, not the jobspec's namespace (a team token with
+// parse-job on its own workspace only is refused on "default").
+func TestJobPlanHCLParseDenied(t *testing.T) {
+	var gotNS string
+	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotNS = r.URL.Query().Get("namespace")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, "Permission denied")
+	}))
+	t.Cleanup(nomad.Close)
+	t.Setenv("NOMAD_ADDR", nomad.URL)
+	t.Setenv("NOMAD_NAMESPACE", "")
+	t.Setenv("NOMAD_TOKEN", "")
+	_, err := parseHCLAs([]byte("job \"x\" {}\n"), "team-b")
+	want := `nomad at ` + nomad.URL + `: Unexpected response code: 403 (Permission denied): Nomad checks parse-job on namespace "default" ` +
+		`(NOMAD_NAMESPACE, default "default"), not on the jobspec's; set NOMAD_NAMESPACE to the job's namespace`
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n got: %v\nwant: %s", err, want)
+	}
+	t.Setenv("NOMAD_NAMESPACE", "workspace-b")
+	if _, err := parseHCLAs([]byte("job \"x\" {}\n"), "team-b"); err == nil || !strings.Contains(err.Error(), `namespace "workspace-b"`) || gotNS != "workspace-b" {
+		t.Errorf("with NOMAD_NAMESPACE=workspace-b: Nomad got namespace %q, error %v", gotNS, err)
+	}
+}

@@ -168,7 +168,7 @@ func TestSchedulePreviewHCLJobspecGoesToNomad(t *testing.T) {
 		return nil, errors.New("nomad at http://127.0.0.1:1: connection refused")
 	}}
 	_, err := c.loadSchedule(f, "")
-	want := f + `: an HCL jobspec is parsed by Nomad's /v1/jobs/parse, which did not answer: nomad at http://127.0.0.1:1: connection refused; give the job as JSON instead (nomad job run -output ` + f + ` > job.json)`
+	want := f + `: an HCL jobspec is parsed by Nomad's /v1/jobs/parse, which failed: nomad at http://127.0.0.1:1: connection refused; give the job as JSON instead (nomad job run -output ` + f + ` > job.json)`
 	if err == nil || err.Error() != want {
 		t.Errorf("error\n got: %v\nwant: %s", err, want)
 	}
