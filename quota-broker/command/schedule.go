@@ -181,7 +181,13 @@ func (c *SchedulePreviewCommand) Run(args []string) int {
 		at := ceilSecond(ch.At)
 		rows = append(rows, []string{at.Format("Mon 2006-01-02 15:04:05 MST"), at.UTC().Format(time.RFC3339), fmt.Sprint(ch.Count), windowLabel(ch.Window)})
 	}
-	c.Ui.Output(fmt.Sprintf("Time zone %s, %d days from %s\n\n%s", sched.Location(), days, start.In(sched.Location()).Format(time.RFC3339), formatList(rows)))
+	span := fmt.Sprintf("%d days", days)
+	if days == 1 {
+		span = "1 day"
+	}
+	// The first row's instant, rounded up as the rows are: "now" has a
+	// fraction of a second, which RFC 3339 would cut down.
+	c.Ui.Output(fmt.Sprintf("Time zone %s, %s from %s\n\n%s", sched.Location(), span, ceilSecond(start).In(sched.Location()).Format(time.RFC3339), formatList(rows)))
 	return 0
 }
 
