@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -276,5 +277,20 @@ func TestJobPlanHCLParseDenied(t *testing.T) {
 	t.Setenv("NOMAD_NAMESPACE", "workspace-b")
 	if _, err := parseHCLAs([]byte("job \"x\" {}\n"), "team-b"); err == nil || !strings.Contains(err.Error(), `namespace "workspace-b"`) || gotNS != "workspace-b" {
 		t.Errorf("with NOMAD_NAMESPACE=workspace-b: Nomad got namespace %q, error %v", gotNS, err)
+	}
+}
+
+// A broker that does not answer: the error, then where to point the CLI.
+func TestBrokerUnreachableHint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	t.Setenv("GPUTIDE_ADDR", addr)
+	code, _, errOut := runCLI(t, "quota", "status")
+	if code != 1 || !strings.HasPrefix(errOut, "Error: GET /v1/quotas "+addr+": no answer: ") || !strings.HasSuffix(errOut, "\n"+unreachableHint+"\n") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
 	}
 }
