@@ -6,8 +6,11 @@ nomad {
   # (http://user:pw@host) is accepted and never printed.
   # address = "http://127.0.0.1:4646"
   # token = ""   # default: NOMAD_TOKEN; a management token, or one whose
-  #              # policy can read nodes and submit/read jobs in the governed
-  #              # namespaces and write node pools
+  #              # policy gives, on the governed namespaces, list-jobs,
+  #              # read-job, submit-job, alloc-lifecycle (alloc stop),
+  #              # scale-job, list-scaling-policies and read-scaling-policy;
+  #              # node { policy = "read" } and node_pool { policy = "write" }
+  #              # (it creates the holding pool). See docs/nomad-integration.md.
   # region = ""
 }
 
