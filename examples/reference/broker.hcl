@@ -63,6 +63,11 @@ http_bind = "127.0.0.1:4780"
 # trace, debug, info, warn, error or off.
 log_level = "info"
 
+# Write each snapshot and plan into this folder, to replay one with
+# "gputide plan <file>" (docs/snapshot-format.md). For debugging: a pair of
+# files for every plan with an action (waits included), never pruned.
+# dump_dir = "/var/lib/gputide/dumps"
+
 # The leader prunes the preemption history older than this (and beyond
 # 100,000 entries).
 # history_retention = "2160h"
