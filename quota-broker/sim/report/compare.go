@@ -189,9 +189,9 @@ func Comparison(d *doc, rs []*sim.Result) {
 			if other := treePeer(ws[0], rs); other != nil {
 				// Against a run of the same policy only the tree differs:
 				// the policy's mechanism does not explain that win.
-				why = "over " + Label(other) + ": its quota tree"
+				why = "its quota tree"
 				if !samePolicy(rs) && m.why[ws[0].Policy] != "" {
-					why = m.why[ws[0].Policy] + "; " + why
+					why = m.why[ws[0].Policy] + "; over " + Label(other) + ": its quota tree"
 				}
 			}
 		case len(ws) == 1:

@@ -339,7 +339,7 @@ func TestComparisonWhyTreePeer(t *testing.T) {
 	Comparison(&d, []*sim.Result{base, whatif})
 	var b strings.Builder
 	d.markdown(&b)
-	want := "| utilisation (GPU time on running allocations) | 62.5% | 46.9% | gputide | over whatif: its quota tree |"
+	want := "| utilisation (GPU time on running allocations) | 62.5% | 46.9% | gputide | its quota tree |"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("comparison lacks\n%s\n got:\n%s", want, b.String())
 	}
