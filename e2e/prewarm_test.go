@@ -194,8 +194,17 @@ func TestPrewarmDrainsBorrowersBeforeAScheduledScaleUp(t *testing.T) {
 	}
 	t.Logf("inference scaled to 1 at E%s (1 running at E%s); idle group scaled to %s; 6 workers running at E%s",
 		rel(back.scaledDown, end), rel(back.infDown, end), strings.Join(steps, ", then "), rel(back.idleRunning, end))
-	for _, l := range idleFitLines(as.log.String(), end.Add(-prewarmIdleEval)) {
+	for _, l := range idleFitLines(as.log.String(), now) {
 		t.Logf("autoscaler: %s", l)
+	}
+	// The idle group's count, from the stops to the end: 2, set by the
+	// broker; nothing raises it while its GPUs are held or used.
+	for _, e := range scaleEventsIn(t, c, prewarmIdle) {
+		at := time.Unix(0, int64(e.Time))
+		t.Logf("idle group scale event at B%s: count %d, %q", rel(at, boundary), *e.Count, e.Message)
+		if at.After(tl.firstStop()) && at.Before(end) && *e.Count != 2 {
+			t.Errorf("idle group scaled to %d at B%s, inside the window (its GPUs were held or used)", *e.Count, rel(at, boundary))
+		}
 	}
 	if back.scaledDown.IsZero() || back.scaledDown.Before(end) || back.scaledDown.Sub(end) > prewarmEval+prewarmSlack {
 		t.Errorf("inference scaled down at E%s, want within evaluation_interval + %s after the end", rel(back.scaledDown, end), prewarmSlack)
