@@ -96,9 +96,9 @@ func TestPrewarmDrainsBorrowersBeforeAScheduledScaleUp(t *testing.T) {
 	rel := func(at, ref time.Time) string { return fmt.Sprintf("%+.1fs", at.Sub(ref).Seconds()) }
 
 	// Inference first (2 GPUs), then the idle group fills the other 6.
-	register(t, c, prewarmInferenceJob(window))
+	registerJobIn(t, c, prewarmInferenceJob(window))
 	waitRunning(t, c, prewarmInference.Namespace, prewarmInference.Job, 1, 60*time.Second)
-	register(t, c, prewarmIdleJob())
+	registerJobIn(t, c, prewarmIdleJob())
 	idleBefore := waitRunning(t, c, prewarmIdle.Namespace, prewarmIdle.Job, 6, 60*time.Second)
 	if left := time.Until(boundary.Add(-(prewarmKill + prewarmMargin))); left < 20*time.Second {
 		t.Fatalf("setup too slow: %s left before the pre-warm's stops are due", left)
@@ -108,7 +108,7 @@ func TestPrewarmDrainsBorrowersBeforeAScheduledScaleUp(t *testing.T) {
 	// drain_horizon.
 	var entry plan.Prewarm
 	err = waitFor(time.Until(boundary.Add(-prewarmHorizon))+30*time.Second, 500*time.Millisecond, func() error {
-		s, err := brokerSnapshot(b)
+		s, err := readBrokerSnapshot(b)
 		if err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func TestPrewarmDrainsBorrowersBeforeAScheduledScaleUp(t *testing.T) {
 	if n := gpusOf(t, c, running(t, c, prewarmInference.Namespace, prewarmInference.Job)); len(n) != 6 {
 		t.Errorf("inference holds GPUs %v, want 6", n)
 	}
-	if got, err := brokerMetric(b, `gputide_preemptions_total{claimant_namespace="workspace-a",namespace="workspace-b",rule="L5.prewarm"}`); err != nil || got != 4 {
+	if got, err := readBrokerMetric(b, `gputide_preemptions_total{claimant_namespace="workspace-a",namespace="workspace-b",rule="L5.prewarm"}`); err != nil || got != 4 {
 		t.Errorf("gputide_preemptions_total for L5.prewarm = %v (%v), want 4", got, err)
 	}
 	if j := jobInfo(t, c, prewarmIdle.Namespace, prewarmIdle.Job); *j.TaskGroups[0].Count != 2 {
@@ -194,12 +194,12 @@ func TestPrewarmDrainsBorrowersBeforeAScheduledScaleUp(t *testing.T) {
 	}
 	t.Logf("inference scaled to 1 at E%s (1 running at E%s); idle group scaled to %s; 6 workers running at E%s",
 		rel(back.scaledDown, end), rel(back.infDown, end), strings.Join(steps, ", then "), rel(back.idleRunning, end))
-	for _, l := range idleFitLines(as.log.String(), now) {
+	for _, l := range autoscalerIdleFitLines(as.log.String(), now) {
 		t.Logf("autoscaler: %s", l)
 	}
 	// The idle group's count, from the stops to the end: 2, set by the
 	// broker; nothing raises it while its GPUs are held or used.
-	for _, e := range scaleEventsIn(t, c, prewarmIdle) {
+	for _, e := range groupScaleEvents(t, c, prewarmIdle) {
 		at := time.Unix(0, int64(e.Time))
 		t.Logf("idle group scale event at B%s: count %d, %q", rel(at, boundary), *e.Count, e.Message)
 		if at.After(tl.firstStop()) && at.Before(end) && *e.Count != 2 {
@@ -228,8 +228,8 @@ func TestPrewarmDrainsBorrowersBeforeAScheduledScaleUp(t *testing.T) {
 	}
 }
 
-// register registers a job in its namespace.
-func register(t *testing.T, c *api.Client, j *api.Job) {
+// registerJobIn registers a job in its namespace.
+func registerJobIn(t *testing.T, c *api.Client, j *api.Job) {
 	t.Helper()
 	if _, _, err := c.Jobs().Register(j, &api.WriteOptions{Namespace: *j.Namespace}); err != nil {
 		t.Fatalf("register %s/%s: %v", *j.Namespace, *j.ID, err)
@@ -362,8 +362,8 @@ strategy "gputide-idle" {
 	return as
 }
 
-// brokerSnapshot reads the snapshot of the broker's last plan.
-func brokerSnapshot(b *broker) (*plan.Snapshot, error) {
+// readBrokerSnapshot reads the snapshot of the broker's last plan.
+func readBrokerSnapshot(b *broker) (*plan.Snapshot, error) {
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + b.Addr + "/v1/snapshot")
 	if err != nil {
 		return nil, err
@@ -375,9 +375,9 @@ func brokerSnapshot(b *broker) (*plan.Snapshot, error) {
 	return snapshot.Decode(resp.Body)
 }
 
-// brokerMetric reads one sample of the broker's /metrics by its full name
+// readBrokerMetric reads one sample of the broker's /metrics by its full name
 // with labels (Prometheus text format, labels in sorted order).
-func brokerMetric(b *broker, series string) (float64, error) {
+func readBrokerMetric(b *broker, series string) (float64, error) {
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + b.Addr + "/metrics")
 	if err != nil {
 		return 0, err
@@ -424,23 +424,23 @@ func (tl *prewarmTimeline) lastStop() time.Time {
 	return *tl.stops[len(tl.stops)-1].At
 }
 
-// gpuAlloc is a live allocation with its GPU IDs.
-type gpuAlloc struct {
+// allocWithGPUs is a live allocation with its GPU IDs.
+type allocWithGPUs struct {
 	ID, Namespace, Job, Status string
 	GPUs                       []string
 	Modified                   time.Time
 }
 
-// gpuAllocs lists every allocation (all namespaces) with its GPU IDs.
-func gpuAllocs(t *testing.T, c *api.Client) []gpuAlloc {
+// allocsWithGPUs lists every allocation (all namespaces) with its GPU IDs.
+func allocsWithGPUs(t *testing.T, c *api.Client) []allocWithGPUs {
 	t.Helper()
 	list, _, err := c.Allocations().List(&api.QueryOptions{Namespace: "*", Params: map[string]string{"resources": "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []gpuAlloc
+	var out []allocWithGPUs
 	for _, a := range list {
-		g := gpuAlloc{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Status: a.ClientStatus, Modified: time.Unix(0, a.ModifyTime)}
+		g := allocWithGPUs{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Status: a.ClientStatus, Modified: time.Unix(0, a.ModifyTime)}
 		if a.AllocatedResources != nil {
 			for _, tr := range a.AllocatedResources.Tasks {
 				for _, d := range tr.Devices {
@@ -454,7 +454,7 @@ func gpuAllocs(t *testing.T, c *api.Client) []gpuAlloc {
 	return out
 }
 
-func (g gpuAlloc) live() bool {
+func (g allocWithGPUs) live() bool {
 	return g.Status == api.AllocClientStatusPending || g.Status == api.AllocClientStatusRunning
 }
 
@@ -474,7 +474,7 @@ func watchPrewarm(t *testing.T, c *api.Client, b *broker, idleBefore []string, d
 			}
 		}
 		if tl.held == nil {
-			if snap, err := brokerSnapshot(b); err == nil {
+			if snap, err := readBrokerSnapshot(b); err == nil {
 				var held []string
 				for _, h := range snap.Holds {
 					if h.For.Group == prewarmInference {
@@ -488,13 +488,13 @@ func watchPrewarm(t *testing.T, c *api.Client, b *broker, idleBefore []string, d
 				}
 			}
 		}
-		all := gpuAllocs(t, c)
+		all := allocsWithGPUs(t, c)
 		if len(tl.stops) > 0 && tl.victimsGone.IsZero() {
 			gone, last := 0, time.Time{}
 			for _, a := range all {
 				if slices.ContainsFunc(tl.stops, func(p brokerapi.PreemptionEntry) bool { return p.Alloc == a.ID }) && !a.live() {
 					gone++
-					last = later(last, a.Modified)
+					last = latestOf(last, a.Modified)
 				}
 			}
 			if gone == len(tl.stops) && gone == 4 {
@@ -526,7 +526,7 @@ func watchPrewarm(t *testing.T, c *api.Client, b *broker, idleBefore []string, d
 			tl.maxIdleLive = max(tl.maxIdleLive, idleLive)
 		}
 		if tl.scaledUp.IsZero() {
-			for _, e := range scaleEventsIn(t, c, prewarmInference) {
+			for _, e := range groupScaleEvents(t, c, prewarmInference) {
 				if e.Count != nil && *e.Count == 3 {
 					tl.scaledUp = time.Unix(0, int64(e.Time))
 				}
@@ -540,7 +540,7 @@ func watchPrewarm(t *testing.T, c *api.Client, b *broker, idleBefore []string, d
 					t.Fatal(err)
 				}
 				if ts := al.TaskStates["work"]; ts != nil {
-					tl.infStarted = later(tl.infStarted, ts.StartedAt)
+					tl.infStarted = latestOf(tl.infStarted, ts.StartedAt)
 				}
 			}
 			return tl
@@ -550,8 +550,8 @@ func watchPrewarm(t *testing.T, c *api.Client, b *broker, idleBefore []string, d
 	return tl
 }
 
-// windowEnd is what watchWindowEnd saw after the window's end.
-type windowEnd struct {
+// prewarmEnd is what watchWindowEnd saw after the window's end.
+type prewarmEnd struct {
 	scaledDown  time.Time          // the autoscaler's scale event of inference to 1
 	infDown     time.Time          // first poll with 1 inference allocation running
 	idleSteps   []api.ScalingEvent // the idle group's scale-ups after the end
@@ -559,13 +559,13 @@ type windowEnd struct {
 }
 
 // watchWindowEnd polls until the idle group runs 6 workers or deadline.
-func watchWindowEnd(t *testing.T, c *api.Client, end, deadline time.Time) *windowEnd {
+func watchWindowEnd(t *testing.T, c *api.Client, end, deadline time.Time) *prewarmEnd {
 	t.Helper()
-	w := &windowEnd{}
+	w := &prewarmEnd{}
 	for time.Now().Before(deadline) {
 		now := time.Now()
 		if w.scaledDown.IsZero() {
-			for _, e := range scaleEventsIn(t, c, prewarmInference) {
+			for _, e := range groupScaleEvents(t, c, prewarmInference) {
 				if at := time.Unix(0, int64(e.Time)); e.Count != nil && *e.Count == 1 && !at.Before(end.Add(-prewarmEval)) {
 					w.scaledDown = at
 				}
@@ -575,7 +575,7 @@ func watchWindowEnd(t *testing.T, c *api.Client, end, deadline time.Time) *windo
 			w.infDown = now
 		}
 		w.idleSteps = w.idleSteps[:0]
-		for _, e := range scaleEventsIn(t, c, prewarmIdle) {
+		for _, e := range groupScaleEvents(t, c, prewarmIdle) {
 			if at := time.Unix(0, int64(e.Time)); *e.Count > 2 && at.After(end.Add(-prewarmEval)) {
 				w.idleSteps = append(w.idleSteps, e)
 			}
@@ -589,10 +589,10 @@ func watchWindowEnd(t *testing.T, c *api.Client, end, deadline time.Time) *windo
 	return w
 }
 
-// idleFitLines returns the autoscaler's log lines, from instant from on,
+// autoscalerIdleFitLines returns the autoscaler's log lines, from instant from on,
 // that computed an idle group's count from a non-zero idle_fit: their
 // time and reason.
-func idleFitLines(log string, from time.Time) []string {
+func autoscalerIdleFitLines(log string, from time.Time) []string {
 	var out []string
 	for _, line := range strings.Split(log, "\n") {
 		i := strings.Index(line, `reason="idle_fit `)
@@ -609,9 +609,9 @@ func idleFitLines(log string, from time.Time) []string {
 	return out
 }
 
-// scaleEventsIn returns the scaling events of group k that set a count,
+// groupScaleEvents returns the scaling events of group k that set a count,
 // oldest first.
-func scaleEventsIn(t *testing.T, c *api.Client, k plan.GroupKey) []api.ScalingEvent {
+func groupScaleEvents(t *testing.T, c *api.Client, k plan.GroupKey) []api.ScalingEvent {
 	t.Helper()
 	st, _, err := c.Jobs().ScaleStatus(k.Job, &api.QueryOptions{Namespace: k.Namespace})
 	if err != nil {
@@ -627,7 +627,7 @@ func scaleEventsIn(t *testing.T, c *api.Client, k plan.GroupKey) []api.ScalingEv
 	return out
 }
 
-func later(a, b time.Time) time.Time {
+func latestOf(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
 	}
