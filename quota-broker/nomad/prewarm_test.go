@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,5 +42,43 @@ func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
 	pols.unsynced()
 	if b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
 		t.Fatalf("policies not synced: prewarm %+v, want none", b.Snapshot.Prewarm)
+	}
+}
+
+// TestPrewarmCountIsCappedAtThePolicyMax: the Autoscaler clamps the
+// schedule's count to the policy's max before it scales, so pre-warm
+// drains for no more: window count 4, max 2, current 1 gives 1 allocation
+// (not 3); max 1, the current count, gives no pre-warm at all.
+func TestPrewarmCountIsCappedAtThePolicyMax(t *testing.T) {
+	boundary := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) // a Monday
+	for _, tc := range []struct {
+		max  string
+		want []plan.Prewarm
+	}{
+		{"2", []plan.Prewarm{{Namespace: "workspace-a", Job: "inference", Group: "server", Type: plan.JobService,
+			Priority: 80, GPUs: 4, NodePool: "default", At: boundary, Count: 1,
+			Until: boundary.Add(time.Minute + 30*time.Second)}}},
+		{"1", nil},
+	} {
+		f, s := listRecorded(t)
+		servePolicies(f, 20)
+		f.mu.Lock()
+		path := "/v1/scaling/policy/pol-sched"
+		body := strings.Replace(f.bodies[path], `"Max": 8`, `"Max": `+tc.max, 1)
+		if body == f.bodies[path] {
+			t.Fatalf("the fixture of %s has no \"Max\": 8", path)
+		}
+		f.bodies[path] = body
+		f.mu.Unlock()
+		log, _ := testLogger(t)
+		pols := NewPolicies()
+		if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := newActor(f, s)
+		b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute))
+		if diff := cmp.Diff(tc.want, b.Snapshot.Prewarm); diff != "" {
+			t.Errorf("max %s: prewarm (-want +got):\n%s", tc.max, diff)
+		}
 	}
 }
