@@ -10,9 +10,11 @@ import (
 )
 
 // DefaultEvaluationInterval is the Nomad Autoscaler's evaluation_interval
-// when a policy sets none (Autoscaler v0.5.0 policy_eval default): the
-// pre-warm hold lasts at + this + settle then.
-const DefaultEvaluationInterval = 10 * time.Second
+// when a policy sets none and the tree's settings do not say the agent's
+// (autoscaler_evaluation_interval): the Autoscaler v0.5.0 agent's own
+// default_evaluation_interval. The pre-warm hold lasts at + this + settle
+// then.
+const DefaultEvaluationInterval = quota.DefaultAutoscalerEvaluationInterval
 
 // prewarms is the Build step that turns schedule policies into the
 // snapshot's pre-warm entries (DESIGN L5 "Pre-warm", issue 11 item 5):
@@ -23,7 +25,8 @@ const DefaultEvaluationInterval = 10 * time.Second
 // ramp is done and capped at the policy's max (the Autoscaler never
 // scales above it), is above the group's count now becomes an entry: at the
 // boundary, count = that count minus the group's count, until = at +
-// evaluation_interval (DefaultEvaluationInterval when unset) + settle.
+// evaluation_interval (when unset, the agent's: the tree's
+// autoscaler_evaluation_interval, else DefaultEvaluationInterval) + settle.
 // Policies read from files never reach Policies, and a broker whose
 // policies are not synced makes none: those get no pre-warm, and scaling
 // goes on. A check whose config does not parse is skipped (the Autoscaler
@@ -61,6 +64,9 @@ func prewarms(pols *Policies, jobs map[plan.JobKey]*JobView, now time.Time, set 
 			continue
 		}
 		eval := sp.EvaluationInterval
+		if eval <= 0 {
+			eval = set.AutoscalerEvaluationInterval
+		}
 		if eval <= 0 {
 			eval = DefaultEvaluationInterval
 		}
