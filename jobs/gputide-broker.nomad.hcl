@@ -94,6 +94,8 @@ job "gputide-broker" {
         settings {
           min_runtime = "10m"
           debt_grace  = "10m"
+          # jobs/nomad-autoscaler.nomad.hcl's default_evaluation_interval
+          autoscaler_evaluation_interval = "1m"
         }
         quota "Quota1" {
           gpus             = 128

@@ -117,7 +117,9 @@ func (a *APM) SetConfig(cfg map[string]string) error {
 	a.mu.Lock()
 	a.client, a.timeout = c, timeout
 	a.mu.Unlock()
-	a.log.Info("configured", "address", c.Address(), "timeout", timeout, "token_set", token != "")
+	// The timeout as text: over go-plugin's JSON log a time.Duration
+	// arrived as a float of nanoseconds (timeout="5e+09").
+	a.log.Info("configured", "address", c.Address(), "timeout", timeout.String(), "token_set", token != "")
 	return nil
 }
 

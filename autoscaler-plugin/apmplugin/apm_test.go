@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 
 	"github.com/gputide/gputide/autoscaler-plugin/pluginconf"
@@ -242,5 +243,18 @@ func TestBrokerErrorsSpareTheAgentsFatalPhrases(t *testing.T) {
 				t.Errorf("error %v: want it to wrap ErrBrokerUnreachable and %v", err, tt.cause)
 			}
 		})
+	}
+}
+
+// The configured line gives the timeout as a duration's text, also in
+// go-plugin's JSON log (where a time.Duration showed as 5e+09).
+func TestSetConfigLogsTimeout(t *testing.T) {
+	var b strings.Builder
+	log := hclog.New(&hclog.LoggerOptions{Output: &b, JSONFormat: true})
+	if err := New(log, nil).SetConfig(map[string]string{"address": "http://127.0.0.1:4780", "timeout": "5s"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"timeout":"5s"`) {
+		t.Errorf("log line lacks \"timeout\":\"5s\": %s", b.String())
 	}
 }

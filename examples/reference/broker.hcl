@@ -1,12 +1,16 @@
 # gputide agent configuration for the reference scenario:
 #   gputide agent -config examples/reference/broker.hcl [-dry-run]
 nomad {
-  # http or https with a host; default NOMAD_ADDR, else this. Userinfo
+  # http or https with a host. Left out: NOMAD_ADDR, else
+  # http://127.0.0.1:4646; set here, it wins over NOMAD_ADDR. Userinfo
   # (http://user:pw@host) is accepted and never printed.
-  address = "http://127.0.0.1:4646"
+  # address = "http://127.0.0.1:4646"
   # token = ""   # default: NOMAD_TOKEN; a management token, or one whose
-  #              # policy can read nodes and submit/read jobs in the governed
-  #              # namespaces and write node pools
+  #              # policy gives, on the governed namespaces, list-jobs,
+  #              # read-job, submit-job, alloc-lifecycle (alloc stop),
+  #              # scale-job, list-scaling-policies and read-scaling-policy;
+  #              # node { policy = "read" } and node_pool { policy = "write" }
+  #              # (it creates the holding pool). See docs/nomad-integration.md.
   # region = ""
 }
 
@@ -37,12 +41,32 @@ min_runtime = "10m"
 # unreachable. 1s at least (Nomad is probed every third of it).
 staleness = "15s"
 
-# Metrics (/metrics) and reads (/v1/agent/health, /v1/plan, /v1/snapshot,
-# /v1/preemptions). Loopback only.
+# The broker's HTTP API (docs/api.md): metrics, health, the reads and
+# writes of "gputide quota|queue|preemptions|job plan|reservation", and the
+# status page /ui/. A loopback address, unless tls is set:
 http_bind = "127.0.0.1:4780"
+# tls {
+#   cert_file = "broker.pem"
+#   key_file  = "broker-key.pem"
+# }
+
+# Who may use the API (docs/acl.md). With Nomad ACLs on, callers send their
+# Nomad token; holders of this Nomad policy are the broker's admins:
+# admin_policy = "gputide-admin"
+# With Nomad ACLs off (a dev agent), every request but health needs this
+# token (default GPUTIDE_ADMIN_TOKEN; give it to the CLI with -token or
+# NOMAD_TOKEN), and without it nothing can be written; the reads may be
+# opened to all:
+# admin_token            = ""
+# open_reads_without_acl = false
 
 # trace, debug, info, warn, error or off.
 log_level = "info"
+
+# Write each snapshot and plan into this folder, to replay one with
+# "gputide plan <file>" (docs/snapshot-format.md). For debugging: a pair of
+# files for every plan with an action (waits included), never pruned.
+# dump_dir = "/var/lib/gputide/dumps"
 
 # The leader prunes the preemption history older than this (and beyond
 # 100,000 entries).

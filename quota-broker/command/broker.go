@@ -126,6 +126,9 @@ func (b *brokerCmd) api() (*api.Client, error) {
 	return api.NewClientConfig(cfg)
 }
 
+// unreachableHint follows an error of a broker that did not answer.
+const unreachableHint = "Is 'gputide agent' running there? Give its address (the agent's http_bind) with -address or GPUTIDE_ADDR."
+
 // call runs fn with a client; errors print and give exit code 1.
 func (b *brokerCmd) call(fn func(ctx context.Context, c *api.Client) error) int {
 	c, err := b.api()
@@ -140,6 +143,9 @@ func (b *brokerCmd) call(fn func(ctx context.Context, c *api.Client) error) int 
 		var ae *api.Error
 		if errors.As(err, &ae) && errors.Is(err, api.ErrConflict) && strings.Contains(ae.Message, "L1:") && !strings.Contains(ae.Message, "quota move") {
 			b.Ui.Error("Move nominal GPUs between nodes with 'gputide quota move -from A -to B -gpus N'.")
+		}
+		if errors.Is(err, api.ErrUnreachable) {
+			b.Ui.Error(unreachableHint)
 		}
 		return 1
 	}

@@ -360,8 +360,9 @@ Usage: gputide job plan FILE [options]
   Shows the plan the broker makes now with the job pending: admitted or
   waiting (rule and reason) and the allocations it would stop. FILE is JSON
   as "nomad job run -output" writes it, sent as is, or HCL, parsed by
-  Nomad's /v1/jobs/parse at NOMAD_ADDR with the caller's token. Needs
-  submit-job on the job's namespace.
+  Nomad's /v1/jobs/parse at NOMAD_ADDR with the caller's token, which needs
+  parse-job on NOMAD_NAMESPACE (default "default"). Needs submit-job on the
+  job's namespace.
 ` + apiHelp)
 }
 
@@ -402,6 +403,10 @@ func (c *JobPlanCommand) Run(args []string) int {
 			return nil
 		}
 		c.Ui.Output(fmt.Sprintf("Job %q in namespace %q:", res.Job, res.Namespace))
+		if len(res.Actions) == 0 && len(res.Stops) == 0 {
+			c.Ui.Output(noPlanNote(res.Namespace))
+			return nil
+		}
 		rows := [][]string{{"Action", "Group", "Count", "GPUs", "Rule", "Reason"}}
 		for _, a := range res.Actions {
 			rows = append(rows, []string{string(a.Action), a.Group, strconv.Itoa(a.Count), strconv.Itoa(a.GPUs), string(a.Rule), a.Reason})
@@ -417,6 +422,14 @@ func (c *JobPlanCommand) Run(args []string) int {
 		}
 		return nil
 	})
+}
+
+// noPlanNote says why a preview has no action, instead of an empty table:
+// the core plans only GPU task groups of namespaces bound in the quota tree
+// (DESIGN L1, L3); anything else Nomad places without the broker.
+func noPlanNote(namespace string) string {
+	return fmt.Sprintf("No action: the broker does not plan this job. Either namespace %q is bound to no quota node "+
+		"(the broker does not govern it; see \"gputide quota status\"), or no task group asks for a GPU.", namespace)
 }
 
 // parseHCLAs sends an HCL jobspec to Nomad's /v1/jobs/parse at NOMAD_ADDR
@@ -437,7 +450,7 @@ func parseHCLAs(src []byte, token string) (*nomadapi.Job, error) {
 	}
 	job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src)})
 	if err != nil {
-		return nil, fmt.Errorf("nomad at %s: %w", cfg.Address, err)
+		return nil, parseError(cfg.Address, err)
 	}
 	if job == nil || job.ID == nil {
 		return nil, fmt.Errorf("nomad at %s returned no job", cfg.Address)

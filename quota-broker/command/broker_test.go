@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -232,5 +233,64 @@ func TestJobPlanHCL(t *testing.T) {
 	code, out, errOut := runCLI(t, "job", "plan", "-token", "adm", file)
 	if code != 0 || !strings.Contains(out, `Job "probe-hcl" in namespace "workspace-b"`) || gotToken != "adm" {
 		t.Errorf("exit %d, token %q\n%s%s", code, gotToken, out, errOut)
+	}
+}
+
+// A job the broker does not govern (its namespace bound to no quota node)
+// gets a sentence saying so, not an empty table.
+func TestJobPlanUngoverned(t *testing.T) {
+	addr := startBroker(t)
+	t.Setenv("GPUTIDE_ADDR", addr)
+	t.Setenv("NOMAD_TOKEN", "")
+	file := filepath.Join(t.TempDir(), "job.json")
+	job := `{"Job":{"ID":"free","Namespace":"default","Type":"batch","Datacenters":["dc1"],"TaskGroups":[{"Name":"g","Count":1,"Tasks":[{"Name":"t","Resources":{"Devices":[{"Name":"nvidia/gpu","Count":8}]}}]}]}}`
+	if err := os.WriteFile(file, []byte(job), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "job", "plan", "-token", "adm", file)
+	want := "Job \"free\" in namespace \"default\":\n" + noPlanNote("default") + "\n"
+	if code != 0 || out != want {
+		t.Errorf("exit %d\ngot:\n%s\nwant:\n%s%s", code, out, want, errOut)
+	}
+}
+
+// A 403 of Nomad's /v1/jobs/parse says that Nomad checks parse-job on
+// NOMAD_NAMESPACE, not the jobspec's namespace (a team token with
+// parse-job on its own workspace only is refused on "default").
+func TestJobPlanHCLParseDenied(t *testing.T) {
+	var gotNS string
+	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotNS = r.URL.Query().Get("namespace")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, "Permission denied")
+	}))
+	t.Cleanup(nomad.Close)
+	t.Setenv("NOMAD_ADDR", nomad.URL)
+	t.Setenv("NOMAD_NAMESPACE", "")
+	t.Setenv("NOMAD_TOKEN", "")
+	_, err := parseHCLAs([]byte("job \"x\" {}\n"), "team-b")
+	want := `nomad at ` + nomad.URL + `: Unexpected response code: 403 (Permission denied): Nomad checks parse-job on namespace "default" ` +
+		`(NOMAD_NAMESPACE, default "default"), not on the jobspec's; set NOMAD_NAMESPACE to the job's namespace`
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n got: %v\nwant: %s", err, want)
+	}
+	t.Setenv("NOMAD_NAMESPACE", "workspace-b")
+	if _, err := parseHCLAs([]byte("job \"x\" {}\n"), "team-b"); err == nil || !strings.Contains(err.Error(), `namespace "workspace-b"`) || gotNS != "workspace-b" {
+		t.Errorf("with NOMAD_NAMESPACE=workspace-b: Nomad got namespace %q, error %v", gotNS, err)
+	}
+}
+
+// A broker that does not answer: the error, then where to point the CLI.
+func TestBrokerUnreachableHint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	t.Setenv("GPUTIDE_ADDR", addr)
+	code, _, errOut := runCLI(t, "quota", "status")
+	if code != 1 || !strings.HasPrefix(errOut, "Error: GET /v1/quotas "+addr+": no answer: ") || !strings.HasSuffix(errOut, "\n"+unreachableHint+"\n") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
 	}
 }

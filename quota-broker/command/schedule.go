@@ -181,7 +181,13 @@ func (c *SchedulePreviewCommand) Run(args []string) int {
 		at := ceilSecond(ch.At)
 		rows = append(rows, []string{at.Format("Mon 2006-01-02 15:04:05 MST"), at.UTC().Format(time.RFC3339), fmt.Sprint(ch.Count), windowLabel(ch.Window)})
 	}
-	c.Ui.Output(fmt.Sprintf("Time zone %s, %d days from %s\n\n%s", sched.Location(), days, start.In(sched.Location()).Format(time.RFC3339), formatList(rows)))
+	span := fmt.Sprintf("%d days", days)
+	if days == 1 {
+		span = "1 day"
+	}
+	// The first row's instant, rounded up as the rows are: "now" has a
+	// fraction of a second, which RFC 3339 would cut down.
+	c.Ui.Output(fmt.Sprintf("Time zone %s, %s from %s\n\n%s", sched.Location(), span, ceilSecond(start).In(sched.Location()).Format(time.RFC3339), formatList(rows)))
 	return 0
 }
 
@@ -219,7 +225,7 @@ func (c *SchedulePreviewCommand) loadSchedule(file, check string) (*schedule.Sch
 			parse = parseHCLWithNomad
 		}
 		if job, err = parse(src); err != nil {
-			return nil, fmt.Errorf("%s: an HCL jobspec is parsed by Nomad's /v1/jobs/parse, which did not answer: %w; give the job as JSON instead (nomad job run -output %s > job.json)", file, err, file)
+			return nil, fmt.Errorf("%s: an HCL jobspec is parsed by Nomad's /v1/jobs/parse, which failed: %w; give the job as JSON instead (nomad job run -output %s > job.json)", file, err, file)
 		}
 		checks = scalingpolicy.FromJob(job)
 	default:
@@ -261,10 +267,34 @@ func parseHCLWithNomad(src []byte) (*nomadapi.Job, error) {
 	}
 	job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src)})
 	if err != nil {
-		return nil, fmt.Errorf("nomad at %s: %w", cfg.Address, err)
+		return nil, parseError(cfg.Address, err)
 	}
 	if job == nil || job.ID == nil {
 		return nil, errors.New("nomad at " + cfg.Address + " returned no job")
 	}
 	return job, nil
+}
+
+// parseError is the error of Nomad's /v1/jobs/parse at addr. Nomad checks
+// parse-job on the request's namespace (NOMAD_NAMESPACE, else "default"),
+// not the jobspec's: a team token with parse-job on its own workspace only
+// gets a 403 until NOMAD_NAMESPACE names it, which a 403 says.
+func parseError(addr string, err error) error {
+	code := 0
+	var ue nomadapi.UnexpectedResponseError
+	var up *nomadapi.UnexpectedResponseError
+	switch {
+	case errors.As(err, &ue):
+		code = ue.StatusCode()
+	case errors.As(err, &up):
+		code = up.StatusCode()
+	}
+	if code != http.StatusForbidden {
+		return fmt.Errorf("nomad at %s: %w", addr, err)
+	}
+	ns := os.Getenv("NOMAD_NAMESPACE")
+	if ns == "" {
+		ns = "default"
+	}
+	return fmt.Errorf("nomad at %s: %w: Nomad checks parse-job on namespace %q (NOMAD_NAMESPACE, default \"default\"), not on the jobspec's; set NOMAD_NAMESPACE to the job's namespace", addr, err, ns)
 }

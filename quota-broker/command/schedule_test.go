@@ -105,6 +105,22 @@ func TestSchedulePreviewTable(t *testing.T) {
 	}
 }
 
+// One day is "1 day", and a start inside a second is shown as its first
+// row is: rounded up to the second.
+func TestSchedulePreviewTableOneDay(t *testing.T) {
+	f := writeFile(t, "inference.hcl", policyFile)
+	code, out, errOut := run(t, "", "schedule", "preview", "-policy", f, "-from", "2026-03-07T00:00:00.4Z", "-days", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := "Time zone Europe/Berlin, 1 day from 2026-03-07T01:00:01+01:00\n\n" +
+		"Local                        UTC                   Count  Window\n" +
+		"Sat 2026-03-07 01:00:01 CET  2026-03-07T00:00:01Z  2      default\n"
+	if out != want {
+		t.Errorf("output\n got:\n%s\nwant:\n%s", out, want)
+	}
+}
+
 func TestSchedulePreviewJSONJobspecNeedsCheck(t *testing.T) {
 	f := writeFile(t, "job.json", jobJSON)
 	code, _, errOut := run(t, "", "schedule", "preview", "-policy", f, "-from", "2026-03-02T00:00:00Z")
@@ -168,7 +184,7 @@ func TestSchedulePreviewHCLJobspecGoesToNomad(t *testing.T) {
 		return nil, errors.New("nomad at http://127.0.0.1:1: connection refused")
 	}}
 	_, err := c.loadSchedule(f, "")
-	want := f + `: an HCL jobspec is parsed by Nomad's /v1/jobs/parse, which did not answer: nomad at http://127.0.0.1:1: connection refused; give the job as JSON instead (nomad job run -output ` + f + ` > job.json)`
+	want := f + `: an HCL jobspec is parsed by Nomad's /v1/jobs/parse, which failed: nomad at http://127.0.0.1:1: connection refused; give the job as JSON instead (nomad job run -output ` + f + ` > job.json)`
 	if err == nil || err.Error() != want {
 		t.Errorf("error\n got: %v\nwant: %s", err, want)
 	}

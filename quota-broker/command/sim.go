@@ -180,6 +180,11 @@ func (c *SimCommand) Run(args []string) int {
 		c.Ui.Error(fmt.Sprintf("Error reading the workload: %s", err))
 		return 1
 	}
+	if quotaFile != "" {
+		// The report's inputs name the tree that ran, so that a -quota
+		// report is not read as the scenario's own.
+		w.Notes = append([]string{fmt.Sprintf("quota tree: %s (-quota), instead of the scenario's", quotaFile)}, w.Notes...)
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		c.Ui.Error(fmt.Sprintf("Error creating %s: %s", out, err))
 		return 1

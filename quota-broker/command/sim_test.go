@@ -142,6 +142,8 @@ func TestSimCommandWhatIf(t *testing.T) {
 	}
 	if md, _ := os.ReadFile(filepath.Join(out, "report.md")); !strings.Contains(string(md), "| Quota1.1 | 56 |") {
 		t.Errorf("-quota: report.md does not show Quota1.1 at 56")
+	} else if want := "- quota tree: " + whatif + " (-quota), instead of the scenario's\n"; !strings.Contains(string(md), want) {
+		t.Errorf("-quota: report.md's inputs lack %q", want)
 	}
 	if _, err := os.Stat(filepath.Join(out, "occupancy-whatif.svg")); err == nil {
 		t.Error("occupancy-whatif.svg left from the -compare-quota run")

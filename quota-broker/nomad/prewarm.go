@@ -10,9 +10,11 @@ import (
 )
 
 // DefaultEvaluationInterval is the Nomad Autoscaler's evaluation_interval
-// when a policy sets none (Autoscaler v0.5.0 policy_eval default): the
-// pre-warm hold lasts at + this + settle then.
-const DefaultEvaluationInterval = 10 * time.Second
+// when a policy sets none and the tree's settings do not say the agent's
+// (autoscaler_evaluation_interval): the Autoscaler v0.5.0 agent's own
+// default_evaluation_interval. The pre-warm hold lasts at + this + settle
+// then.
+const DefaultEvaluationInterval = quota.DefaultAutoscalerEvaluationInterval
 
 // prewarms is the Build step that turns schedule policies into the
 // snapshot's pre-warm entries (DESIGN L5 "Pre-warm", issue 11 item 5):
@@ -20,9 +22,11 @@ const DefaultEvaluationInterval = 10 * time.Second
 // governed, running service or batch job (not idle) with a task group of
 // that name that asks for GPUs, the first boundary in (now, now +
 // drain_horizon] after which the schedule's count, once the boundary's
-// ramp is done, is above the group's count now becomes an entry: at the
+// ramp is done and capped at the policy's max (the Autoscaler never
+// scales above it), is above the group's count now becomes an entry: at the
 // boundary, count = that count minus the group's count, until = at +
-// evaluation_interval (DefaultEvaluationInterval when unset) + settle.
+// evaluation_interval (when unset, the agent's: the tree's
+// autoscaler_evaluation_interval, else DefaultEvaluationInterval) + settle.
 // Policies read from files never reach Policies, and a broker whose
 // policies are not synced makes none: those get no pre-warm, and scaling
 // goes on. A check whose config does not parse is skipped (the Autoscaler
@@ -55,11 +59,14 @@ func prewarms(pols *Policies, jobs map[plan.JobKey]*JobView, now time.Time, set 
 		if tg.Count != nil {
 			count = *tg.Count
 		}
-		at, target, ok := raisingBoundary(sp.Checks, now, set.DrainHorizon, count)
+		at, target, ok := raisingBoundary(sp.Checks, now, set.DrainHorizon, count, sp.Max)
 		if !ok {
 			continue
 		}
 		eval := sp.EvaluationInterval
+		if eval <= 0 {
+			eval = set.AutoscalerEvaluationInterval
+		}
 		if eval <= 0 {
 			eval = DefaultEvaluationInterval
 		}
@@ -73,10 +80,12 @@ func prewarms(pols *Policies, jobs map[plan.JobKey]*JobView, now time.Time, set 
 
 // raisingBoundary returns the first boundary of the policy's first
 // gputide-schedule check in (now, now + horizon] whose count after its
-// ramp (the count at the boundary + ramp, or at the boundary without one)
-// is above current, with that count. ok is false when there is none, or
-// the check's config does not parse.
-func raisingBoundary(checks []scalingpolicy.Check, now time.Time, horizon time.Duration, current int) (time.Time, int, bool) {
+// ramp (the count at the boundary + ramp, or at the boundary without one),
+// capped at the policy's max (the Autoscaler v0.5.0 clamps a strategy's
+// count to the policy's [min, max] before it scales), is above current,
+// with that count. ok is false when there is none, or the check's config
+// does not parse.
+func raisingBoundary(checks []scalingpolicy.Check, now time.Time, horizon time.Duration, current int, maxCount int64) (time.Time, int, bool) {
 	for _, c := range checks {
 		if c.Strategy != scalingpolicy.ScheduleStrategy {
 			continue
@@ -94,6 +103,7 @@ func raisingBoundary(checks []scalingpolicy.Check, now time.Time, horizon time.D
 			if s.Ramp() > 0 {
 				n = max(n, s.CountAt(at.Add(s.Ramp())))
 			}
+			n = int(min(int64(n), maxCount))
 			if n > current {
 				return at.UTC(), n, true
 			}

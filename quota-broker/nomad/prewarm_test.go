@@ -2,11 +2,13 @@ package nomad
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // TestBuildMakesPrewarmFromSchedulePolicies: the schedule policy of
@@ -41,5 +43,86 @@ func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
 	pols.unsynced()
 	if b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
 		t.Fatalf("policies not synced: prewarm %+v, want none", b.Snapshot.Prewarm)
+	}
+}
+
+// TestPrewarmCountIsCappedAtThePolicyMax: the Autoscaler clamps the
+// schedule's count to the policy's max before it scales, so pre-warm
+// drains for no more: window count 4, max 2, current 1 gives 1 allocation
+// (not 3); max 1, the current count, gives no pre-warm at all.
+func TestPrewarmCountIsCappedAtThePolicyMax(t *testing.T) {
+	boundary := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) // a Monday
+	for _, tc := range []struct {
+		max  string
+		want []plan.Prewarm
+	}{
+		{"2", []plan.Prewarm{{Namespace: "workspace-a", Job: "inference", Group: "server", Type: plan.JobService,
+			Priority: 80, GPUs: 4, NodePool: "default", At: boundary, Count: 1,
+			Until: boundary.Add(time.Minute + 30*time.Second)}}},
+		{"1", nil},
+	} {
+		f, s := listRecorded(t)
+		servePolicies(f, 20)
+		f.mu.Lock()
+		path := "/v1/scaling/policy/pol-sched"
+		body := strings.Replace(f.bodies[path], `"Max": 8`, `"Max": `+tc.max, 1)
+		if body == f.bodies[path] {
+			t.Fatalf("the fixture of %s has no \"Max\": 8", path)
+		}
+		f.bodies[path] = body
+		f.mu.Unlock()
+		log, _ := testLogger(t)
+		pols := NewPolicies()
+		if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := newActor(f, s)
+		b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute))
+		if diff := cmp.Diff(tc.want, b.Snapshot.Prewarm); diff != "" {
+			t.Errorf("max %s: prewarm (-want +got):\n%s", tc.max, diff)
+		}
+	}
+}
+
+// TestPrewarmHoldWithoutIntervalLastsTheAgentsDefault: a schedule policy
+// that sets no evaluation_interval is evaluated at the Autoscaler agent's
+// default_evaluation_interval, which the tree's settings give as
+// autoscaler_evaluation_interval; the hold lasts at + that + settle (30s),
+// and the Autoscaler's own 10s default when the setting is absent (zero).
+func TestPrewarmHoldWithoutIntervalLastsTheAgentsDefault(t *testing.T) {
+	boundary := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) // a Monday
+	for _, tc := range []struct {
+		setting time.Duration
+		want    time.Time
+	}{
+		{time.Minute, boundary.Add(time.Minute + 30*time.Second)},
+		{0, boundary.Add(10*time.Second + 30*time.Second)},
+	} {
+		f, s := listRecorded(t)
+		servePolicies(f, 20)
+		f.mu.Lock()
+		path := "/v1/scaling/policy/pol-sched"
+		body := strings.Replace(f.bodies[path], `"evaluation_interval": "1m",`, ``, 1)
+		if body == f.bodies[path] {
+			t.Fatalf("the fixture of %s has no evaluation_interval", path)
+		}
+		f.bodies[path] = body
+		f.mu.Unlock()
+		log, _ := testLogger(t)
+		pols := NewPolicies()
+		if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := newActor(f, s)
+		set := quota.DefaultSettings()
+		set.AutoscalerEvaluationInterval = tc.setting
+		b := s.Build(BuildInput{Now: boundary.Add(-30 * time.Minute), Quota: claimTree(), Settings: set, Stopping: a.Stopping(),
+			Accepted: func(plan.JobKey) bool { return true }, Policies: pols})
+		if b.Invalid != nil || len(b.Left) != 0 {
+			t.Fatalf("Build: invalid %v, left %v", b.Invalid, b.Left)
+		}
+		if len(b.Snapshot.Prewarm) != 1 || !b.Snapshot.Prewarm[0].Until.Equal(tc.want) {
+			t.Errorf("autoscaler_evaluation_interval %v: prewarm %+v, want one held until %v", tc.setting, b.Snapshot.Prewarm, tc.want)
+		}
 	}
 }

@@ -228,6 +228,14 @@ func (p *planner) feasible(c *cnode, g *Pending) bool {
 	if poolOf(g.NodePool) != poolOf(c.n.NodePool) {
 		return false
 	}
+	if g.Model == "" || c.model != "" {
+		// Every healthy GPU is of the model asked for, or (a node of one
+		// other model) none is.
+		if !modelMatches(g.Model, c.model) {
+			return false
+		}
+		return c.healthy >= g.GPUs
+	}
 	n := 0
 	for _, gi := range c.gpus {
 		if p.gpus[gi].healthy && modelMatches(g.Model, p.gpu(gi).Model) {
@@ -275,12 +283,14 @@ func (p *planner) feasibleNodes(g *Pending, cache map[feasibilityKey][]int) []in
 	if nodes, ok := cache[key]; ok {
 		return nodes
 	}
-	nodes := []int{}
+	// The lists share one array, reused across plans (buffers.feasible).
+	start := len(p.buf.feasible)
 	for _, c := range p.nodes {
 		if p.feasible(c, g) {
-			nodes = append(nodes, c.index)
+			p.buf.feasible = append(p.buf.feasible, c.index)
 		}
 	}
+	nodes := p.buf.feasible[start:len(p.buf.feasible):len(p.buf.feasible)]
 	cache[key] = nodes
 	return nodes
 }

@@ -9,17 +9,52 @@ import "sync"
 type buffers struct {
 	holder, freeFor, gpuPool, nodeGPUs, nodeOf []int32
 	nodeFree, nodeFreeing, order, perNode      []int
+	nodeHeldGPUs                               []int
+	reservedAllocs                             []reservedAlloc
 	allocPool, sizes, unitPool                 []int
 	stopped, eager, ok                         []bool
 	gpus                                       []gpuInfo
 	nodeStore                                  []cnode
 	nodes                                      []*cnode
 	allocStore                                 []alloc
-	allocs                                     []*alloc
 	unitStore                                  []unit
-	units                                      []*unit
 	keys                                       []victimKey
 	victims                                    victimCache
+	// timedAllocs is planner.timedAllocs; liveSlot, liveJobOf, liveSizes,
+	// liveJobs and livePool are liveJobs' (timed.go).
+	timedAllocs, liveJobOf, liveSizes, livePool []int
+	liveSlot                                    map[JobKey]int
+	liveSlotLen, startedLen                     int
+	liveJobs                                    []liveJob
+	// started and res are calendar.started and calendar.res, emptied for
+	// each plan.
+	started map[string]int
+	res     []startedRes
+	soon    []*Reservation
+	// feasible backs the feasible-node lists of one plan (feasibleNodes).
+	feasible []int
+	// nodeByID is planner.nodeByID, emptied for each plan; nodeByIDLen is
+	// how many nodes it indexed last.
+	nodeByID    map[string]int
+	nodeByIDLen int
+}
+
+// nodeIndex returns the empty map of node IDs for a plan of n nodes.
+func (b *buffers) nodeIndex(n int) map[string]int {
+	return emptied(&b.nodeByID, &b.nodeByIDLen, n)
+}
+
+// emptied empties *m for about n entries and returns it: the previous
+// plan's map, cleared, unless it held many more (*last entries; clearing a
+// map costs its capacity) or is nil, when a new one replaces it.
+func emptied[K comparable, V any](m *map[K]V, last *int, n int) map[K]V {
+	if *m == nil || *last > 4*n+64 {
+		*m = make(map[K]V, n)
+	} else {
+		clear(*m)
+	}
+	*last = n
+	return *m
 }
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
@@ -33,4 +68,15 @@ func sized[T any](s []T, n int) []T {
 	s = s[:n]
 	clear(s)
 	return s
+}
+
+// grown returns s with length n, reusing its array when it is large enough,
+// without clearing it: only for arrays that the caller writes in full
+// before reading (or appends to from length 0), where clearing tens of
+// thousands of elements per plan is wasted.
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }

@@ -10,54 +10,132 @@ import (
 
 // calendar is the planner's view of the reservations (DESIGN L10).
 type calendar struct {
-	// started are the reservations whose start has come (active or
-	// ended), and active those active now, by ID.
-	started, active map[string]*Reservation
+	// started indexes by ID the reservations whose start has come (active
+	// or ended): the position of each in res.
+	started map[string]int
+	res     []startedRes
+	// anyActive: some reservation of the tree is active now.
+	anyActive bool
 	// activeBooked is, per quota node, the GPUs of active reservations in
 	// its subtree.
 	activeBooked []int
-	// used is, per active reservation, the GPUs its live allocations and
-	// the allocations admitted for it in this plan hold.
-	used map[string]int
+	// due are the reservations of the tree whose drain runs in this plan:
+	// their start is within drain_horizon (see planner.drains).
+	due []*Reservation
+	// soon are the reservations that start after now and before now +
+	// window, the longest window booked(N) is asked for (bookedOver).
+	soon   []*Reservation
+	window time.Duration
 	// peaks caches booked(N) per window length (see bookedOver).
 	peaks map[time.Duration][]int
 }
 
-// indexBookings indexes the reservations: the active ones with the GPUs
-// they use, and each one's quota node.
-func (p *planner) indexBookings() {
+// startedRes is a reservation whose start has come.
+type startedRes struct {
+	r *Reservation
+	q *qnode // its quota node, or nil when it is not in the tree
+	// used is, while it is active, the GPUs its live allocations and the
+	// allocations admitted for it in this plan hold.
+	used int
+}
+
+// reservedAlloc is an allocation of an active reservation: alloc is its
+// index, res its reservation's position in calendar.res.
+type reservedAlloc struct{ alloc, res int }
+
+// indexReservations reads the snapshot's reservations once: it indexes
+// those that have started, sums the active ones of the tree per quota node
+// (activeBooked), lists those whose drain runs now (due: start within
+// drain_horizon), and records the instants at which time alone changes the
+// plan (L12): an active one's end, a future one's start (L10: entitlement
+// and displacement change then) and, earlier, the start of its drain
+// (start - drain_horizon). A future reservation's quota node is looked up
+// only when its instant could be the plan's next one or its drain is due.
+func (p *planner) indexReservations() {
 	c := &p.cal
-	c.active = make(map[string]*Reservation, len(c.started))
+	c.res = p.buf.res[:0]
+	defer func() { p.buf.res = c.res }()
 	c.activeBooked = make([]int, len(p.quotas))
-	c.used = make(map[string]int, len(c.started))
 	c.peaks = map[time.Duration][]int{}
+	horizon := p.settings.DrainHorizon
+	// booked(N) is asked for over drain_horizon or a pending flex
+	// request's max_run (bookedFor, prewarmEntitled).
+	c.window = horizon
+	for i := range p.snap.Pending {
+		if f := p.snap.Pending[i].Flex; f != nil {
+			c.window = max(c.window, f.MaxRun)
+		}
+	}
+	soonEnd := p.now.Add(c.window)
+	c.soon = p.buf.soon[:0]
+	defer func() { p.buf.soon = c.soon }()
+	// A future reservation's drain starts at from = start - drain_horizon;
+	// with start compared to now + drain_horizon and to WakeAt +
+	// drain_horizon (wakeBy: from before WakeAt) rather than each from
+	// computed, the 10,000s of bookings ahead cost two comparisons each.
+	dueBy := p.now.Add(horizon)
+	wakeAt, wakeBy := p.wakeAt, p.wakeAt.Add(horizon)
 	for i := range p.snap.Reservations {
 		r := &p.snap.Reservations[i]
-		q := p.byName[r.Quota]
-		if q == nil || !r.Active(p.now) {
-			if q != nil && r.Start.After(p.now) {
-				p.wake(r.Start) // L10: entitlement and displacement change at the start
+		if p.now.Before(r.Start) {
+			if r.Start.Before(soonEnd) {
+				c.soon = append(c.soon, r)
+			}
+			if r.Start.After(dueBy) { // now < from: its drain is ahead
+				if p.wakeAt != wakeAt {
+					wakeAt, wakeBy = p.wakeAt, p.wakeAt.Add(horizon)
+				}
+				if (horizon < 0 || wakeAt.IsZero() || r.Start.Before(wakeBy)) && p.byName[r.Quota] != nil {
+					p.wake(r.Start.Add(-horizon)) // its drain starts
+					p.wake(r.Start)
+				}
+				continue
+			}
+			if p.byName[r.Quota] != nil {
+				p.wake(r.Start)
+				c.due = append(c.due, r)
 			}
 			continue
 		}
-		c.active[r.ID] = r
-		p.wake(r.End)
-		for n := q; n != nil; n = n.parent {
-			c.activeBooked[n.index] += r.GPUs
+		sr := startedRes{r: r}
+		if p.now.Before(r.End) {
+			if sr.q = p.byName[r.Quota]; sr.q != nil {
+				c.anyActive = true
+				p.wake(r.End)
+				for n := sr.q; n != nil; n = n.parent {
+					c.activeBooked[n.index] += r.GPUs
+				}
+			}
 		}
+		c.res = append(c.res, sr)
 	}
-	for _, a := range p.allocs {
-		if a.reserved {
-			c.used[a.a.Reservation] += a.count
-		}
+	c.started = emptied(&p.buf.started, &p.buf.startedLen, len(c.res))
+	for i := range c.res {
+		c.started[c.res[i].r.ID] = i
 	}
+}
+
+// indexBookings sums the GPUs each active reservation's live allocations
+// use (L10).
+func (p *planner) indexBookings() {
+	for _, ra := range p.reservedAllocs {
+		p.cal.res[ra.res].used += p.allocs[ra.alloc].count
+	}
+}
+
+// usedOf returns the GPUs active reservation r uses (see startedRes.used).
+func (p *planner) usedOf(r *Reservation) *int {
+	return &p.cal.res[p.cal.started[r.ID]].used
 }
 
 // bookedOver returns booked(N) for every quota node N over the window
 // [now, now + w) (DESIGN L10): the peak, over the window, of the GPUs
 // booked by the reservations of N's subtree. It sweeps the start and end
-// of every reservation that meets the window, ends before starts at the
-// same instant (windows are [start, end)). Results are cached per w.
+// of every reservation of the tree that meets the window, ends before
+// starts at the same instant (windows are [start, end)). The active ones
+// start the sweep at now together; an end at or after the window's end
+// comes after every start, so it cannot change a peak and is left out.
+// Results are cached per w.
 func (p *planner) bookedOver(w time.Duration) []int {
 	if b, ok := p.cal.peaks[w]; ok {
 		return b
@@ -68,31 +146,42 @@ func (p *planner) bookedOver(w time.Duration) []int {
 		q     *qnode
 	}
 	end := p.now.Add(w)
-	meets := func(r *Reservation) bool { return r.Start.Before(end) && p.now.Before(r.End) }
-	n := 0
-	for i := range p.snap.Reservations {
-		if meets(&p.snap.Reservations[i]) {
-			n++
+	load := make([]int, len(p.quotas))
+	var events []event
+	for _, sr := range p.cal.res {
+		if r := sr.r; sr.q != nil && p.now.Before(r.End) && r.Start.Before(end) {
+			for n := sr.q; n != nil; n = n.parent {
+				load[n.index] += r.GPUs
+			}
+			if r.End.Before(end) {
+				events = append(events, event{r.End, -r.GPUs, sr.q})
+			}
 		}
 	}
-	events := make([]event, 0, 2*n)
-	for i := range p.snap.Reservations {
-		r := &p.snap.Reservations[i]
-		q := p.byName[r.Quota]
-		if q == nil || !meets(r) {
+	future := p.cal.soon
+	if w > p.cal.window {
+		future = nil // not listed: read them all
+		for i := range p.snap.Reservations {
+			future = append(future, &p.snap.Reservations[i])
+		}
+	}
+	for _, r := range future {
+		if !p.now.Before(r.Start) || !r.Start.Before(end) || !p.now.Before(r.End) {
 			continue
 		}
-		start := r.Start
-		if start.Before(p.now) {
-			start = p.now
+		q := p.byName[r.Quota]
+		if q == nil {
+			continue
 		}
-		events = append(events, event{start, r.GPUs, q}, event{r.End, -r.GPUs, q})
+		events = append(events, event{r.Start, r.GPUs, q})
+		if r.End.Before(end) {
+			events = append(events, event{r.End, -r.GPUs, q})
+		}
 	}
 	slices.SortFunc(events, func(a, b event) int {
 		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.delta, b.delta))
 	})
-	load := make([]int, len(p.quotas))
-	peak := make([]int, len(p.quotas))
+	peak := slices.Clone(load)
 	for _, e := range events {
 		for n := e.q; n != nil; n = n.parent {
 			load[n.index] += e.delta
@@ -120,11 +209,15 @@ func (p *planner) activeReservation(j *job) *Reservation {
 	if j.reservation == "" {
 		return nil
 	}
-	r := p.cal.active[j.reservation]
-	if r == nil || r.Namespace != j.namespace {
+	i, ok := p.cal.started[j.reservation]
+	if !ok {
 		return nil
 	}
-	return r
+	sr := p.cal.res[i]
+	if sr.q == nil || !p.now.Before(sr.r.End) || sr.r.Namespace != j.namespace {
+		return nil
+	}
+	return sr.r
 }
 
 // reservationByID returns the snapshot's reservation id, or nil, building
@@ -160,7 +253,7 @@ func (p *planner) reservationWait(j *job) string {
 // reservation r: entitled while the reservation's used GPUs plus the ask
 // fit the booking, whatever L3 says. It returns "" or the reason.
 func (p *planner) reservationEntitlement(j *job, r *Reservation) string {
-	used := p.cal.used[r.ID]
+	used := *p.usedOf(r)
 	if used+j.asked > r.GPUs {
 		return fmt.Sprintf("reservation %s: %d of %d GPUs in use; %s", r.ID, used, r.GPUs, shortfall(j.asked, r.GPUs-used))
 	}
@@ -170,11 +263,12 @@ func (p *planner) reservationEntitlement(j *job, r *Reservation) string {
 // classifyDisplaced marks the allocations displaced by the active
 // reservations now (see displace).
 func (p *planner) classifyDisplaced() {
-	if len(p.cal.active) == 0 {
+	if !p.cal.anyActive {
 		return
 	}
 	for i, q := range p.displace(p.cal.activeBooked) {
 		p.allocs[i].displaced = q
+		p.anyDisplaced = p.anyDisplaced || q != nil
 	}
 }
 
@@ -201,8 +295,9 @@ func (p *planner) displace(booked []int) []*qnode {
 		if byQuota == nil {
 			out = make([]*qnode, len(p.allocs))
 			byQuota = make([][]*alloc, len(p.quotas))
-			for _, a := range p.allocs {
-				if a.q != nil && !a.a.Idle && !a.reserved && a.debt == nil {
+			for ai := range p.allocs {
+				a := &p.allocs[ai]
+				if a.q != nil && !a.idle && !a.reserved && a.debt == nil {
 					byQuota[a.q.index] = append(byQuota[a.q.index], a)
 				}
 			}

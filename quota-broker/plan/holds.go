@@ -113,11 +113,7 @@ func (p *planner) drains(cache map[feasibilityKey][]int) {
 		}
 		return true
 	}
-	for i := range p.snap.Reservations {
-		r := &p.snap.Reservations[i]
-		if p.byName[r.Quota] == nil || !within(r.Start) {
-			continue
-		}
+	for _, r := range p.cal.due { // the reservations' instants are recorded already (indexReservations)
 		due = append(due, &drainTarget{res: r, owner: HoldOwner{Reservation: r.ID}, at: r.Start, until: r.Start.Add(p.settings.Settle)})
 	}
 	for i := range p.snap.Prewarm {
@@ -261,7 +257,7 @@ func (p *planner) drain(d *drainTarget, ns string, q *qnode, cache map[feasibili
 			kill := time.Duration(0)
 			for _, u := range sl.units {
 				for _, ai := range p.units[u].allocs {
-					kill = max(kill, p.allocs[ai].a.KillTimeout)
+					kill = max(kill, p.allocs[ai].killTimeout)
 				}
 			}
 			due := d.at.Add(-(kill + p.settings.DrainMargin))
@@ -360,14 +356,14 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 			if ai < 0 || st.freeFor[g] != noClaimant {
 				continue
 			}
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			if !a.victimable || st.stopped[ai] {
 				continue
 			}
 			if w := c.drain.pre; w != nil && a.a.Namespace == w.Namespace && a.a.Job == w.Job {
 				continue // the pre-warmed group's own job, scaled up
 			}
-			k := victimKey{step: stepStart, priority: a.a.Priority, started: a.started, alloc: ai}
+			k := victimKey{step: stepStart, priority: a.priority, started: a.started, alloc: ai}
 			from := len(st.actions)
 			p.stopUnit(a.unit, k, c)
 			for i := from; i < len(p.st.actions); i++ {

@@ -22,8 +22,8 @@ type planner struct {
 	nodes    []*cnode // sorted by ID
 	nodeByID map[string]int
 	gpus     []gpuInfo
-	allocs   []*alloc
-	units    []*unit
+	allocs   []alloc // by value: passes over all of them follow no pointer
+	units    []unit
 
 	// byQuota lists, per quota node, the non-idle allocations of its own
 	// namespaces; built on first use (planner.ownNonIdle).
@@ -65,6 +65,16 @@ type planner struct {
 	byName map[string]*qnode
 	// cal is the view of the reservations (L10).
 	cal calendar
+	// reservedAllocs lists the allocations of active reservations, and
+	// timedAllocs, in index order, those a timed rule may act on: in the
+	// tree, of a flex request or naming a reservation that has started.
+	reservedAllocs []reservedAlloc
+	timedAllocs    []int
+	// anyDisplaced: some allocation is displaced now (alloc.displaced).
+	anyDisplaced bool
+	// shared lists the units of more than one allocation (the others'
+	// allocations are alone, alloc.alone).
+	shared []int
 
 	st       *state
 	warnings []string
@@ -79,17 +89,18 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 		now:       s.Time,
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
-		nodeByID:  make(map[string]int, len(s.Nodes)),
+		nodeByID:  buf.nodeIndex(len(s.Nodes)),
 		claimants: map[HoldOwner]int32{},
 		byName:    map[string]*qnode{},
 		vc:        &buf.victims,
 	}
 	p.vc.forget()
+	buf.feasible = buf.feasible[:0]
 	p.indexTree(s.Quota, nil)
 	p.indexNodes()
 	p.st = &state{
-		holder:      sized(buf.holder, len(p.gpus)),
-		freeFor:     sized(buf.freeFor, len(p.gpus)),
+		holder:      grown(buf.holder, len(p.gpus)),
+		freeFor:     grown(buf.freeFor, len(p.gpus)),
 		nodeFree:    sized(buf.nodeFree, len(p.nodes)),
 		nodeFreeing: sized(buf.nodeFreeing, len(p.nodes)),
 		ledger:      newLedger(len(p.quotas)),
@@ -102,28 +113,24 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	buf.holder, buf.freeFor, buf.nodeFree, buf.nodeFreeing = p.st.holder, p.st.freeFor, p.st.nodeFree, p.st.nodeFreeing
 	p.st.stopped = sized(buf.stopped, len(p.allocs))
 	buf.stopped = p.st.stopped
-	p.buildUnits()
-	for _, a := range p.allocs {
-		if a.q != nil {
-			p.st.ledger.add(a.q, a.count, a.a.Idle, false, a.reserved)
-		}
-	}
-	p.classifyDebt()
-	for _, a := range p.allocs {
-		if a.debt != nil {
-			if !p.graceOver(a.debt) {
-				p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
-			}
-			for n := a.q; n != nil; n = n.parent {
-				p.st.ledger.debt[n.index] += a.count
-				if a.reserved && !a.a.Idle {
-					p.st.ledger.reservedNonDebt[n.index] -= a.count
+	own := make([]ownGPUs, len(p.quotas))
+	p.buildUnits(own)
+	p.st.ledger.addOwn(p.quotas, own)
+	if p.classifyDebt() {
+		for ai := range p.allocs {
+			a := &p.allocs[ai]
+			if a.debt != nil {
+				if !p.graceOver(a.debt) {
+					p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
+				}
+				for n := a.q; n != nil; n = n.parent {
+					p.st.ledger.debt[n.index] += a.count
+					if a.reserved && !a.idle {
+						p.st.ledger.reservedNonDebt[n.index] -= a.count
+					}
 				}
 			}
 		}
-	}
-	for _, a := range p.allocs {
-		p.maxKill = max(p.maxKill, a.a.KillTimeout)
 	}
 	p.indexBookings()
 	p.classifyDisplaced()
@@ -132,11 +139,8 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p.booked = true
 	for i, c := range p.nodes {
 		if !c.resolved {
-			held := 0
-			for _, ai := range c.allocs {
-				held += p.allocs[ai].count
-			}
-			p.st.nodeFree[i] = max(0, len(c.gpus)-held)
+			// Its allocations' GPU counts are as indexAllocations summed them.
+			p.st.nodeFree[i] = max(0, len(c.gpus)-p.buf.nodeHeldGPUs[i])
 			continue
 		}
 		for _, g := range c.gpus {
@@ -173,26 +177,35 @@ func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 }
 
 func (p *planner) indexNodes() {
-	order := sized(p.buf.order, len(p.snap.Nodes))
+	order := grown(p.buf.order, len(p.snap.Nodes))
 	p.buf.order = order
 	for i := range order {
 		order[i] = i
 	}
-	if !slices.IsSortedFunc(p.snap.Nodes, func(a, b Node) int { return strings.Compare(a.ID, b.ID) }) {
-		sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+	// Nodes listed in ID order, each once (the usual case), need neither
+	// sorting nor a check for nodes listed twice.
+	dups := false
+	for i := 1; i < len(p.snap.Nodes); i++ {
+		c := strings.Compare(p.snap.Nodes[i-1].ID, p.snap.Nodes[i].ID)
+		if c > 0 {
+			sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+			dups = true // not known
+			break
+		}
+		dups = dups || c == 0
 	}
 	total := 0
 	for i := range p.snap.Nodes {
 		total += len(p.snap.Nodes[i].GPUs)
 	}
-	p.gpus = sized(p.buf.gpus, total)[:0]
-	gpuPool := sized(p.buf.nodeGPUs, total)
-	nodeStore := sized(p.buf.nodeStore, len(order))[:0]
-	p.nodes = sized(p.buf.nodes, len(order))[:0]
+	p.gpus = grown(p.buf.gpus, total)[:0]
+	gpuPool := grown(p.buf.nodeGPUs, total)
+	nodeStore := grown(p.buf.nodeStore, len(order))[:0]
+	p.nodes = grown(p.buf.nodes, len(order))[:0]
 	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
-	for _, i := range order {
+	for k, i := range order {
 		n := &p.snap.Nodes[i]
-		if _, dup := p.nodeByID[n.ID]; dup {
+		if dups && k > 0 && n.ID == p.snap.Nodes[order[k-1]].ID { // sorted: a node listed twice is next to the first
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
@@ -206,6 +219,9 @@ func (p *planner) indexNodes() {
 			p.gpus = append(p.gpus, gpuInfo{node: int32(c.index), pos: int32(j), healthy: g.Healthy})
 			c.gpus = append(c.gpus, id)
 			c.allHealthy = c.allHealthy && g.Healthy
+			if g.Healthy {
+				c.healthy++
+			}
 			switch {
 			case j == 0:
 				c.model = g.Model
@@ -241,63 +257,39 @@ func (p *planner) gpu(g int32) *GPU {
 
 // indexAllocations books every allocation's GPUs on its node. Allocations
 // are kept in input order: everything the plan outputs is ordered by keys
-// that end in IDs, so the input order never shows.
+// that end in IDs, so the input order never shows. It reads the snapshot's
+// allocations once, copying into each alloc what the later passes over all
+// allocations need, so that they read only the planner's smaller array.
 func (p *planner) indexAllocations() {
-	// The reservations that have started (active or ended), by ID: the
-	// only ones a live allocation's rules look at (L10).
-	n := 0
-	for i := range p.snap.Reservations {
-		if !p.now.Before(p.snap.Reservations[i].Start) {
-			n++
-		}
-	}
-	p.cal.started = make(map[string]*Reservation, n)
-	for i := range p.snap.Reservations {
-		r := &p.snap.Reservations[i]
-		if !p.now.Before(r.Start) {
-			p.cal.started[r.ID] = r
-		}
-	}
-	active := func(id string) bool {
-		r := p.cal.started[id]
-		return r != nil && p.now.Before(r.End)
-	}
-	store := sized(p.buf.allocStore, len(p.snap.Allocations))
-	p.allocs = sized(p.buf.allocs, len(p.snap.Allocations))[:0]
+	p.indexReservations()
+	n := len(p.snap.Allocations)
+	store := grown(p.buf.allocStore, n)
+	p.allocs = store[:0]
 	perNode := sized(p.buf.perNode, len(p.nodes))
-	nodeOf := sized(p.buf.nodeOf, len(p.snap.Allocations)) // -1: unknown node
-	p.buf.allocStore, p.buf.allocs, p.buf.perNode, p.buf.nodeOf = store, p.allocs, perNode, nodeOf
+	held := sized(p.buf.nodeHeldGPUs, len(p.nodes))
+	nodeOf := grown(p.buf.nodeOf, n)
+	eager := sized(p.buf.eager, len(p.nodes))
+	p.buf.allocStore, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, perNode, held, nodeOf, eager
+	sizes := grown(p.buf.sizes, n)[:0] // per unit, its allocations (buildUnits)
+	var jobs map[JobKey]int
+	p.reservedAllocs = p.buf.reservedAllocs[:0]
+	p.timedAllocs = p.buf.timedAllocs[:0]
+	defer func() { p.buf.reservedAllocs, p.buf.timedAllocs = p.reservedAllocs, p.timedAllocs }()
 	total := 0
 	lastID, lastNode := "", int32(-1)
+	lastNS, lastQ := "", (*qnode)(nil)
+	if q, ok := p.byNS[""]; ok {
+		lastQ = q // so that the cache is right from the first allocation
+	}
 	for i := range p.snap.Allocations {
 		a := &p.snap.Allocations[i]
-		total += len(a.GPUIDs)
 		if a.Node != lastID || i == 0 {
 			lastID, lastNode = a.Node, -1
 			if ni, ok := p.nodeByID[a.Node]; ok {
 				lastNode = int32(ni)
 			}
 		}
-		nodeOf[i] = lastNode
-		if lastNode >= 0 {
-			perNode[lastNode]++
-		}
-	}
-	p.gpuPool = sized(p.buf.gpuPool, total)
-	allocPool := sized(p.buf.allocPool, len(p.snap.Allocations))
-	p.buf.gpuPool, p.buf.allocPool = p.gpuPool, allocPool
-	for ni, c := range p.nodes {
-		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
-	}
-	lastNS, lastQ := "", (*qnode)(nil)
-	if q, ok := p.byNS[""]; ok {
-		lastQ = q // so that the cache is right from the first allocation
-	}
-	eager := sized(p.buf.eager, len(p.nodes))
-	p.buf.eager = eager
-	for i := range p.snap.Allocations {
-		a := &p.snap.Allocations[i]
-		node := int(nodeOf[i])
+		node := lastNode
 		if node < 0 {
 			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
 			continue
@@ -305,15 +297,49 @@ func (p *planner) indexAllocations() {
 		if a.Namespace != lastNS {
 			lastNS, lastQ = a.Namespace, p.byNS[a.Namespace]
 		}
-		x := &store[len(p.allocs)]
-		*x = alloc{a: a, index: len(p.allocs), q: lastQ, node: node, started: a.StartedAt.UnixNano(),
-			reserved: a.Reservation != "" && active(a.Reservation), count: len(a.GPUIDs), healthy: len(a.GPUIDs)}
-		x.victimable = x.q != nil && !x.reserved && a.stoppingOwner().IsZero() && (a.Type == JobService || a.Type == JobBatch)
-		if !a.stoppingOwner().IsZero() {
+		var res *Reservation
+		ri := -1
+		if a.Reservation != "" {
+			if i, ok := p.cal.started[a.Reservation]; ok {
+				res, ri = p.cal.res[i].r, i
+			}
+		}
+		stopping := a.StoppingForReservation != "" || !a.StoppingFor.IsZero()
+		k := len(p.allocs)
+		x := &store[k]
+		*x = alloc{a: a, index: k, q: lastQ, node: int(node), started: a.StartedAt.UnixNano(),
+			count: len(a.GPUIDs), healthy: int32(len(a.GPUIDs)), priority: int32(a.Priority), killTimeout: a.KillTimeout,
+			reserved: res != nil && p.now.Before(res.End), idle: a.Idle,
+			wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex()} // L5: flex requests stop whole
+		x.victimable = x.q != nil && !x.reserved && !stopping && (a.Type == JobService || a.Type == JobBatch)
+		x.unit, sizes = numberUnit(x.wholeJob, a, &jobs, sizes)
+		if stopping {
 			eager[node] = true
 		}
-		p.allocs = append(p.allocs, x)
-		p.nodes[node].allocs = append(p.nodes[node].allocs, x.index)
+		if x.reserved {
+			p.reservedAllocs = append(p.reservedAllocs, reservedAlloc{alloc: k, res: ri})
+		}
+		if lastQ != nil && (a.MaxRun > 0 || res != nil) {
+			// A flex request's, or naming a reservation that has started:
+			// a timed rule may act on its job (liveJobs).
+			p.timedAllocs = append(p.timedAllocs, k)
+		}
+		p.maxKill = max(p.maxKill, a.KillTimeout)
+		nodeOf[k] = node
+		perNode[node]++
+		held[node] += x.count
+		total += x.count
+		p.allocs = store[:k+1]
+	}
+	p.gpuPool = grown(p.buf.gpuPool, total)
+	allocPool := grown(p.buf.allocPool, len(p.allocs))
+	p.buf.gpuPool, p.buf.allocPool, p.buf.sizes = p.gpuPool, allocPool, sizes
+	for ni, c := range p.nodes {
+		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
+	}
+	for k, ni := range nodeOf[:len(p.allocs)] {
+		c := p.nodes[ni]
+		c.allocs = append(c.allocs, k)
 	}
 	// A node whose GPUs are all healthy and of one model needs no GPU-level
 	// booking until the plan touches it: its free GPUs are its GPUs less
@@ -338,7 +364,7 @@ func (p *planner) resolve(ni int) {
 	c.resolved = true
 	p.resolvedOrder = append(p.resolvedOrder, ni)
 	for _, ai := range c.allocs {
-		x := p.allocs[ai]
+		x := &p.allocs[ai]
 		a := x.a
 		claimant := noClaimant
 		if o := a.stoppingOwner(); !o.IsZero() {
@@ -377,7 +403,7 @@ func (p *planner) resolve(ni int) {
 func (p *planner) rebook(since int) {
 	for _, ni := range p.resolvedOrder[since:] {
 		for _, ai := range p.nodes[ni].allocs {
-			x := p.allocs[ai]
+			x := &p.allocs[ai]
 			claimant := noClaimant
 			if o := x.a.stoppingOwner(); !o.IsZero() {
 				claimant = p.ownerID(o)
@@ -407,45 +433,61 @@ func (p *planner) gpuOnNode(ni int, id string, hint int) (int32, int) {
 // buildUnits groups allocations into units of preemption (DESIGN L5): a
 // batch job that is not elastic is one unit with all its allocations; every
 // other allocation is a unit of its own.
-func (p *planner) buildUnits() {
-	type jobKey struct{ namespace, job string }
-	jobs := map[jobKey]int{}
-	sizes := sized(p.buf.sizes, len(p.allocs))[:0]
-	for _, a := range p.allocs {
-		if (a.a.Type == JobBatch && !a.a.Elastic) || a.a.Flex() { // L5: flex requests stop whole
-			key := jobKey{a.a.Namespace, a.a.Job}
-			if u, ok := jobs[key]; ok {
-				a.unit = u
-				sizes[u]++
-				continue
-			}
-			jobs[key] = len(sizes)
-		}
-		a.unit = len(sizes)
-		sizes = append(sizes, 1)
-	}
-	p.buf.sizes = sizes
-	store := sized(p.buf.unitStore, len(sizes))
-	pool := sized(p.buf.unitPool, len(p.allocs))
-	p.units = sized(p.buf.units, len(sizes))
-	p.buf.unitStore, p.buf.unitPool, p.buf.units = store, pool, p.units
+//
+// indexAllocations numbered the units (numberUnit) and counted their
+// allocations (buffers.sizes); buildUnits lays them out. In the same pass
+// over the allocations it sums, per quota node, the GPUs of its own
+// namespaces' allocations into own (for ledger.addOwn, L2), so that the
+// allocations are read once for both.
+func (p *planner) buildUnits(own []ownGPUs) {
+	sizes := p.buf.sizes
+	pool := grown(p.buf.unitPool, len(p.allocs))
+	p.units = grown(p.buf.unitStore, len(sizes))
+	p.buf.unitStore, p.buf.unitPool = p.units, pool
 	for u, n := range sizes {
-		store[u].allocs, pool = pool[:0:n], pool[n:]
-		p.units[u] = &store[u]
+		p.units[u], pool = unit{allocs: pool[:0:n]}, pool[n:]
 	}
-	for _, a := range p.allocs {
-		u := p.units[a.unit]
+	var shared []int // units of more than one allocation
+	for ai := range p.allocs {
+		a := &p.allocs[ai]
+		if a.q != nil {
+			own[a.q.index].count(a)
+		}
+		u := &p.units[a.unit]
+		a.alone = sizes[a.unit] == 1
+		if !a.alone && len(u.allocs) == 0 {
+			shared = append(shared, a.unit)
+		}
 		u.allocs = append(u.allocs, a.index)
 		u.gpus += a.count
 		if a.started > u.youngest {
 			u.youngest = a.started
 		}
 	}
-	for _, u := range p.units {
-		if len(u.allocs) > 1 {
-			slices.SortFunc(u.allocs, func(i, j int) int { return strings.Compare(p.allocs[i].a.ID, p.allocs[j].a.ID) })
-		}
+	for _, u := range shared {
+		slices.SortFunc(p.units[u].allocs, func(i, j int) int { return strings.Compare(p.allocs[i].a.ID, p.allocs[j].a.ID) })
 	}
+	p.shared = shared
+}
+
+// numberUnit returns the unit of preemption (DESIGN L5) of allocation a,
+// numbered in order of first allocation, and sizes, the allocation count of
+// each unit, with a counted: the unit of its job when wholeJob (a batch job
+// that is not elastic, or a flex request), else a unit of its own. jobs
+// maps a job to its unit; it is made on first use.
+func numberUnit(wholeJob bool, a *Allocation, jobs *map[JobKey]int, sizes []int) (int, []int) {
+	if wholeJob {
+		key := a.JobKey()
+		if u, ok := (*jobs)[key]; ok {
+			sizes[u]++
+			return u, sizes
+		}
+		if *jobs == nil {
+			*jobs = map[JobKey]int{}
+		}
+		(*jobs)[key] = len(sizes)
+	}
+	return len(sizes), append(sizes, 1)
 }
 
 // classifyDebt marks over-quota debt (DESIGN L9). Bottom-up, for every quota
@@ -453,18 +495,20 @@ func (p *planner) buildUnits() {
 // a descendant fill the node's nominal in order of start time (oldest
 // first, then allocation ID), each one if it still fits; the rest are the
 // node's debt. Debt is never borrowing: it is in-quota usage above a
-// nominal that was lowered.
-func (p *planner) classifyDebt() {
+// nominal that was lowered. It reports whether any allocation is debt.
+func (p *planner) classifyDebt() bool {
 	over := false
 	for _, q := range p.quotas {
 		over = over || p.st.ledger.nonIdle[q.index] > q.node.GPUs
 	}
 	if !over {
-		return
+		return false
 	}
+	any := false
 	byQuota := make([][]*alloc, len(p.quotas))
-	for _, a := range p.allocs {
-		if a.q != nil && !a.a.Idle {
+	for ai := range p.allocs {
+		a := &p.allocs[ai]
+		if a.q != nil && !a.idle {
 			byQuota[a.q.index] = append(byQuota[a.q.index], a)
 		}
 	}
@@ -500,9 +544,10 @@ func (p *planner) classifyDebt() {
 				filled += a.count
 				continue
 			}
-			a.debt = q
+			a.debt, any = q, true
 		}
 	}
+	return any
 }
 
 // graceOver reports whether debt of quota node q may be reclaimed (L9):
@@ -528,9 +573,12 @@ func (p *planner) healthyGPUs() int {
 func (p *planner) usage() []Usage {
 	l := p.st.ledger
 	displaced := make([]int, len(p.quotas))
-	for _, a := range p.allocs {
-		if a.displaced != nil && !p.st.stopped[a.index] {
-			displaced[a.displaced.index] += a.count
+	if p.anyDisplaced {
+		for ai := range p.allocs {
+			a := &p.allocs[ai]
+			if a.displaced != nil && !p.st.stopped[a.index] {
+				displaced[a.displaced.index] += a.count
+			}
 		}
 	}
 	out := make([]Usage, 0, len(p.quotas))

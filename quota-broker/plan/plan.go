@@ -293,7 +293,7 @@ func (p *planner) admitOne(c *claim, ni int) {
 	p.take(p.nodes[ni], c, c.g.GPUs, noClaimant)
 	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false, c.j.res != nil)
 	if c.j.res != nil {
-		p.cal.used[c.j.res.ID] += c.g.GPUs
+		*p.usedOf(c.j.res) += c.g.GPUs
 	}
 }
 
@@ -302,7 +302,7 @@ func (p *planner) admitReason(j *job) string {
 		return "idle job on free GPUs"
 	}
 	if j.res != nil {
-		return fmt.Sprintf("reservation %s: %d of %d GPUs in use after admission", j.res.ID, p.cal.used[j.res.ID], j.res.GPUs)
+		return fmt.Sprintf("reservation %s: %d of %d GPUs in use after admission", j.res.ID, *p.usedOf(j.res), j.res.GPUs)
 	}
 	l := p.st.ledger
 	if j.q.node.ChildPreemption {

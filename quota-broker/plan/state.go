@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"time"
+
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -87,29 +89,86 @@ func (l ledger) add(q *qnode, gpus int, idle, debt, reserved bool) {
 	}
 }
 
-// alloc is a snapshot allocation with what the planner derived for it.
+// ownGPUs sums the GPUs of the allocations of one quota node's own
+// namespaces (L2), for ledger.addOwn.
+type ownGPUs struct {
+	seen                    bool
+	used, nonIdle, reserved int
+}
+
+// count adds allocation a, of this node's namespaces.
+func (o *ownGPUs) count(a *alloc) {
+	o.seen = true
+	o.used += a.count
+	if !a.idle {
+		o.nonIdle += a.count
+		if a.reserved {
+			o.reserved += a.count
+		}
+	}
+}
+
+// addOwn books, as add would allocation by allocation (no debt yet),
+// the GPUs own[i] of the allocations of quota node i's own namespaces, in
+// the node and its ancestors.
+func (l ledger) addOwn(quotas []*qnode, own []ownGPUs) {
+	for _, q := range quotas {
+		o := own[q.index]
+		if !o.seen {
+			continue
+		}
+		l.ownNonIdle[q.index] += o.nonIdle
+		l.ownReserved[q.index] += o.reserved
+		for n := q; n != nil; n = n.parent {
+			l.used[n.index] += o.used
+			l.nonIdle[n.index] += o.nonIdle
+			l.reserved[n.index] += o.reserved
+			l.reservedNonDebt[n.index] += o.reserved
+		}
+	}
+}
+
+// alloc is a snapshot allocation with what the planner derived for it. The
+// facts of the snapshot's allocation that passes over every allocation
+// read (priority, idle, kill_timeout, start) are copied here, so that those
+// passes read this smaller array and not the snapshot's. The fields are
+// laid out in two cache lines of 64 bytes, the first with what the passes
+// over every allocation read (ledger, debt, victim classes, usage).
 type alloc struct {
-	a     *Allocation
-	index int
-	q     *qnode // nil: its namespace is outside the tree
-	node  int    // index into planner.nodes, -1 if unknown
-	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
-	// (planner.resolve); count is how many it holds, known before that.
-	gpus    []int32
-	count   int
-	healthy int    // how many of its GPUs are healthy
-	unit    int    // index into planner.units
+	q       *qnode // nil: its namespace is outside the tree
 	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
 	started int64  // start, Unix nanoseconds
+	index   int
+	// count is how many GPUs it holds (see gpus).
+	count int
+	unit  int // index into planner.units
 	// victimable: its static facts allow it to be a victim at all (DESIGN
 	// L5): a service or batch job in the tree, not in an active
 	// reservation, not already being stopped.
 	victimable bool
 	// reserved: it names a reservation that is active now (L10).
 	reserved bool
-	// displaced is the quota node at which an active reservation displaces
-	// it (L10), or nil.
+	idle     bool // Allocation.Idle
+	// wholeJob: its whole job is one unit of preemption (DESIGN L5): a
+	// batch job that is not elastic, or a flex request (L11).
+	wholeJob bool
+	// alone: its unit has no other allocation.
+	alone bool
+	// healthy is how many of its GPUs are healthy.
+	healthy  int32
+	priority int32 // Allocation.Priority, 1-100 (Validate)
+
+	// displaced is the quota node at which an active reservation
+	// displaces it (L10), or nil.
 	displaced *qnode
+	node      int // index into planner.nodes, -1 if unknown
+	a         *Allocation
+	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
+	// (planner.resolve); count is known before that.
+	gpus []int32
+	// killTimeout is Allocation.KillTimeout (L8).
+	killTimeout time.Duration
+	_           [8]byte // to 128 bytes, so that the first line of each stays one line
 }
 
 // unit is the unit of preemption (DESIGN L5): a whole batch job, or one
@@ -130,8 +189,9 @@ type cnode struct {
 	// model is the node's only GPU model, or "" when it has several.
 	model  string
 	allocs []int // allocation indices on this node
-	// allHealthy: every GPU of the node is healthy.
+	// allHealthy: every GPU of the node is healthy; healthy counts them.
 	allHealthy bool
+	healthy    int
 	// resolved: the GPUs of its allocations are booked GPU by GPU in
 	// state.holder. Until then the node's free count is derived from the
 	// allocations' GPU counts (see planner.resolve).

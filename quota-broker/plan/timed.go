@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -23,53 +22,70 @@ type liveJob struct {
 	reservation string
 }
 
-// liveJobs groups by job, in key order, the allocations inside the tree
-// that a timed rule may act on: those of flex requests and those naming a
-// reservation of the snapshot that has started.
+// liveJobs groups by job, in order of each job's first allocation, the
+// allocations inside the tree that a timed rule may act on: those of flex
+// requests and those naming a reservation of the snapshot that has started
+// (planner.timedAllocs).
 func (p *planner) liveJobs() []liveJob {
-	var idx []int
-	for _, a := range p.allocs {
-		if a.q == nil || (a.a.MaxRun <= 0 && (a.a.Reservation == "" || p.cal.started[a.a.Reservation] == nil)) {
-			continue
-		}
-		idx = append(idx, a.index)
-	}
+	b, idx := p.buf, p.timedAllocs
 	if len(idx) == 0 {
 		return nil
 	}
-	slices.SortFunc(idx, func(x, y int) int {
-		return cmp.Or(p.allocs[x].a.JobKey().Compare(p.allocs[y].a.JobKey()), cmp.Compare(x, y))
-	})
-	out := make([]liveJob, 0, min(len(idx), 64))
-	for i := 0; i < len(idx); {
-		k := p.allocs[idx[i]].a.JobKey()
-		j := liveJob{key: k}
-		n := i
-		for ; n < len(idx) && p.allocs[idx[n]].a.JobKey() == k; n++ {
-			a := p.allocs[idx[n]]
-			j.gpus += a.count
-			j.killTimeout = max(j.killTimeout, a.a.KillTimeout)
-			if a.a.MaxRun > 0 {
-				j.maxRun = a.a.MaxRun
-			}
-			if !a.a.AdmittedAt.IsZero() && (j.admitted.IsZero() || a.a.AdmittedAt.Before(j.admitted)) {
-				j.admitted = a.a.AdmittedAt
-			}
-			if a.a.Reservation != "" {
-				j.reservation = a.a.Reservation
-			}
+	// Number the jobs in order of first allocation, then lay each job's
+	// allocations out together, in index order. The map and arrays are the
+	// previous plan's, emptied (buffers).
+	slot := emptied(&b.liveSlot, &b.liveSlotLen, len(idx))
+	jobOf := grown(b.liveJobOf, len(idx))
+	sizes := b.liveSizes[:0]
+	defer func() { b.liveJobOf, b.liveSizes = jobOf, sizes }()
+	for i, ai := range idx {
+		k := p.allocs[ai].a.JobKey()
+		j, ok := slot[k]
+		if !ok {
+			j = len(sizes)
+			slot[k] = j
+			sizes = append(sizes, 0)
 		}
-		j.allocs = idx[i:n:n]
-		out = append(out, j)
-		i = n
+		jobOf[i] = j
+		sizes[j]++
+	}
+	out := sized(b.liveJobs, len(sizes))
+	pool := grown(b.livePool, len(idx))
+	b.liveJobs, b.livePool = out, pool
+	for j, n := range sizes {
+		out[j].allocs, pool = pool[:0:n], pool[n:]
+	}
+	for i, ai := range idx {
+		j := &out[jobOf[i]]
+		a := &p.allocs[ai]
+		if len(j.allocs) == 0 {
+			j.key = a.a.JobKey()
+		}
+		j.allocs = append(j.allocs, ai)
+		j.gpus += a.count
+		j.killTimeout = max(j.killTimeout, a.killTimeout)
+		if a.a.MaxRun > 0 {
+			j.maxRun = a.a.MaxRun
+		}
+		if !a.a.AdmittedAt.IsZero() && (j.admitted.IsZero() || a.a.AdmittedAt.Before(j.admitted)) {
+			j.admitted = a.a.AdmittedAt
+		}
+		if a.a.Reservation != "" {
+			j.reservation = a.a.Reservation
+		}
 	}
 	return out
+}
+
+// wakes reports whether wake(t) would change the plan's WakeAt.
+func (p *planner) wakes(t time.Time) bool {
+	return t.After(p.now) && (p.wakeAt.IsZero() || t.Before(p.wakeAt))
 }
 
 // wake records t as a candidate for the plan's WakeAt (DESIGN L12): the
 // earliest instant after now at which time alone changes the plan.
 func (p *planner) wake(t time.Time) {
-	if t.After(p.now) && (p.wakeAt.IsZero() || t.Before(p.wakeAt)) {
+	if p.wakes(t) {
 		p.wakeAt = t
 	}
 }
@@ -88,6 +104,9 @@ func (p *planner) wake(t time.Time) {
 //
 // Their allocations leave the ledger; their GPUs are not free in this
 // plan (they are free once the allocations are terminal).
+//
+// Each job's rules read only its own allocations, so the jobs are decided
+// in any order and their actions emitted in job key order.
 func (p *planner) timedStops() map[JobKey]bool {
 	live := p.liveJobs()
 	if len(live) == 0 {
@@ -98,13 +117,13 @@ func (p *planner) timedStops() map[JobKey]bool {
 		pendingOf[p.snap.Pending[i].JobKey()] = true
 	}
 	suspended := map[JobKey]bool{}
+	var acts []timedStop
 	for i := range live {
 		j := &live[i]
 		if r := p.reservationOf(j.reservation); r != nil {
 			at := r.End.Add(-j.killTimeout)
 			if !p.now.Before(at) {
-				p.stopJob(j, ActionStopJob, RuleEnd, r.ID, fmt.Sprintf("reservation %s ends at %s; stopped %s (its kill_timeout) before",
-					r.ID, r.End.Format(time.RFC3339), j.killTimeout))
+				acts = append(acts, timedStop{j, ActionStopJob, RuleEnd, r})
 				continue
 			}
 			p.wake(at)
@@ -114,8 +133,7 @@ func (p *planner) timedStops() map[JobKey]bool {
 		}
 		at := j.admitted.Add(j.maxRun - j.killTimeout)
 		if !p.now.Before(at) {
-			p.stopJob(j, ActionStopJob, RuleFlexMaxRun, "", fmt.Sprintf("flex request admitted at %s with max_run %s; stopped %s (its kill_timeout) before",
-				j.admitted.Format(time.RFC3339), j.maxRun, j.killTimeout))
+			acts = append(acts, timedStop{j, ActionStopJob, RuleFlexMaxRun, nil})
 			continue
 		}
 		p.wake(at)
@@ -128,11 +146,34 @@ func (p *planner) timedStops() map[JobKey]bool {
 			suspended[j.key] = true // still settling: its pending allocations are Nomad's to place
 			continue
 		}
-		p.stopJob(j, ActionSuspend, RuleFlexSettle, "", fmt.Sprintf("flex request admitted at %s has fewer live allocations than asked after settle %s; suspended whole and queued again",
-			j.admitted.Format(time.RFC3339), p.settings.Settle))
+		acts = append(acts, timedStop{j, ActionSuspend, RuleFlexSettle, nil})
 		suspended[j.key] = true
 	}
+	slices.SortFunc(acts, func(a, b timedStop) int { return a.j.key.Compare(b.j.key) })
+	for _, t := range acts {
+		j := t.j
+		switch t.rule {
+		case RuleEnd:
+			p.stopJob(j, t.kind, t.rule, t.res.ID, fmt.Sprintf("reservation %s ends at %s; stopped %s (its kill_timeout) before",
+				t.res.ID, t.res.End.Format(time.RFC3339), j.killTimeout))
+		case RuleFlexMaxRun:
+			p.stopJob(j, t.kind, t.rule, "", fmt.Sprintf("flex request admitted at %s with max_run %s; stopped %s (its kill_timeout) before",
+				j.admitted.Format(time.RFC3339), j.maxRun, j.killTimeout))
+		default:
+			p.stopJob(j, t.kind, t.rule, "", fmt.Sprintf("flex request admitted at %s has fewer live allocations than asked after settle %s; suspended whole and queued again",
+				j.admitted.Format(time.RFC3339), p.settings.Settle))
+		}
+	}
 	return suspended
+}
+
+// timedStop is a whole-job action that timedStops decided for live job j,
+// by rule, with the reservation that ends for rule L10.end.
+type timedStop struct {
+	j    *liveJob
+	kind ActionKind
+	rule Rule
+	res  *Reservation
 }
 
 // reservationOf returns the snapshot's reservation id if it has started
@@ -141,7 +182,10 @@ func (p *planner) reservationOf(id string) *Reservation {
 	if id == "" {
 		return nil
 	}
-	return p.cal.started[id]
+	if i, ok := p.cal.started[id]; ok {
+		return p.cal.res[i].r
+	}
+	return nil
 }
 
 // stopJob emits one whole-job action of kind for live job j and takes its
@@ -149,12 +193,12 @@ func (p *planner) reservationOf(id string) *Reservation {
 // this plan). Its GPUs stay taken until the allocations are terminal.
 func (p *planner) stopJob(j *liveJob, kind ActionKind, rule Rule, res, reason string) {
 	for _, ai := range j.allocs {
-		a := p.allocs[ai]
+		a := &p.allocs[ai]
 		if p.st.stopped[ai] {
 			continue
 		}
 		p.st.stopped[ai] = true
-		p.st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil, a.reserved)
+		p.st.ledger.add(a.q, -a.count, a.idle, a.debt != nil, a.reserved)
 	}
 	p.emit(Action{Action: kind, Namespace: j.key.Namespace, Job: j.key.Job, GPUs: j.gpus, Rule: rule,
 		Reservation: res, Reason: reason})

@@ -62,7 +62,7 @@ type GroupKey struct {
 func (k GroupKey) JobKey() JobKey { return JobKey{Namespace: k.Namespace, Job: k.Job} }
 
 // IsZero reports whether k is the zero key (no claimant).
-func (k GroupKey) IsZero() bool { return k == GroupKey{} }
+func (k GroupKey) IsZero() bool { return k.Namespace == "" && k.Job == "" && k.Group == "" }
 
 // String renders the key as "namespace/job/group" for messages and logs
 // only; it is not parsed back.

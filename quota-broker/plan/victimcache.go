@@ -201,7 +201,7 @@ func (p *planner) searchNode(v *victimPass, c *claim, ni int) bool {
 }
 
 func (p *planner) heapLess(v *victimPass, i, j int) bool {
-	return v.sets[v.heap[i]].better(&v.sets[v.heap[j]], p)
+	return v.sets[v.heap[i]].better(&v.sets[v.heap[j]])
 }
 
 func (p *planner) heapSwap(v *victimPass, i, j int) {

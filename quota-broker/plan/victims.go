@@ -7,7 +7,7 @@ import (
 )
 
 // step is the class of a victim candidate (DESIGN L5). Lower goes first.
-type step int
+type step int8
 
 const (
 	stepNone     step = 0 // not a candidate
@@ -38,12 +38,14 @@ func (s step) rule() Rule {
 //  3. lower job priority;
 //  4. the most recently started (least work lost);
 //  5. allocation ID, for a deterministic order.
+//
+// Its fields are laid out to take 24 bytes: a claim keys every unit.
 type victimKey struct {
+	started  int64 // Unix nanoseconds
+	priority int32 // job priority, 1-100 (Validate)
+	alloc    int32 // the allocation, whose ID breaks ties
 	step     step
 	debt     bool
-	priority int
-	started  int64 // Unix nanoseconds
-	alloc    int32 // the allocation, whose ID breaks ties
 }
 
 // keyLess reports whether k goes before o.
@@ -115,18 +117,36 @@ type claim struct {
 // allowYoung, units younger than min_runtime. A batch unit is a candidate
 // only if every allocation in it is; its key is its largest key.
 func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []bool) {
-	keys = sized(p.buf.keys, len(p.units))
-	ok = sized(p.buf.ok, len(p.units))
+	keys = grown(p.buf.keys, len(p.units))
+	ok = grown(p.buf.ok, len(p.units))
 	p.buf.keys, p.buf.ok = keys, ok
 	q := c.j.q
-	for ui, u := range p.units {
-		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-u.youngest < int64(p.settings.MinRuntime) {
+	young := func(started int64) bool {
+		return !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-started < int64(p.settings.MinRuntime)
+	}
+	// A unit of one allocation, most of them, is keyed from the allocation
+	// alone (its youngest start is the allocation's); the others below.
+	for ai := range p.allocs {
+		a := &p.allocs[ai]
+		if !a.alone {
+			continue
+		}
+		if young(a.started) {
+			keys[a.unit], ok[a.unit] = victimKey{}, false
+			continue
+		}
+		keys[a.unit], ok[a.unit] = p.classify(a, c, q)
+	}
+	for _, ui := range p.shared {
+		u := &p.units[ui]
+		if young(u.youngest) {
+			keys[ui], ok[ui] = victimKey{}, false
 			continue
 		}
 		good := true
 		var worst victimKey
 		for n, ai := range u.allocs {
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			k, yes := p.classify(a, c, q)
 			if !yes {
 				good = false
@@ -149,9 +169,9 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 	if a.q == c.j.q && a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
 		return victimKey{}, false // never the claimant's own job
 	}
-	k := victimKey{priority: a.a.Priority, started: a.started, alloc: int32(a.index)}
+	k := victimKey{priority: a.priority, started: a.started, alloc: int32(a.index)}
 	switch {
-	case a.a.Idle:
+	case a.idle:
 		k.step = stepIdleDebt
 	case a.debt != nil && p.graceOver(a.debt):
 		k.step, k.debt = stepIdleDebt, true
@@ -165,7 +185,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		k.step = stepStart
 	case q.node.ChildPreemption && a.q.isDescendantOf(q):
 		k.step = stepChild
-	case q.node.PriorityPreemption && a.q == q && a.a.Priority < c.j.priority:
+	case q.node.PriorityPreemption && a.q == q && int(a.priority) < c.j.priority:
 		k.step = stepPriority
 	default:
 		return victimKey{}, false
@@ -188,8 +208,9 @@ type victimSet struct {
 // better reports whether s is a better set than o (DESIGN L6): the set
 // whose worst victim is in the lower class (step, idle before debt, job
 // priority), then the set that loses less work, then the one that stops
-// fewer GPUs, then the lower node ID.
-func (s *victimSet) better(o *victimSet, p *planner) bool {
+// fewer GPUs, then the lower node ID: the lower node index, as
+// planner.nodes is sorted by ID, each ID once (indexNodes).
+func (s *victimSet) better(o *victimSet) bool {
 	if !s.worst.classEqual(o.worst) {
 		return s.worst.classLess(o.worst)
 	}
@@ -199,7 +220,7 @@ func (s *victimSet) better(o *victimSet, p *planner) bool {
 	if s.gpus != o.gpus {
 		return s.gpus < o.gpus
 	}
-	return p.nodes[s.node].n.ID < p.nodes[o.node].n.ID
+	return s.node < o.node
 }
 
 // findVictimsScan is findVictims without the cache (victimcache.go): for
@@ -219,7 +240,7 @@ func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
 		try := &victimSet{}
 		for _, ni := range c.nodes {
 			p.victimEvals++
-			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best, p)) {
+			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best)) {
 				best, try = try, &victimSet{}
 			}
 		}
@@ -242,7 +263,7 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
 			continue
 		}
-		g := p.gpusOn(u, n, c)
+		g := p.gpusOn(u, ai, n, c)
 		cands = append(cands, unitGPUs{unit: u, gpus: g})
 		all += g
 	}
@@ -250,12 +271,22 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 	if len(cands) == 0 || all < c.g.GPUs {
 		return false // even every candidate on the node is not enough
 	}
-	slices.SortFunc(cands, func(a, b unitGPUs) int {
-		if p.keyLess(keys[a.unit], keys[b.unit]) {
-			return -1
+	if len(cands) <= 12 {
+		// A node has a few candidates: an insertion sort, as slices.SortFunc
+		// does for 12 or fewer, without its calls.
+		for i := 1; i < len(cands); i++ {
+			for j := i; j > 0 && p.keyLess(keys[cands[j].unit], keys[cands[j-1].unit]); j-- {
+				cands[j], cands[j-1] = cands[j-1], cands[j]
+			}
 		}
-		return 1
-	})
+	} else {
+		slices.SortFunc(cands, func(a, b unitGPUs) int {
+			if p.keyLess(keys[a.unit], keys[b.unit]) {
+				return -1
+			}
+			return 1
+		})
+	}
 	k := 0
 	for ; k < len(cands) && have < c.g.GPUs; k++ {
 		have += cands[k].gpus
@@ -280,7 +311,7 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 			set.worst = keys[u]
 		}
 		for _, ai := range p.units[u].allocs {
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			set.gpus += a.count
 			set.workLost += float64(a.count) * max(0, float64(p.now.UnixNano()-a.started)/1e9)
 		}
@@ -294,21 +325,19 @@ type unitGPUs struct {
 	gpus int
 }
 
-// gpusOn counts the healthy GPUs of c's model that unit u holds on node n
-// and that c could take once u is stopped: not those held (L10) for
-// another owner.
-func (p *planner) gpusOn(u int, n *cnode, c *claim) int {
+// gpusOn counts the healthy GPUs of c's model that unit u, of allocation
+// ai on node n, holds on n and that c could take once u is stopped: not
+// those held (L10) for another owner.
+func (p *planner) gpusOn(u, ai int, n *cnode, c *claim) int {
 	model := c.g.Model
 	held := p.st.nodeHeld != nil && p.st.nodeHeld[n.index] > 0
-	if un := p.units[u]; !held && len(un.allocs) == 1 && n.model != "" && modelMatches(model, n.model) {
-		if a := p.allocs[un.allocs[0]]; a.node == n.index && a.healthy == a.count {
-			return a.count
-		}
+	if a := &p.allocs[ai]; a.alone && !held && n.model != "" && modelMatches(model, n.model) && int(a.healthy) == a.count {
+		return a.count // u is a alone, all of its GPUs healthy and of the model
 	}
 	p.resolve(n.index)
 	count := 0
 	for _, ai := range p.units[u].allocs {
-		a := p.allocs[ai]
+		a := &p.allocs[ai]
 		if a.node != n.index {
 			continue
 		}
@@ -339,7 +368,7 @@ func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
 func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 	st := p.st
 	for _, ai := range p.units[u].allocs {
-		a := p.allocs[ai]
+		a := &p.allocs[ai]
 		p.resolve(a.node)
 		st.stopped[ai] = true
 		p.vc.touch(a.node)
@@ -349,7 +378,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			}
 			st.freeFor[g] = c.cid
 		}
-		st.ledger.add(a.q, -a.count, a.a.Idle, a.debt != nil, a.reserved)
+		st.ledger.add(a.q, -a.count, a.idle, a.debt != nil, a.reserved)
 		act := Action{
 			Action:    ActionStop,
 			Alloc:     a.a.ID,
@@ -380,7 +409,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 // allocation is debt.
 func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	switch {
-	case a.a.Idle:
+	case a.idle:
 		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
 	case a.debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
@@ -397,7 +426,7 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	case k.step == stepChild:
 		return fmt.Sprintf("child-level preemption for %s", c.j.q.node.Name)
 	case k.step == stepPriority:
-		return fmt.Sprintf("priority preemption in %s: priority %d below %d", c.j.q.node.Name, a.a.Priority, c.j.priority)
+		return fmt.Sprintf("priority preemption in %s: priority %d below %d", c.j.q.node.Name, a.priority, c.j.priority)
 	default:
 		return fmt.Sprintf("stopped with its batch job for %s", c.j.q.node.Name)
 	}
@@ -420,7 +449,7 @@ type yieldUnit struct {
 // (a service or batch allocation, not in an active reservation, not being
 // stopped, not stopped by this plan).
 func (p *planner) yieldsTo(a *alloc, j *job) bool {
-	return a.q == j.q && a.a.Priority < j.priority && a.victimable && !p.st.stopped[a.index] &&
+	return a.q == j.q && int(a.priority) < j.priority && a.victimable && !p.st.stopped[a.index] &&
 		(a.a.Namespace != j.namespace || a.a.Job != j.name)
 }
 
@@ -429,8 +458,9 @@ func (p *planner) yieldsTo(a *alloc, j *job) bool {
 func (p *planner) ownNonIdle(q *qnode) []int {
 	if p.byQuota == nil {
 		p.byQuota = make([][]int, len(p.quotas))
-		for _, a := range p.allocs {
-			if a.q != nil && !a.a.Idle {
+		for ai := range p.allocs {
+			a := &p.allocs[ai]
+			if a.q != nil && !a.idle {
 				p.byQuota[a.q.index] = append(p.byQuota[a.q.index], a.index)
 			}
 		}
@@ -453,23 +483,23 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 			continue
 		}
 		seen[u] = true
-		un := p.units[u]
+		un := &p.units[u]
 		if !allowYoung && p.settings.MinRuntime > 0 && p.now.UnixNano()-un.youngest < int64(p.settings.MinRuntime) {
 			continue
 		}
 		y := yieldUnit{unit: u}
 		ok := true
 		for n, ai := range un.allocs {
-			a := p.allocs[ai]
+			a := &p.allocs[ai]
 			if !p.yieldsTo(a, j) {
 				ok = false
 				break
 			}
-			k := victimKey{step: stepPriority, priority: a.a.Priority, started: a.started, alloc: int32(a.index)}
+			k := victimKey{step: stepPriority, priority: a.priority, started: a.started, alloc: int32(a.index)}
 			if n == 0 || p.keyLess(y.key, k) {
 				y.key = k
 			}
-			if !a.a.Idle {
+			if !a.idle {
 				y.gpus += a.count
 				if a.debt == nil {
 					y.nonDebt += a.count

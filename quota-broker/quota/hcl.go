@@ -79,6 +79,9 @@ func LoadFile(path string) (*Node, Settings, error) {
 //	  settle = "30s", drain_margin = "60s", drain_horizon = "1h",
 //	  reservation_max_ahead = "1344h", reservation_min_duration = "1h"
 //	                               # Go durations, >= 0 (DESIGN L10, L11)
+//	  autoscaler_evaluation_interval = "10s"
+//	                               # the Autoscaler agent's default_evaluation_interval
+//	                               # (pre-warm holds, DESIGN L5, §8)
 //	}
 //	quota "Quota1" {               # exactly one root
 //	  gpus                = 128    # required: nominal GPUs, 0..MaxGPUs
@@ -227,6 +230,7 @@ var settingsSchema = &hcl.BodySchema{
 		{Name: "drain_horizon"},
 		{Name: "reservation_max_ahead"},
 		{Name: "reservation_min_duration"},
+		{Name: "autoscaler_evaluation_interval"},
 	},
 }
 
@@ -368,7 +372,8 @@ func (d decoder) settings(b *hcl.Block, s *Settings) error {
 		dst  *time.Duration
 	}{{"min_runtime", &s.MinRuntime}, {"debt_grace", &s.DebtGrace}, {"settle", &s.Settle},
 		{"drain_margin", &s.DrainMargin}, {"drain_horizon", &s.DrainHorizon},
-		{"reservation_max_ahead", &s.ReservationMaxAhead}, {"reservation_min_duration", &s.ReservationMinDuration}} {
+		{"reservation_max_ahead", &s.ReservationMaxAhead}, {"reservation_min_duration", &s.ReservationMinDuration},
+		{"autoscaler_evaluation_interval", &s.AutoscalerEvaluationInterval}} {
 		a, ok := content.Attributes[f.name]
 		if !ok {
 			continue

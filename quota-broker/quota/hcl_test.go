@@ -20,17 +20,17 @@ func TestLoadFileReadsTheReferenceTree(t *testing.T) {
 	path := filepath.Join("..", "..", "examples", "reference", "quota.hcl")
 	want := &Node{
 		Name: "Quota1", GPUs: 128, ChildPreemption: true, Namespaces: []string{"workspace-a"},
-		Pos: path + ":22",
+		Pos: path + ":27",
 		Children: []*Node{
-			{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}, Pos: path + ":27"},
-			{Name: "Quota1.2", GPUs: 80, Namespaces: []string{"workspace-c"}, Pos: path + ":32"},
+			{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}, Pos: path + ":32"},
+			{Name: "Quota1.2", GPUs: 80, Namespaces: []string{"workspace-c"}, Pos: path + ":37"},
 		},
 	}
 	if !reflect.DeepEqual(root, want) {
 		t.Errorf("tree:\n got %+v\nwant %+v", dump(root), dump(want))
 	}
-	if settings != defaultsWith(func(s *Settings) { s.MinRuntime = 10 * time.Minute }) {
-		t.Errorf("settings = %+v, want min_runtime 10m, debt_grace 10m", settings)
+	if settings != defaultsWith(func(s *Settings) { s.MinRuntime, s.AutoscalerEvaluationInterval = 10*time.Minute, time.Minute }) {
+		t.Errorf("settings = %+v, want min_runtime 10m, debt_grace 10m, autoscaler_evaluation_interval 1m", settings)
 	}
 }
 
@@ -129,9 +129,10 @@ func TestParseSettings(t *testing.T) {
 			"settings {\n debt_grace = \"0s\"\n}\nquota \"q\" { gpus = 1 }",
 			defaultsWith(func(s *Settings) { s.DebtGrace = 0 })},
 		{"the calendar and flex settings are read",
-			"settings {\n settle = \"45s\"\n drain_margin = \"2m\"\n drain_horizon = \"30m\"\n reservation_max_ahead = \"48h\"\n reservation_min_duration = \"2m\"\n}\nquota \"q\" { gpus = 1 }",
+			"settings {\n settle = \"45s\"\n drain_margin = \"2m\"\n drain_horizon = \"30m\"\n reservation_max_ahead = \"48h\"\n reservation_min_duration = \"2m\"\n autoscaler_evaluation_interval = \"1m\"\n}\nquota \"q\" { gpus = 1 }",
 			Settings{DebtGrace: 10 * time.Minute, Settle: 45 * time.Second, DrainMargin: 2 * time.Minute,
-				DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour, ReservationMinDuration: 2 * time.Minute}},
+				DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour, ReservationMinDuration: 2 * time.Minute,
+				AutoscalerEvaluationInterval: time.Minute}},
 		{"compound durations are read in Go syntax",
 			"quota \"q\" { gpus = 1 }\nsettings {\n min_runtime = \"1h30m\"\n debt_grace = \"2h\"\n}",
 			defaultsWith(func(s *Settings) { s.MinRuntime, s.DebtGrace = 90*time.Minute, 2*time.Hour })},

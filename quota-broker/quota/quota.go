@@ -27,6 +27,9 @@ const (
 	DefaultDrainHorizon           = time.Hour
 	DefaultReservationMaxAhead    = 1344 * time.Hour // 8 weeks
 	DefaultReservationMinDuration = time.Hour
+	// DefaultAutoscalerEvaluationInterval is the Nomad Autoscaler v0.5.0
+	// agent's own policy.default_evaluation_interval (10s).
+	DefaultAutoscalerEvaluationInterval = 10 * time.Second
 )
 
 // Node is one node of the quota tree.
@@ -81,6 +84,14 @@ type Settings struct {
 	// ReservationMinDuration is the shortest booking (L10). Default
 	// DefaultReservationMinDuration.
 	ReservationMinDuration time.Duration
+	// AutoscalerEvaluationInterval is the evaluation_interval the Nomad
+	// Autoscaler agent gives a scaling policy that sets none (its
+	// `policy { default_evaluation_interval }`): a pre-warm's holds last
+	// until the boundary + the policy's interval + Settle (DESIGN L5
+	// pre-warm, §8), so it must be the agent's. Zero, as in a tree stored
+	// before the setting existed, reads as the default,
+	// DefaultAutoscalerEvaluationInterval.
+	AutoscalerEvaluationInterval time.Duration
 }
 
 // MaxSetting bounds every duration setting (10 years): far above any real
@@ -116,7 +127,7 @@ func (s Settings) OutOfBounds() (name string, value time.Duration, problem strin
 func DefaultSettings() Settings {
 	return Settings{DebtGrace: DefaultDebtGrace, Settle: DefaultSettle, DrainMargin: DefaultDrainMargin,
 		DrainHorizon: DefaultDrainHorizon, ReservationMaxAhead: DefaultReservationMaxAhead,
-		ReservationMinDuration: DefaultReservationMinDuration}
+		ReservationMinDuration: DefaultReservationMinDuration, AutoscalerEvaluationInterval: DefaultAutoscalerEvaluationInterval}
 }
 
 // Walk calls fn for n and each of its descendants, parents first, children

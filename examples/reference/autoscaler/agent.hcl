@@ -25,8 +25,11 @@ http {
 }
 
 policy {
-  # File policies (inference-scaling.hcl, idle-scaling.hcl) next to the
-  # policies of jobs' scaling blocks (the Nomad source).
+  # File policies, next to the policies of jobs' scaling blocks (the Nomad
+  # source). The reference jobs carry theirs (jobs/team-a-inference,
+  # jobs/team-b-training-idle): the broker reads policies from Nomad only.
+  # inference-scaling.hcl and idle-scaling.hcl show the same policies as
+  # files; put one here only for a job whose scaling block has no policy.
   dir                         = "./policies"
   default_evaluation_interval = "1m"
   default_cooldown            = "1m"

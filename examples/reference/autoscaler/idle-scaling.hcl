@@ -4,6 +4,11 @@
 # broker shrinks it (it stops idle workers when entitled work needs the GPUs,
 # then lowers the count, never below 1).
 #
+# The same policy is in the job's own scaling block, and must be: the broker
+# reads policies from Nomad only, and a group is an idle group (GET
+# /v1/idle-fit answers for it) only with such a policy in Nomad. This file
+# shows the policy on its own; do not load it next to the job's.
+#
 # min >= 1: a batch job at count 0 is dead and can be garbage-collected.
 # cooldown_on_scale_up is the hysteresis: after a scale-up, no other for 2m,
 # whatever the figure does meanwhile. With the broker down the check fails and

@@ -1,8 +1,11 @@
 # Team A's inference (examples/reference/jobs/team-a-inference.nomad.hcl)
 # follows the day: 4 replicas on weekdays 08:00-22:00 Berlin time, 2 on
 # weekend days 10:00-20:00, 1 at night, stepping one replica every 2 minutes
-# (ramp). An Autoscaler file policy; the same `policy { ... }` body works in
-# the job's own `scaling` block (the Nomad source). Preview it:
+# (ramp). An Autoscaler file policy; the same `policy { ... }` body is in the
+# job's own `scaling` block (jobs/team-a-inference.nomad.hcl, the Nomad
+# source), which is the one to use with the broker: it reads policies from
+# Nomad only, and pre-warms their scheduled scale-ups. This file is for a job
+# without one: loading both would give the group two policies. Preview it:
 #
 #   gputide schedule preview -policy inference-scaling.hcl -days 7
 #

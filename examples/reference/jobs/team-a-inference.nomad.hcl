@@ -3,10 +3,14 @@
 # admits it into meta.gputide_pool when quota allows, taking GPUs back from
 # team B's and team C's training if it must (use case 1).
 #
-# The scaling block is for the Nomad Autoscaler's day/night schedule
-# strategy (08:00-22:00 local time). Counts change in place and do not need
-# the broker's admission again; extra allocations that do not fit are
-# admitted, and make room, like any other pending work.
+# The scaling block holds the Nomad Autoscaler's day/night policy (the
+# gputide-schedule strategy, as in ../autoscaler/inference-scaling.hcl). It
+# lives in the job, in Nomad, because the broker reads policies from Nomad
+# only: it pre-warms the scheduled scale-ups of this policy (DESIGN L5
+# "Pre-warm"), and would not see a file policy. Counts change in place and do
+# not need the broker's admission again; extra allocations that do not fit
+# are admitted, and make room, like any other pending work. Preview it:
+#   NOMAD_NAMESPACE=workspace-a gputide schedule preview -policy team-a-inference.nomad.hcl
 #
 # The task is a stand-in that holds its GPUs and answers SIGINT the way a
 # server drains: replace it with the real server.
@@ -27,6 +31,26 @@ job "inference" {
       enabled = true
       min     = 0
       max     = 8
+
+      policy {
+        evaluation_interval = "1m"
+        cooldown            = "1m"
+        on_check_error      = "fail"
+
+        check "day-night" {
+          source = "gputide-apm"
+          query  = "schedule"
+
+          strategy "gputide-schedule" {
+            window_day     = "mon-fri 08:00-22:00 4"
+            window_weekend = "sat,sun 10:00-20:00 2"
+            default_count  = 1
+            timezone       = "Europe/Berlin"
+            holidays       = "2026-12-25,2026-12-26,2027-01-01"
+            ramp           = "6m"
+          }
+        }
+      }
     }
 
     task "server" {

@@ -3,6 +3,11 @@
 # Quota1.1), is never the cause of a preemption, and is the first victim
 # when entitled work needs the GPUs back (L4, L5 step 1). Its workers are
 # independent (gputide_elastic), so they are preempted one by one.
+#
+# The scaling block's policy (as in ../autoscaler/idle-scaling.hcl) grows the
+# group by the broker's idle_fit. It lives in the job, in Nomad, because the
+# broker reads policies from Nomad only: a group is an idle group of the plan
+# (and GET /v1/idle-fit answers for it) only with such a policy there.
 job "training-idle" {
   namespace = "workspace-b"
   type      = "batch"
@@ -17,6 +22,27 @@ job "training-idle" {
 
   group "worker" {
     count = 8
+
+    # min >= 1: a batch job at count 0 is dead and can be garbage-collected.
+    scaling {
+      enabled = true
+      min     = 1
+      max     = 16
+
+      policy {
+        evaluation_interval  = "30s"
+        cooldown             = "30s"
+        cooldown_on_scale_up = "2m"
+        on_check_error       = "fail"
+
+        check "idle" {
+          source = "gputide-apm"
+          query  = "idle_fit{namespace=\"workspace-b\", job=\"training-idle\", group=\"worker\"}"
+
+          strategy "gputide-idle" {}
+        }
+      }
+    }
 
     task "train" {
       driver       = "raw_exec"

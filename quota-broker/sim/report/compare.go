@@ -186,6 +186,14 @@ func Comparison(d *doc, rs []*sim.Result) {
 			why = "all equal"
 		case len(ws) == 1 && ws[0].Label == "":
 			why = m.why[ws[0].Policy]
+			if other := treePeer(ws[0], rs); other != nil {
+				// Against a run of the same policy only the tree differs:
+				// the policy's mechanism does not explain that win.
+				why = "its quota tree"
+				if !samePolicy(rs) && m.why[ws[0].Policy] != "" {
+					why = m.why[ws[0].Policy] + "; over " + Label(other) + ": its quota tree"
+				}
+			}
 		case len(ws) == 1:
 			why = "its quota tree"
 		default:
@@ -295,4 +303,25 @@ func kindWait(r *sim.Result, idle bool) time.Duration {
 		return 0
 	}
 	return time.Duration(sum / float64(n) * float64(time.Second))
+}
+
+// treePeer is a compared run of w's policy with another quota tree (a
+// what-if column), or nil: what separates w from it is the tree alone.
+func treePeer(w *sim.Result, rs []*sim.Result) *sim.Result {
+	for _, r := range rs {
+		if r != w && r.Policy == w.Policy && r.Label != w.Label {
+			return r
+		}
+	}
+	return nil
+}
+
+// samePolicy says whether every compared run has one policy (only -compare-quota).
+func samePolicy(rs []*sim.Result) bool {
+	for _, r := range rs {
+		if r.Policy != rs[0].Policy {
+			return false
+		}
+	}
+	return true
 }

@@ -193,11 +193,20 @@ func mean(xs []float64) float64 {
 
 func secs(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
 
+// ruleText is the "meaning" column of the preemptions table: one line per
+// rule a stop, stop_job or suspend action of the core can carry (package
+// plan's Rule constants, DESIGN L5, L10, L11), and the simulator's own.
 var ruleText = map[string]string{
 	"L5.1":          "idle allocation, or debt past its grace",
 	"L5.2":          "child-level preemption (a parent's job takes its children's GPUs)",
 	"L5.3":          "priority preemption within a quota",
+	"L5.prewarm":    "pre-warm: GPUs freed ahead of a scheduled inference scale-up",
+	"L10.drain":     "drain: GPUs freed for a Calendar booking's start",
+	"L10.start":     "displaced by a job of an active Calendar booking",
+	"L10.end":       "a booking's job stopped at its end (a job stop)",
 	"L11":           "flex request stopped",
+	"L11.max_run":   "flex request stopped at its max_run (a job stop)",
+	"L11.settle":    "flex request suspended whole: not all of it ran within settle",
 	"autoscaler":    "scale-down by the autoscaler (not a preemption)",
 	"kueue:reclaim": "Kueue-like reclaim from a borrowing queue",
 }

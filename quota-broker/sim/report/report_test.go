@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/sim"
 )
@@ -310,5 +311,48 @@ func checkHTML(t *testing.T, dir string, charts, tables int) {
 	}
 	if bytes.Contains(b, []byte("http://")) && bytes.Count(b, []byte("http://")) != bytes.Count(b, []byte(`xmlns="http://www.w3.org/2000/svg"`)) {
 		t.Errorf("%s: refers to a network address", HTMLFile)
+	}
+}
+
+// Every rule that can stop an allocation has a line in the preemptions
+// table's "meaning" column (L5.prewarm once showed an empty cell).
+func TestRuleTextCoversStopRules(t *testing.T) {
+	for _, r := range []plan.Rule{plan.RuleIdleDebt, plan.RuleChild, plan.RulePriority, plan.RulePrewarm,
+		plan.RuleDrain, plan.RuleStart, plan.RuleEnd, plan.RuleFlexMaxRun, plan.RuleFlexSettle} {
+		if ruleText[string(r)] == "" {
+			t.Errorf("rule %s has no meaning in the preemptions table", r)
+		}
+	}
+	if ruleText["kueue:reclaim"] == "" {
+		t.Error("rule kueue:reclaim has no meaning in the preemptions table")
+	}
+}
+
+// Against a what-if run of the same policy, the comparison's why names the
+// tree, not the policy's mechanism (which both columns share).
+func TestComparisonWhyTreePeer(t *testing.T) {
+	base, whatif := handMade(), handMade()
+	whatif.Label, whatif.LabelText = "whatif", "gputide with another tree"
+	base.Total.Running = 40 * 3600
+	whatif.Total.Running = 30 * 3600
+	var d doc
+	Comparison(&d, []*sim.Result{base, whatif})
+	var b strings.Builder
+	d.markdown(&b)
+	want := "| utilisation (GPU time on running allocations) | 62.5% | 46.9% | gputide | its quota tree |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("comparison lacks\n%s\n got:\n%s", want, b.String())
+	}
+	// With the peers too, the policy's mechanism and the tree are both named.
+	static := handMade()
+	static.Policy = "static"
+	static.Total.Running = 20 * 3600
+	d = doc{}
+	Comparison(&d, []*sim.Result{static, base, whatif})
+	b.Reset()
+	d.markdown(&b)
+	want = "| gputide | idle jobs run on any GPU a quota leaves unused, at once, and only idle work is stopped to give it back; over whatif: its quota tree |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("comparison lacks\n%s\n got:\n%s", want, b.String())
 	}
 }

@@ -17,6 +17,11 @@ settings {
   min_runtime = "10m"
   # Debt created by lowering a quota is protected for this long (DESIGN L9).
   debt_grace = "10m"
+  # The Nomad Autoscaler agent's policy.default_evaluation_interval
+  # (examples/reference/autoscaler/agent.hcl): a scheduled scale-up's
+  # pre-warm holds last until its boundary + this (for policies that set no
+  # evaluation_interval) + settle (DESIGN L5 pre-warm).
+  autoscaler_evaluation_interval = "1m"
 }
 
 quota "Quota1" {
