@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 	_ "time/tzdata" // the same counts on every host, as the plugin gives them
