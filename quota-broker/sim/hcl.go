@@ -223,15 +223,49 @@ func (b *block) instant(name string, required bool, def time.Time, loc *time.Loc
 		b.fail(r, "%s = %q: want a local time \"2006-01-02 15:04\" (in %s) or RFC 3339", name, s, loc)
 		return def
 	}
+	prefix := ""
+	if b.what != "" {
+		prefix = b.what + ": "
+	}
 	if gap {
-		prefix := ""
-		if b.what != "" {
-			prefix = b.what + ": "
-		}
 		b.notes = append(b.notes, fmt.Sprintf("%s: %s%s = %q does not exist in %s (a daylight-saving gap): using %s (%s)",
 			posOf(r), prefix, name, s, loc, t.Format("2006-01-02 15:04:05 MST"), t.UTC().Format(time.RFC3339)))
 	}
+	if _, err := time.Parse(time.RFC3339, strings.TrimSpace(s)); err != nil && !gap {
+		if twin, ok := foldTwin(t, loc); ok {
+			var first, second time.Time
+			if twin.Before(t) {
+				first, second = twin, t
+			} else {
+				first, second = t, twin
+			}
+			t = first
+			b.notes = append(b.notes, fmt.Sprintf("%s: %s%s = %q occurs twice in %s (clocks go back): using the first, %s (%s), not %s (%s)",
+				posOf(r), prefix, name, s, loc, first.Format("2006-01-02 15:04:05 MST"), first.UTC().Format(time.RFC3339),
+				second.Format("2006-01-02 15:04:05 MST"), second.UTC().Format(time.RFC3339)))
+		}
+	}
 	return t
+}
+
+// foldTwin returns the other instant whose wall clock in loc is t's, when
+// that wall clock occurs twice (a daylight-saving fold: clocks go back);
+// ok is false otherwise. The offsets tried are those a day before and a
+// day after t.
+func foldTwin(t time.Time, loc *time.Location) (twin time.Time, ok bool) {
+	t = t.In(loc)
+	_, off := t.Zone()
+	for _, probe := range []time.Time{t.Add(-24 * time.Hour), t.Add(24 * time.Hour)} {
+		_, other := probe.In(loc).Zone()
+		if other == off {
+			continue
+		}
+		u := t.Add(time.Duration(off-other) * time.Second).In(loc)
+		if _, uoff := u.Zone(); uoff == other && u.Format("2006-01-02 15:04:05") == t.Format("2006-01-02 15:04:05") {
+			return u, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // entry is one key = value pair of a map attribute, with its position.

@@ -178,3 +178,42 @@ job "rfc3339" {
 		t.Errorf("workload notes (-want +got):\n%s", diff)
 	}
 }
+
+// A local time that occurs twice (clocks go back: in America/Los_Angeles
+// 2026-11-01 01:00 to 02:00 is lived once in PDT, then in PST) is used at
+// its first occurrence and said so with both instants, as a gap is: a
+// booking's start there is one of two instants an hour apart.
+func TestATimeInADSTOverlapIsNoted(t *testing.T) {
+	text := strings.Replace(header, "2026-12-07 00:00", "2026-10-31 00:00", 1) + `length = "72h"
+cluster {
+  nodes "n" {
+    count = 2
+    gpus  = 8
+  }
+}
+reservation "r-fold" {
+  namespace = "workspace-b"
+  gpus      = 8
+  start     = "2026-11-01 01:30"
+  duration  = "2h"
+}
+job "after" {
+  namespace = "workspace-b"
+  at        = "2026-11-01 02:00"
+  gpus      = 1
+  duration  = "1h"
+}
+`
+	sc, err := LoadFile(writeScenario(t, text, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(filepath.Dir(sc.File), "scenario.hcl") +
+		`:15: reservation "r-fold": start = "2026-11-01 01:30" occurs twice in America/Los_Angeles (clocks go back): using the first, 2026-11-01 01:30:00 PDT (2026-11-01T08:30:00Z), not 2026-11-01 01:30:00 PST (2026-11-01T09:30:00Z)`}
+	if diff := cmp.Diff(want, sc.Notes); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+	if got := sc.Reservations[0].Start.UTC().Format(time.RFC3339); got != "2026-11-01T08:30:00Z" {
+		t.Errorf("booking start %s; want the first 01:30, 2026-11-01T08:30:00Z", got)
+	}
+}
