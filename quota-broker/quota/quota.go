@@ -103,7 +103,7 @@ const MaxSetting = 87600 * time.Hour
 // settingNames are the settings block's names of the duration settings,
 // in the order of Settings' fields.
 var settingNames = [...]string{"min_runtime", "debt_grace", "settle", "drain_margin", "drain_horizon",
-	"reservation_max_ahead", "reservation_min_duration"}
+	"reservation_max_ahead", "reservation_min_duration", "autoscaler_evaluation_interval"}
 
 // OutOfBounds returns the first duration setting that is negative or above
 // MaxSetting, by its settings block name (drain_margin), with its value and
@@ -111,7 +111,7 @@ var settingNames = [...]string{"min_runtime", "debt_grace", "settle", "drain_mar
 // file is checked as it is read; a tree given as JSON is checked here.
 func (s Settings) OutOfBounds() (name string, value time.Duration, problem string) {
 	values := [...]time.Duration{s.MinRuntime, s.DebtGrace, s.Settle, s.DrainMargin, s.DrainHorizon,
-		s.ReservationMaxAhead, s.ReservationMinDuration}
+		s.ReservationMaxAhead, s.ReservationMinDuration, s.AutoscalerEvaluationInterval}
 	for i, v := range values {
 		switch {
 		case v < 0:
