@@ -20,7 +20,7 @@ build:
 ## test: every unit, property and integration test (e2e tests skip without NOMAD_BIN, fail without it under CI)
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -timeout 45m $(PKGS)
 
 ## demo: the simulator on the reference scenario (no Nomad, Consul or GPU needed)
 demo:
