@@ -64,9 +64,14 @@ http_bind = "127.0.0.1:4780"
 log_level = "info"
 
 # Write each snapshot and plan into this folder, to replay one with
-# "gputide plan <file>" (docs/snapshot-format.md). For debugging: a pair of
-# files for every plan with an action (waits included), never pruned.
-# dump_dir = "/var/lib/gputide/dumps"
+# "gputide plan <file>" (docs/snapshot-format.md, docs/planning.md). For
+# debugging: a pair of files, snapshot-<stamp>.json and plan-<stamp>.json,
+# for every plan with an action (waits included). After each dump the
+# broker removes its oldest dump files (by the UTC stamp in the name) down
+# to dump_max_files: default 1000 (the last 500 plans), 0 never prunes.
+# Other files in the folder are left alone.
+# dump_dir       = "/var/lib/gputide/dumps"
+# dump_max_files = 1000
 
 # The leader prunes the preemption history older than this (and beyond
 # 100,000 entries).
