@@ -9,8 +9,10 @@ nomad {
   #              # policy gives, on the governed namespaces, list-jobs,
   #              # read-job, submit-job, alloc-lifecycle (alloc stop),
   #              # scale-job, list-scaling-policies and read-scaling-policy;
-  #              # node { policy = "read" } and node_pool { policy = "write" }
-  #              # (it creates the holding pool). See docs/nomad-integration.md.
+  #              # node { policy = "read" }, node_pool "*" read and
+  #              # node_pool "<holding_pool>" write (it creates the holding
+  #              # pool): acl/gputide-broker.policy.hcl, each rule with the
+  #              # broker call that needs it. See docs/nomad-integration.md.
   # region = ""
 }
 
