@@ -9,8 +9,10 @@ nomad {
   #              # policy gives, on the governed namespaces, list-jobs,
   #              # read-job, submit-job, alloc-lifecycle (alloc stop),
   #              # scale-job, list-scaling-policies and read-scaling-policy;
-  #              # node { policy = "read" } and node_pool { policy = "write" }
-  #              # (it creates the holding pool). See docs/nomad-integration.md.
+  #              # node { policy = "read" }, node_pool "*" read and
+  #              # node_pool "<holding_pool>" write (it creates the holding
+  #              # pool): acl/gputide-broker.policy.hcl, each rule with the
+  #              # broker call that needs it. See docs/nomad-integration.md.
   # region = ""
 }
 
@@ -64,9 +66,14 @@ http_bind = "127.0.0.1:4780"
 log_level = "info"
 
 # Write each snapshot and plan into this folder, to replay one with
-# "gputide plan <file>" (docs/snapshot-format.md). For debugging: a pair of
-# files for every plan with an action (waits included), never pruned.
-# dump_dir = "/var/lib/gputide/dumps"
+# "gputide plan <file>" (docs/snapshot-format.md, docs/planning.md). For
+# debugging: a pair of files, snapshot-<stamp>.json and plan-<stamp>.json,
+# for every plan with an action (waits included). After each dump the
+# broker removes its oldest dump files (by the UTC stamp in the name) down
+# to dump_max_files: default 1000 (the last 500 plans), 0 never prunes.
+# Other files in the folder are left alone.
+# dump_dir       = "/var/lib/gputide/dumps"
+# dump_max_files = 1000
 
 # The leader prunes the preemption history older than this (and beyond
 # 100,000 entries).

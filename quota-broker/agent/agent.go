@@ -599,6 +599,11 @@ func (a *Agent) dump(s *plan.Snapshot, p *plan.Plan) {
 			a.log.Warn("failed to dump", "file", f.name, "error", err)
 		}
 	}
+	if n, err := pruneDumps(a.cfg.DumpDir, a.cfg.DumpMaxFiles); err != nil {
+		a.log.Warn("failed to prune the dumps", "dir", a.cfg.DumpDir, "max_files", a.cfg.DumpMaxFiles, "error", err)
+	} else if n > 0 {
+		a.log.Debug("pruned the dumps", "dir", a.cfg.DumpDir, "removed", n, "max_files", a.cfg.DumpMaxFiles)
+	}
 }
 
 // ensureHoldingPool creates the holding node pool if Nomad lacks it.

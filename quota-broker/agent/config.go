@@ -35,6 +35,12 @@ const (
 	DefaultNomadAddr = "http://127.0.0.1:4646"
 	DefaultPool      = "gputide-queue"
 
+	// DefaultDumpMaxFiles bounds dump_dir: the agent writes two files
+	// (snapshot-<stamp>.json, plan-<stamp>.json) for every plan with an
+	// action, so 1000 files keep the last 500 such plans (at most about
+	// 4 h of 30 s plans; a few MB to a few GB, by cluster size).
+	DefaultDumpMaxFiles = 1000
+
 	// MinPeriod is the floor of interval and staleness: the agent ticks at
 	// interval and probes Nomad every staleness/3 (L12), so a shorter
 	// value would spin a core (and staleness < 3ns panics NewTicker).
@@ -107,6 +113,7 @@ var reservedPools = map[string]bool{"default": true, "all": true}
 //	}
 //	log_level    = "info"                # trace, debug, info, warn, error or off
 //	dump_dir     = ""                    # write each snapshot and plan here (for gputide plan)
+//	dump_max_files = 1000                # keep at most this many dump files, oldest removed first; 0: never pruned
 //	admin_policy = "gputide-admin"       # Nomad policy whose holders are broker admins (DESIGN §9)
 //	admin_token  = ""                    # the broker's admin token, only while Nomad ACLs are off; default GPUTIDE_ADMIN_TOKEN
 //	open_reads_without_acl = false       # with Nomad ACLs off, serve reads without the admin token
@@ -143,6 +150,10 @@ type Config struct {
 	HTTPBind   string
 	LogLevel   string
 	DumpDir    string
+	// DumpMaxFiles bounds the snapshot-*.json and plan-*.json files in
+	// DumpDir: after each dump the oldest (by the UTC stamp in the name)
+	// are removed down to it. Default DefaultDumpMaxFiles; 0 never prunes.
+	DumpMaxFiles int
 	// AdminPolicy, AdminToken (never logged) and OpenReadsWithoutACL are
 	// the API's token settings (DESIGN §9, docs/acl.md).
 	AdminPolicy         string
@@ -178,6 +189,7 @@ type fileConfig struct {
 	HTTPBind    string              `hcl:"http_bind,optional"`
 	LogLevel    string              `hcl:"log_level,optional"`
 	DumpDir     string              `hcl:"dump_dir,optional"`
+	DumpMax     *int                `hcl:"dump_max_files,optional"`
 	AdminPolicy string              `hcl:"admin_policy,optional"`
 	AdminToken  string              `hcl:"admin_token,optional"`
 	OpenReads   bool                `hcl:"open_reads_without_acl,optional"`
@@ -312,6 +324,13 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	}
 	if c.HistoryRetention == 0 {
 		return nil, bad("history_retention", fc.Retention, ErrInvalid, "must be positive")
+	}
+	c.DumpMaxFiles = DefaultDumpMaxFiles
+	if fc.DumpMax != nil {
+		if *fc.DumpMax < 0 {
+			return nil, bad("dump_max_files", strconv.Itoa(*fc.DumpMax), ErrInvalid, "want a count of files, 0 or more (0: never prune)")
+		}
+		c.DumpMaxFiles = *fc.DumpMax
 	}
 	if fc.MinRuntime != "" {
 		d, err := dur("min_runtime", fc.MinRuntime, 0)

@@ -45,6 +45,7 @@ staleness    = "4s"
 http_bind    = "[::1]:9000"
 log_level    = "debug"
 dump_dir     = "dump"
+dump_max_files = 20
 `
 	c, err := ParseConfig([]byte(src), "/x/broker.hcl")
 	if err != nil {
@@ -52,7 +53,7 @@ dump_dir     = "dump"
 	}
 	if c.Nomad.Address != "http://10.0.0.1:4646" || c.Nomad.Token != "t" || c.Nomad.Region != "eu" || c.QuotaFile != "/q.hcl" ||
 		len(c.Namespaces) != 1 || c.HoldingPool != "hold" || c.Interval != 5*time.Second || *c.MinRuntime != 10*time.Minute ||
-		c.Staleness != 4*time.Second || c.HTTPBind != "[::1]:9000" || c.LogLevel != "debug" || c.DumpDir != "/x/dump" {
+		c.Staleness != 4*time.Second || c.HTTPBind != "[::1]:9000" || c.LogLevel != "debug" || c.DumpDir != "/x/dump" || c.DumpMaxFiles != 20 {
 		t.Fatalf("config = %+v", c)
 	}
 }
@@ -69,27 +70,28 @@ func TestParseConfigRejectsBadValues(t *testing.T) {
 		want *ConfigError // File is always "broker.hcl"
 		msg  string
 	}{
-		"bad interval":         {`interval = "soon"`, &ConfigError{Key: "interval", Value: "soon", Err: ErrInvalid}, `broker.hcl: interval = "soon": want a non-negative duration such as "30s"`},
-		"zero staleness":       {`staleness = "0s"`, &ConfigError{Key: "staleness", Value: "0s", Err: ErrTooShort}, `broker.hcl: staleness = "0s": must be at least 1s`},
-		"1ns staleness":        {`staleness = "1ns"`, &ConfigError{Key: "staleness", Value: "1ns", Err: ErrTooShort}, `broker.hcl: staleness = "1ns": must be at least 1s`},
-		"3ns staleness":        {`staleness = "3ns"`, &ConfigError{Key: "staleness", Value: "3ns", Err: ErrTooShort}, `broker.hcl: staleness = "3ns": must be at least 1s`},
-		"1ns interval":         {`interval = "1ns"`, &ConfigError{Key: "interval", Value: "1ns", Err: ErrTooShort}, `broker.hcl: interval = "1ns": must be at least 1s`},
-		"999ms interval":       {`interval = "999ms"`, &ConfigError{Key: "interval", Value: "999ms", Err: ErrTooShort}, `broker.hcl: interval = "999ms": must be at least 1s`},
-		"negative min_runtime": {`min_runtime = "-1m"`, &ConfigError{Key: "min_runtime", Value: "-1m", Err: ErrInvalid}, `broker.hcl: min_runtime = "-1m": want a non-negative duration such as "30s"`},
-		"public bind":          {`http_bind = "0.0.0.0:4780"`, &ConfigError{Key: "http_bind", Value: "0.0.0.0:4780", Err: ErrInvalid}, `broker.hcl: http_bind = "0.0.0.0:4780": must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }`},
-		"port out of range":    {`http_bind = "127.0.0.1:99999"`, &ConfigError{Key: "http_bind", Value: "127.0.0.1:99999", Err: ErrInvalid}, `broker.hcl: http_bind = "127.0.0.1:99999": port 99999 is out of range: want 0 to 65535`},
-		"half tls":             {"tls {\ncert_file = \"c\"\nkey_file = \"\"\n}", &ConfigError{Key: "tls", Value: `cert_file = "c", key_file = ""`, Err: ErrInvalid}, `broker.hcl: tls = "cert_file = \"c\", key_file = \"\"": give both`},
-		"unix address":         {`nomad { address = "unix:///var/run/nomad.sock" }`, &ConfigError{Key: "nomad.address", Value: "unix:///var/run/nomad.sock", Err: ErrInvalid}, `broker.hcl: nomad.address = "unix:///var/run/nomad.sock": want an http or https URL such as http://127.0.0.1:4646`},
-		"address without host": {`nomad { address = "http://:4646" }`, &ConfigError{Key: "nomad.address", Value: "http://:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "http://:4646": the URL has no host`},
-		"bare host":            {`nomad { address = "nomad.example:4646" }`, &ConfigError{Key: "nomad.address", Value: "nomad.example:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "nomad.example:4646": want an http or https URL such as http://127.0.0.1:4646`},
-		"address with secret":  {`nomad { address = "ftp://user:secret@h" }`, &ConfigError{Key: "nomad.address", Value: "ftp://redacted@h", Err: ErrInvalid}, `broker.hcl: nomad.address = "ftp://redacted@h": want an http or https URL such as http://127.0.0.1:4646`},
-		"scheme-less secret":   {`nomad { address = "user:pw@10.0.0.1:4646" }`, &ConfigError{Key: "nomad.address", Value: "redacted@10.0.0.1:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "redacted@10.0.0.1:4646": want an http or https URL such as http://127.0.0.1:4646`},
-		"unknown log level":    {`log_level = "verbose"`, &ConfigError{Key: "log_level", Value: "verbose", Err: ErrInvalid}, `broker.hcl: log_level = "verbose": want trace, debug, info, warn, error or off`},
-		"default pool":         {`holding_pool = "default"`, &ConfigError{Key: "holding_pool", Value: "default", Err: ErrInvalid}, `broker.hcl: holding_pool = "default": is one of Nomad's built-in pools, which hold nodes; the holding pool must have none`},
-		"all pool":             {`holding_pool = "all"`, &ConfigError{Key: "holding_pool", Value: "all", Err: ErrInvalid}, `broker.hcl: holding_pool = "all": is one of Nomad's built-in pools, which hold nodes; the holding pool must have none`},
-		"pool with a space":    {`holding_pool = "my pool"`, &ConfigError{Key: "holding_pool", Value: "my pool", Err: ErrInvalid}, `broker.hcl: holding_pool = "my pool": not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')`},
-		"pool too long":        {`holding_pool = "` + strings.Repeat("p", 129) + `"`, &ConfigError{Key: "holding_pool", Value: strings.Repeat("p", 129), Err: ErrInvalid}, ""},
-		"empty namespace":      {`namespaces = [""]`, &ConfigError{Key: "namespaces", Value: "", Err: ErrInvalid}, `broker.hcl: namespaces = "": empty namespace name`},
+		"negative dump_max_files": {`dump_max_files = -1`, &ConfigError{Key: "dump_max_files", Value: "-1", Err: ErrInvalid}, `broker.hcl: dump_max_files = "-1": want a count of files, 0 or more (0: never prune)`},
+		"bad interval":            {`interval = "soon"`, &ConfigError{Key: "interval", Value: "soon", Err: ErrInvalid}, `broker.hcl: interval = "soon": want a non-negative duration such as "30s"`},
+		"zero staleness":          {`staleness = "0s"`, &ConfigError{Key: "staleness", Value: "0s", Err: ErrTooShort}, `broker.hcl: staleness = "0s": must be at least 1s`},
+		"1ns staleness":           {`staleness = "1ns"`, &ConfigError{Key: "staleness", Value: "1ns", Err: ErrTooShort}, `broker.hcl: staleness = "1ns": must be at least 1s`},
+		"3ns staleness":           {`staleness = "3ns"`, &ConfigError{Key: "staleness", Value: "3ns", Err: ErrTooShort}, `broker.hcl: staleness = "3ns": must be at least 1s`},
+		"1ns interval":            {`interval = "1ns"`, &ConfigError{Key: "interval", Value: "1ns", Err: ErrTooShort}, `broker.hcl: interval = "1ns": must be at least 1s`},
+		"999ms interval":          {`interval = "999ms"`, &ConfigError{Key: "interval", Value: "999ms", Err: ErrTooShort}, `broker.hcl: interval = "999ms": must be at least 1s`},
+		"negative min_runtime":    {`min_runtime = "-1m"`, &ConfigError{Key: "min_runtime", Value: "-1m", Err: ErrInvalid}, `broker.hcl: min_runtime = "-1m": want a non-negative duration such as "30s"`},
+		"public bind":             {`http_bind = "0.0.0.0:4780"`, &ConfigError{Key: "http_bind", Value: "0.0.0.0:4780", Err: ErrInvalid}, `broker.hcl: http_bind = "0.0.0.0:4780": must be a loopback address, or listening beyond loopback needs tls { cert_file key_file }`},
+		"port out of range":       {`http_bind = "127.0.0.1:99999"`, &ConfigError{Key: "http_bind", Value: "127.0.0.1:99999", Err: ErrInvalid}, `broker.hcl: http_bind = "127.0.0.1:99999": port 99999 is out of range: want 0 to 65535`},
+		"half tls":                {"tls {\ncert_file = \"c\"\nkey_file = \"\"\n}", &ConfigError{Key: "tls", Value: `cert_file = "c", key_file = ""`, Err: ErrInvalid}, `broker.hcl: tls = "cert_file = \"c\", key_file = \"\"": give both`},
+		"unix address":            {`nomad { address = "unix:///var/run/nomad.sock" }`, &ConfigError{Key: "nomad.address", Value: "unix:///var/run/nomad.sock", Err: ErrInvalid}, `broker.hcl: nomad.address = "unix:///var/run/nomad.sock": want an http or https URL such as http://127.0.0.1:4646`},
+		"address without host":    {`nomad { address = "http://:4646" }`, &ConfigError{Key: "nomad.address", Value: "http://:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "http://:4646": the URL has no host`},
+		"bare host":               {`nomad { address = "nomad.example:4646" }`, &ConfigError{Key: "nomad.address", Value: "nomad.example:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "nomad.example:4646": want an http or https URL such as http://127.0.0.1:4646`},
+		"address with secret":     {`nomad { address = "ftp://user:secret@h" }`, &ConfigError{Key: "nomad.address", Value: "ftp://redacted@h", Err: ErrInvalid}, `broker.hcl: nomad.address = "ftp://redacted@h": want an http or https URL such as http://127.0.0.1:4646`},
+		"scheme-less secret":      {`nomad { address = "user:pw@10.0.0.1:4646" }`, &ConfigError{Key: "nomad.address", Value: "redacted@10.0.0.1:4646", Err: ErrInvalid}, `broker.hcl: nomad.address = "redacted@10.0.0.1:4646": want an http or https URL such as http://127.0.0.1:4646`},
+		"unknown log level":       {`log_level = "verbose"`, &ConfigError{Key: "log_level", Value: "verbose", Err: ErrInvalid}, `broker.hcl: log_level = "verbose": want trace, debug, info, warn, error or off`},
+		"default pool":            {`holding_pool = "default"`, &ConfigError{Key: "holding_pool", Value: "default", Err: ErrInvalid}, `broker.hcl: holding_pool = "default": is one of Nomad's built-in pools, which hold nodes; the holding pool must have none`},
+		"all pool":                {`holding_pool = "all"`, &ConfigError{Key: "holding_pool", Value: "all", Err: ErrInvalid}, `broker.hcl: holding_pool = "all": is one of Nomad's built-in pools, which hold nodes; the holding pool must have none`},
+		"pool with a space":       {`holding_pool = "my pool"`, &ConfigError{Key: "holding_pool", Value: "my pool", Err: ErrInvalid}, `broker.hcl: holding_pool = "my pool": not a Nomad node pool name (1 to 128 letters, digits, '-' or '_')`},
+		"pool too long":           {`holding_pool = "` + strings.Repeat("p", 129) + `"`, &ConfigError{Key: "holding_pool", Value: strings.Repeat("p", 129), Err: ErrInvalid}, ""},
+		"empty namespace":         {`namespaces = [""]`, &ConfigError{Key: "namespaces", Value: "", Err: ErrInvalid}, `broker.hcl: namespaces = "": empty namespace name`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -55,10 +55,10 @@ func (c *QuotaStatusCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: gputide quota status [options]
 
-  Shows every quota node, children under their parent marked "· " per level, with its
-  nominal GPUs and a usage bar ('#' non-idle, '+' idle, '.' free nominal),
-  borrowed, debt (L9), booked and displaced (L10), lendable and queued GPUs.
-  Any valid token may read it.
+  Shows every quota node, children under their parent marked "· " per
+  level, with its nominal GPUs and a usage bar ('#' non-idle, '+' idle,
+  '.' free nominal), borrowed, debt (L9), booked and displaced (L10),
+  lendable and queued GPUs. Any valid token may read it.
 ` + apiHelp)
 }
 

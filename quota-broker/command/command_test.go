@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/version"
@@ -405,6 +406,41 @@ func TestEveryRegisteredCommandHasHelpAndSynopsis(t *testing.T) {
 		}
 		if c.Synopsis() == "" {
 			t.Errorf("%s: empty synopsis", name)
+		}
+	}
+}
+
+// A word after a command group that is none of its subcommands is named
+// on stderr, above the group's usage, with exit code 1 (the nomad CLI shows
+// a group's usage with 1 too); -help after it still shows the usage with 0.
+func TestUnknownSubcommandIsNamed(t *testing.T) {
+	for _, group := range []string{"quota", "job", "reservation", "schedule"} {
+		code, out, errOut := run(t, "", group, "bogus")
+		want := "gputide " + group + ": unknown subcommand \"bogus\"\n\nUsage: gputide " + group + " <subcommand> [options]\n"
+		if code != 1 || out != "" || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, "Subcommands:") {
+			t.Errorf("%s bogus: exit %d, stdout %q, stderr %q; want 1, nothing, and stderr starting %q with the subcommands", group, code, out, errOut, want)
+		}
+	}
+	if code, out, errOut := run(t, "", "quota"); code != 1 || out != "" || strings.Contains(errOut, "unknown") {
+		t.Errorf("quota: exit %d, stdout %q, stderr %q; want 1 and the usage alone", code, out, errOut)
+	}
+	if code, out, _ := run(t, "", "quota", "bogus", "-help"); code != 0 || !strings.HasPrefix(out, "Usage: gputide quota <subcommand>") {
+		t.Errorf("quota bogus -help: exit %d, stdout %q; want 0 and the usage", code, out)
+	}
+}
+
+// Help text keeps to 80 columns, bar the usage line (a long synopsis of
+// required flags, as nomad's own).
+func TestHelpLinesFitEightyColumns(t *testing.T) {
+	for name, factory := range Commands(Meta{}) {
+		c, err := factory()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i, line := range strings.Split(c.Help(), "\n") {
+			if n := utf8.RuneCountInString(line); i > 0 && n > 80 {
+				t.Errorf("%s -help line %d is %d columns wide: %q", name, i+1, n, line)
+			}
 		}
 	}
 }

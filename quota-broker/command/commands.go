@@ -10,6 +10,7 @@ package command
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/hashicorp/cli"
 
@@ -51,6 +52,8 @@ func Commands(m Meta) map[string]cli.CommandFactory {
 //     -help, -version), printed to stdout;
 //   - 1: an error (bad input, bad flags), or no command at all; errors and
 //     the usage shown with them go to stderr;
+//   - 1 also for an unknown subcommand of a command group ("gputide quota
+//     bogus"): stderr names it, then shows the group's usage;
 //   - 127: an unknown command: stderr names it, then lists the commands.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	m := Meta{
@@ -91,10 +94,37 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	if sub, arg, ok := unknownSubcommand(c, commands); ok {
+		// The group's Run returns RunResultHelp: its usage follows on
+		// stderr, with exit code 1.
+		m.Ui.Error(fmt.Sprintf("gputide %s: unknown subcommand %q\n", sub, arg))
+	}
 	code, err := c.Run()
 	if err != nil {
 		m.Ui.Error("Error executing CLI: " + err.Error())
 		return 1
 	}
 	return code
+}
+
+// unknownSubcommand reports whether the CLI's args name a command group
+// ("quota", "job", "reservation", "schedule": a registered name that
+// others extend with " <sub>") followed by a word that is not one of its
+// subcommands: it returns the group and that word. Help and version
+// requests, and flags after the group, are not reported.
+func unknownSubcommand(c *cli.CLI, commands map[string]cli.CommandFactory) (group, arg string, ok bool) {
+	group = c.Subcommand()
+	if group == "" || c.IsHelp() || c.IsVersion() {
+		return "", "", false
+	}
+	rest := c.SubcommandArgs()
+	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+		return "", "", false
+	}
+	for name := range commands {
+		if strings.HasPrefix(name, group+" ") {
+			return group, rest[0], true
+		}
+	}
+	return "", "", false
 }

@@ -255,24 +255,34 @@ func (p *planner) placeJob(j *job, cache map[feasibilityKey][]int) placement {
 // returns the node index, or -1 and the reason there is no room.
 func (p *planner) placeOne(c *claim) (int, string) {
 	if len(c.nodes) == 0 {
-		return -1, fmt.Sprintf("no node can run %d GPUs%s%s", c.g.GPUs, modelText(c.g.Model), placeText(c.g))
+		return -1, fmt.Sprintf("no node can run %s%s%s", gpuCount(c.g.GPUs), modelText(c.g.Model), placeText(c.g))
 	}
 	if ni := p.binPack(c.nodes, c); ni >= 0 {
 		p.admitOne(c, ni)
 		return ni, ""
 	}
 	if c.j.idle {
-		return -1, fmt.Sprintf("idle job: no node has %d free GPUs%s%s; idle jobs never preempt",
-			c.g.GPUs, modelText(c.g.Model), placeText(c.g))
+		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
 	}
 	set, keys := p.findVictims(c)
 	if set == nil {
-		return -1, fmt.Sprintf("no node has %d free GPUs%s%s, even with preemption",
-			c.g.GPUs, modelText(c.g.Model), placeText(c.g))
+		return -1, fmt.Sprintf("no node has %s%s%s, even with preemption",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
 	}
 	p.stopUnits(set, c, keys)
 	p.admitOne(c, set.node)
 	return set.node, ""
+}
+
+// gpuCount writes n GPUs for a reason text, singular for one: "1 GPU",
+// "8 GPUs", with adjectives between ("1 free GPU", "8 free GPUs").
+func gpuCount(n int, adj ...string) string {
+	noun := "GPUs"
+	if n == 1 {
+		noun = "GPU"
+	}
+	return strings.Join(append(append([]string{strconv.Itoa(n)}, adj...), noun), " ")
 }
 
 // newClaim returns the claim of group g of job j, with its feasible nodes

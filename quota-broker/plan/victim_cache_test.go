@@ -154,7 +154,9 @@ func planHash(t testing.TB, s *Snapshot) (string, *Plan) {
 // allocation): same bytes. The hashes were recorded again when the
 // Calendar core (reservations, holds, flex rules, wake_at) changed the plans
 // themselves; TestVictimCacheMatchesScan confirmed then that the cached and
-// the scanning search still give the same bytes.
+// the scanning search still give the same bytes. Seed 2's hash changed
+// once more for text alone: one idle wait's "1 free GPUs" became "1 free
+// GPU" (its JSON diff was that one reason).
 func TestLargePlansAsBeforeTheVictimCache(t *testing.T) {
 	golden := []struct {
 		name  string
@@ -164,7 +166,7 @@ func TestLargePlansAsBeforeTheVictimCache(t *testing.T) {
 	}{
 		{"held 200 nodes, admit 700", heldSnapshot(200, 700), 700, "03048c81f0896f934f332812c669036d387ddb7c3e30c7516af5d49d2eb4648d"},
 		{"mixed seed 1, 300 nodes", mixedSnapshot(1, 300), -1, "3718909bb4265e80ffa1471339e30dd69857b14ce1dc6319e4ba8981820ed2d4"},
-		{"mixed seed 2, 300 nodes", mixedSnapshot(2, 300), -1, "1b4df3e317377bcb00c69db557e967ef8d6a0eb3ad5074e23ceb0fdc4aa8eb8a"},
+		{"mixed seed 2, 300 nodes", mixedSnapshot(2, 300), -1, "ea5c61f15ed3dcce97e7f623c4ccc4e25848b1be910e00763327974df4957088"},
 		{"mixed seed 3, 500 nodes", mixedSnapshot(3, 500), -1, "e03a367d66174b0ce3cc3a369062c9baf7465f64e3694ae51f205551bb7badba"},
 		{"mixed seed 4, 500 nodes", mixedSnapshot(4, 500), -1, "3b3a8c3303c6c366f4a692f2aca6ef147db3b4d5158a474f4ec19f148626033e"},
 	}

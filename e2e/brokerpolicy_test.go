@@ -1,0 +1,103 @@
+package e2e
+
+// The broker's own Nomad token need not be a management token: with a
+// token of examples/reference/acl/gputide-broker.policy.hcl alone, on a
+// Nomad dev agent with ACLs enabled, the broker creates its holding pool,
+// watches (event stream, lists, scaling policies), admits jobs and
+// preempts for another team (job register into the holding pool, then
+// alloc stop), and no Nomad call of it is refused.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/hashicorp/nomad/api"
+)
+
+func TestBrokerWithItsReferencePolicy(t *testing.T) {
+	start := time.Now()
+	a := startGPUNomadACL(t, true)
+	applyReferenceNamespaces(t, a)
+	c := a.Client // management: the test's own submissions
+	rules, err := os.ReadFile(filepath.Join(referenceDir, "acl", "gputide-broker.policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ACLPolicies().Upsert(&api.ACLPolicy{Name: "gputide-broker", Rules: string(rules)}, nil); err != nil {
+		t.Fatalf("policy gputide-broker: %v", err)
+	}
+	tok, _, err := c.ACLTokens().Create(&api.ACLToken{Name: "gputide-broker", Type: "client", Policies: []string{"gputide-broker"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.NodePools().Info(nomad.DefaultHoldingPool, nil); err == nil {
+		t.Fatalf("the holding pool exists before the broker starts; the test would not check that the broker may create it")
+	}
+
+	dir := t.TempDir()
+	quotaFile := filepath.Join(dir, "quota.hcl")
+	writeQuota(t, quotaFile, 3, 5)
+	cfg := filepath.Join(dir, "broker.hcl")
+	src := fmt.Sprintf(`
+nomad {
+  address = %q
+  token   = %q
+}
+quota_file   = "quota.hcl"
+interval     = "2s"
+staleness    = "3s"
+http_bind    = "127.0.0.1:%d"
+log_level    = "debug"
+admin_policy = "gputide-admin"
+`, a.Addr, tok.SecretID, freePorts(t, 1)[0])
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	b := runBroker(t, cfg, quotaFile) // waits until it acts: the holding pool was created
+	if _, _, err := c.NodePools().Info(nomad.DefaultHoldingPool, nil); err != nil {
+		t.Fatalf("holding pool: %v", err)
+	}
+
+	// Admissions into a full node, then team A's inference preempts team
+	// C's training (use case 1): register into the holding pool, alloc stop.
+	_, cTrain, _ := fill(t, c)
+	submit(t, c, jobSpec{Namespace: "workspace-a", ID: "inference", Type: "service", Priority: 80, Count: 1, GPUs: 4})
+	waitRunning(t, c, "workspace-a", "inference", 1, 60*time.Second)
+	if j := jobInfo(t, c, "workspace-c", "training"); *j.NodePool != nomad.DefaultHoldingPool {
+		t.Fatalf("the victim's job is in pool %q, want the holding pool", *j.NodePool)
+	}
+	for _, id := range cTrain {
+		al, _, err := c.Allocations().Info(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if al.DesiredStatus != api.AllocDesiredStatusStop {
+			t.Errorf("victim %s desired status %q, want stop", id, al.DesiredStatus)
+		}
+	}
+	// Two more planning cycles, then no refusal anywhere in the log (scaling
+	// policies and lists included).
+	time.Sleep(5 * time.Second)
+	log := b.Log.String()
+	for _, refused := range []string{"403", "ermission denied", "cannot reach Nomad"} {
+		if strings.Contains(log, refused) {
+			t.Errorf("the broker log shows %q: a call its policy does not allow:\n%s", refused, tail(log, 6000))
+			break
+		}
+	}
+	// Known limit (docs/nomad-integration.md): Nomad gives the event
+	// stream's Namespace topic (nomad.Topics) to management tokens only, so
+	// it closes this token's stream at once and the broker lists again
+	// (about every 1-2 s): it works, but polls. Counted, not failed, so that
+	// the test keeps passing once the broker drops that topic for such a token.
+	t.Logf("event stream reopened %d times in %s", strings.Count(log, "lost the Nomad event stream"), time.Since(start).Round(time.Second))
+	if strings.Contains(log, tok.SecretID) {
+		t.Error("the broker log shows its token")
+	}
+}
