@@ -433,7 +433,7 @@ func TestWatcherListsAtOnceWhenTouchedDuringBackoff(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	waitUntil("the first failure", func() bool { return f.count("GET", "/v1/namespaces") >= 1 && w.Status().LastError != "" })
+	waitUntil("the first failure", func() bool { return f.count("GET", "/v1/acl/token/self") >= 1 && w.Status().LastError != "" })
 	f.mu.Lock()
 	f.down = false
 	f.mu.Unlock()

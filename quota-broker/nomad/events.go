@@ -144,8 +144,10 @@ func decodePayload(e *api.Event) (*payload, error) {
 
 // Refresh fetches the summaries of the jobs events have touched since the
 // last refresh (the stream carries no summary events). A job Nomad no longer
-// knows is dropped. It returns the first error; jobs it could not fetch stay
-// marked for the next refresh.
+// knows is dropped. When the stream does not carry the Namespace topic
+// (NamespacesListed) it also lists the namespaces again, so a namespace
+// created or deleted is seen within one planning cycle. It returns the
+// first error; jobs it could not fetch stay marked for the next refresh.
 func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	s.mu.Lock()
 	keys := make([]plan.JobKey, 0, len(s.dirty))
@@ -212,6 +214,9 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	close(next)
 	wg.Wait()
 	if err := s.refreshPools(ctx, c, keys); err != nil && first == nil {
+		first = err
+	}
+	if err := s.refreshNamespaces(ctx, c); err != nil && first == nil {
 		first = err
 	}
 	return first

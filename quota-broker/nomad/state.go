@@ -69,6 +69,10 @@ type State struct {
 	summaries  map[plan.JobKey]*api.JobSummary // job summaries
 	blocked    map[string]*api.Evaluation      // eval ID -> blocked evaluation
 	namespaces map[string]bool
+	// nsWatch says how namespace changes reach the state (set by the
+	// watcher before the state is installed; zero in a state built
+	// otherwise, which Refresh treats as streamed).
+	nsWatch NamespaceWatch
 	// pools are the node pool names Nomad listed (ListAll, and again by
 	// Refresh when a job names a pool not among them); nil in a state
 	// built from events alone, where the pool check is skipped.

@@ -11,11 +11,15 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// Topics are the event stream topics the watcher reads (DESIGN §5).
-var Topics = []api.Topic{api.TopicJob, api.TopicAllocation, api.TopicEvaluation, api.TopicNode, "Namespace"}
+// Topics are the event stream topics the watcher reads (DESIGN §5);
+// NamespaceTopic only where the token may (see ResolveNamespaceWatch).
+var Topics = []api.Topic{api.TopicJob, api.TopicAllocation, api.TopicEvaluation, api.TopicNode, NamespaceTopic}
 
 // Watcher keeps a State in step with Nomad: a full list, then the event
-// stream from the list's index; when the stream breaks or Nomad cannot be
+// stream from the list's index. Before its first list it reads its token
+// once (ResolveNamespaceWatch) and logs at INFO how it watches namespaces:
+// on the stream, or, for a token that is not a management token, by
+// listing them at each State.Refresh. When the stream breaks or Nomad cannot be
 // reached, it waits (exponential backoff, see Backoff), lists again and
 // streams again. Every (re-)list replaces the state and
 // logs how the GPU ledger changed (law L2: the live state wins).
@@ -44,7 +48,8 @@ type Watcher struct {
 	syncedAt  time.Time // last moment the state was known to match Nomad
 	relists   int
 	lastErr   error
-	retry     chan struct{} // see Touch
+	retry     chan struct{}  // see Touch
+	nsWatch   NamespaceWatch // 0 until resolved; then fixed
 }
 
 // Status is the watcher's view of its connection to Nomad.
@@ -204,11 +209,16 @@ func (w *Watcher) wait(ctx context.Context, d time.Duration) bool {
 // once does one full list and follows the stream until it fails; connected
 // says whether the list succeeded and the stream opened.
 func (w *Watcher) once(ctx context.Context) (connected bool, err error) {
+	mode, err := w.namespaceWatch(ctx)
+	if err != nil {
+		return false, err
+	}
 	s, err := ListAll(ctx, w.Client, w.Governed)
 	if err != nil {
 		return false, err
 	}
-	stream, err := w.Client.EventStream().Stream(ctx, topicMap(), s.index+1, &api.QueryOptions{Namespace: "*"})
+	s.nsWatch = mode
+	stream, err := w.Client.EventStream().Stream(ctx, topicsFor(mode), s.index+1, &api.QueryOptions{Namespace: "*"})
 	if err != nil {
 		return false, fmt.Errorf("failed to open the event stream: %w", err)
 	}
@@ -227,6 +237,32 @@ func (w *Watcher) once(ctx context.Context) (connected bool, err error) {
 		return true, ctx.Err()
 	}
 	return true, fmt.Errorf("event stream closed")
+}
+
+// namespaceWatch returns how namespaces are watched, resolving it on the
+// first call that reaches Nomad (ResolveNamespaceWatch) and logging the
+// choice once at INFO.
+func (w *Watcher) namespaceWatch(ctx context.Context) (NamespaceWatch, error) {
+	w.mu.Lock()
+	mode := w.nsWatch
+	w.mu.Unlock()
+	if mode != 0 {
+		return mode, nil
+	}
+	mode, why, err := ResolveNamespaceWatch(ctx, w.Client)
+	if err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	w.nsWatch = mode
+	w.mu.Unlock()
+	switch mode {
+	case NamespacesStreamed:
+		w.Logger.Info("watching namespaces on the event stream (Namespace topic)", "reason", why)
+	default:
+		w.Logger.Info("watching namespaces by listing them at each planning cycle; the event stream leaves out the Namespace topic", "reason", why)
+	}
+	return mode, nil
 }
 
 // replace installs a freshly listed state and logs how the ledger changed.
@@ -257,14 +293,6 @@ func (w *Watcher) changed() {
 	if w.OnChange != nil {
 		w.OnChange()
 	}
-}
-
-func topicMap() map[api.Topic][]string {
-	m := map[api.Topic][]string{}
-	for _, t := range Topics {
-		m[t] = []string{"*"}
-	}
-	return m
 }
 
 // Mismatch is one allocation whose GPUs differ between two ledgers.
