@@ -20,7 +20,6 @@ import (
 )
 
 func TestBrokerWithItsReferencePolicy(t *testing.T) {
-	start := time.Now()
 	a := startGPUNomadACL(t, true)
 	applyReferenceNamespaces(t, a)
 	c := a.Client // management: the test's own submissions
@@ -58,7 +57,7 @@ admin_policy = "gputide-admin"
 	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start = time.Now()
+	start := time.Now()
 	b := runBroker(t, cfg, quotaFile) // waits until it acts: the holding pool was created
 	if _, _, err := c.NodePools().Info(nomad.DefaultHoldingPool, nil); err != nil {
 		t.Fatalf("holding pool: %v", err)
