@@ -80,6 +80,19 @@ func TestValidateNamesTheFieldAndTheValue(t *testing.T) {
 			`allocations[0].priority: 0 is outside 1-100`},
 		{"allocations of one job that differ in idle", func(s *Snapshot) { s.Allocations[1].Idle = true },
 			`allocations[1].idle: true differs from false in allocations[0], an allocation of the same job "workspace-b/train"`},
+		{"a group listed twice after another group of its job", func(s *Snapshot) {
+			g := s.Pending[0]
+			g.Group = "web"
+			s.Pending = append(s.Pending, g, s.Pending[0])
+		}, `pending[2]: group "workspace-a/chat/server" is listed twice (also pending[0])`},
+		{"a group listed twice after its job's first group", func(s *Snapshot) {
+			g := s.Pending[0]
+			g.Group = "web"
+			s.Pending = append(s.Pending, g, g)
+		}, `pending[2]: group "workspace-a/chat/web" is listed twice (also pending[1])`},
+		{"a non-ASCII letter in a name is fine, a control character after it is not", func(s *Snapshot) {
+			s.Allocations[0].Group = "wörker\u009b"
+		}, `allocations[0].group: "wörker\u009b" holds the control character U+009B; a name may not`},
 		{"a reservation of an unknown quota", func(s *Snapshot) {
 			s.Reservations = []Reservation{{ID: "r", Namespace: "workspace-b", Quota: "Q9", GPUs: 1, Start: t0, End: t0.Add(time.Hour)}}
 		}, `reservations[0].quota: unknown quota "Q9"`},
