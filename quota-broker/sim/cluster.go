@@ -76,10 +76,14 @@ type job struct {
 	gen                      int // invalidates a scheduled finish
 	firstStart               int64
 	everStarted              bool
-	waitReason               string
-	pendCounted              int
-	infer                    *inferState
-	preempted                int
+	// The rule and binding quota of the wait last recorded (waiting: one
+	// was recorded since the job last was admitted).
+	waiting     bool
+	waitRule    plan.Rule
+	waitQuota   string
+	pendCounted int
+	infer       *inferState
+	preempted   int
 	// What binds the job's wait now, since when, and how long it waited
 	// under each binding (waits.go).
 	bound      string

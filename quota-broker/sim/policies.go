@@ -112,15 +112,31 @@ type unitKey struct {
 	alloc string
 }
 
+// pendingJobs groups the snapshot's pending groups by job, in the order the
+// alternatives decide them (pjob).
+//
+// The simulator plans after every event with the whole backlog pending, so
+// this runs on thousands of groups per plan: the map is sized once, the
+// jobs are kept in one backing array, and a stable sort by priority then
+// (submission, namespace, job) is done as a stable split by priority and
+// a stable sort of each priority's jobs that is skipped when they are
+// already in order (the simulator lists them by arrival). The order is
+// that of one stable sort by the whole key.
 func pendingJobs(s *plan.Snapshot) []*pjob {
-	by := map[plan.JobKey]*pjob{}
+	by := make(map[plan.JobKey]*pjob, len(s.Pending))
+	all := make([]pjob, 0, len(s.Pending))
+	groups := make([]*plan.Pending, len(s.Pending))
 	var out []*pjob
 	for i := range s.Pending {
 		g := &s.Pending[i]
-		j := by[g.JobKey()]
+		key := g.JobKey()
+		j := by[key]
 		if j == nil {
-			j = &pjob{ns: g.Namespace, name: g.Job, sub: g.SubmittedAt}
-			by[g.JobKey()] = j
+			all = append(all, pjob{ns: g.Namespace, name: g.Job, sub: g.SubmittedAt})
+			j = &all[len(all)-1]
+			// Most jobs have one group: a slice of one from groups.
+			j.groups = groups[i : i : i+1]
+			by[key] = j
 			out = append(out, j)
 		}
 		j.groups = append(j.groups, g)
@@ -128,20 +144,35 @@ func pendingJobs(s *plan.Snapshot) []*pjob {
 		j.gang = j.gang || g.Flex != nil
 		j.ask += g.Count * g.GPUs
 	}
-	sort.SliceStable(out, func(a, b int) bool {
-		x, y := out[a], out[b]
-		if x.prio != y.prio {
-			return x.prio > y.prio
-		}
+	sortPending(out)
+	return out
+}
+
+// sortPending sorts jobs stably by priority (highest first), then
+// submission, namespace and job name: the order DESIGN L3 decides in.
+func sortPending(out []*pjob) {
+	later := func(x, y *pjob) bool { // x after y within one priority
 		if !x.sub.Equal(y.sub) {
-			return x.sub.Before(y.sub)
+			return x.sub.After(y.sub)
 		}
 		if x.ns != y.ns {
-			return x.ns < y.ns
+			return x.ns > y.ns
 		}
-		return x.name < y.name
-	})
-	return out
+		return x.name > y.name
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].prio > out[b].prio })
+	for lo := 0; lo < len(out); {
+		hi := lo + 1
+		sorted := true
+		for ; hi < len(out) && out[hi].prio == out[lo].prio; hi++ {
+			sorted = sorted && !later(out[hi-1], out[hi])
+		}
+		if !sorted {
+			part := out[lo:hi]
+			sort.SliceStable(part, func(a, b int) bool { return later(part[b], part[a]) })
+		}
+		lo = hi
+	}
 }
 
 // freeMap is the free GPUs per node (GPUs on no allocation), for placement.
@@ -248,12 +279,14 @@ type Static struct {
 	own   map[string]int // namespace -> dedicated node count
 	owner []string       // node index -> namespace that owns it, "" shared
 	why   map[string]string
+	bound map[string]string // namespace -> StaticBound(namespace)
 }
 
 // NewStatic builds the static policy from the shares.
 func NewStatic(sh *Shares) *Static {
-	p := &Static{sh: sh, limit: map[string]int{}, own: map[string]int{}, why: map[string]string{}}
+	p := &Static{sh: sh, limit: map[string]int{}, own: map[string]int{}, why: map[string]string{}, bound: map[string]string{}}
 	for i, n := range sh.Namespaces {
+		p.bound[n] = StaticBound(n)
 		p.limit[n] = sh.GPUs[i]
 		p.own[n] = sh.Dedicated[i]
 		p.why[n] = fmt.Sprintf("%s: hard limit of %d GPUs reached, or no node has room", n, sh.GPUs[i])
@@ -284,7 +317,8 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		used[s.Allocations[i].Namespace] += s.Allocations[i].GPUs()
 	}
 	free := newFreeMap(s)
-	out := &plan.Plan{}
+	// At least one action per pending group (an admit or a wait).
+	out := &plan.Plan{Actions: make([]plan.Action, 0, len(s.Pending))}
 	for _, j := range pendingJobs(s) {
 		if expired(s, j) {
 			emitExpire(out, j)
@@ -309,7 +343,7 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		used[j.ns] += n
 		bound := ""
 		if room < j.ask {
-			bound = StaticBound(j.ns)
+			bound = p.bound[j.ns]
 		}
 		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns], bound)
 	}
@@ -319,6 +353,9 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 // trimToRoom returns j with its groups' counts cut to fit room GPUs, or nil
 // when nothing fits.
 func trimToRoom(j *pjob, room int) *pjob {
+	if room <= 0 {
+		return nil // no group gets an allocation (the loop below)
+	}
 	t := *j
 	t.groups = nil
 	some := false
@@ -418,7 +455,8 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	taken := map[*unit]bool{}
 	free := newFreeMap(s)
 	all := func(int) bool { return true }
-	out := &plan.Plan{}
+	// At least one action per pending group (an admit or a wait).
+	out := &plan.Plan{Actions: make([]plan.Action, 0, len(s.Pending))}
 	jobs := pendingJobs(s)
 	// Workloads already admitted keep their quota and are placed first.
 	still := map[plan.JobKey]bool{}

@@ -47,6 +47,11 @@ type Options struct {
 	Progress func(frac float64)
 	// Sample is the period of the occupancy samples; 0: about 1,000 samples.
 	Sample time.Duration
+	// noBookkeeping leaves out the report's bookkeeping of issue 12: what
+	// bound each wait (waits.go), the losses per hour and rule, and the
+	// queue per sample. Only BenchmarkReportBookkeeping sets it, to measure
+	// what that bookkeeping costs.
+	noBookkeeping bool
 }
 
 // Event is one line of events.jsonl: a plan action (stop, admit, wait,
@@ -492,7 +497,7 @@ func (s *sim) halt(j *job, rule plan.Rule) {
 	}
 	s.res.LostGPUh += gpuh
 	s.res.lastLost = gpuh
-	if gpuh > 0 {
+	if gpuh > 0 && !s.opt.noBookkeeping {
 		s.res.Losses = append(s.res.Losses, Loss{At: s.tm(s.now), Rule: string(rule), GPUh: gpuh, Borrowing: j.spec.Idle})
 	}
 }
@@ -730,7 +735,7 @@ func (s *sim) apply(p *plan.Plan) {
 				}
 				s.allocs[a.id] = a
 			}
-			j.waitReason = ""
+			j.waiting = false
 			s.pend(j)
 			s.bind(j, BoundVictims)
 		case plan.ActionExpire:
@@ -751,10 +756,10 @@ func (s *sim) apply(p *plan.Plan) {
 			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
 			// A wait is recorded when the group starts to wait and when its
 			// rule or binding quota changes, not at every plan.
-			if j == nil || j.waitReason == string(act.Rule)+"\x00"+act.Quota {
+			if j == nil || (j.waiting && j.waitRule == act.Rule && j.waitQuota == act.Quota) {
 				continue
 			}
-			j.waitReason = string(act.Rule) + "\x00" + act.Quota
+			j.waiting, j.waitRule, j.waitQuota = true, act.Rule, act.Quota
 			s.bind(j, waitBinding(j, &act))
 			if act.Quota != "" {
 				s.boundQuota(act.Quota)
