@@ -217,8 +217,9 @@ type checker struct {
 	gpus   map[string]gpuRef      // GPU ID -> where, GPUs of nodes that passed
 	// holder is, per GPU (gpuRef.slot), 1 + the index of the allocation
 	// holding it, or 0: a slice, so that booking a GPU does not write the
-	// map again.
+	// map again. off is, per node, the slot of its first GPU.
 	holder []int32
+	off    []int32
 }
 
 // gpuRef is where a GPU is: 12 bytes, so that the index of a cluster's
@@ -286,7 +287,13 @@ func (c *checker) nodes() {
 	}
 	c.nodeAt = make(map[string]int, len(c.s.Nodes))
 	c.gpus = make(map[string]gpuRef, total)
-	c.holder = make([]int32, 0, total)
+	c.holder = make([]int32, total)
+	c.off = make([]int32, len(c.s.Nodes))
+	slot := int32(0)
+	for i := range c.s.Nodes {
+		c.off[i] = slot
+		slot += int32(len(c.s.Nodes[i].GPUs))
+	}
 	for i := range c.s.Nodes {
 		if f := c.node(i); f != nil {
 			c.fail(f)
@@ -319,8 +326,7 @@ func (c *checker) node(i int) *Fault {
 			}
 			return f
 		}
-		c.gpus[g.ID] = gpuRef{ni: int32(i), gi: int32(k), slot: int32(len(c.holder))}
-		c.holder = append(c.holder, 0)
+		c.gpus[g.ID] = gpuRef{ni: int32(i), gi: int32(k), slot: c.off[i] + int32(k)}
 	}
 	c.nodeAt[n.ID] = i
 	return nil
@@ -363,10 +369,11 @@ func (c *checker) allocation(i int, ids map[string]int, first map[JobKey]int) *F
 	if a.Node == "" {
 		return bad(".node", "must not be empty")
 	}
-	if _, ok := c.nodeAt[a.Node]; !ok {
+	ni, ok := c.nodeAt[a.Node]
+	if !ok {
 		return bad(".node", "unknown node %s", Quote(a.Node))
 	}
-	if f := c.book(i, bad); f != nil {
+	if f := c.book(i, ni, bad); f != nil {
 		return f
 	}
 	if a.StoppingForReservation != "" && !a.StoppingFor.IsZero() {
@@ -424,18 +431,19 @@ func allocationTimes(a *Allocation, bad func(sfx, format string, args ...any) *F
 	return nil
 }
 
-// book marks the GPUs of allocations[i] as held by it, checking that each
-// is on its node and held once; on a fault it unbooks them again. bad
-// takes the path after "allocations[i]".
-func (c *checker) book(i int, bad func(sfx, format string, args ...any) *Fault) *Fault {
+// book marks the GPUs of allocations[i], on nodes[ni] (a node that
+// passed), as held by it, checking that each is on its node and held once;
+// on a fault it unbooks them again. bad takes the path after
+// "allocations[i]".
+func (c *checker) book(i, ni int, bad func(sfx, format string, args ...any) *Fault) *Fault {
 	a := &c.s.Allocations[i]
 	for k, id := range a.GPUIDs {
-		ref, ok := c.gpus[id]
+		ref, ok := c.onNode(ni, id)
 		var f *Fault
 		switch {
-		case !ok:
+		case !ok && ref.slot < 0:
 			f = bad(itemPath(".gpu_ids", k), "GPU %s is not on node %s (no node has it)", Quote(id), Quote(a.Node))
-		case c.s.Nodes[ref.ni].ID != a.Node:
+		case !ok:
 			f = bad(itemPath(".gpu_ids", k), "GPU %s is not on node %s (it is on node %s)", Quote(id), Quote(a.Node), Quote(c.s.Nodes[ref.ni].ID))
 		case c.holder[ref.slot] == int32(i+1):
 			f = bad(itemPath(".gpu_ids", k), "GPU %s is listed twice in this allocation", Quote(id))
@@ -449,6 +457,26 @@ func (c *checker) book(i int, bad func(sfx, format string, args ...any) *Fault) 
 		c.holder[ref.slot] = int32(i + 1)
 	}
 	return nil
+}
+
+// onNode finds GPU id on nodes[ni], a node that passed: its ref and true.
+// Else it returns where the GPU is, with false (slot -1: on no node that
+// passed). A node with few GPUs is scanned, which costs less than the map:
+// a GPU a passed node lists is in c.gpus with that node (node), so both
+// find the same.
+func (c *checker) onNode(ni int, id string) (gpuRef, bool) {
+	if gpus := c.s.Nodes[ni].GPUs; len(gpus) <= 16 {
+		for gi := range gpus {
+			if gpus[gi].ID == id {
+				return gpuRef{ni: int32(ni), gi: int32(gi), slot: c.off[ni] + int32(gi)}, true
+			}
+		}
+	}
+	ref, ok := c.gpus[id]
+	if !ok {
+		return gpuRef{slot: -1}, false
+	}
+	return ref, int(ref.ni) == ni
 }
 
 // unbook releases the GPUs ids that allocations[i] booked.

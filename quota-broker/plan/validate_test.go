@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,22 @@ func TestValidateNamesTheFieldAndTheValue(t *testing.T) {
 			`allocations[1].node: unknown node "node-09"`},
 		{"a GPU of another node", func(s *Snapshot) { s.Allocations[1].GPUIDs[0] = "node-01-gpu7" },
 			`allocations[1].gpu_ids[0]: GPU "node-01-gpu7" is not on node "node-02" (it is on node "node-01")`},
+		{"a GPU no node has", func(s *Snapshot) { s.Allocations[1].GPUIDs[0] = "node-09-gpu0" },
+			`allocations[1].gpu_ids[0]: GPU "node-09-gpu0" is not on node "node-02" (no node has it)`},
+		{"a GPU of another node, on a node of more than 16 GPUs (found by the map)", func(s *Snapshot) {
+			for g := 8; g < 24; g++ {
+				s.Nodes[1].GPUs = append(s.Nodes[1].GPUs, GPU{ID: fmt.Sprintf("node-02-gpu%d", g), Model: h100, Healthy: true})
+			}
+			s.Allocations[1].GPUIDs = []string{"node-02-gpu20", "node-01-gpu7"}
+		}, `allocations[1].gpu_ids[1]: GPU "node-01-gpu7" is not on node "node-02" (it is on node "node-01")`},
+		{"a GPU held twice on a node of more than 16 GPUs", func(s *Snapshot) {
+			for g := 8; g < 24; g++ {
+				s.Nodes[1].GPUs = append(s.Nodes[1].GPUs, GPU{ID: fmt.Sprintf("node-02-gpu%d", g), Model: h100, Healthy: true})
+			}
+			s.Allocations[1].GPUIDs = []string{"node-02-gpu20", "node-02-gpu21"}
+			s.Allocations = append(s.Allocations, Allocation{ID: "b3", Namespace: "workspace-b", Job: "train", Group: "worker",
+				Type: JobBatch, Priority: 50, Node: "node-02", GPUIDs: []string{"node-02-gpu19", "node-02-gpu21"}, StartedAt: t0})
+		}, `allocations[2].gpu_ids[1]: GPU "node-02-gpu21" is used twice (also by allocations[1])`},
 		{"a GPU held twice", func(s *Snapshot) {
 			s.Allocations = append(s.Allocations, Allocation{ID: "b3", Namespace: "workspace-b", Job: "train", Group: "worker",
 				Type: JobBatch, Priority: 50, Node: "node-02", GPUIDs: []string{"node-02-gpu2"}, StartedAt: t0})
