@@ -312,9 +312,27 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			}
 		}
 	}
-	used := map[string]int{}
+	// One entry per namespace: its limit, GPUs used and labels, found with
+	// one lookup per pending job (the backlog is thousands of jobs).
+	type nsState struct {
+		limit, used int
+		dedicated   bool
+		why, bound  string
+	}
+	nss := make(map[string]*nsState, len(p.limit))
+	state := func(ns string) *nsState {
+		x := nss[ns]
+		if x == nil {
+			x = &nsState{limit: p.limit[ns], dedicated: p.own[ns] > 0, why: p.why[ns], bound: p.bound[ns]}
+			if x.bound == "" {
+				x.bound = StaticBound(ns)
+			}
+			nss[ns] = x
+		}
+		return x
+	}
 	for i := range s.Allocations {
-		used[s.Allocations[i].Namespace] += s.Allocations[i].GPUs()
+		state(s.Allocations[i].Namespace).used += s.Allocations[i].GPUs()
 	}
 	free := newFreeMap(s)
 	// At least one action per pending group (an admit or a wait).
@@ -324,11 +342,11 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			emitExpire(out, j)
 			continue
 		}
-		dedicated := p.own[j.ns] > 0
+		x := state(j.ns)
+		dedicated := x.dedicated
 		allowed := func(i int) bool { return (p.owner[i] == j.ns) == dedicated && (dedicated || p.owner[i] == "") }
-		limit := p.limit[j.ns]
 		// Allocations fit one by one within the hard limit (a gang whole).
-		room := limit - used[j.ns]
+		room := x.limit - x.used
 		var nodes [][]string
 		if !j.gang || room >= j.ask {
 			trimmed := trimToRoom(j, room)
@@ -340,12 +358,12 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		for gi := range nodes {
 			n += len(nodes[gi]) * j.groups[gi].GPUs
 		}
-		used[j.ns] += n
+		x.used += n
 		bound := ""
 		if room < j.ask {
-			bound = p.bound[j.ns]
+			bound = x.bound
 		}
-		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns], bound)
+		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", x.why, bound)
 	}
 	return out, nil
 }
@@ -406,7 +424,17 @@ func (p *Kueue) Limits() (string, map[string]int) { return "Kueue nominal quota"
 
 // Plan implements Policy.
 func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
-	usage := map[string]int{}
+	// Per queue (namespace): its GPUs in use by admitted workloads, found
+	// with one lookup per pending job (the backlog is thousands of jobs).
+	queues := make(map[string]*int, len(p.nominal))
+	usage := func(ns string) *int {
+		u := queues[ns]
+		if u == nil {
+			u = new(int)
+			queues[ns] = u
+		}
+		return u
+	}
 	total := 0
 	type unit struct {
 		ns      string
@@ -423,7 +451,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		if !a.StoppingFor.IsZero() {
 			continue // evicted: its quota is released
 		}
-		usage[a.Namespace] += a.GPUs()
+		*usage(a.Namespace) += a.GPUs()
 		total += a.GPUs()
 		key := unitKey{job: a.JobKey()} // a batch job is one unit
 		if a.Type != plan.JobBatch {
@@ -458,24 +486,27 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	// At least one action per pending group (an admit or a wait).
 	out := &plan.Plan{Actions: make([]plan.Action, 0, len(s.Pending))}
 	jobs := pendingJobs(s)
-	// Workloads already admitted keep their quota and are placed first.
-	still := map[plan.JobKey]bool{}
-	for _, j := range jobs {
+	// Workloads already admitted keep their quota and are placed first
+	// (still[i]: jobs[i] is one; pendingJobs lists a job once).
+	still := make([]bool, len(jobs))
+	reserved := map[plan.JobKey]bool{}
+	for i, j := range jobs {
 		if key := (plan.JobKey{Namespace: j.ns, Job: j.name}); p.reserved[key] {
-			still[key] = true
-			usage[j.ns] += j.ask
+			reserved[key] = true
+			still[i] = true
+			*usage(j.ns) += j.ask
 			total += j.ask
 		}
 	}
-	p.reserved = still
-	for _, j := range jobs {
-		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
+	p.reserved = reserved
+	for i, j := range jobs {
+		if still[i] {
 			nodes := free.place(j, all)
 			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet", "")
 		}
 	}
-	for _, j := range jobs {
-		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
+	for i, j := range jobs {
+		if still[i] {
 			continue
 		}
 		if expired(s, j) {
@@ -483,7 +514,8 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			continue
 		}
 		nom := p.nominal[j.ns]
-		within := usage[j.ns]+j.ask <= nom
+		use := usage(j.ns)
+		within := *use+j.ask <= nom
 		fits := total+j.ask <= p.capacity
 		rule := RuleKueueNominal
 		if !within {
@@ -497,7 +529,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 				if t+j.ask <= p.capacity {
 					break
 				}
-				if taken[u] || u.ns == j.ns || usage[u.ns]-u2[u.ns] <= p.nominal[u.ns] {
+				if taken[u] || u.ns == j.ns || *usage(u.ns)-u2[u.ns] <= p.nominal[u.ns] {
 					continue
 				}
 				set = append(set, u)
@@ -508,7 +540,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 				claimant := j.groups[0].Key()
 				for _, u := range set {
 					taken[u] = true
-					usage[u.ns] -= u.gpus
+					*usage(u.ns) -= u.gpus
 					total -= u.gpus
 					for _, a := range u.allocs {
 						out.Actions = append(out.Actions, plan.Action{Action: plan.ActionStop, Alloc: a.ID, Namespace: a.Namespace,
@@ -525,7 +557,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		}
 		// Quota reserved (admitted by Kueue); its pods start where nodes
 		// have room now, the rest stay pending with the quota reserved.
-		usage[j.ns] += j.ask
+		*use += j.ask
 		total += j.ask
 		nodes := free.place(j, all)
 		placed := 0
