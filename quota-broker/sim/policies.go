@@ -122,8 +122,14 @@ type unitKey struct {
 // a stable sort of each priority's jobs that is skipped when they are
 // already in order (the simulator lists them by arrival). The order is
 // that of one stable sort by the whole key.
-func pendingJobs(s *plan.Snapshot) []*pjob {
-	by := make(map[plan.JobKey]*pjob, len(s.Pending))
+//
+// by is a map to reuse from plan to plan (cleared here; nil: a new one), so
+// that a plan does not allocate a map of the backlog.
+func pendingJobs(s *plan.Snapshot, by map[plan.JobKey]*pjob) []*pjob {
+	if by == nil {
+		by = make(map[plan.JobKey]*pjob, len(s.Pending))
+	}
+	clear(by)
 	all := make([]pjob, 0, len(s.Pending))
 	groups := make([]*plan.Pending, len(s.Pending))
 	var out []*pjob
@@ -280,6 +286,9 @@ type Static struct {
 	owner []string       // node index -> namespace that owns it, "" shared
 	why   map[string]string
 	bound map[string]string // namespace -> StaticBound(namespace)
+	// jobsBy is pendingJobs' map, kept from plan to plan (a policy value
+	// plans one run at a time, as Kueue's reservations already require).
+	jobsBy map[plan.JobKey]*pjob
 }
 
 // NewStatic builds the static policy from the shares.
@@ -337,7 +346,10 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	free := newFreeMap(s)
 	// At least one action per pending group (an admit or a wait).
 	out := &plan.Plan{Actions: make([]plan.Action, 0, len(s.Pending))}
-	for _, j := range pendingJobs(s) {
+	if p.jobsBy == nil {
+		p.jobsBy = map[plan.JobKey]*pjob{}
+	}
+	for _, j := range pendingJobs(s, p.jobsBy) {
 		if expired(s, j) {
 			emitExpire(out, j)
 			continue
@@ -403,6 +415,9 @@ type Kueue struct {
 	// reserved are the workloads admitted by quota whose pods are not all
 	// placed yet: their quota stays reserved from plan to plan, as in Kueue.
 	reserved map[plan.JobKey]bool
+	// jobsBy is pendingJobs' map, kept from plan to plan (a policy value
+	// plans one run at a time, as Kueue's reservations already require).
+	jobsBy map[plan.JobKey]*pjob
 }
 
 // NewKueue builds the Kueue-like policy from the shares.
@@ -485,7 +500,10 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	all := func(int) bool { return true }
 	// At least one action per pending group (an admit or a wait).
 	out := &plan.Plan{Actions: make([]plan.Action, 0, len(s.Pending))}
-	jobs := pendingJobs(s)
+	if p.jobsBy == nil {
+		p.jobsBy = map[plan.JobKey]*pjob{}
+	}
+	jobs := pendingJobs(s, p.jobsBy)
 	// Workloads already admitted keep their quota and are placed first
 	// (still[i]: jobs[i] is one; pendingJobs lists a job once).
 	still := make([]bool, len(jobs))

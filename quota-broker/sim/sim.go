@@ -156,6 +156,10 @@ type sim struct {
 	nextSample int64
 	sampleDt   int64
 	snap       plan.Snapshot
+	// pendByKey are the jobs pending in snap: a map of the backlog, much
+	// smaller than jobByKey (every job of the trace), in which apply finds
+	// the job of each wait action (one per pending job and plan).
+	pendByKey map[plan.GroupKey]*job
 }
 
 // Run simulates the scenario's workload under one policy.
@@ -606,6 +610,10 @@ func (s *sim) snapshot() *plan.Snapshot {
 	// The slices are reused from plan to plan: the planner keeps nothing of
 	// a snapshot.
 	snap := &s.snap
+	if s.pendByKey == nil {
+		s.pendByKey = map[plan.GroupKey]*job{}
+	}
+	clear(s.pendByKey)
 	*snap = plan.Snapshot{Time: s.tm(s.now), Quota: s.tree, Settings: s.sc.Settings, Nodes: s.planNodes,
 		Allocations: snap.Allocations[:0], Pending: snap.Pending[:0]}
 	add := func(a *alloc) {
@@ -632,6 +640,7 @@ func (s *sim) snapshot() *plan.Snapshot {
 				p.Flex = gangFlex
 			}
 			snap.Pending = append(snap.Pending, p)
+			s.pendByKey[j.key] = j
 		}
 	}
 	for _, a := range s.stopping {
@@ -753,7 +762,11 @@ func (s *sim) apply(p *plan.Plan) {
 			s.res.Expired++
 			s.record(Event{Event: "expire", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group, Reason: act.Reason})
 		case plan.ActionWait:
-			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
+			key := plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}
+			j := s.pendByKey[key]
+			if j == nil {
+				j = s.jobByKey[key]
+			}
 			// A wait is recorded when the group starts to wait and when its
 			// rule or binding quota changes, not at every plan.
 			if j == nil || (j.waiting && j.waitRule == act.Rule && j.waitQuota == act.Quota) {
