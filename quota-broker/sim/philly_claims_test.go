@@ -22,7 +22,10 @@ import (
 // the Kueue-like policy. On 1,024 GPUs (testdata/philly-full) the trace asks
 // for 51.1% and every policy serves every job, so utilisation cannot tell
 // them apart (TestPhillyFullIsDemandBound, docs/simulator.md): there the
-// other claims are asserted, utilisation is not. Every plan action of every
+// other claims are asserted, utilisation is not, with the levers philly-3q
+// and the reference week set in their files (min_runtime 1h, victims write
+// a checkpoint in 20s of their kill_timeout); philly-full's own file keeps
+// BenchmarkPhillyReplay's settings (10m, no write). Every plan action of every
 // policy is applied. The three policies replay at once, one goroutine each.
 // Needs ../shared/traces; docs/benchmarks.md has the numbers and the cost.
 func TestPhillyClaims(t *testing.T) {
@@ -34,13 +37,14 @@ func TestPhillyClaims(t *testing.T) {
 	for _, c := range []struct {
 		file        string
 		utilisation bool // the load exceeds the cluster in its busiest weeks
+		levers      bool // set the week's levers (philly-3q has them in its files)
 	}{
-		{"testdata/philly-3q/scenario.hcl", true},
-		{"testdata/philly-full/scenario.hcl", false},
+		{"testdata/philly-3q/scenario.hcl", true, false},
+		{"testdata/philly-full/scenario.hcl", false, true},
 	} {
 		t.Run(filepath.Base(filepath.Dir(c.file)), func(t *testing.T) {
 			cpu0 := processCPU()
-			static, kueue, g := replayThree(t, c.file)
+			static, kueue, g := replayThree(t, c.file, c.levers)
 			t.Logf("three replays: %s of CPU", (processCPU() - cpu0).Round(time.Second))
 			for _, r := range []*Result{static, kueue, g} {
 				noConflicts(t, r)
@@ -68,12 +72,20 @@ func TestPhillyClaims(t *testing.T) {
 }
 
 // replayThree replays the scenario file under static, Kueue-like and
-// gputide, at once.
-func replayThree(t *testing.T, file string) (static, kueue, g *Result) {
+// gputide, at once; with levers, with the reference week's levers:
+// min_runtime 1h (DESIGN L5) and training that writes a checkpoint in 20s
+// of its kill_timeout (L8), the same job behaviour under every policy.
+func replayThree(t *testing.T, file string, levers bool) (static, kueue, g *Result) {
 	t.Helper()
 	sc, err := LoadFile(file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if levers {
+		sc.Settings.MinRuntime = time.Hour
+		for _, tr := range sc.Training {
+			tr.CheckpointWrite = 20 * time.Second
+		}
 	}
 	w, err := sc.Workload()
 	if err != nil {
