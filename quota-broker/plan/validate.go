@@ -215,14 +215,22 @@ type checker struct {
 	parent map[string]*quota.Node // quota node name -> parent
 	nodeAt map[string]int         // node ID -> index, nodes that passed
 	gpus   map[string]gpuRef      // GPU ID -> where, GPUs of nodes that passed
+	// holder is, per GPU (gpuRef.slot), 1 + the index of the allocation
+	// holding it, or 0: a slice, so that booking a GPU does not write the
+	// map again. off is, per node, the slot of its first GPU.
+	holder []int32
+	off    []int32
 }
 
 // gpuRef is where a GPU is: 12 bytes, so that the index of a cluster's
 // GPUs stays small next to the snapshot itself.
 type gpuRef struct {
 	ni, gi int32 // nodes[ni].gpus[gi]
-	holder int32 // 1 + the index of the allocation holding it, or 0
+	slot   int32 // its entry in checker.holder
 }
+
+// itemPath is the path of the i-th item of a list: "allocations[3]".
+func itemPath(list string, i int) string { return list + "[" + strconv.Itoa(i) + "]" }
 
 func gpuPath(ni, gi int32) string {
 	return "nodes[" + strconv.Itoa(int(ni)) + "].gpus[" + strconv.Itoa(int(gi)) + "].id"
@@ -279,6 +287,13 @@ func (c *checker) nodes() {
 	}
 	c.nodeAt = make(map[string]int, len(c.s.Nodes))
 	c.gpus = make(map[string]gpuRef, total)
+	c.holder = make([]int32, total)
+	c.off = make([]int32, len(c.s.Nodes))
+	slot := int32(0)
+	for i := range c.s.Nodes {
+		c.off[i] = slot
+		slot += int32(len(c.s.Nodes[i].GPUs))
+	}
 	for i := range c.s.Nodes {
 		if f := c.node(i); f != nil {
 			c.fail(f)
@@ -289,15 +304,14 @@ func (c *checker) nodes() {
 // node checks nodes[i] and, when it passes, registers it and its GPUs.
 func (c *checker) node(i int) *Fault {
 	n := &c.s.Nodes[i]
-	path := "nodes[" + strconv.Itoa(i) + "]"
 	bad := func(p, format string, args ...any) *Fault {
 		return &Fault{Path: p, Item: ItemNode, Index: i, ID: n.ID, Message: fmt.Sprintf(format, args...)}
 	}
 	if n.ID == "" {
-		return bad(path+".id", "must not be empty")
+		return bad(itemPath("nodes", i)+".id", "must not be empty")
 	}
 	if j, dup := c.nodeAt[n.ID]; dup {
-		return bad(path+".id", "node %s is listed twice (also nodes[%d])", Quote(n.ID), j)
+		return bad(itemPath("nodes", i)+".id", "node %s is listed twice (also nodes[%d])", Quote(n.ID), j)
 	}
 	for k, g := range n.GPUs {
 		var f *Fault
@@ -312,7 +326,7 @@ func (c *checker) node(i int) *Fault {
 			}
 			return f
 		}
-		c.gpus[g.ID] = gpuRef{ni: int32(i), gi: int32(k)}
+		c.gpus[g.ID] = gpuRef{ni: int32(i), gi: int32(k), slot: c.off[i] + int32(k)}
 	}
 	c.nodeAt[n.ID] = i
 	return nil
@@ -320,7 +334,7 @@ func (c *checker) node(i int) *Fault {
 
 func (c *checker) allocations() {
 	ids := make(map[string]int, len(c.s.Allocations))
-	first := map[JobKey]int{} // job -> index of its first allocation that passed
+	first := make(map[JobKey]int, len(c.s.Allocations)) // job -> index of its first allocation that passed
 	for i := range c.s.Allocations {
 		if f := c.allocation(i, ids, first); f != nil {
 			c.fail(f)
@@ -331,53 +345,57 @@ func (c *checker) allocations() {
 // allocation checks allocations[i] and, when it passes, books its GPUs.
 func (c *checker) allocation(i int, ids map[string]int, first map[JobKey]int) *Fault {
 	a := &c.s.Allocations[i]
-	path := "allocations[" + strconv.Itoa(i) + "]"
-	bad := func(p, format string, args ...any) *Fault {
-		return &Fault{Path: p, Item: ItemAllocation, Index: i, ID: a.ID, Job: a.JobKey(), Message: fmt.Sprintf(format, args...)}
+	// bad builds the fault's path, "allocations[i]" and the suffix sfx,
+	// only when there is a fault: Validate runs on every snapshot planned.
+	bad := func(sfx, format string, args ...any) *Fault {
+		return &Fault{Path: itemPath("allocations", i) + sfx, Item: ItemAllocation, Index: i, ID: a.ID, Job: a.JobKey(),
+			Message: fmt.Sprintf(format, args...)}
 	}
 	if a.ID == "" {
-		return bad(path+".id", "must not be empty")
+		return bad(".id", "must not be empty")
 	}
-	if p, msg := names(path, "namespace", a.Namespace, "job", a.Job, "group", a.Group); msg != "" {
+	if p, msg := names("", "namespace", a.Namespace, "job", a.Job, "group", a.Group); msg != "" {
 		return bad(p, "%s", msg)
 	}
 	if j, dup := ids[a.ID]; dup {
-		return bad(path+".id", "allocation %s is listed twice (also allocations[%d])", Quote(a.ID), j)
+		return bad(".id", "allocation %s is listed twice (also allocations[%d])", Quote(a.ID), j)
 	}
 	if !a.Type.Valid() {
-		return bad(path+".type", "%s is not a job type (service, batch, system or sysbatch)", Quote(string(a.Type)))
+		return bad(".type", "%s is not a job type (service, batch, system or sysbatch)", Quote(string(a.Type)))
 	}
 	if a.Priority < 1 || a.Priority > 100 {
-		return bad(path+".priority", "%d is outside 1-100", a.Priority)
+		return bad(".priority", "%d is outside 1-100", a.Priority)
 	}
 	if a.Node == "" {
-		return bad(path+".node", "must not be empty")
+		return bad(".node", "must not be empty")
 	}
-	if _, ok := c.nodeAt[a.Node]; !ok {
-		return bad(path+".node", "unknown node %s", Quote(a.Node))
+	ni, ok := c.nodeAt[a.Node]
+	if !ok {
+		return bad(".node", "unknown node %s", Quote(a.Node))
 	}
-	if f := c.book(i, path, bad); f != nil {
+	if f := c.book(i, ni, bad); f != nil {
 		return f
 	}
 	if a.StoppingForReservation != "" && !a.StoppingFor.IsZero() {
 		c.unbook(i, a.GPUIDs)
-		return bad(path+".stopping_for", "names both reservation %s and claimant %s; give one",
+		return bad(".stopping_for", "names both reservation %s and claimant %s; give one",
 			Quote(a.StoppingForReservation), Quote(a.StoppingFor.String()))
 	}
 	if k := a.StoppingFor; !k.IsZero() {
-		if p, msg := names(path+".stopping_for", "namespace", k.Namespace, "job", k.Job, "group", k.Group); msg != "" {
+		if p, msg := names(".stopping_for", "namespace", k.Namespace, "job", k.Job, "group", k.Group); msg != "" {
 			c.unbook(i, a.GPUIDs)
 			return bad(p, "%s", msg)
 		}
 	}
-	if f := allocationTimes(a, path, bad); f != nil {
+	if f := allocationTimes(a, bad); f != nil {
 		c.unbook(i, a.GPUIDs)
 		return f
 	}
 	// idle and elastic are job meta (gputide_idle, gputide_elastic): every
 	// allocation of a job has the same. The planner preempts a batch job
 	// as one unit and relies on it.
-	if j, ok := first[a.JobKey()]; ok {
+	key := a.JobKey()
+	if j, ok := first[key]; ok {
 		f := &c.s.Allocations[j]
 		if a.Idle != f.Idle || a.Elastic != f.Elastic {
 			c.unbook(i, a.GPUIDs)
@@ -385,11 +403,11 @@ func (c *checker) allocation(i int, ids map[string]int, first map[JobKey]int) *F
 			if a.Idle == f.Idle {
 				field, got, want = "elastic", a.Elastic, f.Elastic
 			}
-			return bad(path+"."+field, "%v differs from %v in allocations[%d], an allocation of the same job %s",
+			return bad("."+field, "%v differs from %v in allocations[%d], an allocation of the same job %s",
 				got, want, j, Quote(a.JobKey().String()))
 		}
 	} else {
-		first[a.JobKey()] = i
+		first[key] = i
 	}
 	ids[a.ID] = i
 	return nil
@@ -398,55 +416,74 @@ func (c *checker) allocation(i int, ids map[string]int, first map[JobKey]int) *F
 // allocationTimes checks an allocation's kill_timeout and flex fields
 // (DESIGN L8, L11): kill_timeout not negative, max_run within L11 when
 // given (0 = not flex), and a flex allocation does not name a reservation.
-func allocationTimes(a *Allocation, path string, bad func(p, format string, args ...any) *Fault) *Fault {
+func allocationTimes(a *Allocation, bad func(sfx, format string, args ...any) *Fault) *Fault {
 	switch {
 	case a.KillTimeout < 0:
-		return bad(path+".kill_timeout", "%s is negative", Quote(a.KillTimeout.String()))
+		return bad(".kill_timeout", "%s is negative", Quote(a.KillTimeout.String()))
 	case a.MaxRun < 0:
-		return bad(path+".max_run", "%s must be more than 0", Quote(a.MaxRun.String()))
+		return bad(".max_run", "%s must be more than 0", Quote(a.MaxRun.String()))
 	case a.MaxRun > MaxFlexRun:
-		return bad(path+".max_run", "%s is above the maximum of 168h", Quote(a.MaxRun.String()))
+		return bad(".max_run", "%s is above the maximum of 168h", Quote(a.MaxRun.String()))
 	case a.MaxRun > 0 && a.Reservation != "":
-		return bad(path+".max_run", "a flex request (max_run %s) cannot name reservation %s (DESIGN L11)",
+		return bad(".max_run", "a flex request (max_run %s) cannot name reservation %s (DESIGN L11)",
 			Quote(a.MaxRun.String()), Quote(a.Reservation))
 	}
 	return nil
 }
 
-// book marks the GPUs of allocations[i] as held by it, checking that each
-// is on its node and held once; on a fault it unbooks them again.
-func (c *checker) book(i int, path string, bad func(p, format string, args ...any) *Fault) *Fault {
+// book marks the GPUs of allocations[i], on nodes[ni] (a node that
+// passed), as held by it, checking that each is on its node and held once;
+// on a fault it unbooks them again. bad takes the path after
+// "allocations[i]".
+func (c *checker) book(i, ni int, bad func(sfx, format string, args ...any) *Fault) *Fault {
 	a := &c.s.Allocations[i]
 	for k, id := range a.GPUIDs {
-		gpath := path + ".gpu_ids[" + strconv.Itoa(k) + "]"
-		ref, ok := c.gpus[id]
+		ref, ok := c.onNode(ni, id)
 		var f *Fault
 		switch {
+		case !ok && ref.slot < 0:
+			f = bad(itemPath(".gpu_ids", k), "GPU %s is not on node %s (no node has it)", Quote(id), Quote(a.Node))
 		case !ok:
-			f = bad(gpath, "GPU %s is not on node %s (no node has it)", Quote(id), Quote(a.Node))
-		case c.s.Nodes[ref.ni].ID != a.Node:
-			f = bad(gpath, "GPU %s is not on node %s (it is on node %s)", Quote(id), Quote(a.Node), Quote(c.s.Nodes[ref.ni].ID))
-		case ref.holder == int32(i+1):
-			f = bad(gpath, "GPU %s is listed twice in this allocation", Quote(id))
-		case ref.holder != 0:
-			f = bad(gpath, "GPU %s is used twice (also by allocations[%d])", Quote(id), ref.holder-1)
+			f = bad(itemPath(".gpu_ids", k), "GPU %s is not on node %s (it is on node %s)", Quote(id), Quote(a.Node), Quote(c.s.Nodes[ref.ni].ID))
+		case c.holder[ref.slot] == int32(i+1):
+			f = bad(itemPath(".gpu_ids", k), "GPU %s is listed twice in this allocation", Quote(id))
+		case c.holder[ref.slot] != 0:
+			f = bad(itemPath(".gpu_ids", k), "GPU %s is used twice (also by allocations[%d])", Quote(id), c.holder[ref.slot]-1)
 		}
 		if f != nil {
 			c.unbook(i, a.GPUIDs[:k])
 			return f
 		}
-		ref.holder = int32(i + 1)
-		c.gpus[id] = ref
+		c.holder[ref.slot] = int32(i + 1)
 	}
 	return nil
+}
+
+// onNode finds GPU id on nodes[ni], a node that passed: its ref and true.
+// Else it returns where the GPU is, with false (slot -1: on no node that
+// passed). A node with few GPUs is scanned, which costs less than the map:
+// a GPU a passed node lists is in c.gpus with that node (node), so both
+// find the same.
+func (c *checker) onNode(ni int, id string) (gpuRef, bool) {
+	if gpus := c.s.Nodes[ni].GPUs; len(gpus) <= 16 {
+		for gi := range gpus {
+			if gpus[gi].ID == id {
+				return gpuRef{ni: int32(ni), gi: int32(gi), slot: c.off[ni] + int32(gi)}, true
+			}
+		}
+	}
+	ref, ok := c.gpus[id]
+	if !ok {
+		return gpuRef{slot: -1}, false
+	}
+	return ref, int(ref.ni) == ni
 }
 
 // unbook releases the GPUs ids that allocations[i] booked.
 func (c *checker) unbook(i int, ids []string) {
 	for _, id := range ids {
-		if ref, ok := c.gpus[id]; ok && ref.holder == int32(i+1) {
-			ref.holder = 0
-			c.gpus[id] = ref
+		if ref, ok := c.gpus[id]; ok && c.holder[ref.slot] == int32(i+1) {
+			c.holder[ref.slot] = 0
 		}
 	}
 }
@@ -455,95 +492,113 @@ func (c *checker) unbook(i int, ids []string) {
 type pendingJob struct {
 	first int   // index of its first group
 	asked int64 // GPUs asked by its groups so far
+	more  []int // indexes of its other groups that passed
 }
 
 func (c *checker) pending() {
-	groups := map[GroupKey]int{}
-	jobs := map[JobKey]*pendingJob{}
-	failed := map[JobKey]bool{}
+	jobs := make(map[JobKey]pendingJob, len(c.s.Pending))
+	var failed map[JobKey]bool // made at the first fault
 	for i := range c.s.Pending {
 		g := &c.s.Pending[i]
 		if failed[g.JobKey()] {
 			continue // the job is left out already, with its first fault
 		}
-		if f := c.group(i, groups, jobs); f != nil {
+		if f := c.group(i, jobs); f != nil {
+			if failed == nil {
+				failed = map[JobKey]bool{}
+			}
 			failed[g.JobKey()] = true
 			c.fail(f)
 		}
 	}
 }
 
-// group checks pending[i] against the groups of its job before it.
-func (c *checker) group(i int, groups map[GroupKey]int, jobs map[JobKey]*pendingJob) *Fault {
+// group checks pending[i] against the groups of its job before it. jobs
+// holds the jobs whose groups so far all passed: a group listed twice is
+// found among them, since a job is left out at its first fault.
+func (c *checker) group(i int, jobs map[JobKey]pendingJob) *Fault {
 	g := &c.s.Pending[i]
-	path := "pending[" + strconv.Itoa(i) + "]"
-	bad := func(p, format string, args ...any) *Fault {
-		return &Fault{Path: p, Item: ItemPending, Index: i, Job: g.JobKey(), Message: fmt.Sprintf(format, args...)}
+	// bad builds the path, "pending[i]" and the suffix sfx, only on a fault.
+	bad := func(sfx, format string, args ...any) *Fault {
+		return &Fault{Path: itemPath("pending", i) + sfx, Item: ItemPending, Index: i, Job: g.JobKey(), Message: fmt.Sprintf(format, args...)}
 	}
-	if p, msg := names(path, "namespace", g.Namespace, "job", g.Job, "group", g.Group); msg != "" {
+	if p, msg := names("", "namespace", g.Namespace, "job", g.Job, "group", g.Group); msg != "" {
 		return bad(p, "%s", msg)
 	}
-	if j, dup := groups[g.Key()]; dup {
-		return bad(path, "group %s is listed twice (also pending[%d])", Quote(g.Key().String()), j)
+	key := g.JobKey()
+	j, seen := jobs[key]
+	if seen {
+		for n := -1; n < len(j.more); n++ {
+			k := j.first
+			if n >= 0 {
+				k = j.more[n]
+			}
+			if c.s.Pending[k].Group == g.Group {
+				return bad("", "group %s is listed twice (also pending[%d])", Quote(g.Key().String()), k)
+			}
+		}
 	}
-	groups[g.Key()] = i
 	if !g.Type.Valid() {
-		return bad(path+".type", "%s is not a job type (service, batch, system or sysbatch)", Quote(string(g.Type)))
+		return bad(".type", "%s is not a job type (service, batch, system or sysbatch)", Quote(string(g.Type)))
 	}
 	if g.Priority < 1 || g.Priority > 100 {
-		return bad(path+".priority", "%d is outside 1-100", g.Priority)
+		return bad(".priority", "%d is outside 1-100", g.Priority)
 	}
 	if msg := positive(g.Count); msg != "" {
-		return bad(path+".count", "%s", msg)
+		return bad(".count", "%s", msg)
 	}
 	if msg := positive(g.GPUs); msg != "" {
-		return bad(path+".gpus", "%s", msg)
+		return bad(".gpus", "%s", msg)
 	}
 	// Both are at most MaxGPUs, so the product fits in an int64; the
 	// planner adds up the GPUs a job asks for, which must not overflow.
 	if n := int64(g.Count) * int64(g.GPUs); n > quota.MaxGPUs {
-		return bad(path, "count %d x gpus %d asks for %d GPUs, more than %d", g.Count, g.GPUs, n, quota.MaxGPUs)
+		return bad("", "count %d x gpus %d asks for %d GPUs, more than %d", g.Count, g.GPUs, n, quota.MaxGPUs)
 	}
-	if p, msg := datacenters(path, g.Datacenters); msg != "" {
+	if p, msg := datacenters("", g.Datacenters); msg != "" {
 		return bad(p, "%s", msg)
 	}
 	if !g.QueuedAt.IsZero() && g.QueuedAt.Before(g.SubmittedAt) {
-		return bad(path+".queued_at", "%s is before submitted_at %s", Quote(g.QueuedAt.Format(time.RFC3339Nano)),
+		return bad(".queued_at", "%s is before submitted_at %s", Quote(g.QueuedAt.Format(time.RFC3339Nano)),
 			Quote(g.SubmittedAt.Format(time.RFC3339Nano)))
 	}
 	if g.Flex != nil {
 		if g.Idle {
-			return bad(path+".flex", "an idle job (idle: true) cannot be a flex request")
+			return bad(".flex", "an idle job (idle: true) cannot be a flex request")
 		}
 		if g.Reservation != "" {
-			return bad(path+".reservation", "%s: a flex request cannot name a reservation (L11)", Quote(g.Reservation))
+			return bad(".reservation", "%s: a flex request cannot name a reservation (L11)", Quote(g.Reservation))
 		}
 		if err := g.Flex.Check(); err != nil {
 			var fe *FlexError
 			errors.As(err, &fe)
-			f := bad(path+".flex."+fe.Key, "%s", fe.Message(Quote(fe.Value.String())))
+			f := bad(".flex."+fe.Key, "%s", fe.Message(Quote(fe.Value.String())))
 			f.Err = fe
 			return f
 		}
 	}
-	j, ok := jobs[g.JobKey()]
-	if !ok {
-		jobs[g.JobKey()] = &pendingJob{first: i, asked: int64(g.Count) * int64(g.GPUs)}
+	if !seen {
+		jobs[key] = pendingJob{first: i, asked: int64(g.Count) * int64(g.GPUs)}
 		return nil
 	}
 	if j.asked += int64(g.Count) * int64(g.GPUs); j.asked > quota.MaxGPUs {
-		return bad(path, "the groups of job %s ask for %d GPUs in all, more than %d", Quote(g.JobKey().String()), j.asked, quota.MaxGPUs)
+		return bad("", "the groups of job %s ask for %d GPUs in all, more than %d", Quote(g.JobKey().String()), j.asked, quota.MaxGPUs)
 	}
-	return c.sameJob(path, g, j.first, bad)
+	if f := c.sameJob(g, j.first, bad); f != nil {
+		return f
+	}
+	j.more = append(j.more, i)
+	jobs[key] = j
+	return nil
 }
 
 // sameJob checks that a pending group agrees with the first group of its
 // job on what Nomad sets per job: type, priority, idle, elastic,
 // reservation, submission time and flex settings.
-func (c *checker) sameJob(path string, g *Pending, at int, bad func(p, format string, args ...any) *Fault) *Fault {
+func (c *checker) sameJob(g *Pending, at int, bad func(sfx, format string, args ...any) *Fault) *Fault {
 	first := &c.s.Pending[at]
 	differ := func(field string, got, want any) *Fault {
-		return bad(path+"."+field, "%v differs from %v in pending[%d], a group of the same job %s", got, want, at, Quote(g.JobKey().String()))
+		return bad("."+field, "%v differs from %v in pending[%d], a group of the same job %s", got, want, at, Quote(g.JobKey().String()))
 	}
 	switch {
 	case g.Type != first.Type:
@@ -704,6 +759,9 @@ func names(path string, kv ...string) (string, string) {
 		if v == "" {
 			return path + "." + kv[i], "must not be empty"
 		}
+		if !hasControl(v) {
+			continue
+		}
 		for _, r := range v {
 			if unicode.IsControl(r) {
 				return path + "." + kv[i], fmt.Sprintf("%s holds the control character %U; a name may not", Quote(v), r)
@@ -711,6 +769,18 @@ func names(path string, kv ...string) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// hasControl reports whether v may hold a control character: an ASCII
+// control byte, or any byte of a multi-byte character (then names decodes
+// it). Names are ASCII in practice, so names rarely decodes.
+func hasControl(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < 0x20 || b >= 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // positive checks a count of allocations or GPUs: 1-quota.MaxGPUs.

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,22 @@ func TestValidateNamesTheFieldAndTheValue(t *testing.T) {
 			`allocations[1].node: unknown node "node-09"`},
 		{"a GPU of another node", func(s *Snapshot) { s.Allocations[1].GPUIDs[0] = "node-01-gpu7" },
 			`allocations[1].gpu_ids[0]: GPU "node-01-gpu7" is not on node "node-02" (it is on node "node-01")`},
+		{"a GPU no node has", func(s *Snapshot) { s.Allocations[1].GPUIDs[0] = "node-09-gpu0" },
+			`allocations[1].gpu_ids[0]: GPU "node-09-gpu0" is not on node "node-02" (no node has it)`},
+		{"a GPU of another node, on a node of more than 16 GPUs (found by the map)", func(s *Snapshot) {
+			for g := 8; g < 24; g++ {
+				s.Nodes[1].GPUs = append(s.Nodes[1].GPUs, GPU{ID: fmt.Sprintf("node-02-gpu%d", g), Model: h100, Healthy: true})
+			}
+			s.Allocations[1].GPUIDs = []string{"node-02-gpu20", "node-01-gpu7"}
+		}, `allocations[1].gpu_ids[1]: GPU "node-01-gpu7" is not on node "node-02" (it is on node "node-01")`},
+		{"a GPU held twice on a node of more than 16 GPUs", func(s *Snapshot) {
+			for g := 8; g < 24; g++ {
+				s.Nodes[1].GPUs = append(s.Nodes[1].GPUs, GPU{ID: fmt.Sprintf("node-02-gpu%d", g), Model: h100, Healthy: true})
+			}
+			s.Allocations[1].GPUIDs = []string{"node-02-gpu20", "node-02-gpu21"}
+			s.Allocations = append(s.Allocations, Allocation{ID: "b3", Namespace: "workspace-b", Job: "train", Group: "worker",
+				Type: JobBatch, Priority: 50, Node: "node-02", GPUIDs: []string{"node-02-gpu19", "node-02-gpu21"}, StartedAt: t0})
+		}, `allocations[2].gpu_ids[1]: GPU "node-02-gpu21" is used twice (also by allocations[1])`},
 		{"a GPU held twice", func(s *Snapshot) {
 			s.Allocations = append(s.Allocations, Allocation{ID: "b3", Namespace: "workspace-b", Job: "train", Group: "worker",
 				Type: JobBatch, Priority: 50, Node: "node-02", GPUIDs: []string{"node-02-gpu2"}, StartedAt: t0})
@@ -80,6 +97,19 @@ func TestValidateNamesTheFieldAndTheValue(t *testing.T) {
 			`allocations[0].priority: 0 is outside 1-100`},
 		{"allocations of one job that differ in idle", func(s *Snapshot) { s.Allocations[1].Idle = true },
 			`allocations[1].idle: true differs from false in allocations[0], an allocation of the same job "workspace-b/train"`},
+		{"a group listed twice after another group of its job", func(s *Snapshot) {
+			g := s.Pending[0]
+			g.Group = "web"
+			s.Pending = append(s.Pending, g, s.Pending[0])
+		}, `pending[2]: group "workspace-a/chat/server" is listed twice (also pending[0])`},
+		{"a group listed twice after its job's first group", func(s *Snapshot) {
+			g := s.Pending[0]
+			g.Group = "web"
+			s.Pending = append(s.Pending, g, g)
+		}, `pending[2]: group "workspace-a/chat/web" is listed twice (also pending[1])`},
+		{"a non-ASCII letter in a name is fine, a control character after it is not", func(s *Snapshot) {
+			s.Allocations[0].Group = "wörker\u009b"
+		}, `allocations[0].group: "wörker\u009b" holds the control character U+009B; a name may not`},
 		{"a reservation of an unknown quota", func(s *Snapshot) {
 			s.Reservations = []Reservation{{ID: "r", Namespace: "workspace-b", Quota: "Q9", GPUs: 1, Start: t0, End: t0.Add(time.Hour)}}
 		}, `reservations[0].quota: unknown quota "Q9"`},

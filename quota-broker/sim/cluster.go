@@ -79,16 +79,20 @@ type job struct {
 	gen                      int // invalidates a scheduled finish
 	firstStart               int64
 	everStarted              bool
-	waitReason               string
 	// queuedAt is when the job was last queued (submission, or its last
 	// suspension, L11.settle); admittedAt when it was last admitted with
 	// no live allocation (0: not admitted). Both as the broker's store
 	// keeps them (DESIGN L11).
 	queuedAt, admittedAt int64
 	stopped              bool // stopped whole by a timed rule (stop_job)
-	pendCounted          int
-	infer                *inferState
-	preempted            int
+	// The rule and binding quota of the wait last recorded (waiting: one
+	// was recorded since the job last was admitted).
+	waiting     bool
+	waitRule    plan.Rule
+	waitQuota   string
+	pendCounted int
+	infer       *inferState
+	preempted   int
 	// What binds the job's wait now, since when, and how long it waited
 	// under each binding (waits.go).
 	bound      string

@@ -113,15 +113,37 @@ type unitKey struct {
 	alloc string
 }
 
-func pendingJobs(s *plan.Snapshot) []*pjob {
-	by := map[plan.JobKey]*pjob{}
+// pendingJobs groups the snapshot's pending groups by job, in the order the
+// alternatives decide them (pjob).
+//
+// The simulator plans after every event with the whole backlog pending, so
+// this runs on thousands of groups per plan: the map is sized once, the
+// jobs are kept in one backing array, and a stable sort by priority then
+// (submission, namespace, job) is done as a stable split by priority and
+// a stable sort of each priority's jobs that is skipped when they are
+// already in order (the simulator lists them by arrival). The order is
+// that of one stable sort by the whole key.
+//
+// by is a map to reuse from plan to plan (cleared here; nil: a new one), so
+// that a plan does not allocate a map of the backlog.
+func pendingJobs(s *plan.Snapshot, by map[plan.JobKey]*pjob) []*pjob {
+	if by == nil {
+		by = make(map[plan.JobKey]*pjob, len(s.Pending))
+	}
+	clear(by)
+	all := make([]pjob, 0, len(s.Pending))
+	groups := make([]*plan.Pending, len(s.Pending))
 	var out []*pjob
 	for i := range s.Pending {
 		g := &s.Pending[i]
-		j := by[g.JobKey()]
+		key := g.JobKey()
+		j := by[key]
 		if j == nil {
-			j = &pjob{ns: g.Namespace, name: g.Job, sub: g.SubmittedAt}
-			by[g.JobKey()] = j
+			all = append(all, pjob{ns: g.Namespace, name: g.Job, sub: g.SubmittedAt})
+			j = &all[len(all)-1]
+			// Most jobs have one group: a slice of one from groups.
+			j.groups = groups[i : i : i+1]
+			by[key] = j
 			out = append(out, j)
 		}
 		j.groups = append(j.groups, g)
@@ -132,20 +154,35 @@ func pendingJobs(s *plan.Snapshot) []*pjob {
 		}
 		j.ask += g.Count * g.GPUs
 	}
-	sort.SliceStable(out, func(a, b int) bool {
-		x, y := out[a], out[b]
-		if x.prio != y.prio {
-			return x.prio > y.prio
-		}
+	sortPending(out)
+	return out
+}
+
+// sortPending sorts jobs stably by priority (highest first), then
+// submission, namespace and job name: the order DESIGN L3 decides in.
+func sortPending(out []*pjob) {
+	later := func(x, y *pjob) bool { // x after y within one priority
 		if !x.sub.Equal(y.sub) {
-			return x.sub.Before(y.sub)
+			return x.sub.After(y.sub)
 		}
 		if x.ns != y.ns {
-			return x.ns < y.ns
+			return x.ns > y.ns
 		}
-		return x.name < y.name
-	})
-	return out
+		return x.name > y.name
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].prio > out[b].prio })
+	for lo := 0; lo < len(out); {
+		hi := lo + 1
+		sorted := true
+		for ; hi < len(out) && out[hi].prio == out[lo].prio; hi++ {
+			sorted = sorted && !later(out[hi-1], out[hi])
+		}
+		if !sorted {
+			part := out[lo:hi]
+			sort.SliceStable(part, func(a, b int) bool { return later(part[b], part[a]) })
+		}
+		lo = hi
+	}
 }
 
 // freeMap is the free GPUs per node (GPUs on no allocation), for placement.
@@ -252,12 +289,17 @@ type Static struct {
 	own   map[string]int // namespace -> dedicated node count
 	owner []string       // node index -> namespace that owns it, "" shared
 	why   map[string]string
+	bound map[string]string // namespace -> StaticBound(namespace)
+	// jobsBy is pendingJobs' map, kept from plan to plan (a policy value
+	// plans one run at a time, as Kueue's reservations already require).
+	jobsBy map[plan.JobKey]*pjob
 }
 
 // NewStatic builds the static policy from the shares.
 func NewStatic(sh *Shares) *Static {
-	p := &Static{sh: sh, limit: map[string]int{}, own: map[string]int{}, why: map[string]string{}}
+	p := &Static{sh: sh, limit: map[string]int{}, own: map[string]int{}, why: map[string]string{}, bound: map[string]string{}}
 	for i, n := range sh.Namespaces {
+		p.bound[n] = StaticBound(n)
 		p.limit[n] = sh.GPUs[i]
 		p.own[n] = sh.Dedicated[i]
 		p.why[n] = fmt.Sprintf("%s: hard limit of %d GPUs reached, or no node has room", n, sh.GPUs[i])
@@ -283,22 +325,44 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			}
 		}
 	}
-	used := map[string]int{}
+	// One entry per namespace: its limit, GPUs used and labels, found with
+	// one lookup per pending job (the backlog is thousands of jobs).
+	type nsState struct {
+		limit, used int
+		dedicated   bool
+		why, bound  string
+	}
+	nss := make(map[string]*nsState, len(p.limit))
+	state := func(ns string) *nsState {
+		x := nss[ns]
+		if x == nil {
+			x = &nsState{limit: p.limit[ns], dedicated: p.own[ns] > 0, why: p.why[ns], bound: p.bound[ns]}
+			if x.bound == "" {
+				x.bound = StaticBound(ns)
+			}
+			nss[ns] = x
+		}
+		return x
+	}
 	for i := range s.Allocations {
-		used[s.Allocations[i].Namespace] += s.Allocations[i].GPUs()
+		state(s.Allocations[i].Namespace).used += s.Allocations[i].GPUs()
 	}
 	free := newFreeMap(s)
-	out := &plan.Plan{}
-	for _, j := range pendingJobs(s) {
+	// At least one action per pending group (an admit or a wait).
+	out := &plan.Plan{Actions: make([]plan.Action, 0, len(s.Pending))}
+	if p.jobsBy == nil {
+		p.jobsBy = map[plan.JobKey]*pjob{}
+	}
+	for _, j := range pendingJobs(s, p.jobsBy) {
 		if expired(s, j) {
 			emitExpire(out, j)
 			continue
 		}
-		dedicated := p.own[j.ns] > 0
+		x := state(j.ns)
+		dedicated := x.dedicated
 		allowed := func(i int) bool { return (p.owner[i] == j.ns) == dedicated && (dedicated || p.owner[i] == "") }
-		limit := p.limit[j.ns]
 		// Allocations fit one by one within the hard limit (a gang whole).
-		room := limit - used[j.ns]
+		room := x.limit - x.used
 		var nodes [][]string
 		if !j.gang || room >= j.ask {
 			trimmed := trimToRoom(j, room)
@@ -310,12 +374,12 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		for gi := range nodes {
 			n += len(nodes[gi]) * j.groups[gi].GPUs
 		}
-		used[j.ns] += n
+		x.used += n
 		bound := ""
 		if room < j.ask {
-			bound = StaticBound(j.ns)
+			bound = x.bound
 		}
-		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", p.why[j.ns], bound)
+		emitPlaced(out, j, nodes, RuleStatic, "within the hard limit", x.why, bound)
 	}
 	return out, nil
 }
@@ -323,6 +387,9 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 // trimToRoom returns j with its groups' counts cut to fit room GPUs, or nil
 // when nothing fits.
 func trimToRoom(j *pjob, room int) *pjob {
+	if room <= 0 {
+		return nil // no group gets an allocation (the loop below)
+	}
 	t := *j
 	t.groups = nil
 	some := false
@@ -352,6 +419,9 @@ type Kueue struct {
 	// reserved are the workloads admitted by quota whose pods are not all
 	// placed yet: their quota stays reserved from plan to plan, as in Kueue.
 	reserved map[plan.JobKey]bool
+	// jobsBy is pendingJobs' map, kept from plan to plan (a policy value
+	// plans one run at a time, as Kueue's reservations already require).
+	jobsBy map[plan.JobKey]*pjob
 }
 
 // NewKueue builds the Kueue-like policy from the shares.
@@ -373,7 +443,17 @@ func (p *Kueue) Limits() (string, map[string]int) { return "Kueue nominal quota"
 
 // Plan implements Policy.
 func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
-	usage := map[string]int{}
+	// Per queue (namespace): its GPUs in use by admitted workloads, found
+	// with one lookup per pending job (the backlog is thousands of jobs).
+	queues := make(map[string]*int, len(p.nominal))
+	usage := func(ns string) *int {
+		u := queues[ns]
+		if u == nil {
+			u = new(int)
+			queues[ns] = u
+		}
+		return u
+	}
 	total := 0
 	type unit struct {
 		ns      string
@@ -390,7 +470,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		if !a.StoppingFor.IsZero() {
 			continue // evicted: its quota is released
 		}
-		usage[a.Namespace] += a.GPUs()
+		*usage(a.Namespace) += a.GPUs()
 		total += a.GPUs()
 		key := unitKey{job: a.JobKey()} // a batch job is one unit
 		if a.Type != plan.JobBatch {
@@ -422,26 +502,33 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	taken := map[*unit]bool{}
 	free := newFreeMap(s)
 	all := func(int) bool { return true }
-	out := &plan.Plan{}
-	jobs := pendingJobs(s)
-	// Workloads already admitted keep their quota and are placed first.
-	still := map[plan.JobKey]bool{}
-	for _, j := range jobs {
+	// At least one action per pending group (an admit or a wait).
+	out := &plan.Plan{Actions: make([]plan.Action, 0, len(s.Pending))}
+	if p.jobsBy == nil {
+		p.jobsBy = map[plan.JobKey]*pjob{}
+	}
+	jobs := pendingJobs(s, p.jobsBy)
+	// Workloads already admitted keep their quota and are placed first
+	// (still[i]: jobs[i] is one; pendingJobs lists a job once).
+	still := make([]bool, len(jobs))
+	reserved := map[plan.JobKey]bool{}
+	for i, j := range jobs {
 		if key := (plan.JobKey{Namespace: j.ns, Job: j.name}); p.reserved[key] {
-			still[key] = true
-			usage[j.ns] += j.ask
+			reserved[key] = true
+			still[i] = true
+			*usage(j.ns) += j.ask
 			total += j.ask
 		}
 	}
-	p.reserved = still
-	for _, j := range jobs {
-		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
+	p.reserved = reserved
+	for i, j := range jobs {
+		if still[i] {
 			nodes := free.place(j, all)
 			emitPlaced(out, j, nodes, RuleKueueNominal, "admitted earlier; pods placed", "quota reserved; no node has room for the pods yet", "")
 		}
 	}
-	for _, j := range jobs {
-		if still[plan.JobKey{Namespace: j.ns, Job: j.name}] {
+	for i, j := range jobs {
+		if still[i] {
 			continue
 		}
 		if expired(s, j) {
@@ -449,7 +536,8 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 			continue
 		}
 		nom := p.nominal[j.ns]
-		within := usage[j.ns]+j.ask <= nom
+		use := usage(j.ns)
+		within := *use+j.ask <= nom
 		fits := total+j.ask <= p.capacity
 		rule := RuleKueueNominal
 		if !within {
@@ -463,7 +551,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 				if t+j.ask <= p.capacity {
 					break
 				}
-				if taken[u] || u.ns == j.ns || usage[u.ns]-u2[u.ns] <= p.nominal[u.ns] {
+				if taken[u] || u.ns == j.ns || *usage(u.ns)-u2[u.ns] <= p.nominal[u.ns] {
 					continue
 				}
 				set = append(set, u)
@@ -474,7 +562,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 				claimant := j.groups[0].Key()
 				for _, u := range set {
 					taken[u] = true
-					usage[u.ns] -= u.gpus
+					*usage(u.ns) -= u.gpus
 					total -= u.gpus
 					for _, a := range u.allocs {
 						out.Actions = append(out.Actions, plan.Action{Action: plan.ActionStop, Alloc: a.ID, Namespace: a.Namespace,
@@ -491,7 +579,7 @@ func (p *Kueue) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		}
 		// Quota reserved (admitted by Kueue); its pods start where nodes
 		// have room now, the rest stay pending with the quota reserved.
-		usage[j.ns] += j.ask
+		*use += j.ask
 		total += j.ask
 		nodes := free.place(j, all)
 		placed := 0

@@ -396,6 +396,9 @@ func (s *sim) sample(t int64) {
 	x := Sample{T: s.tm(t), Active: make([]int, len(s.ns)), Borrowed: make([]int, len(s.ns)), Pending: s.pendI,
 		Waiting: make([]int, len(s.ns)), WaitingIdle: make([]int, len(s.ns))}
 	for _, j := range s.active {
+		if s.opt.noBookkeeping {
+			break // the queue chart's figures
+		}
 		if m := j.missing(); m > 0 {
 			x.Waiting[j.ns] += m * j.spec.GPUs
 			if j.spec.Idle {

@@ -47,6 +47,11 @@ type Options struct {
 	Progress func(frac float64)
 	// Sample is the period of the occupancy samples; 0: about 1,000 samples.
 	Sample time.Duration
+	// noBookkeeping leaves out the report's bookkeeping of issue 12: what
+	// bound each wait (waits.go), the losses per hour and rule, and the
+	// queue per sample. Only BenchmarkReportBookkeeping sets it, to measure
+	// what that bookkeeping costs.
+	noBookkeeping bool
 }
 
 // Event is one line of events.jsonl: a plan action (stop, admit, wait,
@@ -169,6 +174,10 @@ type sim struct {
 	heldIdx      map[int]int
 	slotByID     map[string]int
 	wakes        map[int64]bool
+	// pendByKey are the jobs pending in snap: a map of the backlog, much
+	// smaller than jobByKey (every job of the trace), in which apply finds
+	// the job of each wait action (one per pending job and plan).
+	pendByKey map[plan.GroupKey]*job
 }
 
 // Run simulates the scenario's workload under one policy.
@@ -530,7 +539,7 @@ func (s *sim) halt(j *job, rule plan.Rule) {
 	}
 	s.res.LostGPUh += gpuh
 	s.res.lastLost = gpuh
-	if gpuh > 0 {
+	if gpuh > 0 && !s.opt.noBookkeeping {
 		s.res.Losses = append(s.res.Losses, Loss{At: s.tm(s.now), Rule: string(rule), GPUh: gpuh, Borrowing: j.spec.Idle})
 	}
 }
@@ -646,6 +655,10 @@ func (s *sim) snapshot() *plan.Snapshot {
 	// The slices are reused from plan to plan: the planner keeps nothing of
 	// a snapshot.
 	snap := &s.snap
+	if s.pendByKey == nil {
+		s.pendByKey = map[plan.GroupKey]*job{}
+	}
+	clear(s.pendByKey)
 	*snap = plan.Snapshot{Time: s.tm(s.now), Quota: s.tree, Settings: s.sc.Settings, Nodes: s.planNodes,
 		Allocations: snap.Allocations[:0], Pending: snap.Pending[:0], Reservations: s.reservations,
 		Holds: s.liveHolds(), Prewarm: snap.Prewarm[:0]}
@@ -687,6 +700,7 @@ func (s *sim) snapshot() *plan.Snapshot {
 				p.Flex = gangFlex
 			}
 			snap.Pending = append(snap.Pending, p)
+			s.pendByKey[j.key] = j
 		}
 	}
 	for _, a := range s.stopping {
@@ -837,7 +851,7 @@ func (s *sim) apply(p *plan.Plan) {
 				}
 				s.allocs[a.id] = a
 			}
-			j.waitReason = ""
+			j.waiting = false
 			s.pend(j)
 			s.bind(j, BoundVictims)
 		case plan.ActionExpire:
@@ -855,13 +869,17 @@ func (s *sim) apply(p *plan.Plan) {
 			s.res.Expired++
 			s.record(Event{Event: "expire", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group, Reason: act.Reason})
 		case plan.ActionWait:
-			j := s.jobByKey[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}]
+			key := plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}
+			j := s.pendByKey[key]
+			if j == nil {
+				j = s.jobByKey[key]
+			}
 			// A wait is recorded when the group starts to wait and when its
 			// rule or binding quota changes, not at every plan.
-			if j == nil || j.waitReason == string(act.Rule)+"\x00"+act.Quota {
+			if j == nil || (j.waiting && j.waitRule == act.Rule && j.waitQuota == act.Quota) {
 				continue
 			}
-			j.waitReason = string(act.Rule) + "\x00" + act.Quota
+			j.waiting, j.waitRule, j.waitQuota = true, act.Rule, act.Quota
 			s.bind(j, waitBinding(j, &act))
 			if act.Quota != "" {
 				s.boundQuota(act.Quota)

@@ -113,7 +113,7 @@ func waitBinding(j *job, act *plan.Action) string {
 // bind makes bound the binding of j's wait from now: the time since the
 // last change goes to the binding before.
 func (s *sim) bind(j *job, bound string) {
-	if j.everStarted || j.done || j.bound == bound {
+	if s.opt.noBookkeeping || j.everStarted || j.done || j.bound == bound {
 		return
 	}
 	s.closeBind(j, s.now)
@@ -122,6 +122,9 @@ func (s *sim) bind(j *job, bound string) {
 
 // closeBind adds the time since the last change of j's binding, up to t.
 func (s *sim) closeBind(j *job, t int64) {
+	if s.opt.noBookkeeping {
+		return
+	}
 	since := max(j.boundSince, j.spec.Submit.UnixNano())
 	if d := t - since; d > 0 {
 		b := j.bound
@@ -152,6 +155,9 @@ func (j *job) mainBinding() string {
 
 // boundQuota records a wait event bound by quota node name: its state now.
 func (s *sim) boundQuota(name string) {
+	if s.opt.noBookkeeping {
+		return
+	}
 	qi := -1
 	for i, q := range s.qs {
 		if q.node.Name == name {
