@@ -260,6 +260,7 @@ func (c *checker) fatal() *Fault {
 		{"min_runtime", st.MinRuntime}, {"debt_grace", st.DebtGrace}, {"settle", st.Settle},
 		{"drain_margin", st.DrainMargin}, {"drain_horizon", st.DrainHorizon},
 		{"reservation_max_ahead", st.ReservationMaxAhead}, {"reservation_min_duration", st.ReservationMinDuration},
+		{"autoscaler_evaluation_interval", st.AutoscalerEvaluationInterval},
 	} {
 		if f.v < 0 {
 			return &Fault{Path: "settings." + f.key, Item: ItemSettings, Message: fmt.Sprintf("%q is negative", f.v.String())}

@@ -188,6 +188,7 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 			{"drain_horizon", w.Settings.DrainHorizon, &s.Settings.DrainHorizon},
 			{"reservation_max_ahead", w.Settings.ReservationMaxAhead, &s.Settings.ReservationMaxAhead},
 			{"reservation_min_duration", w.Settings.ReservationMinDuration, &s.Settings.ReservationMinDuration},
+			{"autoscaler_evaluation_interval", w.Settings.AutoscalerEvaluationInterval, &s.Settings.AutoscalerEvaluationInterval},
 		} {
 			if f.text == nil {
 				continue

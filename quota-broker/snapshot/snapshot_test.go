@@ -23,7 +23,8 @@ const base = `{
             "children": [{"name": "Quota1.1", "gpus": 4, "namespaces": ["workspace-b"], "changed_at": "2026-12-01T07:55:00Z"},
                          {"name": "Quota1.2", "gpus": 4, "priority_preemption": true, "namespaces": ["workspace-c"]}]},
   "settings": {"min_runtime": "10m", "debt_grace": "5m", "settle": "45s", "drain_margin": "2m",
-               "drain_horizon": "30m", "reservation_max_ahead": "48h", "reservation_min_duration": "2m"},
+               "drain_horizon": "30m", "reservation_max_ahead": "48h", "reservation_min_duration": "2m",
+               "autoscaler_evaluation_interval": "1m"},
   "nodes": [{"id": "node-01", "datacenter": "dc1", "node_pool": "default",
              "gpus": [{"id": "GPU-01-0", "model": "NVIDIA H100 80GB HBM3", "healthy": true},
                       {"id": "GPU-01-1", "model": "NVIDIA H100 80GB HBM3", "healthy": false}]},
@@ -86,7 +87,7 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 		Quota: wantQuota,
 		Settings: quota.Settings{MinRuntime: 10 * time.Minute, DebtGrace: 5 * time.Minute, Settle: 45 * time.Second,
 			DrainMargin: 2 * time.Minute, DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour,
-			ReservationMinDuration: 2 * time.Minute},
+			ReservationMinDuration: 2 * time.Minute, AutoscalerEvaluationInterval: time.Minute},
 		Nodes: []plan.Node{
 			{ID: "node-01", Datacenter: "dc1", NodePool: "default", GPUs: []plan.GPU{
 				{ID: "GPU-01-0", Model: "NVIDIA H100 80GB HBM3", Healthy: true},
@@ -172,7 +173,8 @@ func TestUnmarshalOfPartialSettingsKeepsTheOtherDefault(t *testing.T) {
 	}
 	if want := quota.DefaultSettings(); s.Settings != (quota.Settings{MinRuntime: 90 * time.Second, DebtGrace: 10 * time.Minute,
 		Settle: want.Settle, DrainMargin: want.DrainMargin, DrainHorizon: want.DrainHorizon,
-		ReservationMaxAhead: want.ReservationMaxAhead, ReservationMinDuration: want.ReservationMinDuration}) {
+		ReservationMaxAhead: want.ReservationMaxAhead, ReservationMinDuration: want.ReservationMinDuration,
+		AutoscalerEvaluationInterval: want.AutoscalerEvaluationInterval}) {
 		t.Errorf("settings = %+v, want min_runtime 90s and debt_grace 10m", s.Settings)
 	}
 }
@@ -651,7 +653,8 @@ func TestEncodeWritesStableIndentedJSON(t *testing.T) {
     "drain_margin": "1m0s",
     "drain_horizon": "1h0m0s",
     "reservation_max_ahead": "1344h0m0s",
-    "reservation_min_duration": "1h0m0s"
+    "reservation_min_duration": "1h0m0s",
+    "autoscaler_evaluation_interval": "10s"
   },
   "nodes": [
     {

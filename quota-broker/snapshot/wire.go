@@ -57,6 +57,8 @@ type wireSettings struct {
 	DrainHorizon           *string `json:"drain_horizon,omitempty"`
 	ReservationMaxAhead    *string `json:"reservation_max_ahead,omitempty"`
 	ReservationMinDuration *string `json:"reservation_min_duration,omitempty"`
+	// The Autoscaler agent's default_evaluation_interval (pre-warm, §8).
+	AutoscalerEvaluationInterval *string `json:"autoscaler_evaluation_interval,omitempty"`
 }
 
 type wireNode struct {
