@@ -322,26 +322,11 @@ func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string
 	var out []plan.IdleGroup
 	views := map[plan.GroupKey]*IdleView{}
 	for _, sp := range idle {
-		v := jobs[sp.Group.JobKey()]
-		if v == nil || v.MetaErr != nil || !v.Options.Idle || !v.Options.Elastic {
+		t, ok := scaledGroupOf(jobs, sp.Group)
+		if !ok || !t.view.Options.Idle || !t.view.Options.Elastic || t.typ != plan.JobBatch {
 			continue
 		}
-		j := v.Job
-		if plan.JobType(str(j.Type)) != plan.JobBatch || (j.Stop != nil && *j.Stop) || j.IsPeriodic() || j.IsParameterized() {
-			continue
-		}
-		tg := taskGroup(j, sp.Group.Group)
-		if tg == nil {
-			continue
-		}
-		gpus, model := groupGPUs(tg)
-		if gpus == 0 {
-			continue
-		}
-		count := 1
-		if tg.Count != nil {
-			count = *tg.Count
-		}
+		v, j, gpus, model, count := t.view, t.view.Job, t.gpus, t.model, t.count
 		out = append(out, plan.IdleGroup{Namespace: sp.Group.Namespace, Job: sp.Group.Job, Group: sp.Group.Group,
 			Priority: prio(j), GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
 			Max: int(min(sp.Max, quota.MaxGPUs)), Count: count})
@@ -358,6 +343,47 @@ func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string
 		}
 	}
 	return out, views
+}
+
+// scaledGroup is the target of a scaling policy, resolved: the governed
+// job's view, its type, and the task group's GPUs per allocation, model
+// and count now.
+type scaledGroup struct {
+	view  *JobView
+	typ   plan.JobType
+	gpus  int
+	model string
+	count int
+}
+
+// scaledGroupOf resolves a scaling policy's target group g (the step that
+// idleGroups and prewarms share): the job is governed (in jobs), its meta
+// parses, it is not stopped, periodic or parameterized, it has a task
+// group named g.Group, and that group asks for GPUs; the count is the
+// group's (1 when unset). ok is false otherwise; each caller checks the
+// job type and meta it needs.
+func scaledGroupOf(jobs map[plan.JobKey]*JobView, g plan.GroupKey) (scaledGroup, bool) {
+	v := jobs[g.JobKey()]
+	if v == nil || v.MetaErr != nil {
+		return scaledGroup{}, false
+	}
+	j := v.Job
+	if (j.Stop != nil && *j.Stop) || j.IsPeriodic() || j.IsParameterized() {
+		return scaledGroup{}, false
+	}
+	tg := taskGroup(j, g.Group)
+	if tg == nil {
+		return scaledGroup{}, false
+	}
+	gpus, model := groupGPUs(tg)
+	if gpus == 0 {
+		return scaledGroup{}, false
+	}
+	count := 1
+	if tg.Count != nil {
+		count = *tg.Count
+	}
+	return scaledGroup{view: v, typ: plan.JobType(str(j.Type)), gpus: gpus, model: model, count: count}, true
 }
 
 // taskGroup returns j's task group called name, or nil.

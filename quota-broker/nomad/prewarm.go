@@ -38,27 +38,11 @@ func prewarms(pols *Policies, jobs map[plan.JobKey]*JobView, now time.Time, set 
 	}
 	var out []plan.Prewarm
 	for _, sp := range scheds {
-		v := jobs[sp.Group.JobKey()]
-		if v == nil || v.MetaErr != nil || v.Options.Idle {
+		t, ok := scaledGroupOf(jobs, sp.Group)
+		if !ok || t.view.Options.Idle || (t.typ != plan.JobService && t.typ != plan.JobBatch) {
 			continue
 		}
-		j := v.Job
-		typ := plan.JobType(str(j.Type))
-		if (typ != plan.JobService && typ != plan.JobBatch) || (j.Stop != nil && *j.Stop) || j.IsPeriodic() || j.IsParameterized() {
-			continue
-		}
-		tg := taskGroup(j, sp.Group.Group)
-		if tg == nil {
-			continue
-		}
-		gpus, model := groupGPUs(tg)
-		if gpus == 0 {
-			continue
-		}
-		count := 1
-		if tg.Count != nil {
-			count = *tg.Count
-		}
+		v, j, typ, gpus, model, count := t.view, t.view.Job, t.typ, t.gpus, t.model, t.count
 		at, target, ok := raisingBoundary(sp.Checks, now, set.DrainHorizon, count, sp.Max)
 		if !ok {
 			continue
