@@ -139,22 +139,19 @@ func endedChanges(bs []reservation.Booking, busy map[string]bool, now time.Time)
 // (DESIGN L10: "unused booked GPUs are free to idle jobs only"); the hold
 // of a booking not in res (cancelled, or moved to history) has ended.
 func holdLasts(res []plan.Reservation) func(plan.Hold) time.Time {
-	end := make(map[string]time.Time, len(res))
-	for _, r := range res {
-		end[r.ID] = r.End
+	byID := make(map[string]*plan.Reservation, len(res))
+	for i := range res {
+		byID[res[i].ID] = &res[i]
 	}
 	return func(h plan.Hold) time.Time {
 		if h.For.Reservation == "" {
 			return h.Until
 		}
-		e, ok := end[h.For.Reservation]
+		r, ok := byID[h.For.Reservation]
 		if !ok {
 			return time.Time{}
 		}
-		if h.Until.After(e) {
-			return h.Until
-		}
-		return e
+		return h.End(r)
 	}
 }
 

@@ -326,6 +326,18 @@ type Hold struct {
 	Until  time.Time
 }
 
+// End returns when hold h is over, given r, the reservation it names (nil
+// for a claimant's hold, or a reservation the snapshot does not list): its
+// Until, or, for a reservation's hold, the reservation's end when that is
+// later, since from Until to the end the hold lends the booking's GPUs to
+// idle jobs and the booking's own jobs only (DESIGN L10; indexHolds).
+func (h Hold) End(r *Reservation) time.Time {
+	if r != nil && r.End.After(h.Until) {
+		return r.End
+	}
+	return h.Until
+}
+
 // Active reports whether t is inside the reservation's window.
 func (r *Reservation) Active(t time.Time) bool {
 	return !t.Before(r.Start) && t.Before(r.End)

@@ -132,10 +132,7 @@ func (s *sim) keepHold(act *plan.Action) {
 // reservation's hold the reservation's end (the core lends it to idle jobs
 // from Until on).
 func (s *sim) holdEnd(h *plan.Hold) time.Time {
-	if r := s.resByID[h.For.Reservation]; r != nil && r.End.After(h.Until) {
-		return r.End
-	}
-	return h.Until
+	return h.End(s.resByID[h.For.Reservation])
 }
 
 // liveHolds drops the holds that have ended at now and returns the rest.
