@@ -155,6 +155,10 @@ func (f *File) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Stat returns the opened file's information (a reader that sizes its
+// buffer from it, such as snapshot.Decode, reads a large file in one copy).
+func (f *File) Stat() (fs.FileInfo, error) { return f.f.Stat() }
+
 // Close closes the file.
 func (f *File) Close() error { return f.f.Close() }
 

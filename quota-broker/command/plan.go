@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gputide/gputide/internal/regfile"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 )
@@ -109,7 +110,10 @@ func (c *PlanCommand) readSnapshot(name string) (*plan.Snapshot, error) {
 		}
 		return snapshot.Decode(in)
 	}
-	f, err := os.Open(name)
+	// A regular file only (regfile, as every other file argument): a FIFO
+	// without a writer or a device is refused at once naming the path,
+	// instead of blocking in open(2) or reading without end.
+	f, err := regfile.Open(name, snapshot.MaxSize)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // The files a command reads (schedule preview -policy, quota apply, job
-// plan) are regular files: a FIFO with no writer, or a device, is refused
+// plan, plan) are regular files: a FIFO with no writer, or a device, is refused
 // at once naming the path, instead of blocking the command in open(2) or
 // reading a device.
 func TestCommandFilesAreRegular(t *testing.T) {
@@ -22,6 +22,8 @@ func TestCommandFilesAreRegular(t *testing.T) {
 		{"schedule", "preview", "-policy", fifo},
 		{"quota", "apply", fifo},
 		{"job", "plan", fifo},
+		{"plan", fifo},
+		{"plan", "/dev/zero"},
 		{"schedule", "preview", "-policy", "/dev/zero"},
 	} {
 		done := make(chan [3]string, 1)
