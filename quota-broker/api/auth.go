@@ -51,6 +51,9 @@ const (
 // Nomad cannot check it (fail closed).
 func (s *Server) guard(n need, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			w = readAnswer{w}
+		}
 		c, err := s.callerOf(r.Context(), acl.TokenFromRequest(r), n)
 		if err != nil {
 			writeError(w, err)

@@ -178,7 +178,7 @@ func (s *Server) lastPlan(w http.ResponseWriter, r *http.Request, c *caller) {
 	if p == nil {
 		p = &plan.Plan{}
 	}
-	w.Header().Set("Content-Type", "application/json")
+	jsonHeaders(w)
 	w.Header().Set("X-Gputide-State-Age-Seconds", fmt.Sprintf("%.3f", fresh.StateAgeSeconds))
 	_ = snapshot.EncodePlan(w, p)
 }
@@ -190,7 +190,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	jsonHeaders(w)
 	w.Header().Set("X-Gputide-State-Age-Seconds", fmt.Sprintf("%.3f", fresh.StateAgeSeconds))
 	_ = snapshot.Encode(w, st.Snapshot)
 }

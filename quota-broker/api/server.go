@@ -215,8 +215,15 @@ type Refusal struct {
 
 // statusOf maps an error to its HTTP status and body (DESIGN §9): 400 bad
 // input, 403 rights, 404, 409 law refusal or guard conflict, 503 Nomad
-// (token checks) or the store (writes) not answering.
-func statusOf(err error) (int, errorBody) {
+// (token checks) or the store not answering. The store's 503 says
+// "nothing was written": statusOf is for writes; reads use statusOfRead.
+func statusOf(err error) (int, errorBody) { return statusFor(err, false) }
+
+// statusOfRead is statusOf for a read (GET, HEAD): a read writes nothing,
+// so its store 503 does not say that nothing was written.
+func statusOfRead(err error) (int, errorBody) { return statusFor(err, true) }
+
+func statusFor(err error, read bool) (int, errorBody) {
 	var p *Problem
 	var re *reservation.Error
 	var ve *quota.ValidationError
@@ -240,6 +247,8 @@ func statusOf(err error) (int, errorBody) {
 		return http.StatusForbidden, errorBody{Error: "permission denied: " + err.Error()}
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, errorBody{Error: "the guarded state kept changing while writing (retried " + strconv.Itoa(store.Retries) + " times); nothing was written, try again"}
+	case errors.Is(err, store.ErrUnavailable) && read:
+		return http.StatusServiceUnavailable, errorBody{Error: "store (Consul) not answering: " + err.Error()}
 	case errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable, errorBody{Error: "store (Consul) not answering; nothing was written: " + err.Error()}
 	case errors.Is(err, store.ErrNotFound):
@@ -250,15 +259,35 @@ func statusOf(err error) (int, errorBody) {
 	return http.StatusInternalServerError, errorBody{Error: err.Error()}
 }
 
+// writeError answers err (statusOf; statusOfRead when w is a read's
+// answer, readAnswer).
 func writeError(w http.ResponseWriter, err error) {
 	status, body := statusOf(err)
+	if _, read := w.(readAnswer); read {
+		status, body = statusOfRead(err)
+	}
 	writeJSONStatus(w, status, body)
 }
 
+// readAnswer marks the ResponseWriter of a read (GET or HEAD; guard wraps
+// it), so that writeError does not say a read wrote nothing.
+type readAnswer struct{ http.ResponseWriter }
+
+// Unwrap returns the wrapped writer (http.ResponseController).
+func (a readAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
 func writeJSON(w http.ResponseWriter, v any) { writeJSONStatus(w, http.StatusOK, v) }
 
-func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+// jsonHeaders sets the headers of every API JSON answer: its type, and
+// Cache-Control: no-store (a workspace's queue or bookings are never kept
+// by a shared cache or the browser).
+func jsonHeaders(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+}
+
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+	jsonHeaders(w)
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -517,13 +517,15 @@ func TestGuardConflictAndStoreDown(t *testing.T) {
 		h := newHarness(t, options{store: downStore{store.NewMemory()}})
 		for _, w := range writes {
 			code, body := h.do(t, w.method, w.path, w.token, w.body)
-			if code != 503 || !strings.Contains(errOf(t, body).Error, "not answering") {
-				t.Errorf("%s %s: %d %s, want 503", w.method, w.path, code, body)
+			if e := errOf(t, body).Error; code != 503 || !strings.Contains(e, "not answering") || !strings.Contains(e, "nothing was written") {
+				t.Errorf("%s %s: %d %s, want 503 saying nothing was written", w.method, w.path, code, body)
 			}
 		}
+		// A read writes nothing: its 503 does not say so (issue 16).
 		for _, p := range []string{"/v1/reservations", "/v1/preemptions", "/v1/reservation/rb"} {
-			if code, body := h.do(t, "GET", p, tokTeamB, ""); code != 503 {
-				t.Errorf("GET %s: %d %s, want 503", p, code, body)
+			code, body := h.do(t, "GET", p, tokTeamB, "")
+			if e := errOf(t, body).Error; code != 503 || !strings.HasPrefix(e, "store (Consul) not answering: store: ") || strings.Contains(e, "written") {
+				t.Errorf("GET %s: %d %s, want 503 \"store (Consul) not answering: ...\" without \"nothing was written\"", p, code, body)
 			}
 		}
 	})
@@ -1003,5 +1005,42 @@ func TestForcedCancelEndsTheBookingNow(t *testing.T) {
 	}
 	if g2, _ := h.kv.ReadGuarded(context.Background()); g2.Counter != g.Counter {
 		t.Errorf("a second cancel wrote: guard %d -> %d", g.Counter, g2.Counter)
+	}
+}
+
+// Every API JSON answer, errors included, is Cache-Control: no-store: a
+// proxy or browser cache never keeps a workspace's queue or a booking
+// (issue 16).
+func TestAPIAnswersAreNotCached(t *testing.T) {
+	h := newHarness(t, options{})
+	for _, r := range []struct{ method, path, token, body string }{
+		{"GET", "/v1/agent/health", "", ""},
+		{"GET", "/v1/quotas", tokTeamB, ""},
+		{"GET", "/v1/queue", tokTeamB, ""},
+		{"GET", "/v1/preemptions", tokTeamB, ""},
+		{"GET", "/v1/reservations", tokTeamB, ""},
+		{"GET", "/v1/plan", tokMgmt, ""},
+		{"GET", "/v1/snapshot", tokMgmt, ""},
+		{"GET", "/v1/quotas", "", ""},                        // 403
+		{"GET", "/v1/reservation/nope", tokTeamB, ""},        // 404
+		{"GET", "/v1/nothing", tokTeamB, ""},                 // 404, no endpoint
+		{"POST", "/v1/reservations", tokTeamB, bookingB},     // 201
+		{"POST", "/v1/reservations", tokTeamB, `{"gpus":1}`}, // 400
+	} {
+		req, err := http.NewRequest(r.method, h.url+r.path, strings.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.token != "" {
+			req.Header.Set("X-Nomad-Token", r.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s %s: %d, Cache-Control %q, want \"no-store\"", r.method, r.path, resp.StatusCode, got)
+		}
 	}
 }
