@@ -285,8 +285,12 @@ func (s *Server) limitsOf(st quota.Settings) reservation.Limits {
 }
 
 // reservationCancel serves DELETE /v1/reservation/<id>[?force=true]:
-// submit-job on its namespace (without read-job there: 404); a booking
-// with running allocations needs force. A booking without running
+// submit-job on its namespace cancels, with or without read-job there
+// (DESIGN §9: submit-job books and cancels); without read-job the answer
+// shows only the booking's namespace and GPUs (entryOf). A token with
+// neither right there gets 404, as for a missing booking; read-job
+// without submit-job gets 403. A booking with running allocations needs
+// force. A booking without running
 // allocations goes to history at once (outcome "cancelled"). A forced
 // cancel of a booking in its window ends it now (End and CancelledAt set
 // to now, DESIGN L10 "End": the core's L10.end stops its jobs at once) and

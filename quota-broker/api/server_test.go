@@ -36,7 +36,10 @@ const (
 	tokTeamC  = "00000000-0000-4000-8000-00000000000c"
 	tokReadB  = "00000000-0000-4000-8000-00000000000d"
 	tokAdminP = "00000000-0000-4000-8000-00000000000e"
-	adminTok  = "broker-admin-secret"
+	// tokSubmitC holds submit-job on workspace-c and nothing else (no
+	// read-job).
+	tokSubmitC = "00000000-0000-4000-8000-00000000000f"
+	adminTok   = "broker-admin-secret"
 )
 
 // fakeNomad answers the ACL reads as Nomad v1.11.3 does (shapes of
@@ -50,17 +53,19 @@ type fakeNomad struct {
 func (f *fakeNomad) set(mode string) { f.mu.Lock(); f.mode = mode; f.mu.Unlock() }
 
 var fakeTokens = map[string]string{
-	tokMgmt:   `{"AccessorID":"acc-mgmt","SecretID":"` + tokMgmt + `","Name":"root","Type":"management","Policies":null,"Roles":null,"ExpirationTime":null}`,
-	tokTeamB:  `{"AccessorID":"acc-team-b","SecretID":"` + tokTeamB + `","Name":"team-b","Type":"client","Policies":["team-b"],"Roles":null,"ExpirationTime":null}`,
-	tokTeamC:  `{"AccessorID":"acc-team-c","SecretID":"` + tokTeamC + `","Name":"team-c","Type":"client","Policies":["team-c"],"Roles":null,"ExpirationTime":null}`,
-	tokReadB:  `{"AccessorID":"acc-read-b","SecretID":"` + tokReadB + `","Name":"read-b","Type":"client","Policies":["read-b"],"Roles":null,"ExpirationTime":null}`,
-	tokAdminP: `{"AccessorID":"acc-admin","SecretID":"` + tokAdminP + `","Name":"admin","Type":"client","Policies":["gputide-admin"],"Roles":null,"ExpirationTime":null}`,
+	tokMgmt:    `{"AccessorID":"acc-mgmt","SecretID":"` + tokMgmt + `","Name":"root","Type":"management","Policies":null,"Roles":null,"ExpirationTime":null}`,
+	tokTeamB:   `{"AccessorID":"acc-team-b","SecretID":"` + tokTeamB + `","Name":"team-b","Type":"client","Policies":["team-b"],"Roles":null,"ExpirationTime":null}`,
+	tokTeamC:   `{"AccessorID":"acc-team-c","SecretID":"` + tokTeamC + `","Name":"team-c","Type":"client","Policies":["team-c"],"Roles":null,"ExpirationTime":null}`,
+	tokReadB:   `{"AccessorID":"acc-read-b","SecretID":"` + tokReadB + `","Name":"read-b","Type":"client","Policies":["read-b"],"Roles":null,"ExpirationTime":null}`,
+	tokSubmitC: `{"AccessorID":"acc-submit-c","SecretID":"` + tokSubmitC + `","Name":"submit-c","Type":"client","Policies":["submit-c"],"Roles":null,"ExpirationTime":null}`,
+	tokAdminP:  `{"AccessorID":"acc-admin","SecretID":"` + tokAdminP + `","Name":"admin","Type":"client","Policies":["gputide-admin"],"Roles":null,"ExpirationTime":null}`,
 }
 
 var fakePolicies = map[string]string{
 	"team-b":        `namespace "workspace-b" { policy = "write" }`,
 	"team-c":        `namespace "workspace-c" { policy = "write" }`,
 	"read-b":        `namespace "workspace-b" { policy = "read" }`,
+	"submit-c":      `namespace "workspace-c" { capabilities = ["submit-job"] }`,
 	"gputide-admin": `namespace "*" { policy = "read" }`,
 }
 
@@ -1042,5 +1047,43 @@ func TestAPIAnswersAreNotCached(t *testing.T) {
 		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
 			t.Errorf("%s %s: %d, Cache-Control %q, want \"no-store\"", r.method, r.path, resp.StatusCode, got)
 		}
+	}
+}
+
+// A token with submit-job but no read-job on a namespace cancels its
+// bookings (DESIGN §9: submit-job books and cancels); the answer shows only
+// the namespace and the GPUs, as every entry of a namespace it cannot read
+// (issue 16). It cannot read the booking (404).
+func TestCancelWithSubmitJobOnly(t *testing.T) {
+	h := newHarness(t, options{})
+	code, body := h.do(t, "POST", "/v1/reservations", tokTeamC, `{"id":"rc","namespace":"workspace-c","gpus":8,"start":"2026-12-07T08:00:00Z","duration":"1h"}`)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if code, _ := h.do(t, "GET", "/v1/reservation/rc", tokSubmitC, ""); code != 404 {
+		t.Errorf("submit-only reads the booking: %d, want 404", code)
+	}
+	code, body = h.do(t, "DELETE", "/v1/reservation/rc", tokSubmitC, "")
+	var got ReservationResponse
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("cancel: %d %s: %v", code, body, err)
+	}
+	if diff := cmp.Diff(ReservationEntry{Namespace: "workspace-c", GPUs: 8}, got.Reservation); code != 200 || diff != "" {
+		t.Errorf("submit-only cancel: %d (-want +got):\n%s", code, diff)
+	}
+	g, err := h.kv.ReadGuarded(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.Reservation("rc"); ok {
+		t.Error("the booking is still stored after the cancel")
+	}
+	hist, _ := h.kv.ReservationHistory(context.Background())
+	if len(hist) != 1 || hist[0].Booking.ID != "rc" || hist[0].Outcome != "cancelled" {
+		t.Errorf("history %+v, want rc cancelled", hist)
+	}
+	recs, _ := h.kv.ChangeRecords(context.Background())
+	if n := len(recs); n != 2 || recs[1].Op != "reservation cancel" || recs[1].Accessor != "acc-submit-c" {
+		t.Errorf("change records %+v, want the cancel by acc-submit-c", recs)
 	}
 }
