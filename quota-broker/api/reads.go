@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -196,7 +197,9 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, c *caller) {
 }
 
 // PreemptionEntry is one stop in GET /v1/preemptions; for a namespace the
-// caller cannot read only Namespace and GPUs are set.
+// caller cannot read only Namespace and GPUs are set. For names the
+// claimant ("namespace/job/group"), only by its namespace when the caller
+// cannot read that.
 type PreemptionEntry struct {
 	Namespace string     `json:"namespace"`
 	GPUs      int        `json:"gpus"`
@@ -249,11 +252,22 @@ func preemptionsOf(list []store.Preemption, ns string, since time.Time, c *calle
 		e := PreemptionEntry{Namespace: p.Namespace, GPUs: p.GPUs}
 		if c.canRead(p.Namespace) {
 			at := p.At
-			e.At, e.Alloc, e.Job, e.For, e.Rule = &at, p.Alloc, p.Job, p.For, p.Rule
+			e.At, e.Alloc, e.Job, e.For, e.Rule = &at, p.Alloc, p.Job, claimantFor(p.For, c), p.Rule
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// claimantFor is a stop's claimant ("namespace/job/group") as c may see
+// it: whole with read-job on its namespace, else only the namespace (issue
+// 16: a workspace's jobs are not named to a token that cannot read it).
+func claimantFor(claimant string, c *caller) string {
+	ns, _, found := strings.Cut(claimant, "/")
+	if !found || c.canRead(ns) {
+		return claimant
+	}
+	return ns
 }
 
 // parseSince reads since: "" (all), an RFC 3339 time, or a Go duration

@@ -806,9 +806,18 @@ func TestPreemptionsAndMetrics(t *testing.T) {
 	_, body = h.do(t, "GET", "/v1/preemptions?namespace=workspace-c", tokTeamC, "")
 	got = PreemptionsResponse{}
 	_ = json.Unmarshal(body, &got)
-	want := []PreemptionEntry{{Namespace: "workspace-c", GPUs: 8, At: &at, Alloc: "a1", Job: "sweep", For: "workspace-b/llama/worker", Rule: "L5.1"}}
+	// C's own stop, for a job of workspace-b, which C cannot read: the
+	// claimant is shown by its namespace only (issue 16).
+	want := []PreemptionEntry{{Namespace: "workspace-c", GPUs: 8, At: &at, Alloc: "a1", Job: "sweep", For: "workspace-b", Rule: "L5.1"}}
 	if diff := cmp.Diff(want, got.Preemptions); diff != "" {
 		t.Errorf("C's view (-want +got):\n%s", diff)
+	}
+	_, body = h.do(t, "GET", "/v1/preemptions?namespace=workspace-c", tokMgmt, "")
+	got = PreemptionsResponse{}
+	_ = json.Unmarshal(body, &got)
+	want[0].For = "workspace-b/llama/worker"
+	if diff := cmp.Diff(want, got.Preemptions); diff != "" {
+		t.Errorf("the admin's view (-want +got):\n%s", diff)
 	}
 	if code, body := h.do(t, "GET", "/v1/preemptions?since=yesterday", tokTeamB, ""); code != 400 || errOf(t, body).Field != "since" {
 		t.Errorf("bad since: %d %s", code, body)
