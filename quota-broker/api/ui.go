@@ -9,6 +9,8 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +31,10 @@ import (
 // longer resolves (Nomad answers it as unknown or expired: ErrDenied), or
 // with POST /ui/logout. The cookie is HttpOnly and SameSite=Strict (Secure
 // under TLS): a cross-site form cannot carry it, which is the page's CSRF
-// defence (login and logout are POST; the page writes nothing).
+// defence (login and logout are POST; the page writes nothing). A login
+// itself is refused when it comes from another site (crossSite: Origin,
+// Sec-Fetch-Site), and one token holds at most MaxSessionsPerToken
+// sessions.
 
 const (
 	// SessionTTL is how long a /ui/ session lives after its login.
@@ -39,6 +44,10 @@ const (
 	// MaxSessions bounds the session table; a login past it drops the
 	// session nearest its end.
 	MaxSessions = 10000
+	// MaxSessionsPerToken bounds the sessions of one token: a login past
+	// it ends that token's oldest session, never another token's, so that
+	// one token cannot fill the table and end everyone else's sessions.
+	MaxSessionsPerToken = 16
 	// sessionIDBytes is the random part of a session ID (crypto/rand).
 	sessionIDBytes = 32
 	// maxLoginBody bounds the login form body (bytes).
@@ -62,13 +71,16 @@ type uiSession struct {
 	token    string
 	accessor string
 	expires  time.Time
+	tokenKey [sha256.Size]byte // SHA-256 of token: the per-token bound's key
+	seq      uint64            // order of login: the lowest is the oldest
 }
 
 // uiSessions maps SHA-256 digests of session IDs to sessions (the table
 // never holds an ID itself). Safe for concurrent use.
 type uiSessions struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]uiSession
+	mu  sync.Mutex
+	m   map[[sha256.Size]byte]uiSession
+	seq uint64 // logins so far
 }
 
 func newUISessions() *uiSessions { return &uiSessions{m: map[[sha256.Size]byte]uiSession{}} }
@@ -82,12 +94,31 @@ func newSessionID() string {
 }
 
 // start records a session for token ending at expires and returns its ID.
-// Expired sessions are dropped first; a full table drops the session
-// nearest its end.
+// A token with MaxSessionsPerToken live sessions loses its oldest (its
+// expired ones go first); then, in a full table, expired sessions are
+// dropped, and if it is still full the session nearest its end.
 func (u *uiSessions) start(token, accessor string, now, expires time.Time) string {
 	id := newSessionID()
+	tk := sha256.Sum256([]byte(token))
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	var oldestOwn [sha256.Size]byte
+	own, oldestSeq := 0, uint64(0)
+	for k, s := range u.m {
+		switch {
+		case s.tokenKey != tk:
+		case !now.Before(s.expires):
+			delete(u.m, k)
+		default:
+			if own == 0 || s.seq < oldestSeq {
+				oldestOwn, oldestSeq = k, s.seq
+			}
+			own++
+		}
+	}
+	if own >= MaxSessionsPerToken {
+		delete(u.m, oldestOwn)
+	}
 	if len(u.m) >= MaxSessions {
 		for k, s := range u.m {
 			if !now.Before(s.expires) {
@@ -105,7 +136,8 @@ func (u *uiSessions) start(token, accessor string, now, expires time.Time) strin
 		}
 		delete(u.m, oldest)
 	}
-	u.m[sha256.Sum256([]byte(id))] = uiSession{token: token, accessor: accessor, expires: expires}
+	u.seq++
+	u.m[sha256.Sum256([]byte(id))] = uiSession{token: token, accessor: accessor, expires: expires, tokenKey: tk, seq: u.seq}
 	return id
 }
 
@@ -197,6 +229,11 @@ func sessionCookie(r *http.Request, id string, maxAge int) *http.Cookie {
 // gets a session and 303 to /ui/; else the form again (403, or 503 while
 // Nomad cannot check tokens).
 func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
+	if why := crossSite(r); why != "" {
+		s.cfg.Logger.Info("ui: cross-site login refused", "why", why)
+		s.uiLoginForm(w, http.StatusForbidden, "login refused: the form was not posted from this page ("+why+")")
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	if err := r.ParseForm(); err != nil {
 		s.uiLoginForm(w, http.StatusBadRequest, "the login form could not be read")
@@ -226,6 +263,29 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 	s.cfg.Logger.Info("ui: session started", "accessor_id", who, "ends", now.Add(SessionTTL))
 	http.SetCookie(w, sessionCookie(r, id, int(SessionTTL/time.Second)))
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+// crossSite says why r, a login, comes from another site (login CSRF: a
+// page elsewhere posting its own token so that the victim's browser shows
+// that token's view), or "" when it does not: Sec-Fetch-Site is
+// cross-site, or an Origin header is present and is not this page's host
+// (r.Host, compared without letter case; "null" is refused). A request
+// with neither header (curl, older browsers) passes: without an Origin
+// there is no site to tell apart, and the browsers that leave it out of
+// a cross-site form post are long gone.
+func crossSite(r *http.Request) string {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return "Sec-Fetch-Site: cross-site"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return "Origin " + strconv.Quote(origin) + " is not " + strconv.Quote(r.Host)
+	}
+	return ""
 }
 
 // uiLogout serves POST /ui/logout: ends the session, deletes the cookie,

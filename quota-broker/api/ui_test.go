@@ -515,7 +515,7 @@ func TestUISessionTableBound(t *testing.T) {
 	now := clock
 	first := u.start("t0", "a0", now, now.Add(time.Hour))
 	for i := 1; i < MaxSessions+5; i++ {
-		u.start("t", "a", now, now.Add(SessionTTL+time.Duration(i)*time.Second))
+		u.start("t"+strconv.Itoa(i), "a", now, now.Add(SessionTTL+time.Duration(i)*time.Second))
 	}
 	if len(u.m) != MaxSessions {
 		t.Errorf("%d sessions, want the bound %d", len(u.m), MaxSessions)
@@ -576,5 +576,101 @@ func TestUINoState(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "the broker has no cluster state yet") ||
 		strings.Contains(body, `id="quotas"`) || !strings.Contains(body, "Log out") {
 		t.Errorf("no state: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// One token holds at most MaxSessionsPerToken sessions: a login past it
+// ends that token's oldest session, never another token's (issue 16:
+// 10,000 logins with one token ended every other session).
+func TestUISessionsPerToken(t *testing.T) {
+	u := newUISessions()
+	now := clock
+	other := u.start("token-c", "acc-c", now, now.Add(SessionTTL))
+	var ids []string
+	for i := range MaxSessionsPerToken + 4 {
+		at := now.Add(time.Duration(i) * time.Second)
+		ids = append(ids, u.start("token-b", "acc-b", at, at.Add(SessionTTL)))
+	}
+	if n := len(u.m); n != MaxSessionsPerToken+1 {
+		t.Errorf("%d sessions, want %d of token-b and 1 of token-c", n, MaxSessionsPerToken+1)
+	}
+	for i, id := range ids {
+		if _, ok := u.get(id, now); ok != (i >= 4) {
+			t.Errorf("token-b's login %d: live %t, want %t (the 4 oldest end)", i, ok, i >= 4)
+		}
+	}
+	if _, ok := u.get(other, now); !ok {
+		t.Error("token-c's session ended by token-b's logins")
+	}
+	// 200 logins with one token through the page: the other token's
+	// session lives on.
+	h := newUIHarness(t, false)
+	c := h.browser(t, nil)
+	keep := h.login(t, c, tokTeamC).Cookies()[0].Value
+	for range 200 {
+		h.login(t, h.browser(t, nil), tokTeamB)
+	}
+	if _, ok := h.srv.ui.get(keep, h.clock.Now()); !ok {
+		t.Error("team C's session ended by team B's logins")
+	}
+	h.srv.ui.mu.Lock()
+	n := len(h.srv.ui.m)
+	h.srv.ui.mu.Unlock()
+	if n != MaxSessionsPerToken+1 {
+		t.Errorf("%d sessions after 200 logins of one token and 1 of another, want %d", n, MaxSessionsPerToken+1)
+	}
+}
+
+// A login posted from another site is refused (login CSRF, issue 16): an
+// Origin header that is not the page's own host, or Sec-Fetch-Site:
+// cross-site. The page's own form (same Origin, same-origin) logs in, and
+// so does a client that sends neither header (curl, the CLI's tests).
+func TestUILoginCrossSite(t *testing.T) {
+	h := newUIHarness(t, false)
+	host := strings.TrimPrefix(h.ts.URL, "http://")
+	for _, tc := range []struct {
+		origin, fetchSite string
+		want              int
+	}{
+		{"https://evil.example", "", 403},
+		{"http://" + host + ".evil.example", "", 403},
+		{"null", "", 403},
+		{"", "cross-site", 403},
+		{"http://" + host, "cross-site", 403},
+		{"http://" + host, "same-origin", 303},
+		{"http://" + strings.ToUpper(host), "", 303},
+		{"", "same-origin", 303},
+		{"", "none", 303},
+		{"", "", 303},
+	} {
+		req, err := http.NewRequest("POST", h.ts.URL+"/ui/login", strings.NewReader(url.Values{"token": {tokTeamB}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		if tc.fetchSite != "" {
+			req.Header.Set("Sec-Fetch-Site", tc.fetchSite)
+		}
+		resp, err := h.browser(t, nil).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Origin %q Sec-Fetch-Site %q: %d, want %d", tc.origin, tc.fetchSite, resp.StatusCode, tc.want)
+		}
+		if tc.want == 403 && (len(resp.Cookies()) != 0 || !strings.Contains(string(body), "login refused: the form was not posted from this page")) {
+			t.Errorf("Origin %q Sec-Fetch-Site %q: cookies %v, body %s; want no cookie and the refusal", tc.origin, tc.fetchSite, resp.Cookies(), body)
+		}
+	}
+	h.srv.ui.mu.Lock()
+	n := len(h.srv.ui.m)
+	h.srv.ui.mu.Unlock()
+	if n != 5 {
+		t.Errorf("%d sessions, want the 5 same-site logins", n)
 	}
 }
