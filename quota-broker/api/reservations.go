@@ -207,8 +207,9 @@ func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *calle
 }
 
 // reservationCreate serves POST /v1/reservations: submit-job on the
-// namespace; one guarded write validated by reservation.Prepare and L10
-// (Tree.Check) on the state at the guard index.
+// namespace; one guarded write validated by reservation.Prepare, the
+// namespace's cap (reservation_max_per_namespace) and L10 (Tree.Check) on
+// the state at the guard index.
 func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *caller) {
 	data, err := readBody(r)
 	if err != nil {
@@ -252,6 +253,9 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 		if err != nil {
 			return nil, err
 		}
+		if err := capPerNamespace(g, nb.Namespace, g.Tree.Settings.MaxPerNamespace(), now); err != nil {
+			return nil, err
+		}
 		if err := tree.Check(g.Reservations, nb, now.Add(lim.MaxAhead)); err != nil {
 			return nil, err
 		}
@@ -267,6 +271,23 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 		return
 	}
 	writeJSONStatus(w, http.StatusCreated, ReservationResponse{Reservation: entryOf(booked, c, 0)})
+}
+
+// capPerNamespace refuses (409) a new booking of namespace ns when ns
+// already has max bookings that have not ended (End after now) in the
+// guarded state g: tree setting reservation_max_per_namespace (issue 16).
+// It runs inside the guarded write, so concurrent bookings cannot pass it.
+func capPerNamespace(g *store.Guarded, ns string, max int, now time.Time) error {
+	n := 0
+	for _, b := range g.Reservations {
+		if b.Namespace == ns && b.End.After(now) {
+			n++
+		}
+	}
+	if n >= max {
+		return conflict("namespace %q has %d bookings that have not ended, the most reservation_max_per_namespace (%d) allows; cancel one, or an admin raises the setting", ns, n, max)
+	}
+	return nil
 }
 
 // limitsOf returns the booking limits of the stored tree's settings

@@ -1096,3 +1096,69 @@ func TestCancelWithSubmitJobOnly(t *testing.T) {
 		t.Errorf("change records %+v, want the cancel by acc-submit-c", recs)
 	}
 }
+
+// reservation_max_per_namespace (tree setting, issue 16) bounds the
+// bookings of one namespace that have not ended; the refusal names the
+// setting and the numbers, other namespaces and ended bookings are not
+// counted, and concurrent bookings cannot pass it (the count is made in
+// the guarded write).
+func TestBookingsPerNamespaceCap(t *testing.T) {
+	h := newHarness(t, options{})
+	ctx := context.Background()
+	ended := reservation.Booking{ID: "r-ended", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 1, AllocGPUs: 1,
+		Start: clock.Add(-2 * time.Hour), End: clock.Add(-time.Hour)}
+	_, err := h.kv.Guarded(ctx, func(g *store.Guarded) ([]store.Change, error) {
+		rec := *g.Tree
+		rec.Settings.ReservationMaxPerNamespace = 3
+		return []store.Change{store.PutTree(rec), store.PutReservation(ended)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := func(tok, ns string, i int) (int, []byte) {
+		start := clock.Add(time.Duration(24+i) * time.Hour).UTC().Format(time.RFC3339)
+		return h.do(t, "POST", "/v1/reservations", tok, `{"namespace":"`+ns+`","gpus":1,"start":"`+start+`","duration":"1h"}`)
+	}
+	// Concurrent: 10 bookings of workspace-b race for 3 places.
+	h.srv.cfg.Random = nil // distinct default IDs, from crypto/rand
+	var wg sync.WaitGroup
+	codes := make([]int, 10)
+	bodies := make([][]byte, 10)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], bodies[i] = book(tokTeamB, "workspace-b", i)
+		}()
+	}
+	wg.Wait()
+	created, refused := 0, 0
+	for i, code := range codes {
+		switch e := errOf(t, bodies[i]).Error; {
+		case code == 201:
+			created++
+		case code == 409 && e == `namespace "workspace-b" has 3 bookings that have not ended, the most reservation_max_per_namespace (3) allows; cancel one, or an admin raises the setting`:
+			refused++
+		case code == 409 && strings.Contains(e, "kept changing"):
+		default:
+			t.Errorf("booking %d: %d %s", i, code, bodies[i])
+		}
+	}
+	g, err := h.kv.ReadGuarded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, b := range g.Reservations {
+		if b.Namespace == "workspace-b" && b.End.After(clock) {
+			live++
+		}
+	}
+	if created != 3 || live != 3 || refused == 0 {
+		t.Errorf("%d created, %d refused by the cap, %d live bookings of workspace-b stored; want 3 created and 3 stored", created, refused, live)
+	}
+	// Another namespace has its own count.
+	if code, body := book(tokTeamC, "workspace-c", 0); code != 201 {
+		t.Errorf("workspace-c's first booking: %d %s", code, body)
+	}
+}

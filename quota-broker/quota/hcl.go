@@ -82,6 +82,9 @@ func LoadFile(path string) (*Node, Settings, error) {
 //	  autoscaler_evaluation_interval = "10s"
 //	                               # the Autoscaler agent's default_evaluation_interval
 //	                               # (pre-warm holds, DESIGN L5, §8)
+//	  reservation_max_per_namespace = 100
+//	                               # whole number, 1..10000: the most bookings
+//	                               # of one namespace not yet ended (L10)
 //	}
 //	quota "Quota1" {               # exactly one root
 //	  gpus                = 128    # required: nominal GPUs, 0..MaxGPUs
@@ -231,6 +234,7 @@ var settingsSchema = &hcl.BodySchema{
 		{Name: "reservation_max_ahead"},
 		{Name: "reservation_min_duration"},
 		{Name: "autoscaler_evaluation_interval"},
+		{Name: "reservation_max_per_namespace"},
 	},
 }
 
@@ -395,6 +399,35 @@ func (d decoder) settings(b *hcl.Block, s *Settings) error {
 		}
 		*f.dst = d
 	}
+	if a, ok := content.Attributes["reservation_max_per_namespace"]; ok {
+		if err := d.maxPerNamespace(a, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxPerNamespace reads settings.reservation_max_per_namespace: a whole
+// number from 1 to MaxReservationMaxPerNamespace (a string, even "5", is
+// refused, as a number is where a duration goes).
+func (d decoder) maxPerNamespace(a *hcl.Attribute, s *Settings) error {
+	bad := func() error {
+		return &ParseError{Pos: pos(a.Range), Message: fmt.Sprintf("settings.%s = %s %s",
+			a.Name, d.text(a.Expr.Range()), CheckMaxPerNamespace(0))}
+	}
+	val, diags := a.Expr.Value(nil)
+	if diags.HasErrors() {
+		return d.attr(a, "", &val)
+	}
+	if val.IsNull() || !val.IsWhollyKnown() || val.Type() != cty.Number {
+		return bad()
+	}
+	f := val.AsBigFloat()
+	n, acc := f.Int64()
+	if !f.IsInt() || acc != big.Exact || CheckMaxPerNamespace(n) != "" {
+		return bad()
+	}
+	s.ReservationMaxPerNamespace = int(n)
 	return nil
 }
 

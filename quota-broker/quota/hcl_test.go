@@ -132,7 +132,10 @@ func TestParseSettings(t *testing.T) {
 			"settings {\n settle = \"45s\"\n drain_margin = \"2m\"\n drain_horizon = \"30m\"\n reservation_max_ahead = \"48h\"\n reservation_min_duration = \"2m\"\n autoscaler_evaluation_interval = \"1m\"\n}\nquota \"q\" { gpus = 1 }",
 			Settings{DebtGrace: 10 * time.Minute, Settle: 45 * time.Second, DrainMargin: 2 * time.Minute,
 				DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour, ReservationMinDuration: 2 * time.Minute,
-				AutoscalerEvaluationInterval: time.Minute}},
+				AutoscalerEvaluationInterval: time.Minute, ReservationMaxPerNamespace: DefaultReservationMaxPerNamespace}},
+		{"reservation_max_per_namespace is a whole number",
+			"settings {\n reservation_max_per_namespace = 5\n}\nquota \"q\" { gpus = 1 }",
+			defaultsWith(func(s *Settings) { s.ReservationMaxPerNamespace = 5 })},
 		{"compound durations are read in Go syntax",
 			"quota \"q\" { gpus = 1 }\nsettings {\n min_runtime = \"1h30m\"\n debt_grace = \"2h\"\n}",
 			defaultsWith(func(s *Settings) { s.MinRuntime, s.DebtGrace = 90*time.Minute, 2*time.Hour })},
@@ -323,6 +326,18 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		{"a duration without a unit is rejected with the value",
 			"settings {\n  min_runtime = \"10\"\n}\nquota \"a\" { gpus = 1 }\n",
 			`bad.hcl:2: settings.min_runtime = "10" is not a duration (Go syntax such as "90s", "10m", "1h30m")`},
+		{"reservation_max_per_namespace = 0 is rejected with the bounds",
+			"settings {\n  reservation_max_per_namespace = 0\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings.reservation_max_per_namespace = 0 must be a whole number from 1 to 10000`},
+		{"reservation_max_per_namespace above the bound is rejected",
+			"settings {\n  reservation_max_per_namespace = 10001\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings.reservation_max_per_namespace = 10001 must be a whole number from 1 to 10000`},
+		{"a fractional reservation_max_per_namespace is rejected",
+			"settings {\n  reservation_max_per_namespace = 2.5\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings.reservation_max_per_namespace = 2.5 must be a whole number from 1 to 10000`},
+		{"a string reservation_max_per_namespace is rejected",
+			"settings {\n  reservation_max_per_namespace = \"5\"\n}\nquota \"a\" { gpus = 1 }\n",
+			`bad.hcl:2: settings.reservation_max_per_namespace = "5" must be a whole number from 1 to 10000`},
 		{"a negative duration is rejected with the value",
 			"settings {\n  debt_grace = \"-5m\"\n}\nquota \"a\" { gpus = 1 }\n",
 			`bad.hcl:2: settings.debt_grace = "-5m" is negative`},
@@ -521,5 +536,19 @@ func TestSettingsOutOfBounds(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("OutOfBounds(%+v) = %+v, want %+v", tt.s, got, tt.want)
 		}
+	}
+}
+
+// A tree stored before reservation_max_per_namespace existed has 0 there:
+// it reads as the default, 100.
+func TestMaxPerNamespaceDefault(t *testing.T) {
+	if got := (Settings{}).MaxPerNamespace(); got != 100 {
+		t.Errorf("zero setting: %d, want the default 100", got)
+	}
+	if got := (Settings{ReservationMaxPerNamespace: 7}).MaxPerNamespace(); got != 7 {
+		t.Errorf("setting 7: %d", got)
+	}
+	if got := DefaultSettings().ReservationMaxPerNamespace; got != 100 {
+		t.Errorf("DefaultSettings: %d, want 100", got)
 	}
 }

@@ -30,6 +30,12 @@ const (
 	// DefaultAutoscalerEvaluationInterval is the Nomad Autoscaler v0.5.0
 	// agent's own policy.default_evaluation_interval (10s).
 	DefaultAutoscalerEvaluationInterval = 10 * time.Second
+	// DefaultReservationMaxPerNamespace is the default of
+	// Settings.ReservationMaxPerNamespace.
+	DefaultReservationMaxPerNamespace = 100
+	// MaxReservationMaxPerNamespace bounds reservation_max_per_namespace
+	// (a setting is a whole number from 1 to it).
+	MaxReservationMaxPerNamespace = 10000
 )
 
 // Node is one node of the quota tree.
@@ -92,6 +98,31 @@ type Settings struct {
 	// before the setting existed, reads as the default,
 	// DefaultAutoscalerEvaluationInterval.
 	AutoscalerEvaluationInterval time.Duration
+	// ReservationMaxPerNamespace is the most bookings of one namespace
+	// that have not ended (L10; issue 16: a team cannot slow every
+	// booking down with thousands of its own). A setting is from 1 to
+	// MaxReservationMaxPerNamespace; zero, as in a tree stored before the
+	// setting existed, reads as DefaultReservationMaxPerNamespace
+	// (MaxPerNamespace).
+	ReservationMaxPerNamespace int
+}
+
+// MaxPerNamespace returns reservation_max_per_namespace as it applies:
+// ReservationMaxPerNamespace, or its default when zero.
+func (s Settings) MaxPerNamespace() int {
+	if s.ReservationMaxPerNamespace == 0 {
+		return DefaultReservationMaxPerNamespace
+	}
+	return s.ReservationMaxPerNamespace
+}
+
+// CheckMaxPerNamespace says what is wrong with n as a
+// reservation_max_per_namespace setting ("" when it is within bounds).
+func CheckMaxPerNamespace(n int64) string {
+	if n < 1 || n > MaxReservationMaxPerNamespace {
+		return fmt.Sprintf("must be a whole number from 1 to %d", MaxReservationMaxPerNamespace)
+	}
+	return ""
 }
 
 // MaxSetting bounds every duration setting (10 years): far above any real
@@ -127,7 +158,8 @@ func (s Settings) OutOfBounds() (name string, value time.Duration, problem strin
 func DefaultSettings() Settings {
 	return Settings{DebtGrace: DefaultDebtGrace, Settle: DefaultSettle, DrainMargin: DefaultDrainMargin,
 		DrainHorizon: DefaultDrainHorizon, ReservationMaxAhead: DefaultReservationMaxAhead,
-		ReservationMinDuration: DefaultReservationMinDuration, AutoscalerEvaluationInterval: DefaultAutoscalerEvaluationInterval}
+		ReservationMinDuration: DefaultReservationMinDuration, AutoscalerEvaluationInterval: DefaultAutoscalerEvaluationInterval,
+		ReservationMaxPerNamespace: DefaultReservationMaxPerNamespace}
 }
 
 // Walk calls fn for n and each of its descendants, parents first, children

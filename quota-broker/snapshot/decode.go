@@ -197,6 +197,12 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 				return nil, err
 			}
 		}
+		if n := w.Settings.ReservationMaxPerNamespace; n != nil {
+			if problem := quota.CheckMaxPerNamespace(*n); problem != "" {
+				return nil, errf("settings.reservation_max_per_namespace", "%d %s", *n, problem)
+			}
+			s.Settings.ReservationMaxPerNamespace = int(*n)
+		}
 	}
 	// Each wire list is let go once converted, so that the garbage
 	// collector may take it back while the next one is converted: the

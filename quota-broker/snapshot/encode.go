@@ -77,13 +77,15 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 	}
 	text := func(d time.Duration) *string { v := d.String(); return &v }
 	st := s.Settings
+	maxPerNamespace := int64(st.MaxPerNamespace()) // as it applies: zero is the default
 	w := &wireSnapshot{
 		Time:  timeText(s.Time),
 		Quota: quotaToWire(s.Quota),
 		Settings: &wireSettings{MinRuntime: text(st.MinRuntime), DebtGrace: text(st.DebtGrace),
 			Settle: text(st.Settle), DrainMargin: text(st.DrainMargin), DrainHorizon: text(st.DrainHorizon),
 			ReservationMaxAhead: text(st.ReservationMaxAhead), ReservationMinDuration: text(st.ReservationMinDuration),
-			AutoscalerEvaluationInterval: text(st.AutoscalerEvaluationInterval)},
+			AutoscalerEvaluationInterval: text(st.AutoscalerEvaluationInterval),
+			ReservationMaxPerNamespace:   &maxPerNamespace},
 		Nodes:        []wireNode{},
 		Allocations:  []wireAllocation{},
 		Pending:      []wirePending{},

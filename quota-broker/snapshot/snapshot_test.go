@@ -24,7 +24,7 @@ const base = `{
                          {"name": "Quota1.2", "gpus": 4, "priority_preemption": true, "namespaces": ["workspace-c"]}]},
   "settings": {"min_runtime": "10m", "debt_grace": "5m", "settle": "45s", "drain_margin": "2m",
                "drain_horizon": "30m", "reservation_max_ahead": "48h", "reservation_min_duration": "2m",
-               "autoscaler_evaluation_interval": "1m"},
+               "autoscaler_evaluation_interval": "1m", "reservation_max_per_namespace": 50},
   "nodes": [{"id": "node-01", "datacenter": "dc1", "node_pool": "default",
              "gpus": [{"id": "GPU-01-0", "model": "NVIDIA H100 80GB HBM3", "healthy": true},
                       {"id": "GPU-01-1", "model": "NVIDIA H100 80GB HBM3", "healthy": false}]},
@@ -87,7 +87,7 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 		Quota: wantQuota,
 		Settings: quota.Settings{MinRuntime: 10 * time.Minute, DebtGrace: 5 * time.Minute, Settle: 45 * time.Second,
 			DrainMargin: 2 * time.Minute, DrainHorizon: 30 * time.Minute, ReservationMaxAhead: 48 * time.Hour,
-			ReservationMinDuration: 2 * time.Minute, AutoscalerEvaluationInterval: time.Minute},
+			ReservationMinDuration: 2 * time.Minute, AutoscalerEvaluationInterval: time.Minute, ReservationMaxPerNamespace: 50},
 		Nodes: []plan.Node{
 			{ID: "node-01", Datacenter: "dc1", NodePool: "default", GPUs: []plan.GPU{
 				{ID: "GPU-01-0", Model: "NVIDIA H100 80GB HBM3", Healthy: true},
@@ -174,7 +174,7 @@ func TestUnmarshalOfPartialSettingsKeepsTheOtherDefault(t *testing.T) {
 	if want := quota.DefaultSettings(); s.Settings != (quota.Settings{MinRuntime: 90 * time.Second, DebtGrace: 10 * time.Minute,
 		Settle: want.Settle, DrainMargin: want.DrainMargin, DrainHorizon: want.DrainHorizon,
 		ReservationMaxAhead: want.ReservationMaxAhead, ReservationMinDuration: want.ReservationMinDuration,
-		AutoscalerEvaluationInterval: want.AutoscalerEvaluationInterval}) {
+		AutoscalerEvaluationInterval: want.AutoscalerEvaluationInterval, ReservationMaxPerNamespace: want.ReservationMaxPerNamespace}) {
 		t.Errorf("settings = %+v, want min_runtime 90s and debt_grace 10m", s.Settings)
 	}
 }
@@ -286,6 +286,12 @@ func TestUnmarshalRejectsBadSnapshots(t *testing.T) {
 		{"a negative debt grace is rejected",
 			func(m map[string]any) { at(m, "settings")["debt_grace"] = "-1m" },
 			`settings.debt_grace: "-1m" is negative`},
+		{"reservation_max_per_namespace 0 is rejected with the bounds",
+			func(m map[string]any) { at(m, "settings")["reservation_max_per_namespace"] = 0 },
+			`settings.reservation_max_per_namespace: 0 must be a whole number from 1 to 10000`},
+		{"reservation_max_per_namespace above the bound is rejected",
+			func(m map[string]any) { at(m, "settings")["reservation_max_per_namespace"] = 10001 },
+			`settings.reservation_max_per_namespace: 10001 must be a whole number from 1 to 10000`},
 		{"a max_wait above 168h is rejected",
 			func(m map[string]any) { at(m, "pending", 0, "flex")["max_wait"] = "169h" },
 			`pending[0].flex.max_wait: "169h" is above the maximum of 168h`},
@@ -654,7 +660,8 @@ func TestEncodeWritesStableIndentedJSON(t *testing.T) {
     "drain_horizon": "1h0m0s",
     "reservation_max_ahead": "1344h0m0s",
     "reservation_min_duration": "1h0m0s",
-    "autoscaler_evaluation_interval": "10s"
+    "autoscaler_evaluation_interval": "10s",
+    "reservation_max_per_namespace": 100
   },
   "nodes": [
     {

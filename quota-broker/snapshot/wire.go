@@ -59,6 +59,8 @@ type wireSettings struct {
 	ReservationMinDuration *string `json:"reservation_min_duration,omitempty"`
 	// The Autoscaler agent's default_evaluation_interval (pre-warm, §8).
 	AutoscalerEvaluationInterval *string `json:"autoscaler_evaluation_interval,omitempty"`
+	// The most bookings of one namespace not yet ended (L10), 1..10000.
+	ReservationMaxPerNamespace *int64 `json:"reservation_max_per_namespace,omitempty"`
 }
 
 type wireNode struct {
