@@ -35,6 +35,10 @@ func FuzzDecoders(f *testing.F) {
 		bookingB, `{"namespace":"a","gpus":1,"start":"2026-12-07T08:00:00Z","duration":"1h","alloc_gpus":-3}`,
 		`{"from":"A","to":"B","gpus":8}`, `{"gpus":3}`, `{"gpus":null}`, `{"Job":{"ID":"x"}}`, `{"Namespace":"n","JobID":"j"}`,
 		`{"root":{"Name":"Q","GPUs":8,"Children":[{"Name":"A","GPUs":9}]}}`, "quota \"Q\" {\n  gpus = 8\n}\n", `{`, `[]`, `null`, `{"id":"R"}`,
+		// Trees in the one spelling, with names outside quota.ValidName
+		// and settings (issue 16).
+		`{"root":{"name":"Q","gpus":8,"children":[{"name":"a\nb","gpus":1},{"name":"\u0000\u202e","gpus":1}]},"settings":{"debt_grace":"10m","reservation_max_per_namespace":7}}`,
+		`{"root":{"name":"","gpus":8},"settings":{"settle":"-1s"}}`, "quota \"a\\nb\" {\n  gpus = 8\n}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -52,8 +56,13 @@ func FuzzDecoders(f *testing.F) {
 		checkDecodeError(t, "DecodeScale", data, err)
 		_, err = DecodePlanRequest(data)
 		checkDecodeError(t, "DecodePlanRequest", data, err)
-		_, _, err = DecodeTree(data, "application/json")
+		root, _, err := DecodeTree(data, "application/json")
 		checkDecodeError(t, "DecodeTree json", data, err)
+		if err == nil {
+			// What the write then checks: a bad name is a 400 naming
+			// the name, an L1 break a 409.
+			checkDecodeError(t, "Validate of a JSON tree", data, quota.Validate(root))
+		}
 		_, _, err = DecodeTree(data, "text/plain")
 		checkDecodeError(t, "DecodeTree hcl", data, err)
 	})

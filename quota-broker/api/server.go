@@ -239,6 +239,8 @@ func statusFor(err error, read bool) (int, errorBody) {
 		return http.StatusConflict, b
 	case errors.As(err, &re):
 		return http.StatusBadRequest, errorBody{Error: re.Error(), Field: re.Field}
+	case errors.As(err, &ve) && ve.BadName:
+		return http.StatusBadRequest, errorBody{Error: ve.Error(), Field: "name"}
 	case errors.As(err, &ve):
 		return http.StatusConflict, errorBody{Error: "L1: " + ve.Error()}
 	case errors.Is(err, acl.ErrUnavailable):

@@ -279,7 +279,7 @@ func TestRights(t *testing.T) {
 		{"POST", "/v1/plan", `{"Namespace":"workspace-b","JobID":"llama-ft-13b"}`, map[string]int{tokTeamC: 403, tokReadB: 200}},
 		{"POST", "/v1/quota/move", `{"from":"Quota1.2","to":"Quota1.1","gpus":1}`, map[string]int{"": 403, tokTeamB: 403, tokReadB: 403}},
 		{"PUT", "/v1/quota/Quota1.1", `{"gpus":48}`, map[string]int{tokTeamB: 403}},
-		{"PUT", "/v1/quotas", `{"root":{"Name":"Quota1","GPUs":128}}`, map[string]int{tokTeamB: 403}},
+		{"PUT", "/v1/quotas", `{"root":{"name":"Quota1","gpus":128}}`, map[string]int{tokTeamB: 403}},
 		{"POST", "/v1/reservations", bookingB, map[string]int{"": 403, tokTeamC: 403, tokReadB: 403}},
 		{"DELETE", "/v1/reservation/nope", "", map[string]int{"": 403}},
 		{"GET", "/v1/nothing", "", map[string]int{tokMgmt: 404}},
@@ -496,7 +496,7 @@ func TestGuardConflictAndStoreDown(t *testing.T) {
 	writes := []struct{ method, path, token, body string }{
 		{"POST", "/v1/quota/move", tokMgmt, `{"from":"Quota1.2","to":"Quota1.1","gpus":8}`},
 		{"PUT", "/v1/quota/Quota1.2", tokMgmt, `{"gpus":8}`},
-		{"PUT", "/v1/quotas", tokMgmt, `{"root":{"Name":"Quota1","GPUs":128}}`},
+		{"PUT", "/v1/quotas", tokMgmt, `{"root":{"name":"Quota1","gpus":128}}`},
 		{"POST", "/v1/reservations", tokTeamB, bookingB},
 		{"DELETE", "/v1/reservation/rb", tokTeamB, ""},
 	}
@@ -852,7 +852,7 @@ func TestEveryEndpointBadTokenAndNomadDown(t *testing.T) {
 		{"POST", "/v1/plan", `{"Namespace":"workspace-b","JobID":"llama-ft-13b"}`},
 		{"POST", "/v1/quota/move", `{"from":"Quota1.2","to":"Quota1.1","gpus":1}`},
 		{"PUT", "/v1/quota/Quota1.1", `{"gpus":40}`},
-		{"PUT", "/v1/quotas", `{"root":{"Name":"Quota1","GPUs":128}}`},
+		{"PUT", "/v1/quotas", `{"root":{"name":"Quota1","gpus":128}}`},
 		{"POST", "/v1/reservations", bookingB},
 		{"DELETE", "/v1/reservation/rb", ""},
 	}
@@ -1160,5 +1160,76 @@ func TestBookingsPerNamespaceCap(t *testing.T) {
 	// Another namespace has its own count.
 	if code, body := book(tokTeamC, "workspace-c", 0); code != 201 {
 		t.Errorf("workspace-c's first booking: %d %s", code, body)
+	}
+}
+
+// Quota node names outside quota.ValidName are bad input (400 naming the
+// name, %q-quoted), in HCL and JSON trees, never an L1 409 (issue 16); the
+// JSON tree is spelled as the HCL file (snake_case, "10m"), and the write's
+// answer gives the root in the same spelling.
+func TestTreeNamesAndJSONSpelling(t *testing.T) {
+	h := newHarness(t, options{})
+	want := `want 1 to 128 letters, digits, '.', '_' or '-'`
+	for _, tc := range []struct{ body, want string }{
+		{`{"root":{"name":"","gpus":8}}`, `root: name "" is not a quota node name: ` + want},
+		{`{"root":{"name":"Quota1","gpus":8,"children":[{"name":"a\nb","gpus":1}]}}`, `root.children[0]: name "a\nb" is not a quota node name: ` + want},
+		{`{"root":{"name":"Quota1","gpus":8,"children":[{"name":"a\u0000b","gpus":1}]}}`, `root.children[0]: name "a\x00b" is not a quota node name: ` + want},
+		{`{"root":{"name":"Quota1","gpus":8,"children":[{"name":"abc\u202edef","gpus":1}]}}`, `root.children[0]: name "abc\u202edef" is not a quota node name: ` + want},
+		{`{"root":{"name":"` + strings.Repeat("q", 5000) + `","gpus":8}}`, `root: name "` + strings.Repeat("q", 64) + `"... (5000 bytes) is not a quota node name: ` + want},
+		{"quota \"Quota1\" {\n  gpus = 8\n  quota \"a\\nb\" { gpus = 1 }\n}\n", `quotas.hcl:3: name "a\nb" is not a quota node name: ` + want},
+		{"quota \"\" {\n  gpus = 8\n}\n", `quotas.hcl:1: name "" is not a quota node name: ` + want},
+	} {
+		code, body := h.do(t, "PUT", "/v1/quotas", tokMgmt, tc.body)
+		if e := errOf(t, body); code != 400 || e.Field != "name" || e.Error != tc.want {
+			t.Errorf("%.60q: %d %s, want 400 field name %q", tc.body, code, body, tc.want)
+		}
+	}
+	if g := h.guard(t); g != h.base {
+		t.Fatalf("refused trees moved the guard %d -> %d", h.base, g)
+	}
+	// A tree in the one spelling: settings left out of "settings" take
+	// their defaults, as in the HCL file.
+	tree := `{"root":{"name":"Quota1","gpus":128,"child_preemption":true,"namespaces":["workspace-a"],"children":[` +
+		`{"name":"Quota1.1","gpus":48,"namespaces":["workspace-b"]},{"name":"Quota1.2","gpus":80,"priority_preemption":true,"namespaces":["workspace-c"]}]},` +
+		`"settings":{"debt_grace":"5m","drain_horizon":"2h","reservation_max_per_namespace":7}}`
+	code, body := h.do(t, "PUT", "/v1/quotas", tokMgmt, tree)
+	if code != 200 {
+		t.Fatalf("snake_case tree: %d %s", code, body)
+	}
+	g, err := h.kv.ReadGuarded(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSettings := quota.DefaultSettings()
+	wantSettings.DebtGrace, wantSettings.DrainHorizon, wantSettings.ReservationMaxPerNamespace = 5*time.Minute, 2*time.Hour, 7
+	if g.Tree.Settings != wantSettings {
+		t.Errorf("stored settings %+v, want %+v", g.Tree.Settings, wantSettings)
+	}
+	if n := g.Tree.Root.Find("Quota1.2"); n == nil || !n.PriorityPreemption || !g.Tree.Root.ChildPreemption {
+		t.Errorf("stored tree lost the preemption flags: %+v", g.Tree.Root)
+	}
+	// The answer's root is in the same spelling, and the client reads it.
+	for _, key := range []string{`"name": "Quota1.1"`, `"gpus": 48`, `"child_preemption": true`, `"changed_at": "2026-12-01T08:00:05Z"`} {
+		if !strings.Contains(string(body), key) {
+			t.Errorf("answer lacks %s: %s", key, body)
+		}
+	}
+	for _, goName := range []string{`"Name"`, `"GPUs"`, `"Pos"`, `"Children"`} {
+		if strings.Contains(string(body), goName) {
+			t.Errorf("answer has the Go field name %s: %s", goName, body)
+		}
+	}
+	var res TreeWriteResponse
+	if err := json.Unmarshal(body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if n := res.Root.Find("Quota1.1"); n == nil || n.GPUs != 48 || res.Guard != h.base+1 {
+		t.Errorf("the client's reading of the answer: %+v", res)
+	}
+	// The answer, sent back as it is (root only), is a valid tree.
+	var raw map[string]json.RawMessage
+	_ = json.Unmarshal(body, &raw)
+	if code, out := h.do(t, "PUT", "/v1/quotas", tokMgmt, `{"root":`+string(raw["root"])+`}`); code != 200 {
+		t.Errorf("the answer's root sent back: %d %s", code, out)
 	}
 }

@@ -26,7 +26,7 @@ func TestStrictBody(t *testing.T) {
 		{"duplicate key", `{` + good + `,"namespace":"workspace-c"}`, errorBody{Field: "namespace", Error: `namespace "workspace-c": key given twice`}},
 		{"duplicate key other case", `{` + good + `,"Namespace":"workspace-c"}`, errorBody{Field: "Namespace", Error: `Namespace "workspace-c": key given twice (as "namespace" before)`}},
 		{"duplicate key folded as encoding/json folds it", `{` + good + `,"nameſpace":"workspace-c"}`, errorBody{Field: "nameſpace", Error: `nameſpace "workspace-c": key given twice (as "namespace" before)`}},
-		{"duplicate nested key", `{"root":{"Name":"Q","GPUs":8,"gpus":9}}`, errorBody{Field: "gpus", Error: `gpus "9": key given twice (as "GPUs" before)`}},
+		{"duplicate nested key", `{"root":{"name":"Q","gpus":8,"gpus":9}}`, errorBody{Field: "root.gpus", Error: `root.gpus: key "gpus" is given twice`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, options{})
@@ -119,14 +119,20 @@ func FuzzBookingBody(f *testing.F) {
 // PUT /v1/quotas as JSON checks the settings as the HCL file does: a
 // negative duration, or one above quota.MaxSetting (whose sums, such as
 // start - (kill_timeout + drain_margin), would overflow), is a 400 naming
-// the setting and its value, and nothing is written.
+// the setting and its value, and nothing is written. The JSON tree is
+// spelled as the HCL file (issue 16): snake_case keys, durations as Go
+// duration strings; the Go field names and nanoseconds are refused.
 func TestTreeJSONSettingsBounds(t *testing.T) {
 	h := newHarness(t, options{})
-	tree := `"root":{"Name":"Quota1","GPUs":128,"Namespaces":["workspace-a"],"Children":[{"Name":"Quota1.1","GPUs":48,"Namespaces":["workspace-b"]},{"Name":"Quota1.2","GPUs":80,"Namespaces":["workspace-c"]}]}`
+	tree := `"root":{"name":"Quota1","gpus":128,"namespaces":["workspace-a"],"children":[{"name":"Quota1.1","gpus":48,"namespaces":["workspace-b"]},{"name":"Quota1.2","gpus":80,"namespaces":["workspace-c"]}]}`
 	for _, tc := range []struct{ settings, field, want string }{
-		{`{"DrainMargin":-5000000000}`, "settings.drain_margin", `settings.drain_margin "-5s": is negative`},
-		{`{"Settle":9223372036854775807}`, "settings.settle", `settings.settle "2562047h47m16.854775807s": is more than 87600h0m0s`},
-		{`{"ReservationMaxAhead":-1}`, "settings.reservation_max_ahead", `settings.reservation_max_ahead "-1ns": is negative`},
+		{`{"drain_margin":"-5s"}`, "settings.drain_margin", `settings.drain_margin: "-5s" is negative`},
+		{`{"settle":"2562047h"}`, "settings.settle", `settings.settle: "2562047h0m0s" is more than 87600h0m0s`},
+		{`{"reservation_max_ahead":"-1ns"}`, "settings.reservation_max_ahead", `settings.reservation_max_ahead: "-1ns" is negative`},
+		{`{"reservation_max_per_namespace":0}`, "settings.reservation_max_per_namespace", `settings.reservation_max_per_namespace: 0 must be a whole number from 1 to 10000`},
+		{`{"DrainMargin":-5000000000}`, "settings.DrainMargin", `settings.DrainMargin: unknown key "DrainMargin" (did you mean "drain_margin"?)`},
+		{`{"debt_grace":600000000000}`, "settings.debt_grace", `settings.debt_grace: want a string, not the number 600000000000`},
+		{`{"debt_grace":"10"}`, "settings.debt_grace", `settings.debt_grace: "10" is not a Go duration (such as "90s", "10m" or "1h30m")`},
 	} {
 		code, resp := h.do(t, "PUT", "/v1/quotas", tokMgmt, `{`+tree+`,"settings":`+tc.settings+`}`)
 		if code != http.StatusBadRequest {

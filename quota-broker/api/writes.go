@@ -16,6 +16,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
+	"github.com/gputide/gputide/quota-broker/snapshot"
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
@@ -32,11 +33,46 @@ type ScaleRequest struct {
 	GPUs *int `json:"gpus"`
 }
 
-// TreeWriteResponse answers a quota write: the tree as written.
+// TreeWriteResponse answers a quota write: the tree as written, "root" in
+// the spelling of PUT /v1/quotas (snapshot.MarshalQuota: snake_case).
 type TreeWriteResponse struct {
 	ChangedAt time.Time   `json:"changed_at"`
 	Guard     uint64      `json:"guard"`
-	Root      *quota.Node `json:"root"`
+	Root      *quota.Node `json:"-"`
+}
+
+// treeWriteJSON is TreeWriteResponse on the wire.
+type treeWriteJSON struct {
+	ChangedAt time.Time       `json:"changed_at"`
+	Guard     uint64          `json:"guard"`
+	Root      json.RawMessage `json:"root"`
+}
+
+// MarshalJSON writes the root in the tree's JSON spelling.
+func (t TreeWriteResponse) MarshalJSON() ([]byte, error) {
+	root, err := snapshot.MarshalQuota(t.Root)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(treeWriteJSON{ChangedAt: t.ChangedAt, Guard: t.Guard, Root: root})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *TreeWriteResponse) UnmarshalJSON(data []byte) error {
+	var w treeWriteJSON
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	t.ChangedAt, t.Guard, t.Root = w.ChangedAt, w.Guard, nil
+	if len(w.Root) == 0 {
+		return nil
+	}
+	root, err := snapshot.UnmarshalQuota(w.Root)
+	if err != nil {
+		return err
+	}
+	t.Root = root
+	return nil
 }
 
 // decodeStrict decodes a small JSON body, refusing unknown fields.
@@ -200,34 +236,32 @@ func DecodeScale(data []byte) (int, error) {
 	return *m.GPUs, nil
 }
 
-// treeJSON is the JSON form of PUT /v1/quotas (the tree record's shape).
-type treeJSON struct {
-	Root     *quota.Node     `json:"root"`
-	Settings *quota.Settings `json:"settings,omitempty"`
-}
-
 // DecodeTree reads a whole tree: HCL (the quota file format) unless
-// contentType is application/json, then {"root": {...}, "settings": {...}}.
-// Settings left out keep the stored ones (nil).
+// contentType is application/json, then {"root": {...}, "settings": {...}}
+// in the HCL file's spelling (snapshot.DecodeTree: snake_case keys,
+// durations as Go duration strings such as "10m"; the Go field names and
+// nanoseconds of the stored record are refused). Settings left out keep
+// the stored ones (nil); keys left out of "settings" take their defaults,
+// as in the HCL file.
 func DecodeTree(data []byte, contentType string) (*quota.Node, *quota.Settings, error) {
 	if len(data) > MaxRequestBody {
 		return nil, nil, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: fmt.Sprintf("body larger than %d bytes", MaxRequestBody)}
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
 	if mt == "application/json" {
-		var t treeJSON
-		if err := decodeStrict(data, &t); err != nil {
+		root, settings, err := snapshot.DecodeTree(data)
+		var se *snapshot.Error
+		if errors.As(err, &se) {
+			field := se.Path
+			if field == "" {
+				field = "body"
+			}
+			return nil, nil, &Problem{Status: http.StatusBadRequest, Field: field, Msg: se.Error()}
+		}
+		if err != nil {
 			return nil, nil, err
 		}
-		if t.Root == nil {
-			return nil, nil, badInput("root", "", "is missing")
-		}
-		if t.Settings != nil {
-			if name, v, problem := t.Settings.OutOfBounds(); name != "" {
-				return nil, nil, badInput("settings."+name, v.String(), "%s", problem)
-			}
-		}
-		return t.Root, t.Settings, nil
+		return root, settings, nil
 	}
 	root, settings, err := quota.Parse(data, "quotas.hcl")
 	var pe *quota.ParseError

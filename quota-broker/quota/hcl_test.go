@@ -186,7 +186,7 @@ func TestParseRejectsTreesThatBreakL1(t *testing.T) {
 			`l1.hcl:3: quota "Quota1": name used twice (first at l1.hcl:1)`},
 		{"an empty name is rejected",
 			`quota "" { gpus = 8 }`,
-			`l1.hcl:1: quota "": a quota node needs a name`},
+			`l1.hcl:1: name "" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
 		{"a negative nominal is rejected",
 			`quota "r" {
   gpus = 8
@@ -382,6 +382,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`quota "a" { gpus = [for x in [1]: x] }`))
 	f.Add([]byte(`quota "a" { gpus = upper("x") }`))
 	f.Add([]byte(`quota "a" { gpus = "${1}" }`))
+	// Names outside ValidName (issue 16): a newline, NUL and U+202E as
+	// escapes and raw, a space, an empty label, 129 characters.
+	f.Add([]byte("quota \"r\" {\n gpus = 2\n quota \"a\\nb\" { gpus = 1 }\n quota \"c\\u0000\\u202e\" { gpus = 1 }\n}\n"))
+	f.Add([]byte("quota \"a\u202eb\" { gpus = 1 }\nquota \"\" { gpus = 1 }"))
+	f.Add([]byte(`quota "team a" { gpus = 1 }`))
+	f.Add([]byte(`quota "` + strings.Repeat("x", 129) + `" { gpus = 1 }`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		root, _, err := Parse(src, "fuzz.hcl")
 		if err != nil {
@@ -396,6 +402,9 @@ func FuzzParse(f *testing.F) {
 		root.Walk(func(n *Node) {
 			if n.Pos == "" {
 				t.Fatalf("node %q has no position", n.Name)
+			}
+			if !ValidName(n.Name) {
+				t.Fatalf("accepted the node name %q", n.Name)
 			}
 		})
 	})
@@ -550,5 +559,48 @@ func TestMaxPerNamespaceDefault(t *testing.T) {
 	}
 	if got := DefaultSettings().ReservationMaxPerNamespace; got != 100 {
 		t.Errorf("DefaultSettings: %d, want 100", got)
+	}
+}
+
+// Quota node names are 1 to 128 letters, digits, '.', '_' or '-' (issue
+// 16): a newline, NUL, U+202E, a space or 129 characters are refused as bad
+// input (BadName), the name quoted with %q (and cut when long), in HCL and
+// in trees built any other way (Validate).
+func TestNodeNames(t *testing.T) {
+	long := strings.Repeat("a", 5000)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		want string
+	}{
+		{"Quota1.1", true, ""},
+		{"a_b-c.D9", true, ""},
+		{strings.Repeat("x", 128), true, ""},
+		{"", false, `name "" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{"a\nb", false, `name "a\nb" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{"a\x00b", false, `name "a\x00b" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{"abc\u202edef", false, `name "abc\u202edef" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{"team a", false, `name "team a" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{"Quota/1", false, `name "Quota/1" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{"é", false, `name "é" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{strings.Repeat("x", 129), false, `name "` + strings.Repeat("x", 64) + `"... (129 bytes) is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{long, false, `name "` + strings.Repeat("a", 64) + `"... (5000 bytes) is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+	} {
+		err := Validate(&Node{Name: "root", GPUs: 8, Pos: "t.hcl:1", Children: []*Node{{Name: tc.name, GPUs: 1, Pos: "t.hcl:2"}}})
+		if tc.ok {
+			if err != nil {
+				t.Errorf("name %q: %v", tc.name, err)
+			}
+			continue
+		}
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !ve.BadName || err.Error() != "t.hcl:2: "+tc.want {
+			t.Errorf("name %.80q: %v (BadName %t), want t.hcl:2: %s", tc.name, err, ve != nil && ve.BadName, tc.want)
+		}
+	}
+	// The HCL file: a label with a newline (an escape in the label).
+	_, _, err := Parse([]byte("quota \"root\" {\n  gpus = 8\n  quota \"a\\nb\" { gpus = 1 }\n}\n"), "q.hcl")
+	if err == nil || err.Error() != `q.hcl:3: name "a\nb" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'` {
+		t.Errorf("HCL label with a newline: %v", err)
 	}
 }

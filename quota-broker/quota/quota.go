@@ -202,23 +202,62 @@ func (n *Node) Clone() *Node {
 	return &c
 }
 
+// MaxNameLen is the longest quota node name, in bytes.
+const MaxNameLen = 128
+
+// ValidName reports whether name is a quota node name: 1 to MaxNameLen
+// ASCII letters, digits, '.', '_' or '-' (Nomad's names are of this kind;
+// "Quota1.1"). No space, control character, bidirectional override or
+// other non-ASCII character can hide in a name shown to people.
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// nameText quotes name for a message (%q, cut to 64 bytes with its length
+// when longer).
+func nameText(name string) string {
+	if len(name) <= 64 {
+		return fmt.Sprintf("%q", name)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", name[:64], len(name))
+}
+
 // ValidationError is a violation of law L1. It names the node and carries
-// the numbers in its message.
+// the numbers in its message. With BadName it is a name outside ValidName
+// instead: bad input (HTTP 400), not a law's refusal.
 type ValidationError struct {
 	Pos     string // where the node was declared, may be empty
 	Node    string // the node's name
 	Message string
+	BadName bool
 }
 
 func (e *ValidationError) Error() string {
+	if e.BadName {
+		msg := "name " + nameText(e.Node) + " " + e.Message
+		if e.Pos != "" {
+			return e.Pos + ": " + msg
+		}
+		return msg
+	}
 	if e.Pos != "" {
 		return fmt.Sprintf("%s: quota %q: %s", e.Pos, e.Node, e.Message)
 	}
 	return fmt.Sprintf("quota %q: %s", e.Node, e.Message)
 }
 
-// Validate checks law L1 on the tree rooted at root: names are non-empty and
-// unique, nominal GPUs are not negative, the children's nominal GPUs sum to
+// Validate checks law L1 on the tree rooted at root: names are valid
+// (ValidName; BadName otherwise) and unique, nominal GPUs are not negative, the children's nominal GPUs sum to
 // at most their parent's, and a namespace is bound to at most one node. The
 // first violation found (parents before children) is returned as a
 // *ValidationError.
@@ -236,8 +275,9 @@ func Validate(root *Node) error {
 		if depth > MaxDepth {
 			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("the tree is deeper than %d levels", MaxDepth)}
 		}
-		if strings.TrimSpace(n.Name) == "" {
-			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "a quota node needs a name"}
+		if !ValidName(n.Name) {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, BadName: true,
+				Message: fmt.Sprintf("is not a quota node name: want 1 to %d letters, digits, '.', '_' or '-'", MaxNameLen)}
 		}
 		if prev, dup := names[n.Name]; dup {
 			msg := "name used twice"

@@ -171,38 +171,8 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	if s.Quota, err = c.quota(w.Quota, "quota", 1); err != nil {
 		return nil, err
 	}
-	if w.Settings != nil {
-		if w.Settings.MinRuntime != nil {
-			if s.Settings.MinRuntime, err = parseDuration("settings.min_runtime", *w.Settings.MinRuntime); err != nil {
-				return nil, err
-			}
-		}
-		for _, f := range []struct {
-			key  string
-			text *string
-			dst  *time.Duration
-		}{
-			{"debt_grace", w.Settings.DebtGrace, &s.Settings.DebtGrace},
-			{"settle", w.Settings.Settle, &s.Settings.Settle},
-			{"drain_margin", w.Settings.DrainMargin, &s.Settings.DrainMargin},
-			{"drain_horizon", w.Settings.DrainHorizon, &s.Settings.DrainHorizon},
-			{"reservation_max_ahead", w.Settings.ReservationMaxAhead, &s.Settings.ReservationMaxAhead},
-			{"reservation_min_duration", w.Settings.ReservationMinDuration, &s.Settings.ReservationMinDuration},
-			{"autoscaler_evaluation_interval", w.Settings.AutoscalerEvaluationInterval, &s.Settings.AutoscalerEvaluationInterval},
-		} {
-			if f.text == nil {
-				continue
-			}
-			if *f.dst, err = parseDuration("settings."+f.key, *f.text); err != nil {
-				return nil, err
-			}
-		}
-		if n := w.Settings.ReservationMaxPerNamespace; n != nil {
-			if problem := quota.CheckMaxPerNamespace(*n); problem != "" {
-				return nil, errf("settings.reservation_max_per_namespace", "%d %s", *n, problem)
-			}
-			s.Settings.ReservationMaxPerNamespace = int(*n)
-		}
+	if err := c.settings(w.Settings, &s.Settings); err != nil {
+		return nil, err
 	}
 	// Each wire list is let go once converted, so that the garbage
 	// collector may take it back while the next one is converted: the
@@ -241,6 +211,44 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 		return nil, &Error{Message: err.Error(), Err: err}
 	}
 	return s, nil
+}
+
+// settings overlays the keys of w (nil: none) on s, which holds the
+// defaults: a key left out keeps its default.
+func (c *converter) settings(w *wireSettings, s *quota.Settings) error {
+	if w == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		key  string
+		text *string
+		dst  *time.Duration
+	}{
+		{"min_runtime", w.MinRuntime, &s.MinRuntime},
+		{"debt_grace", w.DebtGrace, &s.DebtGrace},
+		{"settle", w.Settle, &s.Settle},
+		{"drain_margin", w.DrainMargin, &s.DrainMargin},
+		{"drain_horizon", w.DrainHorizon, &s.DrainHorizon},
+		{"reservation_max_ahead", w.ReservationMaxAhead, &s.ReservationMaxAhead},
+		{"reservation_min_duration", w.ReservationMinDuration, &s.ReservationMinDuration},
+		{"autoscaler_evaluation_interval", w.AutoscalerEvaluationInterval, &s.AutoscalerEvaluationInterval},
+	} {
+		if f.text == nil {
+			continue
+		}
+		d, err := parseDuration("settings."+f.key, *f.text)
+		if err != nil {
+			return err
+		}
+		*f.dst = d
+	}
+	if n := w.ReservationMaxPerNamespace; n != nil {
+		if problem := quota.CheckMaxPerNamespace(*n); problem != "" {
+			return errf("settings.reservation_max_per_namespace", "%d %s", *n, problem)
+		}
+		s.ReservationMaxPerNamespace = int(*n)
+	}
+	return nil
 }
 
 // quota converts the quota node w at level depth of the tree (the root is
