@@ -204,7 +204,10 @@ type errorBody struct {
 	Earliest *time.Time `json:"earliest_start,omitempty"`
 }
 
-// Refusal carries the numbers of an L10 refusal (409).
+// Refusal carries the numbers of an L10 refusal (409): the quota node's
+// figures only (the sum of every workspace's bookings in its subtree),
+// never another workspace's booking IDs or namespaces. They still tell
+// when the node's booked GPUs change; docs/api.md says why that stays.
 type Refusal struct {
 	Node    string    `json:"node"`
 	At      time.Time `json:"at"`

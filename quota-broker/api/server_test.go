@@ -1233,3 +1233,43 @@ func TestTreeNamesAndJSONSpelling(t *testing.T) {
 		t.Errorf("the answer's root sent back: %d %s", code, out)
 	}
 }
+
+// A refused booking gives the quota node's figures only (issue 16): the
+// node, the first instant it would be over, the GPUs booked in its subtree
+// then (summed over every workspace), its nominal, the ask and the
+// earliest start that fits; never another workspace's booking IDs or
+// namespaces, nor one booking's own figures apart (docs/api.md says what
+// the node's figures still tell).
+func TestRefusalGivesNodeFiguresOnly(t *testing.T) {
+	h := newHarness(t, options{})
+	for _, b := range []struct{ tok, body string }{
+		{tokMgmt, `{"id":"ra-secret","namespace":"workspace-a","gpus":40,"start":"2026-12-07T05:00:00Z","duration":"7h"}`},
+		{tokTeamC, `{"id":"rc-secret","namespace":"workspace-c","gpus":80,"start":"2026-12-07T03:00:00Z","duration":"11h"}`},
+	} {
+		if code, body := h.do(t, "POST", "/v1/reservations", b.tok, b.body); code != 201 {
+			t.Fatalf("%s: %d %s", b.body, code, body)
+		}
+	}
+	code, body := h.do(t, "POST", "/v1/reservations", tokTeamB, `{"namespace":"workspace-b","gpus":16,"start":"2026-12-07T04:00:00Z","duration":"2h"}`)
+	if code != 409 {
+		t.Fatalf("B's booking over Quota1: %d %s, want 409", code, body)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"error": "Quota1 at 2026-12-07T05:00Z: 120 of 128 GPUs booked, 16 asked; earliest start that fits: 2026-12-07T12:00Z",
+		"refusal": map[string]any{"node": "Quota1", "at": "2026-12-07T05:00:00Z", "booked_gpus": float64(120),
+			"nominal_gpus": float64(128), "asked_gpus": float64(16)},
+		"earliest_start": "2026-12-07T12:00:00Z",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("refusal (-want +got):\n%s", diff)
+	}
+	for _, secret := range []string{"ra-secret", "rc-secret", "workspace-a", "workspace-c", `"40`, `"80`} {
+		if strings.Contains(string(body), secret) {
+			t.Errorf("the refusal names %s: %s", secret, body)
+		}
+	}
+}
