@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -525,6 +527,19 @@ func TestGuardConflictAndStoreDown(t *testing.T) {
 			if e := errOf(t, body).Error; code != 503 || !strings.Contains(e, "not answering") || !strings.Contains(e, "nothing was written") {
 				t.Errorf("%s %s: %d %s, want 503 saying nothing was written", w.method, w.path, code, body)
 			}
+		}
+		// The status page is a read too: its store errors do not say
+		// that nothing was written either.
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar}
+		resp, err := browser.PostForm(h.url+"/ui/login", url.Values{"token": {tokTeamB}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(page), "not answering") || strings.Contains(string(page), "written") {
+			t.Errorf("status page with the store down: %d, want 200 with the store's error and no \"nothing was written\": %s", resp.StatusCode, page)
 		}
 		// A read writes nothing: its 503 does not say so (issue 16).
 		for _, p := range []string{"/v1/reservations", "/v1/preemptions", "/v1/reservation/rb"} {

@@ -82,7 +82,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int
 	v := uiView{Who: who, Now: now.UTC().Format(uiTimeFormat)}
 	st, fresh, err := s.current()
 	if err != nil {
-		status, body := statusOf(err)
+		status, body := statusOfRead(err)
 		v.Error = body.Error
 		return v, status
 	}
@@ -90,7 +90,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int
 	v.Quotas = uiQuotas(QuotaFigures(st.Snapshot, st.Plan, now))
 	v.Queue = queueOf(st, "", c, now)
 	if list, err := s.cfg.Preemptions(ctx); err != nil {
-		_, body := statusOf(err)
+		_, body := statusOfRead(err)
 		v.PreemptErr = body.Error
 	} else {
 		p := preemptionsOf(list, "", now.Add(-uiPreemptionWindow), c)
@@ -103,7 +103,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int
 	}
 	g, err := s.cfg.Store.ReadGuarded(ctx)
 	if err != nil {
-		_, body := statusOf(err)
+		_, body := statusOfRead(err)
 		v.BookingsErr = body.Error
 		return v, http.StatusOK
 	}
