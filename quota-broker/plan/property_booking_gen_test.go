@@ -34,7 +34,24 @@ func bookingSnapshot(seed uint64) *Snapshot {
 		g.activeBooking(k)
 	}
 	g.intruder()
+	g.claimants()
 	return s
+}
+
+// claimants adds up to four non-idle jobs of the tree's namespaces, so
+// that several claimants in one plan stop for each other (L9: a stop in
+// the plan leaves usage, debt and displaced at once).
+func (g *bookingGen) claimants() {
+	s, r := g.s, g.r
+	var nss []string
+	for _, q := range g.quotas {
+		nss = append(nss, q.Namespaces...)
+	}
+	for k := r.IntN(5); k > 0; k-- {
+		s.Pending = append(s.Pending, Pending{Namespace: nss[r.IntN(len(nss))], Job: fmt.Sprintf("x%d", k), Group: "g",
+			Type: []JobType{JobService, JobBatch}[r.IntN(2)], Priority: r.IntN(100) + 1, Count: 1 + r.IntN(2),
+			GPUs: []int{1, 2, 4, 8}[r.IntN(4)], SubmittedAt: s.Time.Add(-time.Duration(r.IntN(600)) * time.Minute)})
+	}
 }
 
 type bookingGen struct {
