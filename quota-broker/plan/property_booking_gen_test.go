@@ -29,6 +29,9 @@ func bookingSnapshot(seed uint64) *Snapshot {
 	g.index()
 	g.jobsAgree()
 	g.batchJobs()
+	if r.IntN(2) == 0 {
+		g.fill()
+	}
 	g.debt()
 	for k := 1 + r.IntN(2); k > 0; k-- {
 		g.activeBooking(k)
@@ -48,7 +51,11 @@ func (g *bookingGen) claimants() {
 		nss = append(nss, q.Namespaces...)
 	}
 	for k := r.IntN(5); k > 0; k-- {
-		s.Pending = append(s.Pending, Pending{Namespace: nss[r.IntN(len(nss))], Job: fmt.Sprintf("x%d", k), Group: "g",
+		ns := nss[r.IntN(len(nss))]
+		if r.IntN(2) == 0 { // the root's: it may preempt its children (L5 step 2)
+			ns = s.Quota.Namespaces[r.IntN(len(s.Quota.Namespaces))]
+		}
+		s.Pending = append(s.Pending, Pending{Namespace: ns, Job: fmt.Sprintf("x%d", k), Group: "g",
 			Type: []JobType{JobService, JobBatch}[r.IntN(2)], Priority: r.IntN(100) + 1, Count: 1 + r.IntN(2),
 			GPUs: []int{1, 2, 4, 8}[r.IntN(4)], SubmittedAt: s.Time.Add(-time.Duration(r.IntN(600)) * time.Minute)})
 	}
@@ -153,12 +160,39 @@ func (g *bookingGen) batchJobs() {
 	}
 }
 
-// debt lowers the nominals of up to two quota nodes below their non-idle
+// fill places allocations on the free GPUs that no hold names, so that
+// claimants must preempt (debt, displaced, L5 steps 2 and 3).
+func (g *bookingGen) fill() {
+	s, r := g.s, g.r
+	var nss []string
+	for _, q := range g.quotas {
+		nss = append(nss, q.Namespaces...)
+	}
+	k := 0
+	for _, node := range s.Nodes {
+		free := g.freeOn(node, true)
+		for len(free) > 0 {
+			n := min(len(free), []int{1, 2, 4}[r.IntN(3)])
+			k++
+			a := Allocation{ID: fmt.Sprintf("f%03d", k), Namespace: nss[r.IntN(len(nss))], Job: fmt.Sprintf("f%d", k), Group: "g",
+				Type: []JobType{JobService, JobBatch}[r.IntN(2)], Priority: r.IntN(100) + 1, Node: node.ID, GPUIDs: free[:n],
+				Idle: r.IntN(4) == 0, StartedAt: s.Time.Add(-time.Duration(r.IntN(300)) * time.Minute),
+				KillTimeout: time.Duration(r.IntN(12)+1) * 5 * time.Second}
+			for _, id := range a.GPUIDs {
+				g.busy[id] = true
+			}
+			free = free[n:]
+			s.Allocations = append(s.Allocations, a)
+		}
+	}
+}
+
+// debt lowers the nominals of one or two quota nodes below their non-idle
 // usage (L9), keeping L1 (never below the children's sum), with a change
 // time none (no grace), within debt_grace or past it.
 func (g *bookingGen) debt() {
 	s, r := g.s, g.r
-	for k := r.IntN(3); k > 0; k-- {
+	for k := 1 + r.IntN(2); k > 0; k-- {
 		n := g.quotas[r.IntN(len(g.quotas))]
 		used := 0
 		in := map[string]bool{}

@@ -574,6 +574,7 @@ func checkDebtStops(s *Snapshot, p *Plan) (int, error) {
 		}
 	})
 	gone := map[string]bool{}
+	var stopped []string // in plan order, with their rules, for messages
 	var unit []string
 	var unitKey string
 	flush := func() {
@@ -582,7 +583,6 @@ func checkDebtStops(s *Snapshot, p *Plan) (int, error) {
 		}
 		unit, unitKey = nil, ""
 	}
-	var stopped []string // in plan order, for messages
 	checked := 0
 	for _, a := range p.Actions {
 		switch a.Action {
@@ -590,6 +590,7 @@ func checkDebtStops(s *Snapshot, p *Plan) (int, error) {
 			flush()
 			for _, id := range byJob[JobKey{Namespace: a.Namespace, Job: a.Job}] {
 				gone[id] = true
+				stopped = append(stopped, id+" ("+string(a.Rule)+")")
 			}
 			continue
 		case ActionStop:
@@ -606,7 +607,7 @@ func checkDebtStops(s *Snapshot, p *Plan) (int, error) {
 			unitKey = key
 		}
 		unit = append(unit, v.ID)
-		stopped = append(stopped, v.ID)
+		stopped = append(stopped, v.ID+" ("+string(a.Rule)+")")
 		if v.Idle || (a.Rule != RuleIdleDebt && !strings.Contains(a.Reason, "debt")) {
 			continue
 		}
