@@ -22,8 +22,9 @@ import (
 // The booking property suite (issue 16). Each invariant is its own test,
 // so that one runs alone:
 //
-//	go test ./quota-broker/plan -run 'TestBookingProperty/NoPanic'
-//	go test ./quota-broker/plan -run 'TestBookingProperty/Cover' -args -booking.seed=123
+//	go test ./quota-broker/plan -run 'TestBookingProperty$/NoPanic'
+//	go test ./quota-broker/plan -run 'TestBookingProperty$/Cover' -args -booking.seed=123
+//	go test ./quota-broker/plan -run 'TestBookingProperty$/DebtStops' -args -booking.seeds=20000
 //
 // Subtests: NoPanic, Existing (the invariants of TestPlanProperties and
 // TestCalendarPlanProperties: checkPlan, checkCalendarPlan), Cover (a),
