@@ -7,7 +7,7 @@ PKGS     ?= ./...
 COMMIT   ?= $(shell git describe --always --dirty --abbrev=12 --exclude='*' 2>/dev/null)
 LDFLAGS  := -X github.com/gputide/gputide/quota-broker/version.Commit=$(COMMIT)
 
-.PHONY: all build test demo lint e2e bench fuzz clean
+.PHONY: all build test demo lint e2e bench fuzz fuzz-ci clean
 
 all: build
 
@@ -45,13 +45,23 @@ e2e:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./quota-broker/... ./device-plugin/... ./autoscaler-plugin/...
 
+# Go minimizes each new interesting input for up to 60 s by default; on the
+# snapshot targets, whose seeds are kilobytes of JSON, that takes the whole
+# run (0 execs/s after the first few): bound it.
+FUZZFLAGS ?= -fuzzminimizetime 1s
+
 ## fuzz: a short run of every fuzz target
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./quota-broker/snapshot
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s $(FUZZFLAGS) ./quota-broker/snapshot
+	$(GO) test -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime 30s $(FUZZFLAGS) ./quota-broker/plan
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/quota
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./quota-broker/schedule
 	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 30s ./autoscaler-plugin/apmplugin
 	$(GO) test -run '^$$' -fuzz FuzzPreviewInput -fuzztime 30s ./quota-broker/scalingpolicy
+
+## fuzz-ci: the whole planner (snapshot bytes -> Unmarshal -> Compute) for 60 s; .ci/run runs it after make test
+fuzz-ci:
+	$(GO) test -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime 60s $(FUZZFLAGS) ./quota-broker/plan
 
 clean:
 	rm -rf $(BIN) out

@@ -199,14 +199,28 @@ func checkPlan(s *Snapshot, p *Plan) error {
 			admitted[GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}] = true
 		}
 	}
+	// Reservations active now (L10): randomSnapshot's r1, and those of
+	// the booking corpus (property_booking_test.go).
+	active := map[string]bool{}
+	for _, r := range s.Reservations {
+		if r.Active(s.Time) {
+			active[r.ID] = true
+		}
+	}
 	for _, a := range p.Actions {
 		if a.Action != ActionStop {
 			continue
 		}
-		if a.Rule != RuleIdleDebt && a.Rule != RuleChild && a.Rule != RulePriority {
+		// Drains and pre-warms stop for an owner that is not admitted
+		// (checkCalendarPlan checks them); every other stop is for an
+		// admitted claimant, by L5 (or, for a job of an active
+		// reservation, L10.start).
+		ahead := a.Rule == RuleDrain || a.Rule == RulePrewarm
+		start := a.Rule == RuleStart && pend[a.For] != nil && active[pend[a.For].Reservation]
+		if a.Rule != RuleIdleDebt && a.Rule != RuleChild && a.Rule != RulePriority && !ahead && !start {
 			return fmt.Errorf("stop %s has rule %q", a.Alloc, a.Rule)
 		}
-		if a.For.IsZero() || !admitted[a.For] {
+		if !ahead && (a.For.IsZero() || !admitted[a.For]) {
 			return fmt.Errorf("stop %s is for %q, which is not admitted", a.Alloc, a.For)
 		}
 		v := allocs[a.Alloc]
@@ -214,7 +228,8 @@ func checkPlan(s *Snapshot, p *Plan) error {
 			return fmt.Errorf("stop %s: unknown or stopped twice", a.Alloc)
 		}
 		stopped[a.Alloc] = true
-		if _, ok := owner[v.Namespace]; !ok || v.Type == JobSystem || v.Type == JobSysbatch || !v.StoppingFor.IsZero() || v.Reservation == "r1" {
+		if _, ok := owner[v.Namespace]; !ok || v.Type == JobSystem || v.Type == JobSysbatch || !v.StoppingFor.IsZero() ||
+			v.StoppingForReservation != "" || active[v.Reservation] {
 			return fmt.Errorf("stop %s: %+v may never be a victim", a.Alloc, v)
 		}
 		if !v.Idle && a.Rule == RuleIdleDebt && !strings.Contains(a.Reason, "debt") {
@@ -228,10 +243,28 @@ func checkPlan(s *Snapshot, p *Plan) error {
 				a.Alloc, v.Namespace, v.Priority, a.For)
 		}
 	}
-	// Placement: per node, GPUs left after the stops must hold the admits.
+	// A job stop (L10.end, L11.max_run) or a suspend (L11.settle) takes
+	// the whole job out of the usage.
+	for _, a := range p.Actions {
+		if a.Action == ActionStopJob || a.Action == ActionSuspend {
+			for _, v := range s.Allocations {
+				if v.Namespace == a.Namespace && v.Job == a.Job {
+					stopped[v.ID] = true
+				}
+			}
+		}
+	}
+	// Placement: per node, GPUs left after the stops must hold the admits
+	// (GPUs being freed for a reservation are free to its admitted jobs).
+	freedFor := map[string]bool{}
+	for k := range admitted {
+		if g := pend[k]; g != nil && g.Reservation != "" {
+			freedFor[g.Reservation] = true
+		}
+	}
 	held := map[string]int{}
 	for _, a := range s.Allocations {
-		if stopped[a.ID] || (!a.StoppingFor.IsZero() && admitted[a.StoppingFor]) {
+		if stopped[a.ID] || (!a.StoppingFor.IsZero() && admitted[a.StoppingFor]) || freedFor[a.StoppingForReservation] {
 			continue
 		}
 		for _, id := range a.GPUIDs {
@@ -253,7 +286,7 @@ func checkPlan(s *Snapshot, p *Plan) error {
 			}
 			need[n][g.Model] += g.GPUs
 		}
-		if g.Idle && a.Rule != RuleIdle || !g.Idle && a.Rule != RuleAdmission {
+		if g.Idle && a.Rule != RuleIdle || !g.Idle && a.Rule != RuleAdmission && !(a.Rule == RuleReservation && active[g.Reservation]) {
 			return fmt.Errorf("admit %+v has the wrong rule", a)
 		}
 	}
@@ -297,16 +330,18 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		}
 	}
 	for _, a := range s.Allocations {
-		// L10: allocations of the active reservation r1 are left out of
-		// the usage for other jobs.
-		if q, ok := owner[a.Namespace]; ok && !a.Idle && !stopped[a.ID] && a.Reservation != "r1" {
+		// L10: allocations of active reservations are left out of the
+		// usage for other jobs.
+		if q, ok := owner[a.Namespace]; ok && !a.Idle && !stopped[a.ID] && !active[a.Reservation] {
 			book(q, len(a.GPUIDs), debt[a.ID])
 		}
 	}
 	touched := map[string]bool{}
 	for _, a := range p.Actions {
 		g := pend[GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}]
-		if a.Action == ActionAdmit && !g.Idle {
+		// A job of an active reservation is entitled by its booking alone
+		// and is left out of the usage (L10).
+		if a.Action == ActionAdmit && !g.Idle && !active[g.Reservation] {
 			book(owner[a.Namespace], a.Count*g.GPUs, false)
 			touched[owner[a.Namespace]] = true
 		}
