@@ -21,8 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MaxRequestBody bounds every request body the server reads (a jobspec or a
-// quota tree of thousands of nodes is well under it); more is a 400.
+// MaxRequestBody bounds the body of a tree write or a job preview (a
+// jobspec or a quota tree of thousands of nodes is well under it); every
+// other request's is MaxSmallBody (limits.go); more is a 413.
 const MaxRequestBody = 4 << 20
 
 // BrokerState is what the broker knows now: the snapshot its last plan was
@@ -129,8 +130,9 @@ func NewServer(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's HTTP handler: the routes behind the body
+// limits (limitBodies, applied before the token check).
+func (s *Server) Handler() http.Handler { return limitBodies(s.mux) }
 
 // need is the right a route asks for before its handler runs; per-namespace
 // rights are checked by the handler.

@@ -257,10 +257,12 @@ func duplicateKey(dec *json.Decoder, key, first string) error {
 	return badInput(key, value, "key given twice (as %q before)", first)
 }
 
+// readBody reads a request's body, bounded by limitBodies (413 past it)
+// and by MaxRequestBody.
 func readBody(r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
 	if err != nil {
-		return nil, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "reading the body: " + err.Error()}
+		return nil, readBodyErr(r, err)
 	}
 	return data, nil
 }
