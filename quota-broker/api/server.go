@@ -216,8 +216,9 @@ type Refusal struct {
 }
 
 // statusOf maps an error to its HTTP status and body (DESIGN §9): 400 bad
-// input, 403 rights, 404, 409 law refusal or guard conflict, 503 Nomad
-// (token checks) or the store (writes) not answering.
+// input, 403 rights, 404, 409 law refusal or guard conflict, 429 the
+// store's write queue full (store.ErrBusy), 503 Nomad (token checks) or
+// the store (writes) not answering.
 func statusOf(err error) (int, errorBody) {
 	var p *Problem
 	var re *reservation.Error
@@ -240,6 +241,8 @@ func statusOf(err error) (int, errorBody) {
 		return http.StatusServiceUnavailable, errorBody{Error: "token check: Nomad is not answering; access is denied until it does"}
 	case errors.Is(err, acl.ErrDenied):
 		return http.StatusForbidden, errorBody{Error: "permission denied: " + err.Error()}
+	case errors.Is(err, store.ErrBusy):
+		return http.StatusTooManyRequests, errorBody{Error: fmt.Sprintf("the broker's store writes are queued full (at most %d waiting, each at most %s); nothing was written, try again", store.MaxQueuedWrites, store.WriteQueueWait)}
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, errorBody{Error: "the guarded state kept changing while writing (retried " + strconv.Itoa(store.Retries) + " times); nothing was written, try again"}
 	case errors.Is(err, store.ErrUnavailable):
@@ -252,8 +255,15 @@ func statusOf(err error) (int, errorBody) {
 	return http.StatusInternalServerError, errorBody{Error: err.Error()}
 }
 
+// RetryAfterBusy is the Retry-After (seconds) of a 429 for a full write
+// queue (store.ErrBusy).
+const RetryAfterBusy = 1
+
 func writeError(w http.ResponseWriter, err error) {
 	status, body := statusOf(err)
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterBusy))
+	}
 	writeJSONStatus(w, status, body)
 }
 
