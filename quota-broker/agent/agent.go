@@ -240,7 +240,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	host, _ := os.Hostname()
 	a.holder = host + " " + a.Addr()
-	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// Every timeout and a connection cap (api.HTTPServer, api.MaxConns;
+	// issue 16: slow clients).
+	srv := brokerapi.HTTPServer(a.api.Handler(), brokerapi.HTTPLimits{})
+	ln = brokerapi.LimitListener(ln, brokerapi.MaxConns)
 	if a.cfg.TLSCertFile != "" {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}

@@ -97,17 +97,38 @@ func (b agentBackend) PendingOf(job *nomadapi.Job, now time.Time) ([]plan.Pendin
 		res = b.a.lastSnap.Reservations
 	}
 	b.a.mu.Unlock()
-	return previewOptions(job, groups, b.a.cfg.HoldingPool, res, now)
+	var pools map[string]bool
+	if st := b.a.watcher.State(); st != nil {
+		pools = st.Pools()
+	}
+	return previewOptions(job, groups, previewPools{holding: b.a.cfg.HoldingPool, admit: b.a.cfg.AdmitPools, nomad: pools}, res, now)
+}
+
+// previewPools are the pools a preview checks a job's gputide_pool
+// against, as the snapshot build does (nomad.CheckAdmitPool): the holding
+// pool (never nameable), the broker's admit_pools and Nomad's pools (nil:
+// not listed, not checked).
+type previewPools struct {
+	holding string
+	admit   []string
+	nomad   map[string]bool
 }
 
 // previewOptions applies the adapter's reading of job's gputide meta to
-// the preview's groups, or returns the meta error as a 400 Problem.
-func previewOptions(job *nomadapi.Job, groups []plan.Pending, holdingPool string, res []plan.Reservation, now time.Time) ([]plan.Pending, error) {
+// the preview's groups, or returns the meta error as a 400 Problem: the
+// same meta error the broker marks the job with (a gputide_pool outside
+// admit_pools or unknown to Nomad included, issue 16).
+func previewOptions(job *nomadapi.Job, groups []plan.Pending, pools previewPools, res []plan.Reservation, now time.Time) ([]plan.Pending, error) {
 	ns := "default"
 	if job.Namespace != nil && *job.Namespace != "" {
 		ns = *job.Namespace
 	}
-	opts, err := nomad.ParseJobOptions(job.Meta, holdingPool)
+	// The snapshot build's order (nomad.State.Build): the meta, the admit
+	// pool, the booking; the first error is the job's meta error.
+	opts, err := nomad.ParseJobOptions(job.Meta, pools.holding)
+	if err == nil {
+		err = nomad.CheckAdmitPool(opts.Pool, pools.admit, pools.nomad)
+	}
 	if err == nil {
 		err = nomad.CheckReservation(opts.Reservation, ns, nomad.IndexBookings(res), now)
 	}

@@ -39,6 +39,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/gputide/gputide/internal/redact"
 )
 
 // DefaultAddress is the broker's default listen address (DESIGN §9).
@@ -122,7 +124,7 @@ type IdleFitResponse struct {
 
 // Client calls one broker. Build it with NewClient; safe for concurrent use.
 type Client struct {
-	address string
+	address string // redacted (redact.Address); base keeps the userinfo
 	base    *url.URL
 	token   string
 	http    *http.Client
@@ -137,12 +139,13 @@ func NewClient(address, token string, timeout time.Duration) (*Client, error) {
 	}
 	u, err := url.Parse(address)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("broker address %q: want an http or https URL such as %q", address, DefaultAddress)
+		return nil, fmt.Errorf("broker address %q: want an http or https URL such as %q", redact.Address(address), DefaultAddress)
 	}
-	return &Client{address: address, base: u, token: token, http: &http.Client{Timeout: timeout}}, nil
+	return &Client{address: redact.Address(address), base: u, token: token, http: &http.Client{Timeout: timeout}}, nil
 }
 
-// Address returns the broker's address as given.
+// Address returns the broker's address as given, its userinfo redacted
+// (redact.Address): every error and log line names it.
 func (c *Client) Address() string { return c.address }
 
 // Quotas reads GET /v1/quotas.
@@ -193,14 +196,14 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, out stateOf
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return &Error{Op: op, Address: c.address, Message: err.Error(), Err: err}
+		return &Error{Op: op, Address: c.address, Message: redact.URLError(err).Error(), Err: err}
 	}
 	if c.token != "" {
 		req.Header.Set("X-Nomad-Token", c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return &Error{Op: op, Address: c.address, Message: "no answer: " + err.Error(), Err: errors.Join(ErrUnreachable, err)}
+		return &Error{Op: op, Address: c.address, Message: "no answer: " + redact.URLError(err).Error(), Err: errors.Join(ErrUnreachable, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gputide/gputide/internal/redact"
 	"github.com/gputide/gputide/internal/regfile"
 )
 
@@ -154,7 +155,7 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return &Error{Op: op, Address: c.address, Message: err.Error(), Err: err}
+		return &Error{Op: op, Address: c.address, Message: redact.URLError(err).Error(), Err: err}
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -164,7 +165,7 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return &Error{Op: op, Address: c.address, Message: "no answer: " + err.Error(), Err: errors.Join(ErrUnreachable, err)}
+		return &Error{Op: op, Address: c.address, Message: "no answer: " + redact.URLError(err).Error(), Err: errors.Join(ErrUnreachable, err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))

@@ -1,12 +1,11 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -47,33 +46,66 @@ type PlanResponse struct {
 	Stops     []PlanStop    `json:"stops"`
 }
 
-// decodeBytes reads one JSON value of at most MaxRequestBody bytes into
-// v; errors are 400s naming the field, or the body.
-func decodeBytes(data []byte, v any) error {
-	if len(data) > MaxRequestBody {
-		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: fmt.Sprintf("body larger than %d bytes", MaxRequestBody)}
+// MaxJobIDLength bounds the job IDs and namespaces of a POST /v1/plan body
+// (Nomad's namespace limit, acl.MaxNamespaceLen, used for both): a longer
+// one is a 400, as the other writes bound their IDs.
+const MaxJobIDLength = 128
+
+// planEnvelope is PlanRequest with its job kept raw: the envelope is
+// decoded strictly (decodeBody: unknown keys, trailing data and duplicate
+// keys anywhere in the body refused), the job by decodePlanJob.
+type planEnvelope struct {
+	Job       json.RawMessage `json:"Job,omitempty"`
+	Namespace string          `json:"Namespace,omitempty"`
+	JobID     string          `json:"JobID,omitempty"`
+}
+
+// decodePlanJob decodes the job of a POST /v1/plan body. Fields this
+// broker's Nomad API does not know are let through, as Nomad's own job
+// endpoints do (a job written by a newer Nomad); everything else is as
+// strict as every body (decodeBody ran over the whole body first).
+func decodePlanJob(raw json.RawMessage) (*nomadapi.Job, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
+	var job nomadapi.Job
+	if err := json.Unmarshal(raw, &job); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return &Problem{Status: http.StatusBadRequest, Field: te.Field, Msg: fmt.Sprintf("%s: want a JSON %s, got %s", te.Field, te.Type, te.Value)}
+			f := "Job." + te.Field
+			return nil, &Problem{Status: http.StatusBadRequest, Field: f, Msg: fmt.Sprintf("%s: want a JSON %s, got %s", f, te.Type, te.Value)}
 		}
-		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body is not the documented JSON: " + err.Error()}
+		return nil, &Problem{Status: http.StatusBadRequest, Field: "Job", Msg: "Job is not a Nomad job: " + err.Error()}
 	}
-	if dec.More() {
-		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "body holds more than one JSON value"}
+	return &job, nil
+}
+
+// boundedName refuses a job ID or namespace longer than MaxJobIDLength,
+// naming the field and the first 32 bytes of the value.
+func boundedName(field, v string) error {
+	if len(v) <= MaxJobIDLength {
+		return nil
 	}
-	return nil
+	shown := v
+	if len(shown) > 32 {
+		shown = shown[:32] + "..."
+	}
+	return badInput(field, shown, "is %d bytes long, more than %d", len(v), MaxJobIDLength)
 }
 
 // DecodePlanRequest reads and checks a POST /v1/plan body: exactly one of
-// Job, or Namespace with JobID.
+// Job, or Namespace with JobID; IDs and namespaces of at most
+// MaxJobIDLength bytes.
 func DecodePlanRequest(data []byte) (PlanRequest, error) {
-	var req PlanRequest
-	if err := decodeBytes(data, &req); err != nil {
-		return req, err
+	var env planEnvelope
+	if err := decodeBody(data, &env, reflect.TypeOf(PlanRequest{})); err != nil {
+		return PlanRequest{}, err
 	}
+	job, err := decodePlanJob(env.Job)
+	if err != nil {
+		return PlanRequest{}, err
+	}
+	req := PlanRequest{Job: job, Namespace: env.Namespace, JobID: env.JobID}
 	switch {
 	case req.Job != nil && (req.Namespace != "" || req.JobID != ""):
 		return req, badInput("Job", "", "give either Job or Namespace and JobID, not both")
@@ -85,10 +117,22 @@ func DecodePlanRequest(data []byte) (PlanRequest, error) {
 			ns := "default"
 			req.Job.Namespace = &ns
 		}
+		if err := boundedName("Job.ID", *req.Job.ID); err != nil {
+			return req, err
+		}
+		if err := boundedName("Job.Namespace", *req.Job.Namespace); err != nil {
+			return req, err
+		}
 	case req.JobID == "":
 		return req, badInput("JobID", "", "is empty; give Job, or Namespace and JobID of a waiting job")
 	case req.Namespace == "":
 		req.Namespace = "default"
+	}
+	if err := boundedName("JobID", req.JobID); err != nil {
+		return req, err
+	}
+	if err := boundedName("Namespace", req.Namespace); err != nil {
+		return req, err
 	}
 	return req, nil
 }
@@ -97,9 +141,9 @@ func DecodePlanRequest(data []byte) (PlanRequest, error) {
 // a waiting one; the plan runs plan.Compute on the current snapshot (no
 // rule of its own).
 func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request, c *caller) {
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
+	data, err := readBody(r)
 	if err != nil {
-		writeError(w, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "reading the body: " + err.Error()})
+		writeError(w, err)
 		return
 	}
 	req, err := DecodePlanRequest(data)

@@ -234,13 +234,11 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 	now := s.cfg.Now()
 	var booked reservation.Booking
 	_, err = s.cfg.Store.Guarded(r.Context(), func(g *store.Guarded) ([]store.Change, error) {
-		if old, taken := g.Reservation(b.ID); taken {
-			if c.canRead(old.Namespace) {
-				return nil, conflict("reservation ID %q is taken (namespace %s, %s to %s)", b.ID, old.Namespace,
-					reservation.FormatInstant(old.Start), reservation.FormatInstant(old.End))
-			}
-			return nil, conflict("reservation ID %q is taken", b.ID)
-		}
+		// The request is checked whole (tree, Prepare, L10) before its ID:
+		// a caller learns that an ID is taken only for a booking that would
+		// otherwise be accepted, so an ID of another namespace gets the same
+		// answer as a free one until then (issue 16; the store keeps one
+		// key per ID, DESIGN §6, so a taken ID is then refused).
 		if g.Tree == nil || g.Tree.Root == nil {
 			return nil, conflict("no quota tree is stored yet")
 		}
@@ -258,6 +256,13 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 		}
 		if err := tree.Check(g.Reservations, nb, now.Add(lim.MaxAhead)); err != nil {
 			return nil, err
+		}
+		if old, taken := g.Reservation(b.ID); taken {
+			if c.canRead(old.Namespace) {
+				return nil, conflict("reservation ID %q is taken (namespace %s, %s to %s)", b.ID, old.Namespace,
+					reservation.FormatInstant(old.Start), reservation.FormatInstant(old.End))
+			}
+			return nil, conflict("reservation ID %q is taken", b.ID)
 		}
 		booked = nb
 		return []store.Change{

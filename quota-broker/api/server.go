@@ -21,8 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MaxRequestBody bounds every request body the server reads (a jobspec or a
-// quota tree of thousands of nodes is well under it); more is a 400.
+// MaxRequestBody bounds the body of a tree write or a job preview (a
+// jobspec or a quota tree of thousands of nodes is well under it); every
+// other request's is MaxSmallBody (limits.go); more is a 413.
 const MaxRequestBody = 4 << 20
 
 // BrokerState is what the broker knows now: the snapshot its last plan was
@@ -129,8 +130,9 @@ func NewServer(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's HTTP handler: the routes behind the body
+// limits (limitBodies, applied before the token check).
+func (s *Server) Handler() http.Handler { return limitBodies(s.mux) }
 
 // need is the right a route asks for before its handler runs; per-namespace
 // rights are checked by the handler.
@@ -217,9 +219,10 @@ type Refusal struct {
 }
 
 // statusOf maps an error to its HTTP status and body (DESIGN §9): 400 bad
-// input, 403 rights, 404, 409 law refusal or guard conflict, 503 Nomad
-// (token checks) or the store not answering. The store's 503 says
-// "nothing was written": statusOf is for writes; reads use statusOfRead.
+// input, 403 rights, 404, 409 law refusal or guard conflict, 429 the
+// store's write queue full (store.ErrBusy), 503 Nomad (token checks) or
+// the store not answering. The store's 503 says "nothing was written":
+// statusOf is for writes; reads use statusOfRead.
 func statusOf(err error) (int, errorBody) { return statusFor(err, false) }
 
 // statusOfRead is statusOf for a read (GET, HEAD): a read writes nothing,
@@ -250,6 +253,8 @@ func statusFor(err error, read bool) (int, errorBody) {
 		return http.StatusServiceUnavailable, errorBody{Error: "token check: Nomad is not answering; access is denied until it does"}
 	case errors.Is(err, acl.ErrDenied):
 		return http.StatusForbidden, errorBody{Error: "permission denied: " + err.Error()}
+	case errors.Is(err, store.ErrBusy):
+		return http.StatusTooManyRequests, errorBody{Error: fmt.Sprintf("the broker's store writes are queued full (at most %d waiting, each at most %s); nothing was written, try again", store.MaxQueuedWrites, store.WriteQueueWait)}
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, errorBody{Error: "the guarded state kept changing while writing (retried " + strconv.Itoa(store.Retries) + " times); nothing was written, try again"}
 	case errors.Is(err, store.ErrUnavailable) && read:
@@ -264,12 +269,19 @@ func statusFor(err error, read bool) (int, errorBody) {
 	return http.StatusInternalServerError, errorBody{Error: err.Error()}
 }
 
+// RetryAfterBusy is the Retry-After (seconds) of a 429 for a full write
+// queue (store.ErrBusy).
+const RetryAfterBusy = 1
+
 // writeError answers err (statusOf; statusOfRead when w is a read's
-// answer, readAnswer).
+// answer, readAnswer); a 429 carries Retry-After.
 func writeError(w http.ResponseWriter, err error) {
 	status, body := statusOf(err)
 	if _, read := w.(readAnswer); read {
 		status, body = statusOfRead(err)
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterBusy))
 	}
 	writeJSONStatus(w, status, body)
 }

@@ -467,12 +467,17 @@ func TestQuotaWritesWithoutConsul(t *testing.T) {
 }
 
 // racingStore makes every guarded write lose its race: inside validate,
-// another writer moves the guard.
+// another writer (a peer client: one client's guarded writes queue one
+// after the other) moves the guard.
 type racingStore struct{ *store.KV }
 
 func (s racingStore) Guarded(ctx context.Context, validate store.ValidateFunc) (*store.Guarded, error) {
+	other, err := s.KV.Peer()
+	if err != nil {
+		return nil, err
+	}
 	return s.KV.Guarded(ctx, func(g *store.Guarded) ([]store.Change, error) {
-		if _, err := s.KV.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) { return nil, nil }); err != nil {
+		if _, err := other.Guarded(ctx, func(*store.Guarded) ([]store.Change, error) { return nil, nil }); err != nil {
 			return nil, err
 		}
 		return validate(g)

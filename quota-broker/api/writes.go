@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -75,12 +76,25 @@ func (t *TreeWriteResponse) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// decodeStrict decodes a small JSON body, refusing unknown fields.
+// decodeStrict decodes a small JSON body, refusing unknown fields. It is
+// the one decoder of every request body (issue 16): one JSON value of at
+// most MaxRequestBody bytes, no unknown field, nothing after it, each key
+// once.
 func decodeStrict(data []byte, v any) error {
+	return decodeBody(data, v, nil)
+}
+
+// decodeBody is decodeStrict; keysAs, when not nil, is the type whose
+// shape the duplicate-key check follows instead of v's (POST /v1/plan
+// decodes its Job in a second step, decodePlanJob).
+func decodeBody(data []byte, v any, keysAs reflect.Type) error {
+	if keysAs == nil {
+		keysAs = reflect.TypeOf(v)
+	}
 	if len(data) > MaxRequestBody {
 		return &Problem{Status: http.StatusBadRequest, Field: "body", Msg: fmt.Sprintf("body larger than %d bytes", MaxRequestBody)}
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -102,22 +116,46 @@ func decodeStrict(data []byte, v any) error {
 		return &Problem{Status: http.StatusBadRequest, Field: "body",
 			Msg: fmt.Sprintf("body: data after the JSON value at offset %d", int(end)+len(data[end:])-len(rest))}
 	}
-	return uniqueKeys(data[:end])
+	return uniqueKeys(data[:end], keysAs)
+}
+
+// keyFrame is one open object or array of uniqueKeys' walk.
+type keyFrame struct {
+	array bool
+	seen  map[string]string // keys seen, by their compared form (objects)
+	fold  bool              // keys compare without letter case (a struct's)
+	typ   reflect.Type      // the struct (fold), or the map's or array's element; nil: unknown
 }
 
 // uniqueKeys refuses a key given twice in one object of data, one JSON
-// value already known to be valid (decodeStrict). Keys compare without
-// letter case, as encoding/json matches them to fields, so that no key is
-// silently overridden by a later one. The walk is iterative (one key set
-// per open object), bounded by the body's size.
-func uniqueKeys(data []byte) error {
+// value already known to be valid (decodeBody), decoded into a value of
+// type t. Keys of an object decoded into a struct (or of unknown type)
+// compare without letter case, as encoding/json matches them to fields, so
+// that no key is silently overridden by a later one; keys of an object
+// decoded into a map compare exactly, as the map keeps them (a Nomad job's
+// task env may hold both "http_proxy" and "HTTP_PROXY"). The walk is
+// iterative (one key set per open object), bounded by the body's size.
+func uniqueKeys(data []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	// objects holds, per open object or array, the keys seen (nil for an
-	// array); expectKey is whether the next token of an object is a key.
-	var objects []map[string]string
+	var frames []keyFrame
+	next := t // the type of the next value
 	expectKey := false
-	var key string
+	// after ends a value: the next token is a key in an object, a value
+	// of the element type in an array.
+	after := func() {
+		expectKey = false
+		next = nil
+		if len(frames) == 0 {
+			return
+		}
+		f := frames[len(frames)-1]
+		if f.array {
+			next = f.typ
+		} else {
+			expectKey = true
+		}
+	}
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -128,32 +166,94 @@ func uniqueKeys(data []byte) error {
 		}
 		if expectKey {
 			if d, ok := tok.(json.Delim); ok && d == '}' {
-				objects = objects[:len(objects)-1]
-				expectKey = len(objects) > 0 && objects[len(objects)-1] != nil
+				frames = frames[:len(frames)-1]
+				after()
 				continue
 			}
-			key = tok.(string)
-			seen := objects[len(objects)-1]
-			if first, dup := seen[foldKey(key)]; dup {
+			key := tok.(string)
+			f := frames[len(frames)-1]
+			seenAs := key
+			if f.fold {
+				seenAs = foldKey(key)
+			}
+			if first, dup := f.seen[seenAs]; dup {
 				return duplicateKey(dec, key, first)
 			}
-			seen[foldKey(key)] = key
+			f.seen[seenAs] = key
 			expectKey = false
+			next = f.typ
+			if f.fold && f.typ != nil {
+				next = fieldType(f.typ, key)
+			}
 			continue
 		}
 		switch tok {
 		case json.Delim('{'):
-			objects = append(objects, map[string]string{})
+			f := keyFrame{seen: map[string]string{}, fold: true}
+			if t := deref(next); t != nil {
+				switch t.Kind() {
+				case reflect.Struct:
+					f.typ = t
+				case reflect.Map:
+					f.fold, f.typ = false, t.Elem()
+				}
+			}
+			frames = append(frames, f)
 			expectKey = true
 		case json.Delim('['):
-			objects = append(objects, nil)
+			f := keyFrame{array: true}
+			if t := deref(next); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+				f.typ = t.Elem()
+			}
+			frames = append(frames, f)
+			next = f.typ
 		case json.Delim('}'), json.Delim(']'):
-			objects = objects[:len(objects)-1]
-			expectKey = len(objects) > 0 && objects[len(objects)-1] != nil
+			frames = frames[:len(frames)-1]
+			after()
 		default:
-			expectKey = len(objects) > 0 && objects[len(objects)-1] != nil
+			after()
 		}
 	}
+}
+
+// deref is t without its pointers; nil stays nil.
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// fieldType is the type of the field of struct t that encoding/json fills
+// from key (matched without letter case; fields of embedded structs
+// included), nil when none does.
+func fieldType(t reflect.Type, key string) reflect.Type {
+	want := foldKey(key)
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "-" && sf.Tag.Get("json") == "-" {
+			continue
+		}
+		if sf.Anonymous && name == "" {
+			if et := deref(sf.Type); et.Kind() == reflect.Struct {
+				if ft := fieldType(et, key); ft != nil {
+					return ft
+				}
+			}
+			continue
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if foldKey(name) == want {
+			return sf.Type
+		}
+	}
+	return nil
 }
 
 // foldKey maps key to one representative of its case-folding class: each
@@ -193,10 +293,12 @@ func duplicateKey(dec *json.Decoder, key, first string) error {
 	return badInput(key, value, "key given twice (as %q before)", first)
 }
 
+// readBody reads a request's body, bounded by limitBodies (413 past it)
+// and by MaxRequestBody.
 func readBody(r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
 	if err != nil {
-		return nil, &Problem{Status: http.StatusBadRequest, Field: "body", Msg: "reading the body: " + err.Error()}
+		return nil, readBodyErr(r, err)
 	}
 	return data, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	nomadapi "github.com/hashicorp/nomad/api"
 
+	"github.com/gputide/gputide/internal/redact"
 	"github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/scalingpolicy"
 )
@@ -453,7 +454,7 @@ func parseHCLAs(src []byte, token string) (*nomadapi.Job, error) {
 		return nil, parseError(cfg.Address, err)
 	}
 	if job == nil || job.ID == nil {
-		return nil, fmt.Errorf("nomad at %s returned no job", cfg.Address)
+		return nil, fmt.Errorf("nomad at %s returned no job", redact.Address(cfg.Address))
 	}
 	return job, nil
 }

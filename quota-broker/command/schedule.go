@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/cli"
 	nomadapi "github.com/hashicorp/nomad/api"
 
+	"github.com/gputide/gputide/internal/redact"
 	"github.com/gputide/gputide/internal/regfile"
 	"github.com/gputide/gputide/quota-broker/scalingpolicy"
 	"github.com/gputide/gputide/quota-broker/schedule"
@@ -271,16 +272,19 @@ func parseHCLWithNomad(src []byte) (*nomadapi.Job, error) {
 		return nil, parseError(cfg.Address, err)
 	}
 	if job == nil || job.ID == nil {
-		return nil, errors.New("nomad at " + cfg.Address + " returned no job")
+		return nil, errors.New("nomad at " + redact.Address(cfg.Address) + " returned no job")
 	}
 	return job, nil
 }
 
-// parseError is the error of Nomad's /v1/jobs/parse at addr. Nomad checks
+// parseError is the error of Nomad's /v1/jobs/parse at addr (its userinfo
+// redacted, redact.Address, in the address and in err's URL). Nomad checks
 // parse-job on the request's namespace (NOMAD_NAMESPACE, else "default"),
 // not the jobspec's: a team token with parse-job on its own workspace only
 // gets a 403 until NOMAD_NAMESPACE names it, which a 403 says.
 func parseError(addr string, err error) error {
+	addr = redact.Address(addr)
+	err = redact.URLError(err)
 	code := 0
 	var ue nomadapi.UnexpectedResponseError
 	var up *nomadapi.UnexpectedResponseError

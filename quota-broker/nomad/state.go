@@ -142,6 +142,14 @@ func (s *State) Namespaces() []string {
 	return slices.Sorted(maps.Keys(s.namespaces))
 }
 
+// Pools returns a copy of the node pool names Nomad listed, or nil when the
+// state has no pool list (CheckAdmitPool then skips the existence check).
+func (s *State) Pools() map[string]bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.pools)
+}
+
 // BlockedEvals returns how many blocked evaluations each job has.
 func (s *State) BlockedEvals() map[plan.JobKey]int {
 	s.mu.RLock()

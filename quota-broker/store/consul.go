@@ -4,46 +4,114 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/gputide/gputide/internal/redact"
 )
 
 // consulWait bounds one blocking query (Consul's own default is 5 minutes).
 const consulWait = time.Minute
 
+// The broker's connections to Consul are bounded (issue 16: 200 concurrent
+// bookings opened 200 connections, past Consul's per-client limit
+// (limits.http_max_conns_per_client, 200), which answered 429). A store
+// keeps three pooled clients, each on its own transport, so that no caller
+// can take the connections another part needs:
+const (
+	// ConsulMaxConns bounds the connections of ordinary calls: reads and
+	// writes of API callers and of the leader's acts. More concurrent calls
+	// wait for a free connection (guarded writes also queue, writeQueue).
+	ConsulMaxConns = 8
+	// ConsulWatchConns bounds the blocking queries (the guard watch): a
+	// fixed set of the broker's own, never started by a caller.
+	ConsulWatchConns = 4
+	// ConsulLockConns bounds the leader lock's own client: session
+	// create, renew and destroy, acquire and release, Verify (the check
+	// before each act, L12) and the lock key's watch. Callers never use
+	// it, so a burst of bookings cannot delay the lock check.
+	ConsulLockConns = 4
+)
+
 // consul is the Consul KV backend.
 type consul struct {
-	c      *api.Client
+	c      *api.Client // ordinary calls (ConsulMaxConns)
+	watch  *api.Client // blocking queries on keys other than the lock's (ConsulWatchConns)
+	lock   *api.Client // the leader lock (ConsulLockConns)
 	prefix string
+	// transports are the three clients' own, closed by close.
+	transports []*http.Transport
 }
+
+// dialFunc dials Consul through own, the transport's dialer; tests count
+// connections with it.
+type dialFunc func(ctx context.Context, network, addr string, own func(ctx context.Context, network, addr string) (net.Conn, error)) (net.Conn, error)
 
 // NewConsul returns a store in the Consul KV of cfg (DESIGN §6). An empty
 // Address or Token takes CONSUL_HTTP_ADDR / CONSUL_HTTP_TOKEN (as Consul's
 // own client does); an empty Prefix is DefaultPrefix. It does not contact
 // Consul: the first call that fails says ErrUnavailable.
 func NewConsul(cfg ConsulConfig) (*KV, error) {
+	return newConsul(cfg, nil)
+}
+
+// newConsul is NewConsul dialing with dial (nil: the transport's own).
+func newConsul(cfg ConsulConfig, dial dialFunc) (*KV, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
 	if !strings.HasSuffix(cfg.Prefix, "/") || strings.HasPrefix(cfg.Prefix, "/") {
 		return nil, newErr("config", "", ErrInvalid, fmt.Errorf(`consul.prefix %q: must end with "/" and not start with one`, cfg.Prefix))
 	}
-	ac := api.DefaultConfig()
-	if cfg.Address != "" {
-		ac.Address = cfg.Address
+	b := &consul{prefix: cfg.Prefix}
+	client := func(maxConns int) (*api.Client, error) {
+		ac := api.DefaultConfig() // a pooled transport of its own
+		if cfg.Address != "" {
+			ac.Address = cfg.Address
+		}
+		if cfg.Token != "" {
+			ac.Token = cfg.Token
+		}
+		c, err := api.NewClient(ac)
+		if err != nil {
+			return nil, newErr("config", "", ErrInvalid, fmt.Errorf("consul.address %q: %w", redact.Address(cfg.Address), err))
+		}
+		// NewClient may have replaced the transport (a unix socket gets
+		// one without keep-alives): bound whichever it uses, before use.
+		t, ok := ac.HttpClient.Transport.(*http.Transport)
+		if !ok {
+			return nil, newErr("config", "", ErrInvalid, fmt.Errorf("consul client transport %T: want *http.Transport", ac.HttpClient.Transport))
+		}
+		t.DisableKeepAlives = false
+		t.MaxConnsPerHost, t.MaxIdleConnsPerHost = maxConns, maxConns
+		b.transports = append(b.transports, t)
+		if dial != nil {
+			own := t.DialContext
+			if own == nil {
+				own = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+			}
+			t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return dial(ctx, network, addr, own)
+			}
+		}
+		return c, nil
 	}
-	if cfg.Token != "" {
-		ac.Token = cfg.Token
+	var err error
+	if b.c, err = client(ConsulMaxConns); err != nil {
+		return nil, err
 	}
-	c, err := api.NewClient(ac)
-	if err != nil {
-		return nil, newErr("config", "", ErrInvalid, fmt.Errorf("consul.address %q: %w", cfg.Address, err))
+	if b.watch, err = client(ConsulWatchConns); err != nil {
+		return nil, err
 	}
-	b := &consul{c: c, prefix: cfg.Prefix}
-	return &KV{b: b, peer: func() (*KV, error) { return NewConsul(cfg) }}, nil
+	if b.lock, err = client(ConsulLockConns); err != nil {
+		return nil, err
+	}
+	return &KV{b: b, writes: newWriteQueue(), peer: func() (*KV, error) { return newConsul(cfg, dial) }}, nil
 }
 
 // consulAddrFromEnv is what tests use: GPUTIDE_CONSUL_ADDR.
@@ -76,8 +144,21 @@ func (c *consul) pair(p *api.KVPair) entry {
 	return entry{Key: c.rel(p.Key), Value: p.Value, ModifyIndex: p.ModifyIndex, Session: p.Session}
 }
 
+// clientFor is the client of a read of key: the lock's own for the leader
+// key (Verify, the lock's watch and wait), the watch client for other
+// blocking queries, else the calls client.
+func (c *consul) clientFor(key Key, waitIndex uint64) *api.Client {
+	switch {
+	case key == KeyLeader:
+		return c.lock
+	case waitIndex > 0:
+		return c.watch
+	}
+	return c.c
+}
+
 func (c *consul) get(ctx context.Context, key Key, waitIndex uint64) (*entry, uint64, error) {
-	p, meta, err := c.c.KV().Get(c.full(key), c.query(ctx, waitIndex))
+	p, meta, err := c.clientFor(key, waitIndex).KV().Get(c.full(key), c.query(ctx, waitIndex))
 	if err != nil {
 		return nil, 0, unavailable("get", key, err)
 	}
@@ -89,7 +170,7 @@ func (c *consul) get(ctx context.Context, key Key, waitIndex uint64) (*entry, ui
 }
 
 func (c *consul) list(ctx context.Context, prefix Key, waitIndex uint64) ([]entry, uint64, error) {
-	ps, meta, err := c.c.KV().List(c.full(prefix), c.query(ctx, waitIndex))
+	ps, meta, err := c.clientFor(prefix, waitIndex).KV().List(c.full(prefix), c.query(ctx, waitIndex))
 	if err != nil {
 		return nil, 0, unavailable("list", prefix, err)
 	}
@@ -190,7 +271,7 @@ func (c *consul) writeOpts(ctx context.Context) *api.WriteOptions {
 }
 
 func (c *consul) createSession(ctx context.Context, name string, ttl, lockDelay time.Duration) (string, error) {
-	id, _, err := c.c.Session().Create(&api.SessionEntry{
+	id, _, err := c.lock.Session().Create(&api.SessionEntry{
 		Name: name, TTL: ttl.String(), LockDelay: lockDelay, Behavior: api.SessionBehaviorRelease,
 	}, c.writeOpts(ctx))
 	if err != nil {
@@ -200,7 +281,7 @@ func (c *consul) createSession(ctx context.Context, name string, ttl, lockDelay 
 }
 
 func (c *consul) renewSession(ctx context.Context, id string) error {
-	se, _, err := c.c.Session().Renew(id, c.writeOpts(ctx))
+	se, _, err := c.lock.Session().Renew(id, c.writeOpts(ctx))
 	if err != nil {
 		return unavailable("session", "", err)
 	}
@@ -211,14 +292,14 @@ func (c *consul) renewSession(ctx context.Context, id string) error {
 }
 
 func (c *consul) destroySession(ctx context.Context, id string) error {
-	if _, err := c.c.Session().Destroy(id, c.writeOpts(ctx)); err != nil {
+	if _, err := c.lock.Session().Destroy(id, c.writeOpts(ctx)); err != nil {
 		return unavailable("session", "", err)
 	}
 	return nil
 }
 
 func (c *consul) acquire(ctx context.Context, key Key, value []byte, session string) (bool, error) {
-	ok, _, err := c.c.KV().Acquire(&api.KVPair{Key: c.full(key), Value: value, Session: session}, c.writeOpts(ctx))
+	ok, _, err := c.lock.KV().Acquire(&api.KVPair{Key: c.full(key), Value: value, Session: session}, c.writeOpts(ctx))
 	if err != nil {
 		return false, unavailable("acquire", key, err)
 	}
@@ -226,14 +307,20 @@ func (c *consul) acquire(ctx context.Context, key Key, value []byte, session str
 }
 
 func (c *consul) release(ctx context.Context, key Key, session string) (bool, error) {
-	ok, _, err := c.c.KV().Release(&api.KVPair{Key: c.full(key), Session: session}, c.writeOpts(ctx))
+	ok, _, err := c.lock.KV().Release(&api.KVPair{Key: c.full(key), Session: session}, c.writeOpts(ctx))
 	if err != nil {
 		return false, unavailable("release", key, err)
 	}
 	return ok, nil
 }
 
-func (c *consul) close() {}
+// close drops the idle connections of the three transports (a call in
+// flight keeps its own until it ends).
+func (c *consul) close() {
+	for _, t := range c.transports {
+		t.CloseIdleConnections()
+	}
+}
 
 // MemoryWarning is what an agent without a consul block logs (DESIGN §6).
 const MemoryWarning = "no consul block: the broker keeps its state in memory; bookings, job times and history die with this process, and only one broker may run"

@@ -69,6 +69,8 @@ type backend interface {
 // KV is the store over one backend. It is safe for concurrent use.
 type KV struct {
 	b backend
+	// writes queues the guarded writes (queue.go).
+	writes *writeQueue
 	// peer opens another client on the same data (tests, two brokers).
 	peer func() (*KV, error)
 }
@@ -141,7 +143,10 @@ func guardedFrom(es []entry) (*Guarded, error) {
 // name the changes, then write them in one transaction whose first
 // operation is a CAS of the guard at the index read (create-only when
 // absent) to its value plus one. A lost CAS re-reads and retries, Retries
-// times, then ErrConflict. validate's error is returned as it is.
+// times, then ErrConflict. validate's error is returned as it is. The
+// guarded writes of one client run one at a time (the write queue,
+// queue.go): ErrBusy when MaxQueuedWrites wait or the turn takes longer
+// than WriteQueueWait.
 func (s *KV) Guarded(ctx context.Context, validate ValidateFunc) (*Guarded, error) {
 	return s.guarded(ctx, nil, validate)
 }
@@ -159,6 +164,11 @@ func (s *KV) GuardedFenced(ctx context.Context, lock *Lock, validate ValidateFun
 
 // guarded is Guarded, fenced by lock when it is not nil.
 func (s *KV) guarded(ctx context.Context, lock *Lock, validate ValidateFunc) (*Guarded, error) {
+	release, err := s.writes.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var fence []op
 	if lock != nil {
 		fence = []op{{kind: opCheckSession, key: KeyLeader, session: lock.session}}

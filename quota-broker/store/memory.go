@@ -43,7 +43,7 @@ func NewMemory() *KV {
 		sessions: map[string]*memSession{}, delayed: map[Key]time.Time{}, now: time.Now,
 	}
 	var open func() (*KV, error)
-	open = func() (*KV, error) { return &KV{b: m, peer: open}, nil }
+	open = func() (*KV, error) { return &KV{b: m, writes: newWriteQueue(), peer: open}, nil }
 	kv, _ := open()
 	return kv
 }
