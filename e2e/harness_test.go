@@ -199,6 +199,7 @@ plugin "raw_exec" {
 	cmd.Dir = dir
 	cmd.Env = agentEnv()
 	cmd.Stdout, cmd.Stderr = a.log, a.log
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("failed to start nomad: %v", err)
 	}
@@ -287,8 +288,9 @@ func agentEnv() []string {
 func (a *nomadAgent) Logs() string { return a.log.String() }
 
 // Stop purges every job, interrupts the agent and waits for it to exit,
-// then fails the test if mounts under the data dir remain (and unmounts
-// them).
+// kills what is left of its process group (a task's logmon or executor,
+// also when the agent exited early or failed to start), then fails the
+// test if mounts under the data dir remain (and unmounts them).
 func (a *nomadAgent) Stop() {
 	a.stopOnce.Do(func() {
 		if a.cmd == nil || a.cmd.Process == nil {
@@ -306,6 +308,7 @@ func (a *nomadAgent) Stop() {
 				<-a.exited
 			}
 		}
+		killGroup(a.cmd)
 		if left := mountsUnder(a.DataDir); len(left) > 0 {
 			for _, m := range left {
 				_ = syscall.Unmount(m, syscall.MNT_DETACH)
@@ -313,6 +316,25 @@ func (a *nomadAgent) Stop() {
 			a.t.Errorf("nomad left mounts under %s: %v", a.DataDir, left)
 		}
 	})
+}
+
+// ownGroup makes cmd the leader of a new process group, so that killGroup
+// reaches the processes it starts (Nomad's logmon and executors, an
+// autoscaler's plugins) after it is gone.
+func ownGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// killGroup sends SIGKILL to the process group of cmd (started with
+// ownGroup): what its leader left behind. The leader has been waited for.
+func killGroup(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil || cmd.Process.Pid <= 0 {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // purgeJobs stops every job, waits for their allocations to finish, then
