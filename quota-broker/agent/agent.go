@@ -206,7 +206,15 @@ func (a *Agent) loadQuota() error {
 	if err != nil {
 		return fmt.Errorf("failed to load the quota tree: %w", err)
 	}
-	if err := a.useTree(tree, settings, a.cfg.QuotaFile); err != nil {
+	// The bookings of the memory store: a file that would break one is
+	// refused like a tree write (CheckTree).
+	rctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	g, err := a.store.ReadGuarded(rctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("failed to read the bookings: %w", err)
+	}
+	if err := a.useTree(tree, settings, g.Reservations, a.cfg.QuotaFile); err != nil {
 		return err
 	}
 	a.mu.Lock()
