@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -73,7 +74,26 @@ func (a *Agent) useTree(tree *quota.Node, settings quota.Settings, bookings []re
 	a.mu.Lock()
 	a.tree, a.settings = tree, settings
 	a.mu.Unlock()
+	if !maps.Equal(quota.Namespaces(old), quota.Namespaces(tree)) {
+		a.relist(source)
+	}
 	return nil
+}
+
+// relist makes the Nomad watchers read again what they keep only for
+// governed namespaces (the jobs, the scaling policies): the tree's
+// namespaces changed, so a namespace newly governed has never been read
+// (issue 16: on the Consul store the first list could finish before the
+// tree was read, and the queue stayed empty until a restart). Before Run
+// there is nothing to read again.
+func (a *Agent) relist(source string) {
+	why := "the governed namespaces changed (" + source + ")"
+	if a.watcher != nil {
+		a.watcher.Relist(why)
+	}
+	if a.policyWatcher != nil {
+		a.policyWatcher.Relist(why)
+	}
 }
 
 // seedTree writes the quota file into the store when the store has no
