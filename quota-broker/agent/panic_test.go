@@ -45,8 +45,7 @@ dump_dir    = "dumps"
 	var plans atomic.Int64
 	planner := func(s *plan.Snapshot) (*plan.Plan, error) {
 		if panicking.Load() {
-			var m map[string]int
-			m["boom"]++ // assignment to entry in nil map
+			panic("stopReason: no unit for the stop") // as the planner's nil-pointer bug would
 		}
 		plans.Add(1)
 		return plan.Compute(s)
@@ -70,7 +69,7 @@ dump_dir    = "dumps"
 
 	// Several cycles panic: each is counted, none acts.
 	until(t, "three panicking cycles", 10*time.Second, func() bool { return panics() >= 3 })
-	if h := a.Health(); h.Acting || !strings.Contains(h.Why, `panic in step "plan" of the cycle: assignment to entry in nil map`) {
+	if h := a.Health(); h.Acting || !strings.Contains(h.Why, `panic in step "plan" of the cycle: stopReason: no unit for the stop`) {
 		t.Errorf("health = %+v, want not acting because of the panic", h)
 	}
 	if n := f.writeCount(); n != 0 {
@@ -83,7 +82,7 @@ dump_dir    = "dumps"
 	if n := strings.Count(out, "recovered from a panic in the cycle"); n != 1 {
 		t.Errorf("the panic is logged %d times, want once:\n%s", n, out)
 	}
-	for _, want := range []string{`step=plan`, `panic="assignment to entry in nil map"`, "runtime/debug.Stack", "TestAgentSurvivesAPanickingPlanner"} {
+	for _, want := range []string{`step=plan`, `panic="stopReason: no unit for the stop"`, "runtime/debug.Stack", "TestAgentSurvivesAPanickingPlanner"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
@@ -99,7 +98,7 @@ dump_dir    = "dumps"
 		t.Fatal(err)
 	}
 	var pd panicDump
-	if err := json.Unmarshal(data, &pd); err != nil || pd.Step != "plan" || pd.Panic != "assignment to entry in nil map" ||
+	if err := json.Unmarshal(data, &pd); err != nil || pd.Step != "plan" || pd.Panic != "stopReason: no unit for the stop" ||
 		!strings.Contains(pd.Stack, "TestAgentSurvivesAPanickingPlanner") {
 		t.Errorf("panic dump = %+v (%v)", pd, err)
 	}
