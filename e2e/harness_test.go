@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -309,6 +310,7 @@ func (a *nomadAgent) Stop() {
 			}
 		}
 		killGroup(a.cmd)
+		killSessionsUnder(a.Dir)
 		if left := mountsUnder(a.DataDir); len(left) > 0 {
 			for _, m := range left {
 				_ = syscall.Unmount(m, syscall.MNT_DETACH)
@@ -335,6 +337,50 @@ func killGroup(cmd *exec.Cmd) {
 		return
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// killSessionsUnder sends SIGKILL to every session led by a process whose
+// command line names a path under dir, and to every process of those sessions: the
+// task executors of a Nomad agent under dir (each leads its own session,
+// its task in a process group of that session), which outlive an agent
+// that crashed or was killed and escape its process group.
+func killSessionsUnder(dir string) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	type proc struct{ pid, sid int }
+	var all []proc
+	leaders := map[int]bool{}
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...; comm may hold spaces.
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(f) < 4 {
+			continue
+		}
+		sid, _ := strconv.Atoi(f[3])
+		all = append(all, proc{pid, sid})
+		if sid != pid {
+			continue
+		}
+		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Contains(cmd, []byte(dir+"/")) {
+			leaders[sid] = true
+		}
+	}
+	for _, p := range all {
+		if leaders[p.sid] {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // purgeJobs stops every job, waits for their allocations to finish, then
