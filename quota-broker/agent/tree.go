@@ -160,9 +160,9 @@ func (a *Agent) watchTree(ctx context.Context) {
 }
 
 // publishTree copies the file's tree into the memory store, so that
-// bookings validate against the tree the agent plans with. The file is the
-// truth: the write is not refused, but bookings it leaves above a nominal
-// (L10) are logged.
+// bookings validate against the tree the agent plans with. loadQuota has
+// checked the file against the bookings (CheckTree); a booking made since
+// that the tree leaves above a nominal (L10) is logged.
 func (a *Agent) publishTree(ctx context.Context) {
 	a.mu.Lock()
 	tree := a.tree
