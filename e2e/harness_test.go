@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -199,6 +200,7 @@ plugin "raw_exec" {
 	cmd.Dir = dir
 	cmd.Env = agentEnv()
 	cmd.Stdout, cmd.Stderr = a.log, a.log
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("failed to start nomad: %v", err)
 	}
@@ -287,8 +289,9 @@ func agentEnv() []string {
 func (a *nomadAgent) Logs() string { return a.log.String() }
 
 // Stop purges every job, interrupts the agent and waits for it to exit,
-// then fails the test if mounts under the data dir remain (and unmounts
-// them).
+// kills what is left of its process group (a task's logmon or executor,
+// also when the agent exited early or failed to start), then fails the
+// test if mounts under the data dir remain (and unmounts them).
 func (a *nomadAgent) Stop() {
 	a.stopOnce.Do(func() {
 		if a.cmd == nil || a.cmd.Process == nil {
@@ -306,6 +309,8 @@ func (a *nomadAgent) Stop() {
 				<-a.exited
 			}
 		}
+		killGroup(a.cmd)
+		killSessionsUnder(a.Dir)
 		if left := mountsUnder(a.DataDir); len(left) > 0 {
 			for _, m := range left {
 				_ = syscall.Unmount(m, syscall.MNT_DETACH)
@@ -313,6 +318,69 @@ func (a *nomadAgent) Stop() {
 			a.t.Errorf("nomad left mounts under %s: %v", a.DataDir, left)
 		}
 	})
+}
+
+// ownGroup makes cmd the leader of a new process group, so that killGroup
+// reaches the processes it starts (Nomad's logmon and executors, an
+// autoscaler's plugins) after it is gone.
+func ownGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+// killGroup sends SIGKILL to the process group of cmd (started with
+// ownGroup): what its leader left behind. The leader has been waited for.
+func killGroup(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil || cmd.Process.Pid <= 0 {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// killSessionsUnder sends SIGKILL to every session led by a process whose
+// command line names a path under dir, and to every process of those sessions: the
+// task executors of a Nomad agent under dir (each leads its own session,
+// its task in a process group of that session), which outlive an agent
+// that crashed or was killed and escape its process group.
+func killSessionsUnder(dir string) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	type proc struct{ pid, sid int }
+	var all []proc
+	leaders := map[int]bool{}
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...; comm may hold spaces.
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(f) < 4 {
+			continue
+		}
+		sid, _ := strconv.Atoi(f[3])
+		all = append(all, proc{pid, sid})
+		if sid != pid {
+			continue
+		}
+		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Contains(cmd, []byte(dir+"/")) {
+			leaders[sid] = true
+		}
+	}
+	for _, p := range all {
+		if leaders[p.sid] {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // purgeJobs stops every job, waits for their allocations to finish, then

@@ -78,7 +78,17 @@ type Agent struct {
 	// policyWatcher (idle groups, issue 11).
 	policies      *nomad.Policies
 	policyWatcher *nomad.PolicyWatcher
+
+	// planner computes a plan (Options.Planner, default plan.Compute).
+	planner Planner
+	// lastPanic is the panic of the last cycle while cycles keep
+	// panicking, "" after a plan succeeded (cycle goroutine only): a
+	// panic is logged with its stack and dumped once per streak.
+	lastPanic string
 }
+
+// Planner computes the plan of a snapshot: plan.Compute, or a test's.
+type Planner func(*plan.Snapshot) (*plan.Plan, error)
 
 // Options are the run-time options of New.
 type Options struct {
@@ -88,6 +98,8 @@ type Options struct {
 	// Store overrides the store the configuration names (tests: several
 	// agents on one memory store).
 	Store store.Store
+	// Planner overrides plan.Compute (tests: a planner that panics).
+	Planner Planner
 }
 
 // New creates an agent from cfg: it loads the quota tree (law L1 checked)
@@ -102,7 +114,10 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		now = time.Now
 	}
 	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
-		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store}
+		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store, planner: opt.Planner}
+	if a.planner == nil {
+		a.planner = plan.Compute
+	}
 	a.consul = cfg.Consul != nil
 	if a.store == nil {
 		kv, warning, err := store.Open(cfg.Consul)
@@ -191,7 +206,15 @@ func (a *Agent) loadQuota() error {
 	if err != nil {
 		return fmt.Errorf("failed to load the quota tree: %w", err)
 	}
-	if err := a.useTree(tree, settings, a.cfg.QuotaFile); err != nil {
+	// The bookings of the memory store: a file that would break one is
+	// refused like a tree write (CheckTree).
+	rctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	g, err := a.store.ReadGuarded(rctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("failed to read the bookings: %w", err)
+	}
+	if err := a.useTree(tree, settings, g.Reservations, a.cfg.QuotaFile); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -338,8 +361,17 @@ func (a *Agent) fresh() (bool, string) {
 // jobs and drop stale intents (leader), plan, write the plan's holds
 // (leader), carry the plan out through the fence, and move the bookings
 // that have ended with no live allocation to history (endBookings, fenced
-// by the lock). A standby stops after planning, as a dry run does.
+// by the lock). A standby stops after planning, as a dry run does. A
+// panic in any step is recovered (recoverCycle): the broker stops acting
+// until a later plan succeeds and keeps serving reads.
 func (a *Agent) cycle(ctx context.Context) {
+	run := &cycleRun{step: "start"}
+	defer a.recoverCycle(run)
+	a.cycleSteps(ctx, run)
+}
+
+// cycleSteps are the steps of cycle; run says which one is running.
+func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
 	st := a.watcher.Status()
 	state := a.watcher.State()
 	if a.metrics != nil {
@@ -370,6 +402,7 @@ func (a *Agent) cycle(ctx context.Context) {
 		a.setActing(false, "no quota tree in the store yet")
 		return
 	}
+	run.step = "read the store"
 	view, err := a.readStore(ctx)
 	if err != nil {
 		a.setActing(false, fmt.Sprintf("the store is unavailable: %v", err))
@@ -390,6 +423,7 @@ func (a *Agent) cycle(ctx context.Context) {
 			return
 		}
 	}
+	run.step = "build the snapshot"
 	rctx, rcancel := context.WithTimeout(ctx, refreshTimeout)
 	err = state.Refresh(rctx, a.client)
 	rcancel()
@@ -418,6 +452,7 @@ func (a *Agent) cycle(ctx context.Context) {
 		Reservations: res, Holds: holds, StoppingForReservation: forRes}
 	view.timesInput(&in, a.actor)
 	b := state.Build(in)
+	run.snap = b.Snapshot
 	// The store's first start (no job records yet): what runs in a real
 	// pool was there before the broker and is accepted as it is; past it,
 	// a job in a real pool without admitted_at is a direct registration.
@@ -429,6 +464,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	if firstStart {
 		a.actor.AcceptRunning(b)
 		b = state.Build(in)
+		run.snap = b.Snapshot
 	}
 	a.logLeft(b.Left)
 	if b.Invalid != nil {
@@ -438,6 +474,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	}
 	a.actor.Observe(b)
 	if leader {
+		run.step = "record the jobs"
 		a.mu.Lock()
 		a.newTerm = false
 		a.mu.Unlock()
@@ -447,11 +484,18 @@ func (a *Agent) cycle(ctx context.Context) {
 		}
 		a.prune(ctx, lock, start, newTerm)
 	}
-	p, err := plan.Compute(b.Snapshot)
+	run.step = "plan"
+	p, err := a.planner(b.Snapshot)
 	if err != nil {
 		a.log.Error("failed to plan", "error", err)
+		a.setActing(false, fmt.Sprintf("failed to plan: %v", err))
 		return
 	}
+	if a.lastPanic != "" {
+		a.log.Info("planning succeeds again after a panic", "last_panic", a.lastPanic)
+		a.lastPanic = ""
+	}
+	run.step = "observe the plan"
 	a.observe(b, p, a.now().Sub(start))
 	if a.dryRun {
 		a.setActing(true, "")
@@ -481,6 +525,7 @@ func (a *Agent) cycle(ctx context.Context) {
 	}
 	// The plan's holds are written before its stops (L12), so a successor
 	// keeps them and does not drain again.
+	run.step = "record the holds"
 	if err := a.recordHolds(ctx, lock, view, p, res, start); err != nil {
 		a.setActing(false, fmt.Sprintf("failed to record the holds in the store: %v", err))
 		return
@@ -494,11 +539,13 @@ func (a *Agent) cycle(ctx context.Context) {
 		resumed.Actions = append(append([]plan.Action(nil), resume...), p.Actions...)
 		p = &resumed
 	}
+	run.step = "act"
 	a.actor.Fence = &fence{a: a, lock: lock, now: a.now, jobs: maps.Clone(view.jobs)}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
 	out := a.actor.Execute(actx, p, b) // flex max_run: the core's L11.max_run stop_job
 	cancel()
 	a.recorder.AddOutcome(out)
+	run.step = "record the outcome"
 	a.recordPreemptions(ctx, lock, out)
 	if ids, err := a.endBookings(ctx, lock, res, b, a.now()); err != nil {
 		a.log.Error("failed to move ended bookings to history", "error", err)
@@ -574,24 +621,39 @@ func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
 		}
 	}
 	if a.cfg.DumpDir != "" && len(p.Actions) > 0 {
-		a.dump(b.Snapshot, p)
+		a.dump(b.Snapshot, p, nil)
 	}
 }
 
-func (a *Agent) dump(s *plan.Snapshot, p *plan.Plan) {
+// dump writes the snapshot, the plan and the panic that are not nil into
+// dump_dir under one stamp, prunes the folder, and returns the paths
+// written.
+func (a *Agent) dump(s *plan.Snapshot, p *plan.Plan, pe *PanicError) []string {
 	if err := os.MkdirAll(a.cfg.DumpDir, 0o755); err != nil {
 		a.log.Warn("failed to dump the snapshot", "error", err)
-		return
+		return nil
 	}
 	stamp := a.now().UTC().Format("20060102T150405.000000000")
-	for _, f := range []struct {
+	var files []struct {
 		name string
 		fn   func(*os.File) error
-	}{
-		{"snapshot-" + stamp + ".json", func(w *os.File) error { return snapshot.Encode(w, s) }},
-		{"plan-" + stamp + ".json", func(w *os.File) error { return snapshot.EncodePlan(w, p) }},
-	} {
-		w, err := os.Create(filepath.Join(a.cfg.DumpDir, f.name))
+	}
+	add := func(name string, fn func(*os.File) error) {
+		files = append(files, struct {
+			name string
+			fn   func(*os.File) error
+		}{name, fn})
+	}
+	if s != nil {
+		add("snapshot-"+stamp+".json", func(w *os.File) error { return snapshot.Encode(w, s) })
+	}
+	if p != nil {
+		add("plan-"+stamp+".json", func(w *os.File) error { return snapshot.EncodePlan(w, p) })
+	}
+	var written []string
+	for _, f := range files {
+		path := filepath.Join(a.cfg.DumpDir, f.name)
+		w, err := os.Create(path)
 		if err == nil {
 			err = f.fn(w)
 			if cerr := w.Close(); err == nil {
@@ -600,6 +662,16 @@ func (a *Agent) dump(s *plan.Snapshot, p *plan.Plan) {
 		}
 		if err != nil {
 			a.log.Warn("failed to dump", "file", f.name, "error", err)
+			continue
+		}
+		written = append(written, path)
+	}
+	if pe != nil {
+		path := filepath.Join(a.cfg.DumpDir, "panic-"+stamp+".json")
+		if err := writePanicDump(path, pe); err != nil {
+			a.log.Warn("failed to dump", "file", filepath.Base(path), "error", err)
+		} else {
+			written = append(written, path)
 		}
 	}
 	if n, err := pruneDumps(a.cfg.DumpDir, a.cfg.DumpMaxFiles); err != nil {
@@ -607,6 +679,7 @@ func (a *Agent) dump(s *plan.Snapshot, p *plan.Plan) {
 	} else if n > 0 {
 		a.log.Debug("pruned the dumps", "dir", a.cfg.DumpDir, "removed", n, "max_files", a.cfg.DumpMaxFiles)
 	}
+	return written
 }
 
 // ensureHoldingPool creates the holding node pool if Nomad lacks it.

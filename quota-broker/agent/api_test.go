@@ -23,6 +23,12 @@ import (
 // store stays st: a Consul store as the agent sees it).
 func apiAgent(t *testing.T, f *fakeNomad, st store.Store, withConsul bool) *Agent {
 	t.Helper()
+	return apiAgentWith(t, f, st, withConsul, "")
+}
+
+// apiAgentWith is apiAgent with more lines of agent configuration.
+func apiAgentWith(t *testing.T, f *fakeNomad, st store.Store, withConsul bool, extra string) *Agent {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(e2eQuota), 0o644); err != nil {
 		t.Fatal(err)
@@ -37,7 +43,8 @@ nomad { address = %q }
 quota_file  = "quota.hcl"
 http_bind   = "127.0.0.1:0"
 admin_token = "adm"
-`, f.srv.URL, consul)), filepath.Join(dir, "broker.hcl"))
+%s
+`, f.srv.URL, consul, extra)), filepath.Join(dir, "broker.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

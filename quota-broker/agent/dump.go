@@ -11,7 +11,7 @@ import (
 // dumpKinds are the name prefixes of the files the agent writes into
 // dump_dir: "<kind>-<stamp>.json", stamp "20060102T150405.000000000" in UTC,
 // so names of one kind sort by time.
-var dumpKinds = []string{"snapshot-", "plan-"}
+var dumpKinds = []string{"snapshot-", "plan-", "panic-"}
 
 // dumpFile is one file of dump_dir written by the agent: its name and the
 // stamp in it.

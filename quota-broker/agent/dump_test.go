@@ -53,7 +53,7 @@ func TestAgentDumpIsBoundedByDumpMaxFiles(t *testing.T) {
 	s := &plan.Snapshot{Time: clock}
 	p := &plan.Plan{}
 	for i := 0; i < 5; i++ {
-		a.dump(s, p)
+		a.dump(s, p, nil)
 		clock = clock.Add(time.Second)
 	}
 	entries, err := os.ReadDir(dir)

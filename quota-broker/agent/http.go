@@ -14,6 +14,8 @@ import (
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
@@ -59,6 +61,9 @@ func (a *Agent) newAPI() (*brokerapi.Server, error) {
 		OpenReadsWithoutACL: a.cfg.OpenReadsWithoutACL, Staleness: a.cfg.Staleness,
 		Preemptions: a.preemptions, Registerer: a.registry,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}), Now: a.now,
+		CheckTree: func(root *quota.Node, _ quota.Settings, bookings []reservation.Booking, now time.Time) error {
+			return a.CheckTree(root, bookings, now, "the new tree")
+		},
 	})
 }
 

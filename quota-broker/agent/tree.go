@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -18,19 +19,32 @@ import (
 // and watched with blocking queries, so a change made through any broker
 // applies at once everywhere.
 
-// useTree installs a tree: law L1 is checked (quota.Validate), every
-// listed namespace must be bound, the min_runtime of the configuration
-// overrides the tree's, and nodes whose nominal changed without a recorded
-// change time get now (debt grace, law L9). An invalid tree is refused and
-// the running tree stays.
-func (a *Agent) useTree(tree *quota.Node, settings quota.Settings, source string) error {
+// CheckTree is the one validation of a quota tree: the agent's before it
+// runs a tree (useTree) and the API's before it stores one (a quota write,
+// in the write's guarded transaction, api.Config.CheckTree), so that the
+// store never holds a tree the running broker refuses (issue 16). It checks
+// law L1 and the bookings not ended at now (reservation.CheckTree: each
+// booking's namespace still bound to its node or below it, all of them
+// fitting every nominal, L10), then that every namespace the
+// configuration lists is bound (ErrNotGoverned). source names the tree in
+// the error.
+func (a *Agent) CheckTree(tree *quota.Node, bookings []reservation.Booking, now time.Time, source string) error {
 	if tree == nil {
 		return fmt.Errorf("%s: no quota tree", source)
 	}
-	if err := quota.Validate(tree); err != nil {
+	if err := reservation.CheckTree(tree, bookings, now); err != nil {
 		return fmt.Errorf("%s: %w", source, err)
 	}
-	if err := a.cfg.CheckNamespaces(quota.Namespaces(tree), source); err != nil {
+	return a.cfg.CheckNamespaces(quota.Namespaces(tree), source)
+}
+
+// useTree installs a tree checked by CheckTree against bookings (the
+// store's, read with the tree), the min_runtime of the configuration
+// overriding the tree's; nodes whose nominal changed without a recorded
+// change time get now (debt grace, law L9). An invalid tree is refused and
+// the running tree stays.
+func (a *Agent) useTree(tree *quota.Node, settings quota.Settings, bookings []reservation.Booking, source string) error {
+	if err := a.CheckTree(tree, bookings, a.now(), source); err != nil {
 		return err
 	}
 	if a.cfg.MinRuntime != nil {
@@ -60,7 +74,26 @@ func (a *Agent) useTree(tree *quota.Node, settings quota.Settings, source string
 	a.mu.Lock()
 	a.tree, a.settings = tree, settings
 	a.mu.Unlock()
+	if !maps.Equal(quota.Namespaces(old), quota.Namespaces(tree)) {
+		a.relist(source)
+	}
 	return nil
+}
+
+// relist makes the Nomad watchers read again what they keep only for
+// governed namespaces (the jobs, the scaling policies): the tree's
+// namespaces changed, so a namespace newly governed has never been read
+// (issue 16: on the Consul store the first list could finish before the
+// tree was read, and the queue stayed empty until a restart). Before Run
+// there is nothing to read again.
+func (a *Agent) relist(source string) {
+	why := "the governed namespaces changed (" + source + ")"
+	if a.watcher != nil {
+		a.watcher.Relist(why)
+	}
+	if a.policyWatcher != nil {
+		a.policyWatcher.Relist(why)
+	}
 }
 
 // seedTree writes the quota file into the store when the store has no
@@ -118,7 +151,7 @@ func (a *Agent) watchTree(ctx context.Context) {
 			a.log.Warn("the store has no quota tree yet: not planning")
 			return
 		}
-		if err := a.useTree(st.Tree.Root, st.Tree.Settings, "consul tree"); err != nil {
+		if err := a.useTree(st.Tree.Root, st.Tree.Settings, st.Reservations, "consul tree"); err != nil {
 			a.log.Error("keeping the running quota tree: the store's tree is invalid", "error", err)
 			return
 		}
@@ -127,9 +160,9 @@ func (a *Agent) watchTree(ctx context.Context) {
 }
 
 // publishTree copies the file's tree into the memory store, so that
-// bookings validate against the tree the agent plans with. The file is the
-// truth: the write is not refused, but bookings it leaves above a nominal
-// (L10) are logged.
+// bookings validate against the tree the agent plans with. loadQuota has
+// checked the file against the bookings (CheckTree); a booking made since
+// that the tree leaves above a nominal (L10) is logged.
 func (a *Agent) publishTree(ctx context.Context) {
 	a.mu.Lock()
 	tree := a.tree

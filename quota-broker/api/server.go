@@ -89,6 +89,12 @@ type Config struct {
 	Random io.Reader
 	// Logger; nil: slog.Default(). Never given a token.
 	Logger *slog.Logger
+	// CheckTree validates a tree before a quota write stores it, inside
+	// the write's guarded transaction, against the bookings read there:
+	// the agent gives the validation it applies to the trees it runs
+	// (Agent.CheckTree), so that no stored tree is one the broker refuses.
+	// nil: reservation.CheckTree (L1 and the bookings).
+	CheckTree func(root *quota.Node, settings quota.Settings, bookings []reservation.Booking, now time.Time) error
 }
 
 // Server is the broker's HTTP API (DESIGN §9). Build it with NewServer;
@@ -113,6 +119,11 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.CheckTree == nil {
+		cfg.CheckTree = func(root *quota.Node, _ quota.Settings, bookings []reservation.Booking, now time.Time) error {
+			return reservation.CheckTree(root, bookings, now)
+		}
 	}
 	if cfg.Preemptions == nil {
 		cfg.Preemptions = cfg.Store.Preemptions

@@ -434,15 +434,12 @@ func (s *Server) writeTree(ctx context.Context, c *caller, op string, settings *
 		if err != nil {
 			return nil, err
 		}
-		if err := quota.Validate(root); err != nil {
-			return nil, err
-		}
-		if err := fitsBookings(root, g.Reservations, now); err != nil {
-			return nil, err
-		}
 		rec := store.TreeRecord{Root: root, Settings: g.Tree.Settings, ChangedAt: now}
 		if settings != nil {
 			rec.Settings = *settings
+		}
+		if err := treeRefused(s.cfg.CheckTree(root, rec.Settings, g.Reservations, now)); err != nil {
+			return nil, err
 		}
 		return []store.Change{
 			store.PutTree(rec),
@@ -451,26 +448,26 @@ func (s *Server) writeTree(ctx context.Context, c *caller, op string, settings *
 	})
 }
 
-// fitsBookings checks L10 for the bookings not yet ended against root.
-func fitsBookings(root *quota.Node, bookings []reservation.Booking, now time.Time) error {
-	t, err := reservation.NewTree(root)
-	if err != nil {
-		return conflict("L10: %v", err)
+// treeRefused maps the refusal of Config.CheckTree to an answer, nil for
+// nil: an L1 break as it is (409 "L1: ..."), bookings the tree would leave
+// above a nominal or outside their namespace's node 409 "L10: ...", and
+// anything else (a namespace the agent governs left unbound) 409 with its
+// message. Nothing is written.
+func treeRefused(err error) error {
+	var ve *quota.ValidationError
+	var be *reservation.BindingError
+	var re *reservation.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ve):
+		return err
+	case errors.As(err, &be):
+		return conflict("L10: %v", be)
+	case errors.As(err, &re) && errors.Is(err, reservation.ErrRefused):
+		return conflict("L10: the change leaves bookings above a nominal: %v", re)
 	}
-	live := make([]reservation.Booking, 0, len(bookings))
-	for _, b := range bookings {
-		if b.End.After(now) {
-			live = append(live, b)
-		}
-	}
-	if err := t.Fits(live); err != nil {
-		var re *reservation.Error
-		if errors.As(err, &re) && errors.Is(err, reservation.ErrRefused) {
-			return conflict("L10: the change leaves bookings above a nominal: %v", err)
-		}
-		return conflict("L10: %v", err)
-	}
-	return nil
+	return conflict("%v", err)
 }
 
 func (s *Server) answerTree(w http.ResponseWriter, g *store.Guarded, err error) {

@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gputide/gputide/internal/regfile"
+	"github.com/gputide/gputide/quota-broker/agent"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 )
@@ -18,6 +20,8 @@ import (
 // snapshot of the cluster.
 type PlanCommand struct {
 	Meta
+	// Planner overrides plan.Compute (tests: a planner that panics).
+	Planner agent.Planner
 }
 
 // Help returns the command's usage text.
@@ -34,7 +38,7 @@ Usage: gputide plan [options] <snapshot.json>
   The snapshot is a JSON document (see docs/snapshot-format.md); "-" reads
   it from standard input. Exit code 0 means a plan was computed, 1 that the
   snapshot or the arguments are invalid (the error names the field and the
-  value).
+  value) or that the planner failed (a panic prints its message and stack).
 
 Plan Options:
 
@@ -77,9 +81,13 @@ func (c *PlanCommand) Run(args []string) int {
 		c.Ui.Error(fmt.Sprintf("Error reading snapshot %s: %s", displayName(name), err))
 		return 1
 	}
-	p, err := plan.Compute(snap)
+	p, err := agent.PlanSafely(c.Planner, snap)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error planning snapshot %s: %s", displayName(name), err))
+		if pe := (*agent.PanicError)(nil); errors.As(err, &pe) {
+			c.Ui.Error("This is a bug in the planner; please report it with the snapshot and this stack:")
+			c.Ui.Error(strings.TrimSuffix(string(pe.Stack), "\n"))
+		}
 		return 1
 	}
 	if asJSON {

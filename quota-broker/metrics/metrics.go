@@ -29,6 +29,7 @@ type Metrics struct {
 	QuotaLendable  *prometheus.GaugeVec
 	PendingJobs    prometheus.Gauge
 	WaitingActions prometheus.Gauge
+	CyclePanics    prometheus.Counter // cycles that panicked and were recovered
 }
 
 // New creates the metrics and registers them with reg (when not nil).
@@ -66,11 +67,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Allocations of governed jobs waiting to be placed."}),
 		WaitingActions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gputide_waiting_groups",
 			Help: "Task groups the last plan left waiting."}),
+		CyclePanics: prometheus.NewCounter(prometheus.CounterOpts{Name: "gputide_cycle_panics_total",
+			Help: "Broker cycles (planning or any other step) that panicked; the broker recovered and stopped acting until a plan succeeded."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Preemptions, m.PreemptedGPUs, m.Admissions, m.Suspensions, m.ActionErrors, m.Plans,
 			m.PlanSeconds, m.Connected, m.StateAge, m.MetaErrors, m.QuotaNominal, m.QuotaUsed, m.QuotaNonIdle,
-			m.QuotaBorrowed, m.QuotaDebt, m.QuotaLendable, m.PendingJobs, m.WaitingActions)
+			m.QuotaBorrowed, m.QuotaDebt, m.QuotaLendable, m.PendingJobs, m.WaitingActions, m.CyclePanics)
 	}
 	return m
 }

@@ -185,7 +185,14 @@ type PolicyWatcher struct {
 	// Wait is the blocking query's wait (default DefaultPolicyWait);
 	// Backoff the first wait after a failure (default 1 s).
 	Wait, Backoff time.Duration
+
+	relist relister // see Relist
 }
+
+// Relist makes Run end its blocking query and read every policy again at
+// once: the policies kept depend on Governed, which changed (see
+// Watcher.Relist). why is logged.
+func (w *PolicyWatcher) Relist(why string) { w.relist.ask(why) }
 
 // Run watches until ctx ends and returns ctx's error (or an error at once
 // when Policies is nil).
@@ -200,22 +207,29 @@ func (w *PolicyWatcher) Run(ctx context.Context) error {
 	wait, index, failed := backoff, uint64(0), false
 	for {
 		start := time.Now()
-		next, err := w.Sync(ctx, index)
+		var next uint64
+		var err error
+		why := w.relist.run(ctx, func(ctx context.Context) {
+			next, err = w.Sync(ctx, index)
+			// A query that came back at once without a change (a proxy
+			// that does not block) waits out the rest of backoff, so the
+			// loop never spins; Relist ends the wait.
+			if err == nil && index != 0 && next == index {
+				if pause := backoff - time.Since(start); pause > 0 {
+					sleepCtx(ctx, pause)
+				}
+			}
+		})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if why != "" {
+			w.Logger.Debug("reading the scaling policies again", "reason", why)
+			index = 0
+			continue
+		}
 		if err == nil {
-			// A query that came back at once without a change (a proxy
-			// that does not block) waits out the rest of backoff, so the
-			// loop never spins.
-			pause := time.Duration(0)
-			if index != 0 && next == index {
-				pause = backoff - time.Since(start)
-			}
 			index, wait, failed = next, backoff, false
-			if pause > 0 && !sleepCtx(ctx, pause) {
-				return ctx.Err()
-			}
 			continue
 		}
 		w.Policies.unsynced()

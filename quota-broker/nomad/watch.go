@@ -50,6 +50,7 @@ type Watcher struct {
 	lastErr   error
 	retry     chan struct{}  // see Touch
 	nsWatch   NamespaceWatch // 0 until resolved; then fixed
+	relist    relister       // see Relist
 }
 
 // Status is the watcher's view of its connection to Nomad.
@@ -99,6 +100,15 @@ func (w *Watcher) Touch() {
 	default:
 	}
 }
+
+// Relist makes Run end its stream (or the list under way) and list Nomad
+// again at once: what the state keeps depends on Governed, so when the
+// governed namespaces change (the first quota tree read from the store
+// after the first list, or a tree that binds a new namespace) the jobs of
+// a namespace newly governed were never read. why is logged. A list that
+// starts after the call sees the change: requests made before it are
+// satisfied by it.
+func (w *Watcher) Relist(why string) { w.relist.ask(why) }
 
 // retryC is the channel Touch wakes Run's backoff with; w.mu must be held.
 func (w *Watcher) retryC() chan struct{} {
@@ -153,14 +163,22 @@ func (w *Watcher) Run(ctx context.Context) error {
 	wait := first
 	unreachable := false // the failure in a row was already logged at WARN
 	for {
-		connected, err := w.once(ctx)
+		connected, why, err := w.onceOrRelist(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		w.mu.Lock()
 		w.connected = false
 		w.lastErr = err
+		if why != "" {
+			w.lastErr = nil
+		}
 		w.mu.Unlock()
+		if why != "" {
+			w.Logger.Info("listing Nomad again", "reason", why)
+			wait, unreachable = first, false
+			continue
+		}
 		switch {
 		case connected:
 			wait, unreachable = first, false
@@ -204,6 +222,13 @@ func (w *Watcher) wait(ctx context.Context, d time.Duration) bool {
 		w.Logger.Debug("Nomad answers again; listing without waiting out the backoff")
 		return true
 	}
+}
+
+// onceOrRelist runs once until it ends or Relist is called; why is the
+// reason given to Relist when that ended it, else "".
+func (w *Watcher) onceOrRelist(ctx context.Context) (connected bool, why string, err error) {
+	why = w.relist.run(ctx, func(ctx context.Context) { connected, err = w.once(ctx) })
+	return connected, why, err
 }
 
 // once does one full list and follows the stream until it fails; connected

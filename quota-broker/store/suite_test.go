@@ -35,6 +35,7 @@ func runSuite(t *testing.T, open func(t *testing.T) *KV) {
 	}{
 		{"GuardedBookAndCancel", testGuardedBookAndCancel},
 		{"GuardedValidationWritesNothing", testGuardedValidationWritesNothing},
+		{"TreeWriteCheckedAgainstBookingsInTheGuard", testTreeWriteCheckedAgainstBookings},
 		{"GuardedConflictRetriesThenErrConflict", testGuardedConflict},
 		{"GuardedLimits", testGuardedLimits},
 		{"SeedTree", testSeedTree},
@@ -244,6 +245,50 @@ func testGuardedValidationWritesNothing(t *testing.T, s *KV) {
 	after, _ := s.ReadGuarded(ctx)
 	if d := cmp.Diff(before, after); d != "" {
 		t.Fatalf("state changed (-before +after):\n%s", d)
+	}
+}
+
+// A tree write validated as the API does (reservation.CheckTree on the
+// bookings of the state read in the guarded transaction, issue 16): a
+// booking that another client makes while the write validates makes the
+// write's CAS fail; the retry sees the booking and refuses the tree that
+// unbinds its namespace, and nothing of the tree is written.
+func testTreeWriteCheckedAgainstBookings(t *testing.T, s *KV) {
+	ctx := ctxT(t, 30*time.Second)
+	putTree(ctx, t, s, treeRec())
+	other, err := s.Peer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	rebound := treeRec()
+	rebound.Root.Children[0].Namespaces = []string{"workspace-x"} // workspace-b unbound
+	calls := 0
+	_, err = s.Guarded(ctx, func(st *Guarded) ([]Change, error) {
+		calls++
+		if calls == 1 { // the booking lands between this read and the CAS
+			if _, err := other.Guarded(ctx, bookFn(booking("r-b", 8, 3))); err != nil {
+				return nil, err
+			}
+		}
+		if err := reservation.CheckTree(rebound.Root, st.Reservations, now); err != nil {
+			return nil, err
+		}
+		return []Change{PutTree(rebound)}, nil
+	})
+	var be *reservation.BindingError
+	if !errors.As(err, &be) || be.Namespace != "workspace-b" || be.ID != "r-b" || calls != 2 {
+		t.Fatalf("got %v after %d calls, want the booking r-b of workspace-b named after 2", err, calls)
+	}
+	after, err := s.ReadGuarded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns := after.Tree.Root.Find("Quota1.1").Namespaces; len(ns) != 1 || ns[0] != "workspace-b" {
+		t.Fatalf("stored Quota1.1 namespaces = %v, want [workspace-b]", ns)
+	}
+	if got := ids(after.Reservations); len(got) != 1 || got[0] != "r-b" {
+		t.Fatalf("reservations = %v, want [r-b]", got)
 	}
 }
 
