@@ -64,6 +64,7 @@ func (a *Agent) newAPI() (*brokerapi.Server, error) {
 		CheckTree: func(root *quota.Node, _ quota.Settings, bookings []reservation.Booking, now time.Time) error {
 			return a.CheckTree(root, bookings, now, "the new tree")
 		},
+		Planner: a.planner,
 	})
 }
 

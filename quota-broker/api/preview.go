@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -183,12 +184,30 @@ func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeError(w, notFound("job %q is not waiting in namespace %q", job, ns))
 		return
 	}
-	p, err := plan.Compute(&snap)
+	p, err := s.computePreview(&snap)
 	if err != nil {
-		writeError(w, &Problem{Status: http.StatusBadRequest, Field: "Job", Msg: "the core refused the job: " + err.Error()})
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, previewOf(p, key, c, fresh))
+}
+
+// computePreview plans a preview's snapshot. A planner error is the job's
+// 400; a planner panic is recovered (issue 16 item 5: the broker survives
+// its planner), logged once with its stack and answered 500, so a preview
+// never drops the caller's connection and never stops the server.
+func (s *Server) computePreview(snap *plan.Snapshot) (p *plan.Plan, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.cfg.Logger.Error("the planner panicked on a preview", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			p, err = nil, &Problem{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("the planner panicked on this preview: %v; nothing was written", v)}
+		}
+	}()
+	p, err = s.cfg.Planner(snap)
+	if err != nil {
+		return nil, &Problem{Status: http.StatusBadRequest, Field: "Job", Msg: "the core refused the job: " + err.Error()}
+	}
+	return p, nil
 }
 
 // previewOf keeps the actions of job key and the stops made for it.

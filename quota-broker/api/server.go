@@ -95,6 +95,9 @@ type Config struct {
 	// (Agent.CheckTree), so that no stored tree is one the broker refuses.
 	// nil: reservation.CheckTree (L1 and the bookings).
 	CheckTree func(root *quota.Node, settings quota.Settings, bookings []reservation.Booking, now time.Time) error
+	// Planner plans a preview's snapshot (POST /v1/plan); nil:
+	// plan.Compute. The agent gives its own (Options.Planner).
+	Planner func(*plan.Snapshot) (*plan.Plan, error)
 }
 
 // Server is the broker's HTTP API (DESIGN §9). Build it with NewServer;
@@ -119,6 +122,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Planner == nil {
+		cfg.Planner = plan.Compute
 	}
 	if cfg.CheckTree == nil {
 		cfg.CheckTree = func(root *quota.Node, _ quota.Settings, bookings []reservation.Booking, now time.Time) error {

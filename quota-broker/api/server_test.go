@@ -168,6 +168,7 @@ type options struct {
 	store         store.Store // wraps kv when set
 	staleness     time.Duration
 	checkTree     func(*quota.Node, quota.Settings, []reservation.Booking, time.Time) error // Config.CheckTree
+	planner       func(*plan.Snapshot) (*plan.Plan, error)                                  // Config.Planner
 }
 
 func newHarness(t testing.TB, o options) *harness {
@@ -197,7 +198,7 @@ func newHarness(t testing.TB, o options) *harness {
 	}
 	srv, err := NewServer(Config{Backend: be, Store: s, Resolver: res, QuotaWrites: !o.noQuotaWrites,
 		OpenReadsWithoutACL: o.openReads, Staleness: staleness, Now: func() time.Time { return clock },
-		Random: repeat{1, 2, 3, 4}, Registerer: reg, CheckTree: o.checkTree,
+		Random: repeat{1, 2, 3, 4}, Registerer: reg, CheckTree: o.checkTree, Planner: o.planner,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
 	if err != nil {
 		t.Fatal(err)
