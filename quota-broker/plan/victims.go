@@ -441,6 +441,11 @@ func unitRule(k victimKey, c *claim) Rule {
 func (p *planner) stopReason(a, worst *alloc, k victimKey, c *claim) string {
 	debt, displaced := p.st.debtOf(a.index), p.st.displacedOf(a.index)
 	switch {
+	case a.idle:
+		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
+	case debt != nil && k.step == stepIdleDebt:
+		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
+			debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
 	case c.drain != nil && c.drain.res != nil && k.step == stepStart:
 		return fmt.Sprintf("to be displaced by reservation %s, which starts at %s", c.drain.res.ID, c.drain.at.Format(time.RFC3339))
 	case c.drain != nil && c.drain.res != nil:
@@ -448,11 +453,6 @@ func (p *planner) stopReason(a, worst *alloc, k victimKey, c *claim) string {
 	case c.drain != nil && k.step == stepStart:
 		// A pre-warm's stop of an allocation on GPUs held for the group.
 		return fmt.Sprintf("on GPUs held for %s, at %s", c.drain.label(), c.drain.at.Format(time.RFC3339))
-	case a.idle:
-		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
-	case debt != nil && k.step == stepIdleDebt:
-		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
-			debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
 	case displaced != nil && c.j.res != nil && k.step == stepStart:
 		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", displaced.node.Name, c.j.res.ID)
 	case k.step == stepChild:
