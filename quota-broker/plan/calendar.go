@@ -260,25 +260,34 @@ func (p *planner) reservationEntitlement(j *job, r *Reservation) string {
 	return ""
 }
 
-// classifyDisplaced marks the allocations displaced by the active
-// reservations now (see displace).
-func (p *planner) classifyDisplaced() {
+// deriveDisplaced derives the allocations displaced by the active
+// reservations now (see displace) and returns, per allocation, the quota
+// node it is displaced at, or nil when none is displaced. It changes
+// nothing.
+func (p *planner) deriveDisplaced() []*qnode {
 	if !p.cal.anyActive {
-		return
+		return nil
 	}
-	for i, q := range p.displace(p.cal.activeBooked) {
-		p.allocs[i].displaced = q
-		p.anyDisplaced = p.anyDisplaced || q != nil
+	out := p.displace(p.cal.activeBooked)
+	if !slices.ContainsFunc(out, func(q *qnode) bool { return q != nil }) {
+		return nil
 	}
+	return out
 }
 
 // displace decides DESIGN L10's displaced allocations for booked, the
 // GPUs booked in each quota node's subtree, and returns, per allocation,
-// the node it is displaced at, or nil when none is displaced. Bottom-up, for every quota node with
-// booked GPUs, the non-reserved non-idle allocations of its subtree that
-// are not debt and not already displaced at a descendant fill the node's
-// nominal less its booked GPUs, oldest first (first fit, then allocation
-// ID); the rest are displaced at that node.
+// the node it is displaced at, or nil when none is displaced. Bottom-up,
+// for every quota node with booked GPUs, the non-reserved non-idle
+// allocations of its subtree that are not debt, not stopped by this plan
+// (L9: a stopped allocation leaves displaced at once) and not already
+// displaced at a descendant fill the node's nominal less its booked GPUs,
+// oldest first (first fit, then allocation ID); the rest are displaced at
+// that node. Displaced works on L5's units: after the fill, every other
+// allocation of a batch job or flex request with an allocation displaced
+// there that took part in the fill is displaced there too (its debt
+// allocations stay debt; the fill is not run again), so that the unit can
+// be stopped whole for the reservation (rule L10.start).
 func (p *planner) displace(booked []int) []*qnode {
 	var byQuota [][]*alloc
 	var out []*qnode
@@ -297,7 +306,7 @@ func (p *planner) displace(booked []int) []*qnode {
 			byQuota = make([][]*alloc, len(p.quotas))
 			for ai := range p.allocs {
 				a := &p.allocs[ai]
-				if a.q != nil && !a.idle && !a.reserved && a.debt == nil {
+				if a.q != nil && !a.idle && !a.reserved && p.st.debtOf(ai) == nil && !p.st.stopped[ai] {
 					byQuota[a.q.index] = append(byQuota[a.q.index], a)
 				}
 			}
@@ -328,6 +337,19 @@ func (p *planner) displace(booked []int) []*qnode {
 				continue
 			}
 			out[a.index] = q
+		}
+		// Whole units: the members of a batch job or flex request with an
+		// allocation displaced here.
+		for _, a := range members {
+			if out[a.index] == q || !a.wholeJob || a.alone {
+				continue
+			}
+			for _, bi := range p.units[a.unit].allocs {
+				if out[bi] == q {
+					out[a.index] = q
+					break
+				}
+			}
 		}
 	}
 	return out

@@ -70,8 +70,6 @@ type planner struct {
 	// tree, of a flex request or naming a reservation that has started.
 	reservedAllocs []reservedAlloc
 	timedAllocs    []int
-	// anyDisplaced: some allocation is displaced now (alloc.displaced).
-	anyDisplaced bool
 	// shared lists the units of more than one allocation (the others'
 	// allocations are alone, alloc.alone).
 	shared []int
@@ -116,24 +114,16 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 	own := make([]ownGPUs, len(p.quotas))
 	p.buildUnits(own)
 	p.st.ledger.addOwn(p.quotas, own)
-	if p.classifyDebt() {
-		for ai := range p.allocs {
-			a := &p.allocs[ai]
-			if a.debt != nil {
-				if !p.graceOver(a.debt) {
-					p.wake(a.debt.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
-				}
-				for n := a.q; n != nil; n = n.parent {
-					p.st.ledger.debt[n.index] += a.count
-					if a.reserved && !a.idle {
-						p.st.ledger.reservedNonDebt[n.index] -= a.count
-					}
-				}
+	if debt := p.deriveDebt(); debt != nil {
+		for _, q := range debt {
+			if q != nil && !p.graceOver(q) {
+				p.wake(q.node.ChangedAt.Add(p.settings.DebtGrace)) // L9: the debt becomes a victim
 			}
 		}
+		p.setDebt(debt)
 	}
 	p.indexBookings()
-	p.classifyDisplaced()
+	p.st.displaced = p.deriveDisplaced()
 	p.indexHolds()
 	sort.Strings(p.warnings)
 	p.booked = true
@@ -389,7 +379,7 @@ func (p *planner) resolve(ni int) {
 		}
 		if d := len(x.gpus) - x.count; d != 0 && p.booked {
 			if x.q != nil && !p.st.stopped[x.index] {
-				p.st.ledger.add(x.q, d, a.Idle, x.debt != nil, x.reserved)
+				p.st.ledger.add(x.q, d, a.Idle, p.st.debtOf(x.index) != nil, x.reserved)
 			}
 			p.st.nodeFree[ni] -= d
 			p.vc.forget() // cached victim sets counted the old GPU count
@@ -490,25 +480,30 @@ func numberUnit(wholeJob bool, a *Allocation, jobs *map[JobKey]int, sizes []int)
 	return len(sizes), append(sizes, 1)
 }
 
-// classifyDebt marks over-quota debt (DESIGN L9). Bottom-up, for every quota
-// node, the non-idle allocations of its subtree that are not already debt of
-// a descendant fill the node's nominal in order of start time (oldest
-// first, then allocation ID), each one if it still fits; the rest are the
-// node's debt. Debt is never borrowing: it is in-quota usage above a
-// nominal that was lowered. It reports whether any allocation is debt.
-func (p *planner) classifyDebt() bool {
+// deriveDebt derives over-quota debt (DESIGN L9) from the live
+// allocations the plan has not stopped (L9: within a plan, a stopped
+// allocation leaves debt at once) and returns, per allocation, the quota
+// node whose lowered nominal makes it debt, or nil when no allocation is
+// debt. Bottom-up, for every quota node, the non-idle allocations of its
+// subtree that are not already debt of a descendant fill the node's
+// nominal in order of start time (oldest first, then allocation ID), each
+// one if it still fits; the rest are the node's debt. Debt is never
+// borrowing: it is in-quota usage above a nominal that was lowered. The
+// ledger's non-idle figures bound the allocations' (they count this plan's
+// admits too), so nodes within them are skipped. It changes nothing.
+func (p *planner) deriveDebt() []*qnode {
 	over := false
 	for _, q := range p.quotas {
 		over = over || p.st.ledger.nonIdle[q.index] > q.node.GPUs
 	}
 	if !over {
-		return false
+		return nil
 	}
-	any := false
+	var debt []*qnode
 	byQuota := make([][]*alloc, len(p.quotas))
 	for ai := range p.allocs {
 		a := &p.allocs[ai]
-		if a.q != nil && !a.idle {
+		if a.q != nil && !a.idle && !p.st.stopped[ai] {
 			byQuota[a.q.index] = append(byQuota[a.q.index], a)
 		}
 	}
@@ -520,7 +515,7 @@ func (p *planner) classifyDebt() bool {
 		var members []*alloc
 		for j := q.first; j <= q.last; j++ {
 			for _, a := range byQuota[j] {
-				if a.debt == nil {
+				if debt == nil || debt[a.index] == nil {
 					members = append(members, a)
 				}
 			}
@@ -544,10 +539,73 @@ func (p *planner) classifyDebt() bool {
 				filled += a.count
 				continue
 			}
-			a.debt, any = q, true
+			if debt == nil {
+				debt = make([]*qnode, len(p.allocs))
+			}
+			debt[a.index] = q
 		}
 	}
-	return any
+	return debt
+}
+
+// setDebt makes debt (see deriveDebt) the plan's debt and moves the GPUs of
+// every live allocation the plan has not stopped whose debt changed between
+// the ledger's debt and non-debt figures.
+func (p *planner) setDebt(debt []*qnode) {
+	st := p.st
+	for ai := range p.allocs {
+		was, is := st.debtOf(ai) != nil, debt != nil && debt[ai] != nil
+		if was == is || st.stopped[ai] {
+			continue
+		}
+		a := &p.allocs[ai]
+		st.ledger.add(a.q, -a.count, a.idle, was, a.reserved)
+		st.ledger.add(a.q, a.count, a.idle, is, a.reserved)
+	}
+	st.debt = debt
+}
+
+// rederive derives debt (DESIGN L9) and displaced allocations (L10) again
+// after the plan stopped some: L9 says that within a plan a stopped
+// allocation leaves usage, debt and displaced at once, inside one
+// claimant's placement too. The ledger's debt figures follow. The victim
+// cache is dropped when an allocation's class changed, as the candidates'
+// keys read it. While no allocation is debt or displaced, a stop makes
+// none (the fills only lose members), so nothing is derived.
+func (p *planner) rederive() {
+	st := p.st
+	if st.debt == nil && st.displaced == nil {
+		return
+	}
+	debt := p.deriveDebt()
+	changed := !p.sameLive(st.debt, debt)
+	p.setDebt(debt)
+	if displaced := p.deriveDisplaced(); !p.sameLive(st.displaced, displaced) {
+		changed = true
+		st.displaced = displaced
+	} else {
+		st.displaced = displaced
+	}
+	if changed {
+		p.vc.forget()
+	}
+}
+
+// sameLive reports whether x and y, per allocation quota nodes or nil
+// (nil slices: none), agree on every allocation the plan has not stopped.
+func (p *planner) sameLive(x, y []*qnode) bool {
+	at := func(s []*qnode, i int) *qnode {
+		if s == nil {
+			return nil
+		}
+		return s[i]
+	}
+	for ai := range p.allocs {
+		if !p.st.stopped[ai] && at(x, ai) != at(y, ai) {
+			return false
+		}
+	}
+	return true
 }
 
 // graceOver reports whether debt of quota node q may be reclaimed (L9):
@@ -573,12 +631,9 @@ func (p *planner) healthyGPUs() int {
 func (p *planner) usage() []Usage {
 	l := p.st.ledger
 	displaced := make([]int, len(p.quotas))
-	if p.anyDisplaced {
-		for ai := range p.allocs {
-			a := &p.allocs[ai]
-			if a.displaced != nil && !p.st.stopped[a.index] {
-				displaced[a.displaced.index] += a.count
-			}
+	for ai, q := range p.st.displaced {
+		if q != nil && !p.st.stopped[ai] {
+			displaced[q.index] += p.allocs[ai].count
 		}
 	}
 	out := make([]Usage, 0, len(p.quotas))

@@ -10,8 +10,11 @@
 //  1. newPlanner indexes the snapshot and derives the ledger from the live
 //     allocations (L2), with over-quota debt (L9); allocations of active
 //     reservations are counted apart (L10) and the allocations the active
-//     bookings displace are marked (L10); the snapshot's holds are booked
-//     GPU by GPU (L10).
+//     bookings displace are marked (L10), a batch job or flex request
+//     whole (L5 units); the snapshot's holds are booked GPU by GPU (L10).
+//     Debt and displaced are plan state, derived again after every stop
+//     the plan makes (L9: a stopped allocation leaves usage, debt and
+//     displaced at once, inside one claimant's placement too).
 //  2. Timed job rules (timedStops): a reservation's jobs are stopped at
 //     end - kill_timeout (rule L10.end), an admitted flex request at
 //     admitted + max_run - kill_timeout (L11.max_run), both job stops; an
@@ -43,7 +46,9 @@
 //     L5 step 3 may stop (they yield to it); an entitled job's allocations
 //     are placed one at a time, on free GPUs by bin-packing or else on GPUs
 //     freed by the best victim set (L5, L6: lower class of the worst
-//     victim, then less work lost, then fewer GPUs, then node ID). A flex
+//     victim, then less work lost, then fewer GPUs, then node ID); every
+//     stop of a unit has the rule of its largest-key allocation
+//     (unitRule). A flex
 //     request is admitted whole or not at all (L11). A job entitled only on
 //     what yields to it then has those allocations stopped in key order, on
 //     any node, until its node and the ancestors are within their nominal

@@ -136,7 +136,6 @@ func (l ledger) addOwn(quotas []*qnode, own []ownGPUs) {
 // over every allocation read (ledger, debt, victim classes, usage).
 type alloc struct {
 	q       *qnode // nil: its namespace is outside the tree
-	debt    *qnode // the quota node whose lowered nominal made it debt, or nil
 	started int64  // start, Unix nanoseconds
 	index   int
 	// count is how many GPUs it holds (see gpus).
@@ -158,17 +157,14 @@ type alloc struct {
 	healthy  int32
 	priority int32 // Allocation.Priority, 1-100 (Validate)
 
-	// displaced is the quota node at which an active reservation
-	// displaces it (L10), or nil.
-	displaced *qnode
-	node      int // index into planner.nodes, -1 if unknown
-	a         *Allocation
+	node int // index into planner.nodes, -1 if unknown
+	a    *Allocation
 	// gpus are its GPUs, resolved from GPUIDs when its node is resolved
 	// (planner.resolve); count is known before that.
 	gpus []int32
 	// killTimeout is Allocation.KillTimeout (L8).
 	killTimeout time.Duration
-	_           [8]byte // to 128 bytes, so that the first line of each stays one line
+	_           [24]byte // to 128 bytes, so that the first line of each stays one line
 }
 
 // unit is the unit of preemption (DESIGN L5): a whole batch job, or one
@@ -212,8 +208,33 @@ type state struct {
 	// counts, per node, its held GPUs (nil with heldBy).
 	heldBy   []int32
 	nodeHeld []int
-	ledger   ledger
-	actions  []Action
+	// debt is, per allocation, the quota node whose lowered nominal makes
+	// it debt (DESIGN L9), and displaced the quota node at which the
+	// active reservations displace it (L10); nil slices while no
+	// allocation is. Both are derived from the live allocations the plan
+	// has not stopped (planner.rederive): they are state, so that a state
+	// restored (a flex request or a drain's dry run) restores them too.
+	debt, displaced []*qnode
+	ledger          ledger
+	actions         []Action
+}
+
+// debtOf returns the quota node whose lowered nominal makes allocation ai
+// debt now (DESIGN L9), or nil.
+func (s *state) debtOf(ai int) *qnode {
+	if s.debt == nil {
+		return nil
+	}
+	return s.debt[ai]
+}
+
+// displacedOf returns the quota node at which the active reservations
+// displace allocation ai now (DESIGN L10), or nil.
+func (s *state) displacedOf(ai int) *qnode {
+	if s.displaced == nil {
+		return nil
+	}
+	return s.displaced[ai]
 }
 
 func (s *state) clone() *state {
@@ -225,6 +246,8 @@ func (s *state) clone() *state {
 		nodeFreeing: append([]int(nil), s.nodeFreeing...),
 		heldBy:      cloneOrNil(s.heldBy),
 		nodeHeld:    cloneOrNil(s.nodeHeld),
+		debt:        cloneOrNil(s.debt),
+		displaced:   cloneOrNil(s.displaced),
 		ledger:      s.ledger.clone(),
 		actions:     append([]Action(nil), s.actions...),
 	}

@@ -198,8 +198,9 @@ func (p *planner) stopJob(j *liveJob, kind ActionKind, rule Rule, res, reason st
 			continue
 		}
 		p.st.stopped[ai] = true
-		p.st.ledger.add(a.q, -a.count, a.idle, a.debt != nil, a.reserved)
+		p.st.ledger.add(a.q, -a.count, a.idle, p.st.debtOf(ai) != nil, a.reserved)
 	}
+	p.rederive() // L9: stopped, they leave debt and displaced at once
 	p.emit(Action{Action: kind, Namespace: j.key.Namespace, Job: j.key.Job, GPUs: j.gpus, Rule: rule,
 		Reservation: res, Reason: reason})
 }

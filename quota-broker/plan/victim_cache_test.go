@@ -156,7 +156,10 @@ func planHash(t testing.TB, s *Snapshot) (string, *Plan) {
 // themselves; TestVictimCacheMatchesScan confirmed then that the cached and
 // the scanning search still give the same bytes. Seed 2's hash changed
 // once more for text alone: one idle wait's "1 free GPUs" became "1 free
-// GPU" (its JSON diff was that one reason).
+// GPU" (its JSON diff was that one reason). Seed 1's changed with issue 16's
+// L9 sentence (a stopped allocation leaves debt at once): its JSON diff was
+// the debt of b1 (190 non-idle of 194 after the plan's stops), b and root,
+// 10 before and 0 now; every action stayed as it was.
 func TestLargePlansAsBeforeTheVictimCache(t *testing.T) {
 	golden := []struct {
 		name  string
@@ -165,7 +168,7 @@ func TestLargePlansAsBeforeTheVictimCache(t *testing.T) {
 		hash  string
 	}{
 		{"held 200 nodes, admit 700", heldSnapshot(200, 700), 700, "03048c81f0896f934f332812c669036d387ddb7c3e30c7516af5d49d2eb4648d"},
-		{"mixed seed 1, 300 nodes", mixedSnapshot(1, 300), -1, "3718909bb4265e80ffa1471339e30dd69857b14ce1dc6319e4ba8981820ed2d4"},
+		{"mixed seed 1, 300 nodes", mixedSnapshot(1, 300), -1, "2b401f883477053c2363a4dbaf09451a928c4f624d23a2a810b8276e997f3763"},
 		{"mixed seed 2, 300 nodes", mixedSnapshot(2, 300), -1, "ea5c61f15ed3dcce97e7f623c4ccc4e25848b1be910e00763327974df4957088"},
 		{"mixed seed 3, 500 nodes", mixedSnapshot(3, 500), -1, "e03a367d66174b0ce3cc3a369062c9baf7465f64e3694ae51f205551bb7badba"},
 		{"mixed seed 4, 500 nodes", mixedSnapshot(4, 500), -1, "3b3a8c3303c6c366f4a692f2aca6ef147db3b4d5158a474f4ec19f148626033e"},

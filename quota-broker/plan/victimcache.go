@@ -12,7 +12,9 @@ package plan
 //   - the candidates and their keys (planner.candidates): fixed for the
 //     claim (the class depends on the claimant's quota node and job, the
 //     rest on the allocation and min_runtime), except that a unit this plan
-//     stops is no candidate any more (unitStopped);
+//     stops is no candidate any more (unitStopped), and that a stop which
+//     changes another allocation's debt or displaced class (DESIGN L9,
+//     planner.rederive) forgets the cache;
 //   - the GPUs the claim may take on the node (planner.freeOn) and the GPUs
 //     each candidate unit holds there: they change only where GPUs are
 //     taken (planner.take) or freed by a stop (planner.stopUnit, on every

@@ -173,7 +173,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 	switch {
 	case a.idle:
 		k.step = stepIdleDebt
-	case a.debt != nil && p.graceOver(a.debt):
+	case p.st.debtOf(a.index) != nil && p.graceOver(p.st.debtOf(a.index)):
 		k.step, k.debt = stepIdleDebt, true
 	case c.drain != nil && c.drain.res != nil:
 		// L10.drain: L5 step 1, then what the reservation will displace.
@@ -181,7 +181,7 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 			return victimKey{}, false
 		}
 		k.step = stepStart
-	case c.j.res != nil && a.displaced != nil && (a.displaced == q || q.isDescendantOf(a.displaced)):
+	case c.j.res != nil && p.displacedAtOrAbove(a, q):
 		k.step = stepStart
 	case q.node.ChildPreemption && a.q.isDescendantOf(q):
 		k.step = stepChild
@@ -191,6 +191,13 @@ func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
 		return victimKey{}, false
 	}
 	return k, true
+}
+
+// displacedAtOrAbove reports whether allocation a is displaced (L10) at
+// quota node q or at an ancestor of q.
+func (p *planner) displacedAtOrAbove(a *alloc, q *qnode) bool {
+	d := p.st.displacedOf(a.index)
+	return d != nil && (d == q || q.isDescendantOf(d))
 }
 
 // victimSet is the units one node would stop for a claimant allocation.
@@ -364,9 +371,13 @@ func (p *planner) stopUnits(set *victimSet, c *claim, keys []victimKey) {
 }
 
 // stopUnit stops every allocation of unit u, of key k, for claim c: their
-// GPUs are freed for c only (L7) and they leave the ledger.
+// GPUs are freed for c only (L7), they leave the ledger, and debt and
+// displaced are derived again without them (L9). Every stop of the unit
+// has the unit's rule (unitRule).
 func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 	st := p.st
+	rule := unitRule(k, c)
+	worst := &p.allocs[k.alloc]
 	for _, ai := range p.units[u].allocs {
 		a := &p.allocs[ai]
 		p.resolve(a.node)
@@ -378,7 +389,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			}
 			st.freeFor[g] = c.cid
 		}
-		st.ledger.add(a.q, -a.count, a.idle, a.debt != nil, a.reserved)
+		st.ledger.add(a.q, -a.count, a.idle, st.debtOf(ai) != nil, a.reserved)
 		act := Action{
 			Action:    ActionStop,
 			Alloc:     a.a.ID,
@@ -387,33 +398,54 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			Group:     a.a.Group,
 			Node:      p.nodes[a.node].n.ID,
 			GPUs:      a.count,
-			Rule:      k.step.rule(),
+			Rule:      rule,
 			For:       c.g.Key(),
-			Reason:    p.stopReason(a, k, c),
+			Reason:    p.stopReason(a, worst, k, c),
 		}
 		switch {
 		case c.drain != nil && c.drain.res != nil:
-			act.Rule, act.For, act.Reservation = RuleDrain, GroupKey{}, c.drain.res.ID
+			act.For, act.Reservation = GroupKey{}, c.drain.res.ID
 		case c.drain != nil:
-			act.Rule = RulePrewarm
 			act.Reason += fmt.Sprintf("; %s, which scales up at %s", c.drain.label(), c.drain.at.Format(time.RFC3339))
 		}
 		st.actions = append(st.actions, act)
 	}
 	p.vc.unitStopped(u)
+	p.rederive()
 }
 
-// stopReason says why allocation a is stopped. The rule is its unit's
-// (the largest key among the unit's allocations); the text describes a
-// itself, which in a batch unit may be idle while the unit's worst
-// allocation is debt.
-func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
+// unitRule is the rule of every stop of a unit of key k for claim c, the
+// one place that derives it. DESIGN L5: a batch unit's stop names the rule
+// of its largest-key allocation, and k is the unit's key, that of its
+// largest-key allocation (candidates, yieldUnits), so the rule follows from
+// k's step alone: L5.1, L10.start, L5.2 or L5.3. A drain's stops are L10.drain
+// and a pre-warm's L5.prewarm, whatever the step (DESIGN L5 Pre-warm,
+// L10 Drain).
+func unitRule(k victimKey, c *claim) Rule {
+	switch {
+	case c.drain != nil && c.drain.res != nil:
+		return RuleDrain
+	case c.drain != nil:
+		return RulePrewarm
+	}
+	return k.step.rule()
+}
+
+// stopReason says why allocation a, of a unit of key k whose largest-key
+// allocation is worst, is stopped for claim c. The text describes a
+// itself where a's own class is the one it names (a batch unit may hold
+// an idle or debt allocation while its worst is displaced or of step 2 or
+// 3); every case reads only the facts it has checked, so no mix of classes
+// in one unit can leave one of them unset. An allocation with no text of
+// its own is stopped with its batch job, and says why worst is.
+func (p *planner) stopReason(a, worst *alloc, k victimKey, c *claim) string {
+	debt, displaced := p.st.debtOf(a.index), p.st.displacedOf(a.index)
 	switch {
 	case a.idle:
 		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
-	case a.debt != nil && k.step == stepIdleDebt:
+	case debt != nil && k.step == stepIdleDebt:
 		return fmt.Sprintf("debt of %s (nominal lowered, grace %s passed) reclaimed for %s",
-			a.debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
+			debt.node.Name, p.settings.DebtGrace, c.j.q.node.Name)
 	case c.drain != nil && c.drain.res != nil && k.step == stepStart:
 		return fmt.Sprintf("to be displaced by reservation %s, which starts at %s", c.drain.res.ID, c.drain.at.Format(time.RFC3339))
 	case c.drain != nil && c.drain.res != nil:
@@ -421,14 +453,17 @@ func (p *planner) stopReason(a *alloc, k victimKey, c *claim) string {
 	case c.drain != nil && k.step == stepStart:
 		// A pre-warm's stop of an allocation on GPUs held for the group.
 		return fmt.Sprintf("on GPUs held for %s, at %s", c.drain.label(), c.drain.at.Format(time.RFC3339))
-	case k.step == stepStart:
-		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", a.displaced.node.Name, c.j.res.ID)
+	case displaced != nil && c.j.res != nil && k.step == stepStart:
+		return fmt.Sprintf("displaced at %s by its active reservations; reclaimed for reservation %s", displaced.node.Name, c.j.res.ID)
 	case k.step == stepChild:
 		return fmt.Sprintf("child-level preemption for %s", c.j.q.node.Name)
 	case k.step == stepPriority:
 		return fmt.Sprintf("priority preemption in %s: priority %d below %d", c.j.q.node.Name, a.priority, c.j.priority)
+	case a != worst:
+		return fmt.Sprintf("stopped with its batch job for %s; its allocation %s: %s",
+			c.j.q.node.Name, worst.a.ID, p.stopReason(worst, worst, k, c))
 	default:
-		return fmt.Sprintf("stopped with its batch job for %s", c.j.q.node.Name)
+		return fmt.Sprintf("stopped for %s (rule %s)", c.j.q.node.Name, unitRule(k, c))
 	}
 }
 
@@ -501,7 +536,7 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 			}
 			if !a.idle {
 				y.gpus += a.count
-				if a.debt == nil {
+				if p.st.debtOf(ai) == nil {
 					y.nonDebt += a.count
 				}
 			}
@@ -524,26 +559,32 @@ func (p *planner) yieldUnits(j *job, allowYoung bool) []yieldUnit {
 // units that yield to j in key order, on any node, until j's node's
 // non-idle figure (own namespaces only under child-level preemption) is
 // within its nominal again, and so is every ancestor's (debt excluded), as
-// entitlement counted them; then, as L6 does, it drops from the last added
-// backwards each one not needed. Each stop has rule L5.3. Units younger
-// than min_runtime are taken only when the others are not enough (the
-// whole choice is then made again with them). It reports false, having
-// stopped nothing, when even all of them are not enough.
+// entitlement counts them; then, as L6 does, it drops from the last added
+// backwards each one not needed. Each stop has rule L5.3. As a stop may
+// turn debt into usage (L9: debt is derived again without the stopped
+// allocations), the figures are read again after the stops and more are
+// taken while a node is still over. Units younger than min_runtime are
+// taken only when the others are not enough. It reports false when even
+// all of them are not enough (placeWhole then restores the state: nothing
+// is stopped for j).
 func (p *planner) restoreQuota(j *job, c *claim) bool {
-	over := p.overNominal(j.q, j.booked)
 	for _, allowYoung := range []bool{false, true} {
 		if allowYoung && p.settings.MinRuntime <= 0 {
 			break
 		}
-		units := p.yieldUnits(j, allowYoung)
-		taken, ok := pickToRestore(units, over)
-		if !ok {
-			continue
+		for {
+			over := p.overNominal(j.q, j.booked)
+			if !slices.ContainsFunc(over, func(x int) bool { return x > 0 }) {
+				return true
+			}
+			taken, ok := pickToRestore(p.yieldUnits(j, allowYoung), over)
+			if !ok || len(taken) == 0 {
+				break
+			}
+			for _, y := range taken {
+				p.stopUnit(y.unit, y.key, c)
+			}
 		}
-		for _, y := range taken {
-			p.stopUnit(y.unit, y.key, c)
-		}
-		return true
 	}
 	return false
 }
