@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -31,6 +32,9 @@ func (p *planner) holdGPU(g, owner int32) {
 // the reservation ends; other holds are over. GPUs that are not on the
 // hold's node are ignored (Validate refuses them).
 func (p *planner) indexHolds() {
+	// left is, per reservation whose hold is past its Until, the GPUs its
+	// holds may still keep: those of the allocations it has not placed.
+	var left map[string]int
 	for i := range p.snap.Holds {
 		h := &p.snap.Holds[i]
 		ni, ok := p.nodeByID[h.Node]
@@ -38,12 +42,27 @@ func (p *planner) indexHolds() {
 			continue
 		}
 		lend := false
+		var budget *int
+		resID := ""
 		if !p.now.Before(h.Until) {
 			r := p.reservationOf(h.For.Reservation)
 			if r == nil || !p.now.Before(r.End) {
 				continue // over
 			}
 			lend = true
+			// DESIGN L10: a hold past its end keeps GPUs only for the
+			// allocations the booking has not placed.
+			if left == nil {
+				left = map[string]int{}
+			}
+			if _, seen := left[r.ID]; !seen {
+				left[r.ID] = max(0, r.GPUs-p.cal.res[p.cal.started[r.ID]].used)
+			}
+			n := left[r.ID]
+			if n == 0 {
+				continue
+			}
+			budget, resID = &n, r.ID
 		} else {
 			p.wake(h.Until)
 		}
@@ -56,6 +75,15 @@ func (p *planner) indexHolds() {
 				continue
 			}
 			hint = next
+			if budget != nil {
+				if ai := p.st.holder[g]; ai >= 0 && p.allocs[ai].reserved && p.allocs[ai].a.Reservation == resID {
+					continue // placed: the booking's own allocation holds it
+				}
+				if *budget == 0 {
+					break
+				}
+				*budget--
+			}
 			p.holdGPU(g, owner)
 			if lend {
 				if p.lend == nil {
@@ -63,6 +91,9 @@ func (p *planner) indexHolds() {
 				}
 				p.lend[g] = true
 			}
+		}
+		if budget != nil {
+			left[resID] = *budget
 		}
 	}
 }
@@ -77,6 +108,11 @@ type drainTarget struct {
 	owner HoldOwner // the reservation, or the pre-warmed group
 	at    time.Time // the reservation's start or the pre-warm's boundary
 	until time.Time // when its holds end: start + settle, or the pre-warm's Until
+	// slotted are the GPUs held for the owner that heldSlots counted as
+	// whole allocations placed, and those the drain placed an allocation
+	// on in this plan; the drain places the rest on its other held GPUs,
+	// free ones and victims' (see usable).
+	slotted map[int32]bool
 }
 
 // label names the target in messages: "reservation r-1" or "pre-warm of
@@ -86,6 +122,27 @@ func (d *drainTarget) label() string {
 		return "reservation " + d.res.ID
 	}
 	return "pre-warm of " + d.pre.Key().String()
+}
+
+// slot marks gpus as placed for d in this plan (see slotted).
+func (d *drainTarget) slot(gpus []int32) {
+	if d.slotted == nil {
+		d.slotted = map[int32]bool{}
+	}
+	for _, g := range gpus {
+		d.slotted[g] = true
+	}
+}
+
+// warning is a warning about d's owner (Warning).
+func (d *drainTarget) warning(kind WarningKind, gpus int, msg string) Warning {
+	w := Warning{Kind: kind, GPUs: gpus, Message: msg}
+	if d.res != nil {
+		w.Namespace, w.Reservation = d.res.Namespace, d.res.ID
+	} else {
+		w.Namespace, w.Job, w.Group = d.pre.Namespace, d.pre.Job, d.pre.Group
+	}
+	return w
 }
 
 // untilText says when the holds end and why.
@@ -151,12 +208,12 @@ func (p *planner) prewarm(d *drainTarget, cache map[feasibilityKey][]int) {
 	w := d.pre
 	q := p.byNS[w.Namespace]
 	if q == nil {
-		p.warnings = append(p.warnings, fmt.Sprintf("%s: namespace %q is not bound to any quota; no pre-warm", d.label(), w.Namespace))
+		p.warn(d.warning(WarnGeneral, 0, fmt.Sprintf("%s: namespace %q is not bound to any quota; no pre-warm", d.label(), w.Namespace)))
 		return
 	}
 	if why := p.prewarmEntitled(w, q); why != "" {
-		p.warnings = append(p.warnings, fmt.Sprintf("%s: %d allocations of %d GPUs at %s not entitled now (L3): %s; no pre-warm",
-			d.label(), w.Count, w.GPUs, w.At.Format(time.RFC3339), why))
+		p.warn(d.warning(WarnNotEntitled, w.Count*w.GPUs, fmt.Sprintf("%s: %d allocations of %d GPUs at %s not entitled now (L3): %s; no pre-warm",
+			d.label(), w.Count, w.GPUs, w.At.Format(time.RFC3339), why)))
 		return
 	}
 	p.drain(d, w.Namespace, q, cache)
@@ -200,44 +257,34 @@ func (p *planner) drain(d *drainTarget, ns string, q *qnode, cache map[feasibili
 		c = &claim{j: &job{namespace: ns, name: w.Job, q: q, priority: w.Priority, asked: allocGPUs}, g: g, cid: owner, alt: noClaimant}
 	}
 	c.nodes, c.drain = p.feasibleNodes(g, cache), d
-	p.stopOnHeld(c, owner)
-	need := count - p.heldSlots(owner, allocGPUs)
+	p.stopOnHeld(c, owner) // bindHolds did it for the snapshot's holds; kept for the owner's alone
+	need := count - p.heldSlots(owner, allocGPUs, d)
 	if need <= 0 {
-		return
-	}
-	// No victim's stop can be due before at - (the largest kill_timeout
-	// of any allocation + drain_margin): until then only free GPUs are
-	// held, with no search for victims.
-	if early := d.at.Add(-(p.maxKill + p.settings.DrainMargin)); p.now.Before(early) {
-		reason := fmt.Sprintf("free GPUs held for %s until %s", d.label(), d.untilText())
-		for ; need > 0; need-- {
-			ni := p.binPack(c.nodes, c)
-			if ni < 0 {
-				p.wake(early)
-				return
-			}
-			p.emitHold(d, ni, p.take(p.nodes[ni], c, allocGPUs, owner), d.holdRule(false), reason)
-		}
 		return
 	}
 	if d.res != nil {
 		c.disp = p.displacedAt(d.at)
 	}
 
-	// Dry run: place every slot, then restore the state and replay only
-	// the slots whose time has come.
+	// Dry run: place every slot, then restore the state and replay the
+	// slots: those on free GPUs are held at once; of the others, the
+	// victims whose time has come are stopped and their GPUs held, and
+	// the victims not due yet are claimed for the owner (no other claimant
+	// may count on them, DESIGN L3) while the free part of their set is
+	// held at once, GPU by GPU (L10).
 	saved, resolved := p.st.clone(), len(p.resolvedOrder)
+	slotted := maps.Clone(d.slotted)
 	var slots []drainSlot
 	for ; need > 0; need-- {
 		if ni := p.binPack(c.nodes, c); ni >= 0 {
 			slots = append(slots, drainSlot{node: ni})
-			p.take(p.nodes[ni], c, allocGPUs, owner)
+			d.slot(p.take(p.nodes[ni], c, allocGPUs, owner))
 			continue
 		}
 		set, keys := p.findVictims(c)
 		if set == nil {
-			p.warnings = append(p.warnings, fmt.Sprintf("%s: %d of its %d allocations of %d GPUs%s cannot be placed before %s, even with preemption",
-				d.label(), need, count, allocGPUs, modelText(g.Model), d.at.Format(time.RFC3339)))
+			p.warn(d.warning(WarnUnplaceable, need*allocGPUs, fmt.Sprintf("%s: %d of its %d allocations of %d GPUs%s cannot be placed before %s, even with preemption",
+				d.label(), need, count, allocGPUs, modelText(g.Model), d.at.Format(time.RFC3339))))
 			break
 		}
 		sl := drainSlot{node: set.node, units: slices.Clone(set.units)}
@@ -246,13 +293,15 @@ func (p *planner) drain(d *drainTarget, ns string, q *qnode, cache map[feasibili
 		}
 		slots = append(slots, sl)
 		p.stopUnits(set, c, keys)
-		p.take(p.nodes[set.node], c, allocGPUs, owner)
+		d.slot(p.take(p.nodes[set.node], c, allocGPUs, owner))
 	}
 	p.st = saved
 	p.rebook(resolved)
+	d.slotted = slotted
 	for _, sl := range slots {
 		reason := fmt.Sprintf("free GPUs held for %s until %s", d.label(), d.untilText())
 		rule := d.holdRule(false)
+		want := allocGPUs
 		if len(sl.units) > 0 {
 			kill := time.Duration(0)
 			for _, u := range sl.units {
@@ -263,18 +312,90 @@ func (p *planner) drain(d *drainTarget, ns string, q *qnode, cache map[feasibili
 			due := d.at.Add(-(kill + p.settings.DrainMargin))
 			if p.now.Before(due) {
 				p.wake(due)
-				continue
+				n := p.nodes[sl.node]
+				for _, u := range sl.units {
+					on := -1
+					for _, ai := range p.units[u].allocs {
+						p.claimAlloc(ai, owner)
+						if on < 0 && p.allocs[ai].node == sl.node {
+							on = ai
+						}
+					}
+					if on >= 0 {
+						want -= p.gpusOn(u, on, n, c)
+					}
+				}
+				if want <= 0 {
+					continue
+				}
+				reason = fmt.Sprintf("free GPUs held for %s until %s; the rest of the set is freed at %s",
+					d.label(), d.untilText(), due.Format(time.RFC3339))
+			} else {
+				for k, u := range sl.units {
+					p.stopUnit(u, sl.keys[k], c)
+				}
+				rule = d.holdRule(true)
+				reason = fmt.Sprintf("GPUs freed for %s held until %s", d.label(), d.untilText())
 			}
-			for k, u := range sl.units {
-				p.stopUnit(u, sl.keys[k], c)
-			}
-			rule = d.holdRule(true)
-			reason = fmt.Sprintf("GPUs freed for %s held until %s", d.label(), d.untilText())
 		}
-		if gpus := p.take(p.nodes[sl.node], c, allocGPUs, owner); len(gpus) > 0 {
+		if gpus := p.holdNew(p.nodes[sl.node], c, want, owner); len(gpus) > 0 {
 			p.emitHold(d, sl.node, gpus, rule, reason)
 		}
 	}
+}
+
+// holdNew holds up to gpus GPUs of node n for owner that claim cl may take
+// (see take) and returns those that were not held for owner before.
+func (p *planner) holdNew(n *cnode, cl *claim, gpus int, owner int32) []int32 {
+	p.resolve(n.index)
+	st := p.st
+	var before map[int32]bool
+	if st.heldBy != nil && st.nodeHeld[n.index] > 0 {
+		for _, g := range n.gpus {
+			if st.heldBy[g] == owner {
+				if before == nil {
+					before = map[int32]bool{}
+				}
+				before[g] = true
+			}
+		}
+	}
+	out := p.take(n, cl, gpus, owner)
+	if cl.drain != nil {
+		cl.drain.slot(out)
+	}
+	if before != nil {
+		out = slices.DeleteFunc(out, func(g int32) bool { return before[g] })
+	}
+	return out
+}
+
+// claimAlloc marks allocation ai as counted on by owner in this plan
+// (state.claimedBy): a victim planned for owner whose stop is not due yet,
+// or an idle allocation under a reservation's Cover.
+func (p *planner) claimAlloc(ai int, owner int32) {
+	st := p.st
+	if st.claimedBy == nil {
+		st.claimedBy = make([]int32, len(p.allocs))
+		for i := range st.claimedBy {
+			st.claimedBy[i] = noClaimant
+		}
+	}
+	if st.claimedBy[ai] != owner {
+		st.claimedBy[ai] = owner
+		p.vc.forget() // cached victim sets may have counted it
+	}
+}
+
+// claimedByOther reports whether allocation ai is claimed (state.claimedBy)
+// by an owner other than cid and alt: it is then no victim of theirs.
+func (p *planner) claimedByOther(ai int, cid, alt int32) bool {
+	cb := p.st.claimedBy
+	if cb == nil {
+		return false
+	}
+	o := cb[ai]
+	return o != noClaimant && o != cid && o != alt
 }
 
 // holdRule is the rule of a hold for d: a reservation's hold of free GPUs
@@ -313,43 +434,53 @@ func (p *planner) emitHold(d *drainTarget, ni int, gpus []int32, rule Rule, reas
 // for owner make room for, node by node: held GPUs that are free or being
 // freed for the owner. A held GPU that an allocation holds (the owner's
 // own, placed before the boundary by a scale-up that came early, e.g. a
-// metric-driven one) makes no room: it is used.
-func (p *planner) heldSlots(owner int32, allocGPUs int) int {
+// metric-driven one) makes no room: it is used. The GPUs of the slots
+// counted are marked in d.slotted; the rest of the owner's held GPUs (the
+// free part of a set held GPU by GPU in an earlier plan) are the drain's to
+// place on (see usable).
+func (p *planner) heldSlots(owner int32, allocGPUs int, d *drainTarget) int {
 	st := p.st
 	if st.heldBy == nil || allocGPUs <= 0 {
 		return 0
 	}
 	slots := 0
+	var held []int32
 	for ni, n := range p.nodes {
 		if st.nodeHeld[ni] == 0 {
 			continue
 		}
-		held := 0
+		held = held[:0]
 		for _, g := range n.gpus {
 			if st.heldBy[g] == owner && (st.holder[g] == holderFree || st.freeFor[g] == owner) {
-				held++
+				held = append(held, g)
 			}
 		}
-		slots += held / allocGPUs
+		k := len(held) / allocGPUs
+		slots += k
+		d.slot(held[:k*allocGPUs])
 	}
 	return slots
 }
 
 // stopOnHeld stops, for drain claim c, the allocations that Nomad placed
 // for other jobs on GPUs held for owner while the hold lasts (DESIGN L10,
-// rule L10.drain): service and batch allocations in the tree, not of an
-// active reservation and not already being stopped.
+// rule L10.drain, or L5.prewarm for a pre-warm's): service and batch
+// allocations in the tree, not of an active reservation and not already
+// being stopped. During a reservation's window (and on its lent GPUs) only
+// non-idle ones: idle work there is reclaimed by L5 step 1 when a job of
+// the booking claims it.
 func (p *planner) stopOnHeld(c *claim, owner int32) {
 	st := p.st
 	if st.heldBy == nil {
 		return
 	}
+	active := c.drain.res != nil && c.drain.res.Active(p.now)
 	for ni, n := range p.nodes {
 		if st.nodeHeld[ni] == 0 {
 			continue
 		}
 		for _, g := range n.gpus {
-			if st.heldBy[g] != owner || (p.lend != nil && p.lend[g]) {
+			if st.heldBy[g] != owner {
 				continue
 			}
 			ai := st.holder[g]
@@ -359,6 +490,9 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 			a := &p.allocs[ai]
 			if !a.victimable || st.stopped[ai] {
 				continue
+			}
+			if a.idle && (active || (p.lend != nil && p.lend[g])) {
+				continue // during the window the owner stops only non-idle work this way; L5 step 1 reclaims idle work
 			}
 			if w := c.drain.pre; w != nil && a.a.Namespace == w.Namespace && a.a.Job == w.Job {
 				continue // the pre-warmed group's own job, scaled up
@@ -398,4 +532,71 @@ func (p *planner) displacedAt(t time.Time) []*qnode {
 		out = make([]*qnode, len(p.allocs))
 	}
 	return out
+}
+
+// bindHolds applies DESIGN L10 "a stored hold that has not ended binds
+// every plan whether or not its owner is placed in that plan": for every
+// owner of a snapshot hold still in force (indexHolds), what Nomad placed
+// on its held GPUs for another job is stopped at once (stopOnHeld), by the
+// owner's rule, even when its drain or pre-warm is beyond drain_horizon or
+// the pre-warm is not entitled now. Owners go in order of reservation ID,
+// then group key.
+func (p *planner) bindHolds() {
+	if p.st.heldBy == nil {
+		return
+	}
+	var owners []HoldOwner
+	for i := range p.snap.Holds {
+		o := p.snap.Holds[i].For
+		if _, ok := p.claimants[o]; ok && !slices.Contains(owners, o) {
+			owners = append(owners, o)
+		}
+	}
+	slices.SortFunc(owners, func(a, b HoldOwner) int {
+		return cmp.Or(cmp.Compare(a.Reservation, b.Reservation), a.Group.Compare(b.Group))
+	})
+	for _, o := range owners {
+		d, ns := p.holdTarget(o)
+		q := p.byNS[ns]
+		if q == nil {
+			q = p.quotas[0] // only names the claimant in reasons
+		}
+		owner := p.ownerID(o)
+		g := &Pending{Namespace: ns, Job: o.Group.Job, Group: o.Group.Group, Type: JobBatch, Priority: 100, Count: 1}
+		if d.pre != nil {
+			g = d.pre.pending()
+		}
+		c := &claim{j: &job{namespace: ns, name: g.Job, q: q, priority: g.Priority}, g: g, cid: owner, alt: noClaimant, drain: d}
+		p.stopOnHeld(c, owner)
+	}
+}
+
+// holdTarget returns the drain target of hold owner o as the snapshot
+// knows it (its reservation, or its pre-warm entry, or, for an owner the
+// snapshot lists no more, one made from its holds), and its namespace.
+func (p *planner) holdTarget(o HoldOwner) (*drainTarget, string) {
+	until := time.Time{}
+	for i := range p.snap.Holds {
+		if h := &p.snap.Holds[i]; h.For == o && h.Until.After(until) {
+			until = h.Until
+		}
+	}
+	d := &drainTarget{owner: o, at: until, until: until}
+	if o.Reservation != "" {
+		r := p.reservationByID(o.Reservation)
+		if r == nil {
+			r = &Reservation{ID: o.Reservation, Start: until}
+		}
+		d.res, d.at = r, r.Start
+		return d, r.Namespace
+	}
+	for i := range p.snap.Prewarm {
+		if w := &p.snap.Prewarm[i]; w.Key() == o.Group {
+			d.pre, d.at = w, w.At
+			return d, w.Namespace
+		}
+	}
+	d.pre = &Prewarm{Namespace: o.Group.Namespace, Job: o.Group.Job, Group: o.Group.Group, Type: JobService,
+		Priority: 50, Count: 1, At: until, Until: until}
+	return d, o.Group.Namespace
 }

@@ -93,6 +93,8 @@ func Compute(s *Snapshot) (*Plan, error) {
 func (p *planner) run() *Plan {
 	suspended := p.timedStops()
 	cache := map[feasibilityKey][]int{}
+	p.bindHolds()
+	p.cover(cache)
 	p.drains(cache)
 	jobs := p.pendingJobs()
 	for _, idlePass := range []bool{false, true} {
@@ -102,7 +104,7 @@ func (p *planner) run() *Plan {
 			}
 		}
 	}
-	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}
+	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.planWarnings(), WakeAt: p.wakeAt}
 	pl.IdleFit = p.idleFit()
 	return pl
 }
@@ -110,13 +112,14 @@ func (p *planner) run() *Plan {
 // decide makes the plan's actions for one pending job.
 func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 	if j.q == nil {
-		p.warnings = append(p.warnings, fmt.Sprintf("job %s/%s: namespace %q is not bound to any quota; not governed",
-			j.namespace, j.name, j.namespace))
+		p.warn(Warning{Kind: WarnGeneral, Namespace: j.namespace, Job: j.name,
+			Message: fmt.Sprintf("job %s/%s: namespace %q is not bound to any quota; not governed", j.namespace, j.name, j.namespace)})
 		return
 	}
 	for _, g := range j.groups {
 		if g.Type == JobSystem || g.Type == JobSysbatch {
-			p.warnings = append(p.warnings, fmt.Sprintf("job %s/%s: %s jobs are not governed", j.namespace, j.name, g.Type))
+			p.warn(Warning{Kind: WarnGeneral, Namespace: j.namespace, Job: j.name,
+				Message: fmt.Sprintf("job %s/%s: %s jobs are not governed", j.namespace, j.name, g.Type)})
 			return
 		}
 	}
@@ -349,4 +352,17 @@ func placeText(g *Pending) string {
 		dcs = "datacenter " + strings.Join(g.Datacenters, ",")
 	}
 	return " in " + dcs + ", node pool " + strconv.Quote(poolOf(g.NodePool))
+}
+
+// warn adds a warning about one workspace's work (Warning).
+func (p *planner) warn(w Warning) { p.notes = append(p.notes, w) }
+
+// planWarnings returns the plan's warnings: the workspaces' in the order
+// made, then the general ones (planner.warnings), sorted.
+func (p *planner) planWarnings() []Warning {
+	out := p.notes
+	for _, m := range p.warnings {
+		out = append(out, Warning{Kind: WarnGeneral, Message: m})
+	}
+	return out
 }

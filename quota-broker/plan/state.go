@@ -212,8 +212,16 @@ type state struct {
 	// counts, per node, its held GPUs (nil with heldBy).
 	heldBy   []int32
 	nodeHeld []int
-	ledger   ledger
-	actions  []Action
+	// claimedBy is, per allocation, the owner (a claimant ID) that counts
+	// on it without stopping it in this plan, or noClaimant; nil while no
+	// allocation is claimed: a drain's or pre-warm's victim whose stop is
+	// not due yet, or an idle allocation under a reservation's Cover
+	// (DESIGN L3: GPUs and victims planned for one owner are not free for
+	// the next; L10 Cover). Such an allocation is a victim of that owner
+	// only (see claimedByOther).
+	claimedBy []int32
+	ledger    ledger
+	actions   []Action
 }
 
 func (s *state) clone() *state {
@@ -225,6 +233,7 @@ func (s *state) clone() *state {
 		nodeFreeing: append([]int(nil), s.nodeFreeing...),
 		heldBy:      cloneOrNil(s.heldBy),
 		nodeHeld:    cloneOrNil(s.nodeHeld),
+		claimedBy:   cloneOrNil(s.claimedBy),
 		ledger:      s.ledger.clone(),
 		actions:     append([]Action(nil), s.actions...),
 	}
