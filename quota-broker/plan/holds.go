@@ -205,6 +205,7 @@ func (p *planner) drains(cache map[feasibilityKey][]int) {
 // prewarm runs the drain of pre-warm d if its group is governed and
 // entitled now (DESIGN L5 "Pre-warm": L3 entitlement now), else warns.
 func (p *planner) prewarm(d *drainTarget, cache map[feasibilityKey][]int) {
+	defer p.warnHeld(d)
 	w := d.pre
 	q := p.byNS[w.Namespace]
 	if q == nil {
@@ -599,4 +600,100 @@ func (p *planner) holdTarget(o HoldOwner) (*drainTarget, string) {
 	d.pre = &Prewarm{Namespace: o.Group.Namespace, Job: o.Group.Job, Group: o.Group.Group, Type: JobService,
 		Priority: 50, Count: 1, At: until, Until: until}
 	return d, o.Group.Namespace
+}
+
+// heldNote says, for a wait of claim c, which hold keeps it from GPUs that
+// would otherwise fit it (DESIGN L10, L5 pre-warm; issue 16 item 6): ";
+// 4 GPUs held for the scale-up of ns/job/group at T" when on some
+// feasible node the free GPUs and those held for other owners make room,
+// naming the owner that holds the most of them there; "" otherwise.
+func (p *planner) heldNote(c *claim) string {
+	st := p.st
+	if st.heldBy == nil {
+		return ""
+	}
+	held := map[int32]int{} // owner -> GPUs held on nodes where they would fit c
+	for _, ni := range c.nodes {
+		if st.nodeHeld[ni] == 0 {
+			continue
+		}
+		n := p.nodes[ni]
+		free := p.freeOn(n, c)
+		here := map[int32]int{}
+		total := 0
+		for _, g := range n.gpus {
+			h := st.heldBy[g]
+			if h == noClaimant || h == c.cid || h == c.alt || !p.gpus[g].healthy || !modelMatches(c.g.Model, p.gpu(g).Model) {
+				continue
+			}
+			if st.holder[g] == holderFree || (st.holder[g] >= 0 && st.freeFor[g] == h) {
+				here[h]++
+				total++
+			}
+		}
+		if free+total < c.g.GPUs {
+			continue
+		}
+		for h, k := range here {
+			held[h] += k
+		}
+	}
+	best, most := "", 0
+	for h, k := range held {
+		if text := p.ownerText(h); k > most || (k == most && text < best) {
+			best, most = text, k
+		}
+	}
+	if most == 0 {
+		return ""
+	}
+	return "; " + gpuCount(most) + " held for " + best
+}
+
+// ownerText describes hold owner id for a reason: "the scale-up of
+// ns/job/group at T" or "reservation r-1 (starts at T)".
+func (p *planner) ownerText(id int32) string {
+	for o, i := range p.claimants {
+		if i != id {
+			continue
+		}
+		if o.Reservation != "" {
+			if r := p.reservationByID(o.Reservation); r != nil && p.now.Before(r.Start) {
+				return fmt.Sprintf("reservation %s (starts at %s)", r.ID, r.Start.Format(time.RFC3339))
+			}
+			return "reservation " + o.Reservation
+		}
+		for k := range p.snap.Prewarm {
+			if w := &p.snap.Prewarm[k]; w.Key() == o.Group {
+				return fmt.Sprintf("the scale-up of %s at %s", o.Group, w.At.Format(time.RFC3339))
+			}
+		}
+		return "the scale-up of " + o.Group.String()
+	}
+	return "another owner"
+}
+
+// warnHeld warns of the GPUs held for pre-warm d after its drain (issue
+// 16 item 7): other work may wait for them until the holds end.
+func (p *planner) warnHeld(d *drainTarget) {
+	st := p.st
+	if st.heldBy == nil {
+		return
+	}
+	owner := p.ownerID(d.owner)
+	n := 0
+	for ni, c := range p.nodes {
+		if st.nodeHeld[ni] == 0 {
+			continue
+		}
+		for _, g := range c.gpus {
+			if st.heldBy[g] == owner {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		p.warn(d.warning(WarnHeld, n, fmt.Sprintf("%s held for the scale-up of %s at %s, until %s",
+			gpuCount(n), d.pre.Key(), d.at.Format(time.RFC3339), d.until.Format(time.RFC3339))))
+	}
 }

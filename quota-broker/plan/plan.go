@@ -265,13 +265,13 @@ func (p *planner) placeOne(c *claim) (int, string) {
 		return ni, ""
 	}
 	if c.j.idle {
-		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt",
-			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
+		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt%s",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
 	}
 	set, keys := p.findVictims(c)
 	if set == nil {
-		return -1, fmt.Sprintf("no node has %s%s%s, even with preemption",
-			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
+		return -1, fmt.Sprintf("no node has %s%s%s, even with preemption%s",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
 	}
 	p.stopUnits(set, c, keys)
 	p.admitOne(c, set.node)

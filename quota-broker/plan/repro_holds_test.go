@@ -210,3 +210,38 @@ func TestL10EndedHoldOfFilledBookingFreesGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestL5PrewarmHoldsBeforeAdmitting (issue 16 item 6): a pre-warm 4.5
+// minutes ahead whose victim (an idle job) is not due yet holds the free
+// part of its set in the same plan, before any admission; team B's 2-GPU
+// job is not admitted onto GPUs that the pre-warm takes (it would be its
+// victim moments later), may not stop the idle job claimed for the
+// pre-warm, and its wait says the GPUs are held and for whom; the plan
+// warns of the hold.
+func TestL5PrewarmHoldsBeforeAdmitting(t *testing.T) {
+	s, _ := holdsRepro(t, "drain-free-part-not-held.json")
+	s.Reservations = nil
+	s.Allocations[0].KillTimeout = plan.DefaultKillTimeout // c-idle on node-01 GPUs 0-3
+	at := s.Time.Add(270 * time.Second)
+	s.Prewarm = []plan.Prewarm{{Namespace: "workspace-a", Job: "a-chat", Group: "server", Type: plan.JobService, Priority: 80,
+		GPUs: 8, Count: 1, At: at, Until: at.Add(90 * time.Second)}}
+	s.Pending = []plan.Pending{{Namespace: "workspace-b", Job: "b-new", Group: "g", Type: plan.JobBatch, Priority: 50,
+		Count: 1, GPUs: 2, SubmittedAt: s.Time.Add(-time.Minute)}}
+	p, err := plan.Compute(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantActs(t, p, []reproAct{
+		{Action: plan.ActionHold, Rule: plan.RulePrewarm, Job: "a-chat", Nodes: []string{"node-01"}, GPUIDs: gpuIDs("node-01", 4, 7), For: "workspace-a/a-chat/server"},
+		{Action: plan.ActionWait, Rule: plan.RuleAdmission, Job: "b-new"},
+	})
+	want := `no node has 2 free GPUs in any datacenter, node pool "default", even with preemption; 4 GPUs held for the scale-up of workspace-a/a-chat/server at 2026-12-01T09:04:30Z`
+	if got := p.Actions[1].Reason; got != want {
+		t.Errorf("wait reason %q, want %q", got, want)
+	}
+	wantWarn := plan.Warning{Kind: plan.WarnHeld, Namespace: "workspace-a", Job: "a-chat", Group: "server", GPUs: 4,
+		Message: "4 GPUs held for the scale-up of workspace-a/a-chat/server at 2026-12-01T09:04:30Z, until 2026-12-01T09:06:00Z"}
+	if d := cmp.Diff([]plan.Warning{wantWarn}, p.Warnings); d != "" {
+		t.Errorf("warnings (-want +got):\n%s", d)
+	}
+}
