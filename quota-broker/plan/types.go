@@ -516,7 +516,7 @@ type Plan struct {
 	Actions []Action `json:"actions"`
 	Usage   []Usage  `json:"usage"`
 	// Warnings are the plan's warnings: the workspaces' (in the order
-	// made), then the general ones, sorted.
+	// made), then the general ones.
 	Warnings []Warning `json:"warnings,omitempty"`
 	// WakeAt is the next instant after the snapshot's time at which time
 	// alone changes the plan (DESIGN L12): a reservation's start or end, a
