@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -35,17 +37,9 @@ func (p *planner) cover(cache map[feasibilityKey][]int) {
 			active = append(active, sr)
 		}
 	}
-	sortByID(active)
+	slices.SortFunc(active, func(a, b *startedRes) int { return cmp.Compare(a.r.ID, b.r.ID) })
 	for _, sr := range active {
 		p.coverOne(sr, cache)
-	}
-}
-
-func sortByID(rs []*startedRes) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].r.ID < rs[j-1].r.ID; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
 	}
 }
 
@@ -118,8 +112,21 @@ func (p *planner) coverOne(sr *startedRes, cache map[feasibilityKey][]int) {
 // not stopped, not being stopped and not claimed by another owner. GPUs
 // held for another owner count in no tier.
 func (p *planner) coverAvail(n *cnode, c *claim, used map[int32]bool) [tiers]int {
-	p.resolve(n.index)
 	var avail [tiers]int
+	if !n.resolved && n.allHealthy && n.model != "" && modelMatches(c.g.Model, n.model) {
+		// Not resolved: no GPU of it is held, being freed or used by
+		// this cover; count its idle allocations as wholes.
+		avail[tierFree] = p.st.nodeFree[n.index]
+		avail[tierIdle] = avail[tierFree]
+		for _, ai := range n.allocs {
+			a := &p.allocs[ai]
+			if a.idle && a.victimable && !p.st.stopped[ai] && !p.claimedByOther(ai, c.cid, noClaimant) {
+				avail[tierIdle] += a.count
+			}
+		}
+		return avail
+	}
+	p.resolve(n.index)
 	for _, gi := range n.gpus {
 		switch p.coverTier(gi, c, used) {
 		case tierHeld:
@@ -170,6 +177,7 @@ func (p *planner) coverTier(gi int32, c *claim, used map[int32]bool) int {
 // reservation, then GPUs of idle allocations, which it claims for it. It
 // returns the GPUs it newly held.
 func (p *planner) coverTake(n *cnode, c *claim, size int, used map[int32]bool) []int32 {
+	p.resolve(n.index)
 	var newly []int32
 	for t := tierHeld; t < tiers && size > 0; t++ {
 		for _, gi := range n.gpus {

@@ -26,44 +26,20 @@ func (p *planner) holdGPU(g, owner int32) {
 	st.heldBy[g] = owner
 }
 
-// indexHolds books the snapshot's holds (DESIGN L10, L5 pre-warm). A hold
-// keeps its GPUs for its owner only until its end (Until). After that, a
-// reservation's hold lends its GPUs to idle jobs (and its own jobs) until
-// the reservation ends; other holds are over. GPUs that are not on the
-// hold's node are ignored (Validate refuses them).
+// indexHolds books the snapshot's holds as KeptHolds keeps them (DESIGN
+// L10, L5 pre-warm). A hold keeps its GPUs for its owner only until its
+// end (Until). After that, a reservation's hold lends its GPUs to idle
+// jobs (and its own jobs) until the reservation ends, only as many as the
+// allocations it has not placed need; other holds are over. GPUs that are
+// not on the hold's node are ignored (Validate refuses them).
 func (p *planner) indexHolds() {
-	// left is, per reservation whose hold is past its Until, the GPUs its
-	// holds may still keep: those of the allocations it has not placed.
-	var left map[string]int
-	for i := range p.snap.Holds {
-		h := &p.snap.Holds[i]
+	for _, h := range KeptHolds(p.snap) {
 		ni, ok := p.nodeByID[h.Node]
 		if !ok {
 			continue
 		}
-		lend := false
-		var budget *int
-		resID := ""
-		if !p.now.Before(h.Until) {
-			r := p.reservationOf(h.For.Reservation)
-			if r == nil || !p.now.Before(r.End) {
-				continue // over
-			}
-			lend = true
-			// DESIGN L10: a hold past its end keeps GPUs only for the
-			// allocations the booking has not placed.
-			if left == nil {
-				left = map[string]int{}
-			}
-			if _, seen := left[r.ID]; !seen {
-				left[r.ID] = max(0, r.GPUs-p.cal.res[p.cal.started[r.ID]].used)
-			}
-			n := left[r.ID]
-			if n == 0 {
-				continue
-			}
-			budget, resID = &n, r.ID
-		} else {
+		lend := !p.now.Before(h.Until)
+		if !lend {
 			p.wake(h.Until)
 		}
 		p.resolve(ni)
@@ -75,15 +51,6 @@ func (p *planner) indexHolds() {
 				continue
 			}
 			hint = next
-			if budget != nil {
-				if ai := p.st.holder[g]; ai >= 0 && p.allocs[ai].reserved && p.allocs[ai].a.Reservation == resID {
-					continue // placed: the booking's own allocation holds it
-				}
-				if *budget == 0 {
-					break
-				}
-				*budget--
-			}
 			p.holdGPU(g, owner)
 			if lend {
 				if p.lend == nil {
@@ -92,10 +59,81 @@ func (p *planner) indexHolds() {
 				p.lend[g] = true
 			}
 		}
-		if budget != nil {
-			left[resID] = *budget
+	}
+}
+
+// KeptHolds returns the holds of snapshot s that bind a plan at s.Time
+// (DESIGN L10), as Compute reads them: a hold before its Until whole; a
+// reservation's hold past its Until, while the reservation is active, only
+// for the allocations the booking has not placed: of its GPUs, in the
+// order listed (holds in snapshot order), those that an allocation of the
+// booking does not hold, up to the booking's GPUs less those its live
+// allocations hold; every other hold is over. The simulator keeps the same
+// holds as the core with it. The result shares s.Holds when nothing is
+// trimmed.
+func KeptHolds(s *Snapshot) []Hold {
+	now := s.Time
+	trim := false
+	for i := range s.Holds {
+		if !now.Before(s.Holds[i].Until) {
+			trim = true
+			break
 		}
 	}
+	if !trim {
+		return s.Holds
+	}
+	res := map[string]*Reservation{}
+	for i := range s.Reservations {
+		if r := &s.Reservations[i]; r.Active(now) {
+			res[r.ID] = r
+		}
+	}
+	used := map[string]int{}
+	own := map[string]string{} // GPU ID -> the active reservation whose allocation holds it
+	for i := range s.Allocations {
+		a := &s.Allocations[i]
+		if res[a.Reservation] == nil {
+			continue
+		}
+		used[a.Reservation] += len(a.GPUIDs)
+		for _, id := range a.GPUIDs {
+			own[id] = a.Reservation
+		}
+	}
+	left := map[string]int{}
+	out := make([]Hold, 0, len(s.Holds))
+	for _, h := range s.Holds {
+		if now.Before(h.Until) {
+			out = append(out, h)
+			continue
+		}
+		r := res[h.For.Reservation]
+		if r == nil {
+			continue // over
+		}
+		n, seen := left[r.ID]
+		if !seen {
+			n = max(0, r.GPUs-used[r.ID])
+		}
+		var ids []string
+		for _, id := range h.GPUIDs {
+			if n == 0 {
+				break
+			}
+			if own[id] == r.ID {
+				continue // placed: the booking's own allocation holds it
+			}
+			ids = append(ids, id)
+			n--
+		}
+		left[r.ID] = n
+		if len(ids) > 0 {
+			h.GPUIDs = ids
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // drainTarget is what one drain places ahead of its instant: a
