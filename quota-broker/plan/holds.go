@@ -273,12 +273,14 @@ type drainSlot struct {
 // reservation will displace at its start; or a pre-warm's Count
 // allocations (DESIGN L5 "Pre-warm", rule L5.prewarm) with victims of all
 // L5 steps, as the group would have them now. Either way those already
-// held for its owner count as placed. Allocations another job placed on
-// GPUs held for the owner are stopped first. Those that fit on free GPUs
-// are held at once; for the others, the victims are stopped, and their
-// GPUs held, at the first plan at or after at - (their largest
-// kill_timeout + drain_margin). Every hold lasts until d.until; the plan
-// wakes at each stop instant and, for a pre-warm, at the holds' end.
+// held for its owner count as placed by whole allocations (heldSlots).
+// Allocations another job placed on GPUs held for the owner were stopped
+// before (bindHolds). Those that fit on free GPUs are held at once; for
+// the others, the free part of the set is held at once, GPU by GPU, and
+// the victims are claimed for the owner, then stopped, and their GPUs
+// held, at the first plan at or after at - (their largest kill_timeout +
+// drain_margin). Every hold lasts until d.until; the plan wakes at each
+// stop instant and, for a pre-warm, at the holds' end.
 func (p *planner) drain(d *drainTarget, ns string, q *qnode, cache map[feasibilityKey][]int) {
 	owner := p.ownerID(d.owner)
 	var g *Pending
@@ -296,7 +298,6 @@ func (p *planner) drain(d *drainTarget, ns string, q *qnode, cache map[feasibili
 		c = &claim{j: &job{namespace: ns, name: w.Job, q: q, priority: w.Priority, asked: allocGPUs}, g: g, cid: owner, alt: noClaimant}
 	}
 	c.nodes, c.drain = p.feasibleNodes(g, cache), d
-	p.stopOnHeld(c, owner) // bindHolds did it for the snapshot's holds; kept for the owner's alone
 	need := count - p.heldSlots(owner, allocGPUs, d)
 	if need <= 0 {
 		return
