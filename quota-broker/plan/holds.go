@@ -65,12 +65,12 @@ func (p *planner) indexHolds() {
 // KeptHolds returns the holds of snapshot s that bind a plan at s.Time
 // (DESIGN L10), as Compute reads them: a hold before its Until whole; a
 // reservation's hold past its Until, while the reservation is active, only
-// for the allocations the booking has not placed: of its GPUs, in the
-// order listed (holds in snapshot order), those that an allocation of the
-// booking does not hold, up to the booking's GPUs less those its live
-// allocations hold; every other hold is over. The simulator keeps the same
-// holds as the core with it. The result shares s.Holds when nothing is
-// trimmed.
+// for the allocations the booking has not placed: of its GPUs, by node ID
+// then GPU ID, those that an allocation of the booking does not hold, up
+// to the booking's GPUs less those its live allocations hold; every other
+// hold is over. The simulator keeps the same holds as the core with it.
+// The result shares s.Holds when nothing is trimmed; otherwise it lists
+// the holds by owner, then node.
 func KeptHolds(s *Snapshot) []Hold {
 	now := s.Time
 	trim := false
@@ -101,9 +101,20 @@ func KeptHolds(s *Snapshot) []Hold {
 			own[id] = a.Reservation
 		}
 	}
+	// The past holds of a booking keep GPUs in node order, then GPU ID
+	// order, whatever the snapshot's order (the same state, the same plan).
+	order := make([]int, 0, len(s.Holds))
+	for i := range s.Holds {
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := &s.Holds[a], &s.Holds[b]
+		return cmp.Or(cmp.Compare(x.For.Reservation, y.For.Reservation), x.For.Group.Compare(y.For.Group), cmp.Compare(x.Node, y.Node))
+	})
 	left := map[string]int{}
 	out := make([]Hold, 0, len(s.Holds))
-	for _, h := range s.Holds {
+	for _, i := range order {
+		h := s.Holds[i]
 		if now.Before(h.Until) {
 			out = append(out, h)
 			continue
@@ -117,7 +128,9 @@ func KeptHolds(s *Snapshot) []Hold {
 			n = max(0, r.GPUs-used[r.ID])
 		}
 		var ids []string
-		for _, id := range h.GPUIDs {
+		sorted := slices.Clone(h.GPUIDs)
+		slices.Sort(sorted)
+		for _, id := range sorted {
 			if n == 0 {
 				break
 			}

@@ -245,3 +245,30 @@ func TestL5PrewarmHoldsBeforeAdmitting(t *testing.T) {
 		t.Errorf("warnings (-want +got):\n%s", d)
 	}
 }
+
+// TestKeptHoldsOnlyForUnplacedAllocations: a booking's holds past their
+// Until keep only as many GPUs as its unplaced allocations need, skipping
+// GPUs its own allocations hold, by node then GPU ID whatever the
+// snapshot's order; a claimant's hold before its Until is kept whole, an
+// ended one dropped (DESIGN L10).
+func TestKeptHoldsOnlyForUnplacedAllocations(t *testing.T) {
+	s, _ := holdsRepro(t, "expired-hold-blocks-prewarm.json")
+	// r-1 books 4 GPUs; b-res-0 holds GPU-01-0..3. Book 8 instead: 4 unused.
+	s.Reservations[0].GPUs, s.Reservations[0].AllocGPUs = 8, 4
+	past := s.Holds[0].Until
+	pw := plan.HoldOwner{Group: plan.GroupKey{Namespace: "workspace-a", Job: "a-chat", Group: "server"}}
+	s.Holds = []plan.Hold{
+		{For: plan.HoldOwner{Reservation: "r-1"}, Node: "node-02", GPUIDs: []string{"GPU-02-1", "GPU-02-0"}, Until: past},
+		{For: pw, Node: "node-03", GPUIDs: []string{"GPU-03-0"}, Until: s.Time.Add(time.Minute)},
+		{For: pw, Node: "node-04", GPUIDs: []string{"GPU-04-0"}, Until: s.Time},
+		{For: plan.HoldOwner{Reservation: "r-1"}, Node: "node-01", GPUIDs: []string{"GPU-01-7", "GPU-01-0", "GPU-01-6", "GPU-01-5"}, Until: past},
+	}
+	want := []plan.Hold{
+		{For: pw, Node: "node-03", GPUIDs: []string{"GPU-03-0"}, Until: s.Time.Add(time.Minute)},
+		{For: plan.HoldOwner{Reservation: "r-1"}, Node: "node-01", GPUIDs: []string{"GPU-01-5", "GPU-01-6", "GPU-01-7"}, Until: past},
+		{For: plan.HoldOwner{Reservation: "r-1"}, Node: "node-02", GPUIDs: []string{"GPU-02-0"}, Until: past},
+	}
+	if d := cmp.Diff(want, plan.KeptHolds(s)); d != "" {
+		t.Errorf("kept holds (-want +got):\n%s", d)
+	}
+}
