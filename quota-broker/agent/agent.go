@@ -610,7 +610,7 @@ func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
 	a.metrics.PendingJobs.Set(float64(pending))
 	a.metrics.ObservePlan(p)
 	for _, w := range p.Warnings {
-		a.log.Debug("plan warning", "warning", w)
+		a.log.Debug("plan warning", "kind", w.Kind, "namespace", w.Namespace, "warning", w.Message)
 	}
 	if a.dryRun {
 		for _, act := range p.Actions {

@@ -113,6 +113,9 @@ type QueueEntry struct {
 type QueueResponse struct {
 	State
 	Queue []QueueEntry `json:"queue"`
+	// Warnings are the last plan's warnings (of the namespace asked for,
+	// when one is), as the caller may see them (WarningEntry).
+	Warnings []WarningEntry `json:"warnings,omitempty"`
 }
 
 // queue serves GET /v1/queue[?namespace=]: the pending groups, oldest
@@ -124,7 +127,8 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	ns := r.URL.Query().Get("namespace")
-	writeJSON(w, QueueResponse{State: fresh, Queue: queueOf(st, ns, c, s.cfg.Now())})
+	warnings := warningsOf(st.Plan, c, func(w plan.Warning) bool { return ns == "" || w.Namespace == ns })
+	writeJSON(w, QueueResponse{State: fresh, Queue: queueOf(st, ns, c, s.cfg.Now()), Warnings: warnings})
 }
 
 func queueOf(st BrokerState, ns string, c *caller, now time.Time) []QueueEntry {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -59,6 +60,9 @@ type ReservationsResponse struct {
 type ReservationResponse struct {
 	State
 	Reservation ReservationEntry `json:"reservation"`
+	// Warnings are the last plan's warnings about this booking (GET only;
+	// e.g. allocations that cannot be placed before its start).
+	Warnings []WarningEntry `json:"warnings,omitempty"`
 }
 
 // DecodeBooking reads and checks a booking body into a Booking (ID may be
@@ -173,11 +177,12 @@ func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *calle
 		writeError(w, err) // 400 before any store read: no key is built of it
 		return
 	}
-	_, fresh, err := s.current()
+	st, fresh, err := s.current()
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	warnings := warningsOf(st.Plan, c, func(w plan.Warning) bool { return w.Reservation == id })
 	g, err := s.cfg.Store.ReadGuarded(r.Context())
 	if err != nil {
 		writeError(w, err)
@@ -188,7 +193,7 @@ func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *calle
 			writeError(w, notFound("reservation %q not found", id))
 			return
 		}
-		writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id))})
+		writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id)), Warnings: warnings})
 		return
 	}
 	h, err := s.cfg.Store.ReservationHistoryOf(r.Context(), id)

@@ -463,7 +463,7 @@ func TestFormatPlanDrawsTheTables(t *testing.T) {
 			{Quota: "Quota1", Nominal: 128, Used: 120, NonIdle: 112, Lendable: 8},
 			{Quota: "Quota1.1", Nominal: 48, Used: 56, NonIdle: 40, Borrowed: 8, Debt: 0},
 		},
-		Warnings: []string{`quota "Quota1": nominal 128 GPUs exceeds the 120 healthy GPUs in the cluster`},
+		Warnings: []plan.Warning{{Kind: plan.WarnGeneral, Message: `quota "Quota1": nominal 128 GPUs exceeds the 120 healthy GPUs in the cluster`}},
 	}
 	want := `Plan at 2026-12-01T08:00:00Z: 1 admit, 1 stop, 1 wait, 1 expire
 

@@ -38,7 +38,7 @@ func TestFormatPlanEscapesControlCharactersInNames(t *testing.T) {
 				Node: "n\x1fode", GPUs: 1, Rule: plan.RuleIdleDebt, For: plan.GroupKey{Namespace: "x", Job: "y", Group: "z"}, Reason: "r\x07"},
 		},
 		Usage:    []plan.Usage{{Quota: "Q\x1b[31m", Nominal: 1}},
-		Warnings: []string{"job ns/j\x1b]0;t\a: namespace \"ns\" is not bound to any quota; not governed"},
+		Warnings: []plan.Warning{{Kind: plan.WarnGeneral, Namespace: "ns", Message: "job ns/j\x1b]0;t\a: namespace \"ns\" is not bound to any quota; not governed"}},
 	}
 	out := formatPlan(snap, p, false)
 	for i := 0; i < len(out); i++ {

@@ -166,7 +166,7 @@ func formatPlan(snap *plan.Snapshot, p *plan.Plan, verbose bool) string {
 	if len(p.Warnings) > 0 {
 		b.WriteString("\nWarnings\n")
 		for _, w := range p.Warnings {
-			b.WriteString("* " + printable(w) + "\n")
+			b.WriteString("* " + printable(w.Message) + "\n")
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")

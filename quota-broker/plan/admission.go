@@ -332,7 +332,9 @@ func (p *planner) usable(g int32, cl *claim) bool {
 	}
 	h := st.heldBy[g]
 	if cl.drain != nil {
-		return false // a drain places what is not held yet
+		// A drain places what its whole held slots do not (heldSlots):
+		// on its other held GPUs too.
+		return h == cl.cid && !cl.drain.slotted[g]
 	}
 	return h == cl.cid || h == cl.alt || (cl.j.idle && p.lend != nil && p.lend[g])
 }

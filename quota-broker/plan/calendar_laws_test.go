@@ -312,7 +312,7 @@ func TestL10HeldGPUsLentToIdleJobsOnlyAfterSettle(t *testing.T) {
 		t.Fatalf("idle job: actions %+v, want admitted on the lent GPUs", p.Actions)
 	}
 	p = mustPlan(t, build(false))
-	if w := actionsOf(p, ActionWait); len(w) != 1 || w[0].Reason != `no node has 8 free GPUs in any datacenter, node pool "default", even with preemption` {
+	if w := actionsOf(p, ActionWait); len(w) != 1 || w[0].Reason != `no node has 8 free GPUs in any datacenter, node pool "default", even with preemption; 8 GPUs held for reservation r-b` {
 		t.Fatalf("non-idle job: actions %+v, want a wait for room", p.Actions)
 	}
 	// Before start + settle the idle job waits too.

@@ -200,7 +200,7 @@ func checkCalendarPlan(s *Snapshot, p *Plan) error {
 		case ActionHold:
 			owner := HoldOwner{Reservation: a.Reservation, Group: a.For}.String()
 			if (a.Reservation == "") == a.For.IsZero() || (!a.For.IsZero() && (!prewarmed[a.For] || a.Rule != RulePrewarm)) ||
-				len(a.GPUIDs) != a.GPUs || !a.Until.After(s.Time) {
+				len(a.GPUIDs) != a.GPUs || (!a.Until.After(s.Time) && !active[a.Reservation]) {
 				return fmt.Errorf("hold %+v: no owner, wrong count or over", a)
 			}
 			for _, g := range a.GPUIDs {

@@ -573,7 +573,7 @@ func TestL1InvalidTreeIsAnError(t *testing.T) {
 
 func TestL1CapacityWarning(t *testing.T) {
 	p := mustPlan(t, newSnap(referenceTree()).nodes(2, 8, h100).build())
-	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "nominal 128 GPUs exceeds the 16 healthy GPUs") {
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Message, "nominal 128 GPUs exceeds the 16 healthy GPUs") {
 		t.Fatalf("warnings = %v", p.Warnings)
 	}
 }

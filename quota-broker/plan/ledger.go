@@ -76,6 +76,9 @@ type planner struct {
 
 	st       *state
 	warnings []string
+	// notes are the warnings about one workspace's work (Warning, warn);
+	// warnings are the others.
+	notes []Warning
 }
 
 // newPlanner indexes the snapshot and builds the ledger (L2: derived from

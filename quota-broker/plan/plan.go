@@ -11,20 +11,29 @@
 //     allocations (L2), with over-quota debt (L9); allocations of active
 //     reservations are counted apart (L10) and the allocations the active
 //     bookings displace are marked (L10), a batch job or flex request
-//     whole (L5 units); the snapshot's holds are booked GPU by GPU (L10).
-//     Debt and displaced are plan state, derived again after every stop
-//     the plan makes (L9: a stopped allocation leaves usage, debt and
-//     displaced at once, inside one claimant's placement too).
+//     whole (L5 units); the snapshot's holds are booked GPU by GPU (L10),
+//     a reservation's past its Until only for the allocations the booking
+//     has not placed. Debt and displaced are plan state, derived again
+//     after every stop the plan makes (L9: a stopped allocation leaves
+//     usage, debt and displaced at once, inside one claimant's placement
+//     too).
 //  2. Timed job rules (timedStops): a reservation's jobs are stopped at
 //     end - kill_timeout (rule L10.end), an admitted flex request at
 //     admitted + max_run - kill_timeout (L11.max_run), both job stops; an
 //     admitted flex request still missing allocations at admitted +
-//     settle is suspended whole and queued again (L11.settle).
+//     settle is suspended whole and queued again (L11.settle). Then holds
+//     bind (bindHolds): what Nomad placed on the GPUs of any stored hold
+//     still in force for another job is stopped at once by the owner's
+//     rule, placed in this plan or not (L10). Then each active
+//     reservation's Cover (cover): its allocations not yet placed go on
+//     held, then free, then idle-occupied GPUs; the free ones are held and
+//     the idle allocations claimed for its jobs (L10 Cover).
 //  3. Drains (drains): each reservation within drain_horizon of its start
 //     places its shape as a claimant of its node; free GPUs are held at
-//     once, victims (L5 step 1, then what it will displace) are stopped and
-//     their GPUs held at start - (their largest kill_timeout +
-//     drain_margin) (rule L10.drain). Each pre-warm (Prewarm, DESIGN L5
+//     once, GPU by GPU, victims (L5 step 1, then what it will displace) are
+//     stopped and their GPUs held at start - (their largest kill_timeout +
+//     drain_margin) (rule L10.drain), and claimed for it until then, so
+//     that no later owner or job counts on them (L3). Each pre-warm (Prewarm, DESIGN L5
 //     "Pre-warm") within drain_horizon of its boundary is the same drain
 //     owned by its group: if the group is entitled now (L3), its added
 //     allocations are placed by L5 (all steps) and L6, free GPUs held at
@@ -48,8 +57,8 @@
 //     freed by the best victim set (L5, L6: lower class of the worst
 //     victim, then less work lost, then fewer GPUs, then node ID); every
 //     stop of a unit has the rule of its largest-key allocation
-//     (unitRule). A flex
-//     request is admitted whole or not at all (L11). A job entitled only on
+//     (unitRule). A flex request is admitted whole or not at all (L11); a
+//     wait on GPUs held for others names the hold. A job entitled only on
 //     what yields to it then has those allocations stopped in key order, on
 //     any node, until its node and the ancestors are within their nominal
 //     again (rule L5.3); if they cannot be, it waits and nothing is stopped
@@ -62,6 +71,7 @@
 //     entitled job).
 //  7. Usage is reported after the plan's stops and admits (L4, L10), and
 //     WakeAt, the next instant at which time alone changes the plan (L12).
+//     Warnings (Warning) name the workspace and owner they are about.
 //  8. The idle fit of each idle group is counted on the GPUs still free
 //     (idleFit, issue 11 item 4).
 package plan
@@ -98,6 +108,8 @@ func Compute(s *Snapshot) (*Plan, error) {
 func (p *planner) run() *Plan {
 	suspended := p.timedStops()
 	cache := map[feasibilityKey][]int{}
+	p.bindHolds()
+	p.cover(cache)
 	p.drains(cache)
 	jobs := p.pendingJobs()
 	for _, idlePass := range []bool{false, true} {
@@ -107,7 +119,7 @@ func (p *planner) run() *Plan {
 			}
 		}
 	}
-	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.warnings, WakeAt: p.wakeAt}
+	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.planWarnings(), WakeAt: p.wakeAt}
 	pl.IdleFit = p.idleFit()
 	return pl
 }
@@ -115,13 +127,14 @@ func (p *planner) run() *Plan {
 // decide makes the plan's actions for one pending job.
 func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 	if j.q == nil {
-		p.warnings = append(p.warnings, fmt.Sprintf("job %s/%s: namespace %q is not bound to any quota; not governed",
-			j.namespace, j.name, j.namespace))
+		p.warn(Warning{Kind: WarnGeneral, Namespace: j.namespace, Job: j.name,
+			Message: fmt.Sprintf("job %s/%s: namespace %q is not bound to any quota; not governed", j.namespace, j.name, j.namespace)})
 		return
 	}
 	for _, g := range j.groups {
 		if g.Type == JobSystem || g.Type == JobSysbatch {
-			p.warnings = append(p.warnings, fmt.Sprintf("job %s/%s: %s jobs are not governed", j.namespace, j.name, g.Type))
+			p.warn(Warning{Kind: WarnGeneral, Namespace: j.namespace, Job: j.name,
+				Message: fmt.Sprintf("job %s/%s: %s jobs are not governed", j.namespace, j.name, g.Type)})
 			return
 		}
 	}
@@ -267,13 +280,13 @@ func (p *planner) placeOne(c *claim) (int, string) {
 		return ni, ""
 	}
 	if c.j.idle {
-		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt",
-			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
+		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt%s",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
 	}
 	set, keys := p.findVictims(c)
 	if set == nil {
-		return -1, fmt.Sprintf("no node has %s%s%s, even with preemption",
-			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
+		return -1, fmt.Sprintf("no node has %s%s%s, even with preemption%s",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
 	}
 	p.stopUnits(set, c, keys)
 	p.admitOne(c, set.node)
@@ -354,4 +367,17 @@ func placeText(g *Pending) string {
 		dcs = "datacenter " + strings.Join(g.Datacenters, ",")
 	}
 	return " in " + dcs + ", node pool " + strconv.Quote(poolOf(g.NodePool))
+}
+
+// warn adds a warning about one workspace's work (Warning).
+func (p *planner) warn(w Warning) { p.notes = append(p.notes, w) }
+
+// planWarnings returns the plan's warnings: the workspaces' in the order
+// made, then the general ones (planner.warnings).
+func (p *planner) planWarnings() []Warning {
+	out := p.notes
+	for _, m := range p.warnings {
+		out = append(out, Warning{Kind: WarnGeneral, Message: m})
+	}
+	return out
 }

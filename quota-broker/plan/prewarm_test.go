@@ -190,8 +190,8 @@ func TestL5PrewarmNotEntitledNoPrewarm(t *testing.T) {
 func prewarmWarnings(p *Plan) []string {
 	out := []string{}
 	for _, w := range p.Warnings {
-		if strings.Contains(w, "pre-warm") {
-			out = append(out, w)
+		if strings.Contains(w.Message, "pre-warm") {
+			out = append(out, w.Message)
 		}
 	}
 	return out
@@ -199,8 +199,9 @@ func prewarmWarnings(p *Plan) []string {
 
 // TestL5PrewarmFreeGPUsHeldAtOnce: well before boundary - (kill_timeout +
 // drain_margin), free GPUs are held at once (bin-packing: whole free
-// nodes), nothing is stopped, and the plan wakes at the first instant a
-// victim may be stopped for the rest.
+// nodes, and the free part of the set whose victim is not due yet, GPU by
+// GPU, DESIGN L10), nothing is stopped, and the plan wakes at the first
+// instant a victim may be stopped for the rest.
 func TestL5PrewarmFreeGPUsHeldAtOnce(t *testing.T) {
 	at := t0.Add(30 * time.Minute)
 	s := newSnap(referenceTree()).nodes(3, 8, h100).
@@ -208,8 +209,9 @@ func TestL5PrewarmFreeGPUsHeldAtOnce(t *testing.T) {
 	s.Prewarm = []Prewarm{prewarmOf(3, 8, at)}
 	p := mustPlan(t, s)
 	holds := actionsOf(p, ActionHold)
-	if len(holds) != 2 || holds[0].Node != "node-02" || holds[1].Node != "node-03" || len(stops(p)) != 0 {
-		t.Fatalf("actions %+v, want node-02 and node-03 held, nothing stopped", p.Actions)
+	if len(holds) != 3 || holds[0].Node != "node-02" || holds[1].Node != "node-03" ||
+		holds[2].Node != "node-01" || holds[2].GPUs != 4 || len(stops(p)) != 0 {
+		t.Fatalf("actions %+v, want node-02, node-03 and node-01's 4 free GPUs held, nothing stopped", p.Actions)
 	}
 	early := at.Add(-3 * time.Minute) // 2m kill_timeout + 60s drain_margin
 	if !p.WakeAt.Equal(early) {
@@ -227,7 +229,7 @@ func TestL5PrewarmFreeGPUsHeldAtOnce(t *testing.T) {
 	p = mustPlan(t, s)
 	want := []brief{
 		{Action: ActionStop, Alloc: "c1", Job: "small", GPUs: 4, Rule: RulePrewarm},
-		{Action: ActionHold, Job: "infer", GPUs: 8, Rule: RulePrewarm},
+		{Action: ActionHold, Job: "infer", GPUs: 4, Rule: RulePrewarm},
 	}
 	if d := cmp.Diff(want, briefs(p)); d != "" {
 		t.Fatalf("at boundary - 3m (-want +got):\n%s", d)

@@ -21,7 +21,8 @@ func TestGPUCountIsSingularForOne(t *testing.T) {
 }
 
 // A one-GPU group that finds no room waits with "1 free GPU", not "1 free
-// GPUs": every GPU of the only node is held for a reservation (L10).
+// GPUs": every GPU of the only node is held for a reservation (L10), and
+// the wait says so (issue 16 item 6).
 func TestWaitReasonSaysOneFreeGPU(t *testing.T) {
 	start := t0.Add(-time.Minute)
 	build := func(idle bool) *Snapshot {
@@ -35,8 +36,8 @@ func TestWaitReasonSaysOneFreeGPU(t *testing.T) {
 		return s
 	}
 	for idle, want := range map[bool]string{
-		false: `no node has 1 free GPU in any datacenter, node pool "default", even with preemption`,
-		true:  `idle job: no node has 1 free GPU in any datacenter, node pool "default"; idle jobs never preempt`,
+		false: `no node has 1 free GPU in any datacenter, node pool "default", even with preemption; 8 GPUs held for reservation r-b`,
+		true:  `idle job: no node has 1 free GPU in any datacenter, node pool "default"; idle jobs never preempt; 8 GPUs held for reservation r-b`,
 	} {
 		p := mustPlan(t, build(idle))
 		if w := actionsOf(p, ActionWait); len(w) != 1 || w[0].Reason != want {

@@ -215,8 +215,16 @@ type state struct {
 	// has not stopped (planner.rederive): they are state, so that a state
 	// restored (a flex request or a drain's dry run) restores them too.
 	debt, displaced []*qnode
-	ledger          ledger
-	actions         []Action
+	// claimedBy is, per allocation, the owner (a claimant ID) that counts
+	// on it without stopping it in this plan, or noClaimant; nil while no
+	// allocation is claimed: a drain's or pre-warm's victim whose stop is
+	// not due yet, or an idle allocation under a reservation's Cover
+	// (DESIGN L3: GPUs and victims planned for one owner are not free for
+	// the next; L10 Cover). Such an allocation is a victim of that owner
+	// only (see claimedByOther).
+	claimedBy []int32
+	ledger    ledger
+	actions   []Action
 }
 
 // debtOf returns the quota node whose lowered nominal makes allocation ai
@@ -248,6 +256,7 @@ func (s *state) clone() *state {
 		nodeHeld:    cloneOrNil(s.nodeHeld),
 		debt:        cloneOrNil(s.debt),
 		displaced:   cloneOrNil(s.displaced),
+		claimedBy:   cloneOrNil(s.claimedBy),
 		ledger:      s.ledger.clone(),
 		actions:     append([]Action(nil), s.actions...),
 	}

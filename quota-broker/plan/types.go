@@ -472,11 +472,52 @@ type Usage struct {
 	Displaced int `json:"displaced"`
 }
 
+// WarningKind says what a plan's warning is about.
+type WarningKind string
+
+// The kinds of warnings.
+const (
+	// WarnGeneral: the tree, the snapshot or a job outside the laws
+	// (L1 capacity, an ungoverned job, a GPU not on its node).
+	WarnGeneral WarningKind = "general"
+	// WarnUnplaceable: a reservation's or a pre-warm's allocations cannot
+	// be placed before its instant (or, in its window, on held, free or
+	// idle GPUs), even with preemption (L10, L5 pre-warm).
+	WarnUnplaceable WarningKind = "unplaceable"
+	// WarnNotEntitled: a pre-warm is not entitled now (L3) and gets no
+	// drain.
+	WarnNotEntitled WarningKind = "not_entitled"
+	// WarnHeld: GPUs are held for a reservation or a scheduled scale-up
+	// (L10, L5 pre-warm), so that other work waits for others' GPUs.
+	WarnHeld WarningKind = "held"
+)
+
+// Warning is something a plan could not do as asked, or keeps from
+// others, that people must hear of (the CLI, /v1/queue and
+// /v1/reservation/<id> show them). Namespace names the workspace it is
+// about ("" for the cluster's), so that readers see only the warnings of
+// workspaces they may read (docs/api.md); Reservation, Job and Group name
+// the owner when there is one, GPUs the GPUs concerned.
+type Warning struct {
+	Kind        WarningKind `json:"kind"`
+	Namespace   string      `json:"namespace,omitempty"`
+	Reservation string      `json:"reservation,omitempty"`
+	Job         string      `json:"job,omitempty"`
+	Group       string      `json:"group,omitempty"`
+	GPUs        int         `json:"gpus,omitempty"`
+	Message     string      `json:"message"`
+}
+
+// String is the warning's message.
+func (w Warning) String() string { return w.Message }
+
 // Plan is the planner's output.
 type Plan struct {
-	Actions  []Action `json:"actions"`
-	Usage    []Usage  `json:"usage"`
-	Warnings []string `json:"warnings,omitempty"`
+	Actions []Action `json:"actions"`
+	Usage   []Usage  `json:"usage"`
+	// Warnings are the plan's warnings: the workspaces' (in the order
+	// made), then the general ones.
+	Warnings []Warning `json:"warnings,omitempty"`
 	// WakeAt is the next instant after the snapshot's time at which time
 	// alone changes the plan (DESIGN L12): a reservation's start or end, a
 	// drain, a max_run, a max_wait, a settle time, the end of a debt

@@ -159,7 +159,12 @@ func planHash(t testing.TB, s *Snapshot) (string, *Plan) {
 // GPU" (its JSON diff was that one reason). Seed 1's changed with issue 16's
 // L9 sentence (a stopped allocation leaves debt at once): its JSON diff was
 // the debt of b1 (190 non-idle of 194 after the plan's stops), b and root,
-// 10 before and 0 now; every action stayed as it was.
+// 10 before and 0 now; every action stayed as it was. The mixed seeds' hashes
+// changed again when a plan's warnings became objects (Warning: kind,
+// namespace, message; issue 16): their actions, usage, wake_at, idle fit
+// and number of warnings were compared with the plans before and are the
+// same. With both of issue 16's core changes merged, seeds 2-4 keep the
+// warnings-only hashes and seed 1 combines its debt diff with them.
 func TestLargePlansAsBeforeTheVictimCache(t *testing.T) {
 	golden := []struct {
 		name  string
@@ -168,10 +173,10 @@ func TestLargePlansAsBeforeTheVictimCache(t *testing.T) {
 		hash  string
 	}{
 		{"held 200 nodes, admit 700", heldSnapshot(200, 700), 700, "03048c81f0896f934f332812c669036d387ddb7c3e30c7516af5d49d2eb4648d"},
-		{"mixed seed 1, 300 nodes", mixedSnapshot(1, 300), -1, "2b401f883477053c2363a4dbaf09451a928c4f624d23a2a810b8276e997f3763"},
-		{"mixed seed 2, 300 nodes", mixedSnapshot(2, 300), -1, "ea5c61f15ed3dcce97e7f623c4ccc4e25848b1be910e00763327974df4957088"},
-		{"mixed seed 3, 500 nodes", mixedSnapshot(3, 500), -1, "e03a367d66174b0ce3cc3a369062c9baf7465f64e3694ae51f205551bb7badba"},
-		{"mixed seed 4, 500 nodes", mixedSnapshot(4, 500), -1, "3b3a8c3303c6c366f4a692f2aca6ef147db3b4d5158a474f4ec19f148626033e"},
+		{"mixed seed 1, 300 nodes", mixedSnapshot(1, 300), -1, "6c01fad12971a1e716ee201e60794f57a3d21b9adf3e6abe1854330cf14d2af5"},
+		{"mixed seed 2, 300 nodes", mixedSnapshot(2, 300), -1, "c3b2c1510254676fa331aa8750ffc73562d71f694e775837c7338a4e046e50ad"},
+		{"mixed seed 3, 500 nodes", mixedSnapshot(3, 500), -1, "18b49a308aa4da43c5906371a1b7f66962bbf0cf0546e908268087e1eb947abd"},
+		{"mixed seed 4, 500 nodes", mixedSnapshot(4, 500), -1, "a6e6fcc8e17eeb0a5c37e574846f44fe6246e2b4c08b0ef030b1c80db0227918"},
 	}
 	for _, g := range golden {
 		t.Run(g.name, func(t *testing.T) {

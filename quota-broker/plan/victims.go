@@ -163,7 +163,7 @@ func (p *planner) candidates(c *claim, allowYoung bool) (keys []victimKey, ok []
 
 // classify returns the victim key of allocation a for claimant c in node q.
 func (p *planner) classify(a *alloc, c *claim, q *qnode) (victimKey, bool) {
-	if !a.victimable || p.st.stopped[a.index] {
+	if !a.victimable || p.st.stopped[a.index] || p.claimedByOther(a.index, c.cid, c.alt) {
 		return victimKey{}, false
 	}
 	if a.q == c.j.q && a.a.Namespace == c.j.namespace && a.a.Job == c.j.name {
@@ -485,7 +485,7 @@ type yieldUnit struct {
 // stopped, not stopped by this plan).
 func (p *planner) yieldsTo(a *alloc, j *job) bool {
 	return a.q == j.q && int(a.priority) < j.priority && a.victimable && !p.st.stopped[a.index] &&
-		(a.a.Namespace != j.namespace || a.a.Job != j.name)
+		(a.a.Namespace != j.namespace || a.a.Job != j.name) && !p.claimedByOther(a.index, noClaimant, noClaimant)
 }
 
 // ownNonIdle returns the indices of the non-idle allocations of quota node

@@ -706,6 +706,14 @@ func (s *sim) snapshot() *plan.Snapshot {
 	for _, a := range s.stopping {
 		add(a)
 	}
+	// A reservation's hold past its Until keeps GPUs only for the
+	// allocations the booking has not placed (DESIGN L10): the simulator
+	// keeps what the core keeps, so that an admit on the GPUs the hold let
+	// go is no conflict.
+	if kept := plan.KeptHolds(snap); len(kept) != len(s.holds) || (len(kept) > 0 && &kept[0] != &s.holds[0]) {
+		s.holds, s.heldIdx = kept, nil
+		snap.Holds = kept
+	}
 	return snap
 }
 

@@ -33,7 +33,8 @@ func Marshal(s *plan.Snapshot) ([]byte, error) {
 }
 
 // EncodePlan writes p as JSON: an object {"actions": [...], "usage": [...],
-// "warnings": [...]} with the keys of plan.Action and plan.Usage, indented
+// "warnings": [...]} with the keys of plan.Action, plan.Usage and
+// plan.Warning (kind, namespace, reservation, job, group, gpus, message), indented
 // by two spaces and followed by a newline. actions and usage are [] when
 // empty; warnings and idle_fit are left out when there are none, wake_at
 // when it is zero (DESIGN L12: no instant at which time alone changes the
