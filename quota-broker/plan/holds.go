@@ -541,7 +541,7 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 				continue
 			}
 			a := &p.allocs[ai]
-			if !a.victimable || st.stopped[ai] {
+			if !a.victimable || st.stopped[ai] || !p.unitStoppable(a.unit) {
 				continue
 			}
 			if a.idle && (active || (p.lend != nil && p.lend[g])) {
@@ -558,6 +558,19 @@ func (p *planner) stopOnHeld(c *claim, owner int32) {
 			}
 		}
 	}
+}
+
+// unitStoppable reports whether every allocation of unit u may be a
+// victim and none is stopped yet (DESIGN L5: a batch job is a candidate
+// only if every one of its allocations is; an allocation of an active
+// reservation never is, even beside an intruder on held GPUs).
+func (p *planner) unitStoppable(u int) bool {
+	for _, ai := range p.units[u].allocs {
+		if !p.allocs[ai].victimable || p.st.stopped[ai] {
+			return false
+		}
+	}
+	return true
 }
 
 // displacedAt returns, per allocation, the quota node at which the
