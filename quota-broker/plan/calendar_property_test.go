@@ -178,6 +178,14 @@ func checkCalendarPlan(s *Snapshot, p *Plan) error {
 	for i := range s.Prewarm {
 		prewarmed[s.Prewarm[i].Key()] = true
 	}
+	// A stored hold of a group that has not ended binds every plan, its
+	// pre-warm in this snapshot or not (DESIGN L10, issue 16 item 8): its
+	// owner stops what sits on its GPUs by the pre-warm's rule.
+	for _, h := range s.Holds {
+		if !h.For.Group.IsZero() && s.Time.Before(h.Until) {
+			prewarmed[h.For.Group] = true
+		}
+	}
 	stopped := map[string]bool{}
 	newHold := map[string]bool{}
 	for _, a := range p.Actions {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // Invariant (a) of the booking suite, DESIGN L10 *Cover*: during its
@@ -85,14 +87,20 @@ func checkCover(s *Snapshot, p *Plan) (ok bool, err error) {
 			holdOwner[id] = ownerLabel(h.For)
 		}
 	}
+	// Idle allocations that may never be a victim (DESIGN L5: system and
+	// sysbatch jobs, namespaces outside the tree, allocations of active
+	// reservations) are busy to a Cover.
+	bound := quota.Namespaces(s.Quota)
 	for _, a := range s.Allocations {
 		l := coverBusy
+		_, inTree := bound[a.Namespace]
 		switch {
 		case a.StoppingForReservation != "":
 			l = resLabel + a.StoppingForReservation
 		case !a.StoppingFor.IsZero():
 			l = ownLabel + a.StoppingFor.String()
-		case a.Idle:
+		case a.Idle && inTree && a.Type != JobSystem && a.Type != JobSysbatch &&
+			(res[a.Reservation] == nil || !res[a.Reservation].Active(s.Time)):
 			l = coverIdle
 		}
 		for _, id := range a.GPUIDs {
@@ -104,6 +112,42 @@ func checkCover(s *Snapshot, p *Plan) (ok bool, err error) {
 	for id, o := range holdOwner {
 		if l := label[id]; l == coverFree || l == coverIdle {
 			label[id] = o
+		}
+	}
+	// An idle allocation that sits on GPUs a stored hold keeps for another
+	// owner is that owner's victim (DESIGN L10: holds bind every plan; what
+	// Nomad placed on held GPUs for another job is stopped at once, a
+	// batch unit whole), and the GPUs it frees are the owner's (L6, L7):
+	// never idle-occupied GPUs a Cover may count on. A reservation's own
+	// hold lends its GPUs to idle jobs during its window, so its idle
+	// intruders stay idle.
+	for _, a := range s.Allocations {
+		if !a.Idle || a.Type == JobSystem || a.Type == JobSysbatch {
+			continue
+		}
+		for _, id := range a.GPUIDs {
+			o, held := holdOwner[id]
+			if !held || o == resLabel+a.Reservation || o == ownLabel+a.GroupKey().String() {
+				continue
+			}
+			if r := res[strings.TrimPrefix(o, resLabel)]; strings.HasPrefix(o, resLabel) && r != nil && r.Active(s.Time) {
+				continue
+			}
+			unit := []Allocation{a}
+			if a.Type == JobBatch && !a.Elastic {
+				unit = nil
+				for _, u := range byJob[a.JobKey()] {
+					unit = append(unit, *u)
+				}
+			}
+			for _, u := range unit {
+				for _, g := range u.GPUIDs {
+					if label[g] == coverIdle {
+						label[g] = o
+					}
+				}
+			}
+			break
 		}
 	}
 	lacks := map[string]int{}
@@ -204,6 +248,29 @@ func checkCover(s *Snapshot, p *Plan) (ok bool, err error) {
 						need--
 					}
 				}
+			}
+		}
+	}
+	// GPUs freed or held for a job naming a booking are that booking's
+	// (its own claim, L10.start and L5 step 1 for its jobs): they cover it.
+	for id, l := range after {
+		if !strings.HasPrefix(l, ownLabel) {
+			continue
+		}
+		for k, g := range pend {
+			if g.Reservation != "" && l == ownLabel+k.String() {
+				after[id] = resLabel + g.Reservation
+			}
+		}
+	}
+	// A booking that lacks nothing after the plan keeps no GPUs from the
+	// next plan on (DESIGN L10: a hold past its end keeps GPUs only for
+	// allocations the booking has not placed), so what it holds or frees
+	// beyond its need is free to the others.
+	for id, l := range after {
+		if r, ok := strings.CutPrefix(l, resLabel); ok && !ending[r] && lacksAfter[r] <= 0 {
+			if _, active := lacks[r]; active {
+				after[id] = coverFree
 			}
 		}
 	}
