@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -480,7 +481,7 @@ func restartMidPreemption(t *testing.T, a *nomadAgent) {
 			got[al.ID] = len(al.GPUs)
 		}
 		want := liveGPUAllocs(t, c)
-		if len(nomad.LedgerDiff(got, want)) != 0 {
+		if len(watch.LedgerDiff(got, want)) != 0 {
 			return fmt.Errorf("broker %v, nomad %v", got, want)
 		}
 		return nil

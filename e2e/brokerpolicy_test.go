@@ -90,7 +90,7 @@ admin_policy = "gputide-admin"
 			break
 		}
 	}
-	// Nomad gives the event stream's Namespace topic (nomad.NamespaceTopic)
+	// Nomad gives the event stream's Namespace topic (watch.NamespaceTopic)
 	// to management tokens only and closes at once a stream of this token
 	// that asks for it: the broker leaves the topic out for such a token
 	// and lists namespaces at each cycle instead, so its stream stays open

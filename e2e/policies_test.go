@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/go-hclog"
@@ -140,12 +141,12 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	actor := &nomad.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
 	execute := func() nomad.Outcome {
 		t.Helper()
-		s, err := nomad.ListAll(ctx, c, func(string) bool { return true })
+		s, err := watch.ListAll(ctx, c, func(string) bool { return true })
 		if err != nil {
 			t.Fatal(err)
 		}
 		actor.State = s
-		b := s.Build(nomad.BuildInput{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Policies: pols,
+		b := nomad.BuildFrom(s, nomad.BuildInput{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Policies: pols,
 			Accepted: func(plan.JobKey) bool { return true }})
 		if len(b.Snapshot.IdleGroups) != 1 || b.Snapshot.IdleGroups[0].Count != 3 {
 			t.Fatalf("idle groups %+v; want e2e-idle-down/train at count 3", b.Snapshot.IdleGroups)

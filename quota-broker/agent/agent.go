@@ -16,6 +16,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/metrics"
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/snapshot"
@@ -39,7 +40,7 @@ type Agent struct {
 	log      hclog.Logger
 	client   *api.Client
 	prober   *api.Client // with a timeout, for the L12 probe
-	watcher  *nomad.Watcher
+	watcher  *watch.Watcher
 	actor    *nomad.Actor
 	recorder *history.Recorder
 	metrics  *metrics.Metrics
@@ -148,7 +149,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		return nil, fmt.Errorf("failed to create the Nomad client: %w", err)
 	}
 	a.metrics = metrics.New(a.registry)
-	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
+	a.watcher = &watch.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
 	a.policies = nomad.NewPolicies()
@@ -276,7 +277,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	a.log.Info("gputide agent started", "nomad", nomad.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
+	a.log.Info("gputide agent started", "nomad", watch.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
 		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
 
 	// Released after the last cycle and after lead returned (defers run
@@ -451,7 +452,7 @@ func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
 		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
 		Reservations: res, Holds: holds, StoppingForReservation: forRes}
 	view.timesInput(&in, a.actor)
-	b := state.Build(in)
+	b := nomad.BuildFrom(state, in)
 	run.snap = b.Snapshot
 	// The store's first start (no job records yet): what runs in a real
 	// pool was there before the broker and is accepted as it is; past it,
@@ -463,7 +464,7 @@ func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
 	}
 	if firstStart {
 		a.actor.AcceptRunning(b)
-		b = state.Build(in)
+		b = nomad.BuildFrom(state, in)
 		run.snap = b.Snapshot
 	}
 	a.logLeft(b.Left)

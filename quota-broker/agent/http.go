@@ -129,7 +129,7 @@ func previewOptions(job *nomadapi.Job, groups []plan.Pending, pools previewPools
 	if job.Namespace != nil && *job.Namespace != "" {
 		ns = *job.Namespace
 	}
-	// The snapshot build's order (nomad.State.Build): the meta, the admit
+	// The snapshot build's order (watch.State.Build): the meta, the admit
 	// pool, the booking; the first error is the job's meta error.
 	opts, err := nomad.ParseJobOptions(job.Meta, pools.holding)
 	if err == nil {

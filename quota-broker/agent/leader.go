@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -222,7 +223,7 @@ func (v *storeView) admitted(key plan.JobKey) bool {
 // delete are returned in stale: their allocation is gone, or their stop
 // was never made and its claimant no longer waits (the plan decides
 // again; for a reservation's stop, the next drain).
-func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]string, s *nomad.State, holdingPool string,
+func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]string, s *watch.State, holdingPool string,
 	now time.Time, grace time.Duration) (out map[string]plan.GroupKey, forRes map[string]string, resume []plan.Action, stale []string) {
 	out = maps.Clone(own)
 	if out == nil {
@@ -260,7 +261,7 @@ func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]str
 
 // claimantWaits reports whether the claimant's job waits in the holding
 // pool.
-func claimantWaits(s *nomad.State, claimant plan.GroupKey, holdingPool string) bool {
+func claimantWaits(s *watch.State, claimant plan.GroupKey, holdingPool string) bool {
 	if claimant.IsZero() {
 		return false
 	}
@@ -276,7 +277,7 @@ func claimantWaits(s *nomad.State, claimant plan.GroupKey, holdingPool string) b
 // allocations, else now: a flex request's max_run counts from when it
 // began to run, L11.max_run), intents whose allocation is gone are
 // deleted, and so are the records of jobs Nomad no longer has.
-func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *nomad.Build, s *nomad.State,
+func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *nomad.Build, s *watch.State,
 	staleIntents []string, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -323,7 +324,7 @@ func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, 
 }
 
 // firstStarts is the earliest start of each job's live allocations.
-func firstStarts(s *nomad.State) map[plan.JobKey]time.Time {
+func firstStarts(s *watch.State) map[plan.JobKey]time.Time {
 	out := map[plan.JobKey]time.Time{}
 	for _, al := range s.Allocs() {
 		if !al.Live() || al.StartedAt.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"maps"
 	"slices"
 	"sync"
@@ -36,7 +37,7 @@ const DefaultWorkers = 16
 // preemption record from that.
 type Actor struct {
 	Client      *api.Client
-	State       *State // updated at once after each successful call
+	State       *watch.State // updated at once after each successful call
 	HoldingPool string
 	Logger      hclog.Logger
 	// DryRun logs what would be done and calls nothing.
@@ -141,7 +142,7 @@ func (a *Actor) Stopping() map[string]plan.GroupKey {
 }
 
 // Forget drops stopped allocations that are no longer live in s.
-func (a *Actor) Forget(s *State) {
+func (a *Actor) Forget(s *watch.State) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id := range a.stopping {
@@ -576,7 +577,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 	a.mu.Unlock()
 	a.noteReservationStop(act)
 	if a.State != nil {
-		a.State.markStopping(act.Alloc)
+		a.State.MarkStopping(act.Alloc)
 	}
 	a.Logger.Info("preempted", "alloc", act.Alloc, "job", k, "node", act.Node, "gpus", act.GPUs,
 		"claimant", act.For, "rule", act.Rule, "reason", act.Reason)
@@ -638,7 +639,7 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 			errs = append(errs, fmt.Errorf("failed to stop allocation %s of suspended job %s: %w", al.ID, v.Key, err))
 			continue
 		}
-		a.State.markStopping(al.ID)
+		a.State.MarkStopping(al.ID)
 	}
 	a.Logger.Info("suspended a job registered straight into a pool", "job", v.Key, "reason", reason)
 	return true, errors.Join(errs...)
@@ -731,7 +732,7 @@ func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[
 		return nil, err
 	}
 	if a.State != nil {
-		a.State.noteJob(v.Key, j, resp.JobModifyIndex)
+		a.State.NoteJob(v.Key, j, resp.JobModifyIndex)
 	}
 	a.registered(ctx, v.Key, resp.JobModifyIndex)
 	return j, nil

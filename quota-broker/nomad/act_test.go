@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -27,14 +29,14 @@ func claimTree() *quota.Node {
 		}}
 }
 
-func newActor(f *fakeNomad, s *State) (*Actor, *syncBuffer) {
-	log, buf := testLogger(f.t)
-	return &Actor{Client: f.client(), State: s, Logger: log, Workers: 1}, buf
+func newActor(f *fakeNomad, s *watch.State) (*Actor, *syncBuffer) {
+	log, buf := testLogger(f.T)
+	return &Actor{Client: f.Client(), State: s, Logger: log, Workers: 1}, buf
 }
 
-func planFor(t *testing.T, s *State, a *Actor, tree *quota.Node) (*plan.Plan, *Build) {
+func planFor(t *testing.T, s *watch.State, a *Actor, tree *quota.Node) (*plan.Plan, *Build) {
 	t.Helper()
-	b := s.Build(BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
+	b := BuildFrom(s, BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
 		Stopping: a.Stopping(), Accepted: func(plan.JobKey) bool { return true }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
@@ -61,7 +63,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	if len(out.Errors) != 0 || out.Stopped != 2 || out.Admitted != 1 || out.MetaWrites != 2 {
 		t.Fatalf("outcome = %+v", out)
 	}
-	w := f.writes()
+	w := f.Writes()
 	if len(w) != 6 {
 		t.Fatalf("writes = %v, want 6", w)
 	}
@@ -137,13 +139,13 @@ func TestExecuteDefersStopsWhileAllocationsStopForAnUnknownClaimant(t *testing.T
 	a, log := newActor(f, s)
 	// After a restart: inference is being stopped, for whom the broker
 	// cannot tell.
-	s.markStopping(allocA)
+	s.MarkStopping(allocA)
 	p, b := planFor(t, s, a, claimTree())
 	out := a.Execute(context.Background(), p, b)
 	if out.Deferred == 0 || out.Stopped != 0 || out.Admitted != 0 {
 		t.Fatalf("outcome = %+v, plan = %+v", out, p.Actions)
 	}
-	for _, r := range f.writes() {
+	for _, r := range f.Writes() {
 		if strings.HasSuffix(r.Path, "/stop") {
 			t.Fatalf("stopped while deferring: %s", r)
 		}
@@ -162,7 +164,7 @@ func TestDryRunCallsNothing(t *testing.T) {
 	a.DryRun = true
 	p, b := planFor(t, s, a, claimTree())
 	a.Execute(context.Background(), p, b)
-	if w := f.writes(); len(w) != 0 {
+	if w := f.Writes(); len(w) != 0 {
 		t.Fatalf("dry run wrote: %v", w)
 	}
 	if !strings.Contains(log.String(), "dry run: would preempt") || !strings.Contains(log.String(), "dry run: would admit") {
@@ -177,7 +179,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 	// quota (C) is now 1 GPU, so L3 does not admit its 4.
 	tree := claimTree()
 	tree.Children[0].GPUs = 1
-	b := s.Build(BuildInput{Now: at(t), Quota: tree, Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
+	b := BuildFrom(s, BuildInput{Now: at(t), Quota: tree, Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +190,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 	}
 	moved := -1
 	stops := map[string]bool{}
-	for i, r := range f.writes() {
+	for i, r := range f.Writes() {
 		if strings.HasSuffix(r.Path, "/stop") {
 			if moved < 0 {
 				t.Fatalf("stop %s before the job moved to the holding pool", r.Path)
@@ -217,7 +219,7 @@ func TestRegisterRefusesMetaOnAJobWithLiveAllocations(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 live allocations") {
 		t.Fatalf("err = %v", err)
 	}
-	if len(f.writes()) != 0 {
+	if len(f.Writes()) != 0 {
 		t.Fatal("wrote meta on a running job")
 	}
 }
@@ -236,18 +238,18 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 	j.ID, j.Name = &id, &id
 	j.Meta = map[string]string{MetaPool: "default"}
 	j.TaskGroups[0].Tasks[0].Resources.Devices = nil
-	s.jobs[plan.JobKey{Namespace: "workspace-b", Job: "web"}] = &j
+	raw(s).Jobs[plan.JobKey{Namespace: "workspace-b", Job: "web"}] = &j
 	a, _ := newActor(f, s)
 	p, b := planFor(t, s, a, e2eTree())
 	if len(b.NoGPU) != 1 || b.NoGPU[0] != (plan.JobKey{Namespace: "workspace-b", Job: "web"}) {
 		t.Fatalf("NoGPU = %v", b.NoGPU)
 	}
-	f.files["/v1/job/web?namespace=workspace-b"] = "job-workspace-b-training.json"
+	f.Files["/v1/job/web?namespace=workspace-b"] = "job-workspace-b-training.json"
 	out := a.Execute(context.Background(), p, b)
 	if out.Admitted != 1 {
 		t.Fatalf("outcome = %+v", out)
 	}
-	got, _, _ := registered(t, f.writes()[0])
+	got, _, _ := registered(t, f.Writes()[0])
 	if str(got.NodePool) != "default" {
 		t.Fatalf("admitted into %q", str(got.NodePool))
 	}
@@ -259,9 +261,9 @@ func TestExecuteReportsAFailedStopAndSkipsItsClaimant(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
 	p, b := planFor(t, s, a, claimTree())
-	f.mu.Lock()
-	delete(f.files, "/v1/job/training?namespace=workspace-c") // the victim's job cannot be read
-	f.mu.Unlock()
+	f.Mu.Lock()
+	delete(f.Files, "/v1/job/training?namespace=workspace-c") // the victim's job cannot be read
+	f.Mu.Unlock()
 	out := a.Execute(context.Background(), p, b)
 	if diff := cmp.Diff([]string{"stop"}, out.Failed); diff != "" {
 		t.Errorf("failed (-want +got):\n%s", diff)

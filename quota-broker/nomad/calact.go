@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"maps"
 	"slices"
 	"sync"
@@ -306,7 +307,7 @@ func (a *Actor) StoppingForReservation() map[string]string {
 
 // forgetReservationStops drops the allocations stopped for a reservation
 // that are no longer live in s.
-func (a *Actor) forgetReservationStops(s *State) {
+func (a *Actor) forgetReservationStops(s *watch.State) {
 	a.cal.mu.Lock()
 	defer a.cal.mu.Unlock()
 	for id := range a.cal.stoppingFor {

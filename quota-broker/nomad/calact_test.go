@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -21,7 +23,7 @@ var jobC = plan.JobKey{Namespace: "workspace-c", Job: "training"}
 func writesFor(t *testing.T, f *fakeNomad) []request {
 	t.Helper()
 	var out []request
-	for _, r := range f.writes() {
+	for _, r := range f.Writes() {
 		if r.Path == "/v1/jobs" {
 			if j, _, _ := registered(t, r); str(j.Namespace) != "workspace-c" || str(j.ID) != "training" {
 				continue
@@ -32,9 +34,9 @@ func writesFor(t *testing.T, f *fakeNomad) []request {
 	return out
 }
 
-func buildFor(t *testing.T, s *State, a *Actor, now time.Time) *Build {
+func buildFor(t *testing.T, s *watch.State, a *Actor, now time.Time) *Build {
 	t.Helper()
-	return s.Build(BuildInput{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(),
+	return BuildFrom(s, BuildInput{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(),
 		Stopping: a.Stopping(), StoppingForReservation: a.StoppingForReservation(), Holds: a.Holds(now, nil),
 		Accepted: func(plan.JobKey) bool { return true }})
 }
@@ -64,14 +66,14 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 		t.Fatalf("stopped twice: %+v, writes %v", out, writesFor(t, f))
 	}
 	// Nomad stopped the job and its allocations ended.
-	stopped := *s.jobs[jobC]
+	stopped := *raw(s).Jobs[jobC]
 	yes := true
 	stopped.Stop = &yes
-	s.jobs[jobC] = &stopped
+	raw(s).Jobs[jobC] = &stopped
 	for _, id := range []string{allocC1, allocC2} {
-		c := *s.allocs[id]
+		c := *raw(s).Allocs[id]
 		c.ClientStatus = api.AllocClientStatusComplete
-		s.allocs[id] = &c
+		raw(s).Allocs[id] = &c
 	}
 	out = a.Execute(context.Background(), &plan.Plan{}, buildFor(t, s, a, at(t)))
 	w = writesFor(t, f)
@@ -108,25 +110,25 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("writes (-want +got):\n%s", diff)
 	}
-	if j, _, _ := registered(t, f.writes()[0]); str(j.NodePool) != DefaultHoldingPool {
+	if j, _, _ := registered(t, f.Writes()[0]); str(j.NodePool) != DefaultHoldingPool {
 		t.Fatalf("moved to %q", str(j.NodePool))
 	}
 	if got := a.Requeued(jobC); !got.Equal(at(t)) {
 		t.Fatalf("requeued at %v, want %v", got, at(t))
 	}
 	// Back in the holding pool, its pending groups are queued since then.
-	stopped := *s.jobs[jobC]
+	stopped := *raw(s).Jobs[jobC]
 	pool := DefaultHoldingPool
 	stopped.NodePool = &pool
-	s.jobs[jobC] = &stopped
+	raw(s).Jobs[jobC] = &stopped
 	for _, id := range []string{allocC1, allocC2} {
-		c := *s.allocs[id]
+		c := *raw(s).Allocs[id]
 		c.ClientStatus = api.AllocClientStatusComplete
-		s.allocs[id] = &c
+		raw(s).Allocs[id] = &c
 	}
-	delete(s.summaries, jobC) // not evaluated yet: every allocation is pending
+	delete(raw(s).Summaries, jobC) // not evaluated yet: every allocation is pending
 	later := at(t).Add(time.Minute)
-	b = s.Build(BuildInput{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(), Requeued: a.Requeued,
+	b = BuildFrom(s, BuildInput{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(), Requeued: a.Requeued,
 		Accepted: func(plan.JobKey) bool { return true }})
 	var queued []time.Time
 	for _, pg := range b.Snapshot.Pending {
@@ -212,9 +214,9 @@ func TestExecuteRemembersStopsForAReservation(t *testing.T) {
 		t.Fatalf("allocation = %+v", got)
 	}
 	// Once it ended, it is forgotten.
-	c := *s.allocs[allocC1]
+	c := *raw(s).Allocs[allocC1]
 	c.ClientStatus = api.AllocClientStatusComplete
-	s.allocs[allocC1] = &c
+	raw(s).Allocs[allocC1] = &c
 	a.Forget(s)
 	if got := a.StoppingForReservation(); len(got) != 0 {
 		t.Fatalf("stopping = %v", got)
@@ -227,14 +229,14 @@ func TestExecuteRemembersStopsForAReservation(t *testing.T) {
 func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	j := *s.jobs[jobC]
+	j := *raw(s).Jobs[jobC]
 	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
-	s.jobs[jobC] = &j
+	raw(s).Jobs[jobC] = &j
 	admitted := at(t).Add(-time.Hour)
 	a.Now = func() time.Time { return admitted }
 	a.noteAdmitted(jobC)
 	build := func(now time.Time) *Build {
-		b := s.Build(BuildInput{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
+		b := BuildFrom(s, BuildInput{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
 			AdmittedAt: a.AdmittedAt, Accepted: func(plan.JobKey) bool { return true }})
 		if b.Invalid != nil || len(b.Left) != 0 {
 			t.Fatalf("build: %v, left %v", b.Invalid, b.Left)
@@ -293,13 +295,13 @@ func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
 // not flex gets no admission time it does not know.
 func TestTimedAllocationsFallBackToTheFirstStartForFlex(t *testing.T) {
 	_, s := listRecorded(t)
-	j := *s.jobs[jobC]
+	j := *raw(s).Jobs[jobC]
 	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
-	s.jobs[jobC] = &j
-	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(), Accepted: func(plan.JobKey) bool { return true }})
+	raw(s).Jobs[jobC] = &j
+	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(), Accepted: func(plan.JobKey) bool { return true }})
 	first := time.Time{}
 	for _, id := range []string{allocC1, allocC2} {
-		if st := s.allocs[id].StartedAt; first.IsZero() || st.Before(first) {
+		if st := raw(s).Allocs[id].StartedAt; first.IsZero() || st.Before(first) {
 			first = st
 		}
 	}
@@ -322,7 +324,7 @@ func TestBuildOrdersPendingByFirstSeenAndQueuesFromQueuedAt(t *testing.T) {
 	jobB := plan.JobKey{Namespace: "workspace-b", Job: "training"}
 	seen, queued := at(t).Add(-3*time.Hour), at(t).Add(-time.Hour)
 	build := func(first, requeued time.Time) plan.Pending {
-		b := s.Build(BuildInput{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(),
+		b := BuildFrom(s, BuildInput{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(),
 			Accepted:  func(plan.JobKey) bool { return true },
 			FirstSeen: func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: first}[k] },
 			Requeued:  func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: requeued}[k] }})

@@ -26,7 +26,7 @@ var errLost = errors.New("leader lock lost")
 func (r *recordingFence) add(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.log = append(r.log, fmt.Sprintf("%d %s", len(r.f.writes()), s))
+	r.log = append(r.log, fmt.Sprintf("%d %s", len(r.f.Writes()), s))
 }
 
 func (r *recordingFence) Check(context.Context) error {
@@ -107,7 +107,7 @@ func TestExecuteStopsActingWhenTheLockIsLostMidPlan(t *testing.T) {
 	a.Fence = fence
 	p, b := planFor(t, s, a, claimTree())
 	out := a.Execute(context.Background(), p, b)
-	w := f.writes()
+	w := f.Writes()
 	if len(w) != 2 || w[1].String() != "PUT /v1/allocation/"+allocC1+"/stop" {
 		t.Fatalf("writes = %v, want the move of the victim's job and the first stop only", w)
 	}

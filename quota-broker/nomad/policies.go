@@ -3,6 +3,7 @@ package nomad
 import (
 	"context"
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"maps"
 	"slices"
 	"sync"
@@ -186,13 +187,13 @@ type PolicyWatcher struct {
 	// Backoff the first wait after a failure (default 1 s).
 	Wait, Backoff time.Duration
 
-	relist relister // see Relist
+	relist watch.Relister // see Relist
 }
 
 // Relist makes Run end its blocking query and read every policy again at
 // once: the policies kept depend on Governed, which changed (see
 // Watcher.Relist). why is logged.
-func (w *PolicyWatcher) Relist(why string) { w.relist.ask(why) }
+func (w *PolicyWatcher) Relist(why string) { w.relist.Ask(why) }
 
 // Run watches until ctx ends and returns ctx's error (or an error at once
 // when Policies is nil).
@@ -209,7 +210,7 @@ func (w *PolicyWatcher) Run(ctx context.Context) error {
 		start := time.Now()
 		var next uint64
 		var err error
-		why := w.relist.run(ctx, func(ctx context.Context) {
+		why := w.relist.Run(ctx, func(ctx context.Context) {
 			next, err = w.Sync(ctx, index)
 			// A query that came back at once without a change (a proxy
 			// that does not block) waits out the rest of backoff, so the
@@ -240,7 +241,7 @@ func (w *PolicyWatcher) Run(ctx context.Context) error {
 		if !sleepCtx(ctx, wait) {
 			return ctx.Err()
 		}
-		wait = NextBackoff(wait, DefaultMaxBackoff)
+		wait = watch.NextBackoff(wait, watch.DefaultMaxBackoff)
 	}
 }
 
@@ -328,7 +329,7 @@ type IdleView struct {
 // the group's count. It also returns the groups' IdleViews, by key.
 // Policies of other groups are ignored: the gputide-idle strategy of such a
 // group reads a fit of 0 (GET /v1/idle-fit answers 404 for it).
-func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string]*Alloc) ([]plan.IdleGroup, map[plan.GroupKey]*IdleView) {
+func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string]*watch.Alloc) ([]plan.IdleGroup, map[plan.GroupKey]*IdleView) {
 	idle := pols.IdlePolicies()
 	if len(idle) == 0 || !pols.Synced() {
 		return nil, nil

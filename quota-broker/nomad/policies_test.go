@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -26,9 +28,9 @@ var trainingC = plan.GroupKey{Namespace: "workspace-c", Job: "training", Group: 
 // an idle policy on workspace-c/training/worker (max 6), a schedule policy
 // on workspace-a/inference/server, and one in an ungoverned namespace.
 func servePolicies(f *fakeNomad, idleModify uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.bodies = map[string]string{
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Bodies = map[string]string{
 		"/v1/scaling/policies": `[
  {"ID": "pol-idle", "Enabled": true, "Type": "horizontal", "ModifyIndex": ` + itoa(idleModify) + `,
   "Target": {"Namespace": "workspace-c", "Job": "training", "Group": "worker"}},
@@ -63,7 +65,7 @@ func TestPolicyWatcherReadsGovernedPoliciesAndOnlyChangedOnes(t *testing.T) {
 	log, _ := testLogger(t)
 	pols := NewPolicies()
 	changes := 0
-	w := &PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log, OnChange: func() { changes++ }}
+	w := &PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log, OnChange: func() { changes++ }}
 	idx, err := w.Sync(context.Background(), 0)
 	if err != nil || idx != 100 || !pols.Synced() {
 		t.Fatalf("Sync = %d, %v (synced %v); want 100, nil, synced", idx, err, pols.Synced())
@@ -77,7 +79,7 @@ func TestPolicyWatcherReadsGovernedPoliciesAndOnlyChangedOnes(t *testing.T) {
 		sched[0].Checks[0].Config["window_day"] != "mon-fri 08:00-22:00 4" || sched[0].Checks[0].Name != "day-night" {
 		t.Fatalf("SchedulePolicies = %+v; want inference's day-night check", sched)
 	}
-	if got := f.count(http.MethodGet, "/v1/scaling/policy/"+otherPolicyID); got != 0 {
+	if got := f.Count(http.MethodGet, "/v1/scaling/policy/"+otherPolicyID); got != 0 {
 		t.Fatalf("read the ungoverned policy %d times", got)
 	}
 	// A blocking query that ends without a change reads nothing; a list
@@ -89,14 +91,14 @@ func TestPolicyWatcherReadsGovernedPoliciesAndOnlyChangedOnes(t *testing.T) {
 	if _, err := w.Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count(http.MethodGet, "/v1/scaling/policy/"+idlePolicyID); got != 1 {
+	if got := f.Count(http.MethodGet, "/v1/scaling/policy/"+idlePolicyID); got != 1 {
 		t.Fatalf("idle policy read %d times; want 1 (unchanged)", got)
 	}
 	servePolicies(f, 21)
 	if _, err := w.Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := [2]int{f.count(http.MethodGet, "/v1/scaling/policy/"+idlePolicyID), f.count(http.MethodGet, "/v1/scaling/policy/"+schedPolicyID)}, [2]int{2, 1}; got != want {
+	if got, want := [2]int{f.Count(http.MethodGet, "/v1/scaling/policy/"+idlePolicyID), f.Count(http.MethodGet, "/v1/scaling/policy/"+schedPolicyID)}, [2]int{2, 1}; got != want {
 		t.Fatalf("policy reads (idle, schedule) = %v; want %v", got, want)
 	}
 	if changes != 2 {
@@ -104,7 +106,7 @@ func TestPolicyWatcherReadsGovernedPoliciesAndOnlyChangedOnes(t *testing.T) {
 	}
 	// The list query is a blocking query on every namespace.
 	var lists []string
-	for _, r := range f.requests {
+	for _, r := range f.Requests {
 		if r.Path == "/v1/scaling/policies" {
 			lists = append(lists, r.Query)
 		}
@@ -118,27 +120,27 @@ func TestPolicyWatcherReadsGovernedPoliciesAndOnlyChangedOnes(t *testing.T) {
 
 // idleState is the recording with workspace-c/training marked idle and
 // elastic, its count set, and its idle policy read.
-func idleState(t *testing.T, count int) (*fakeNomad, *State, *Policies) {
+func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *Policies) {
 	f, s := listRecorded(t)
 	servePolicies(f, 20)
 	log, _ := testLogger(t)
 	pols := NewPolicies()
-	if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+	if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	k := trainingC.JobKey()
-	j := *s.jobs[k]
+	j := *raw(s).Jobs[k]
 	j.Meta = map[string]string{"gputide_pool": "default", "gputide_idle": "true", "gputide_elastic": "true"}
 	tg := *j.TaskGroups[0]
 	tg.Count = &count
 	j.TaskGroups = []*api.TaskGroup{&tg}
-	s.jobs[k] = &j
+	raw(s).Jobs[k] = &j
 	return f, s, pols
 }
 
-func idleBuild(t *testing.T, s *State, a *Actor, pols *Policies, tree *quota.Node, now time.Time) *Build {
+func idleBuild(t *testing.T, s *watch.State, a *Actor, pols *Policies, tree *quota.Node, now time.Time) *Build {
 	t.Helper()
-	b := s.Build(BuildInput{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
+	b := BuildFrom(s, BuildInput{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
 		Accepted: func(plan.JobKey) bool { return true }, Policies: pols})
 	if b.Invalid != nil || len(b.Left) != 0 {
 		t.Fatalf("Build: invalid %v, left %v", b.Invalid, b.Left)
@@ -168,7 +170,7 @@ func TestBuildMakesIdleGroupsFromIdlePolicies(t *testing.T) {
 		t.Fatalf("IdleFitOf = %d, %v after %d actions; want 0, true after 2 stops and an admit", n, ok, len(p.Actions))
 	}
 	// Without a synced policy set there are no idle groups.
-	b = s.Build(BuildInput{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(), Policies: NewPolicies()})
+	b = BuildFrom(s, BuildInput{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(), Policies: NewPolicies()})
 	if len(b.Snapshot.IdleGroups) != 0 {
 		t.Fatalf("idle groups without policies: %+v", b.Snapshot.IdleGroups)
 	}
@@ -178,7 +180,7 @@ func TestBuildMakesIdleGroupsFromIdlePolicies(t *testing.T) {
 func scaleRequests(t *testing.T, f *fakeNomad) []api.ScalingRequest {
 	t.Helper()
 	var out []api.ScalingRequest
-	for _, r := range f.writes() {
+	for _, r := range f.Writes() {
 		if r.Path != "/v1/job/training/scale" {
 			continue
 		}
@@ -254,7 +256,7 @@ func TestScaleDownNeverGoesBelowOne(t *testing.T) {
 	// Both allocations of the group are stopping already (by someone
 	// else): live and not stopping is 0, the count goes to 1.
 	for _, id := range []string{allocC1, allocC2} {
-		s.markStopping(id)
+		s.MarkStopping(id)
 	}
 	a, _ := newActor(f, s)
 	a.Settle = time.Second
@@ -277,12 +279,12 @@ func TestScaleDownNeverGoesBelowOne(t *testing.T) {
 func TestPolicyWatcherRunRecoversAfterAFailure(t *testing.T) {
 	f := newFakeNomad(t)
 	servePolicies(f, 20)
-	f.mu.Lock()
-	f.down = true
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Down = true
+	f.Mu.Unlock()
 	log, buf := testLogger(t)
 	pols := NewPolicies()
-	w := &PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log,
+	w := &PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log,
 		Backoff: 10 * time.Millisecond, Wait: 50 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -295,13 +297,13 @@ func TestPolicyWatcherRunRecoversAfterAFailure(t *testing.T) {
 			}
 		}
 	}
-	waitFor("a failed list", func() bool { return f.count(http.MethodGet, "/v1/scaling/policies") >= 2 })
+	waitFor("a failed list", func() bool { return f.Count(http.MethodGet, "/v1/scaling/policies") >= 2 })
 	if pols.Synced() || len(pols.IdlePolicies()) != 0 {
 		t.Fatalf("synced %v with %d idle policies while Nomad is down", pols.Synced(), len(pols.IdlePolicies()))
 	}
-	f.mu.Lock()
-	f.down = false
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Down = false
+	f.Mu.Unlock()
 	waitFor("the policies", func() bool { return pols.Synced() && len(pols.IdlePolicies()) == 1 })
 	cancel()
 	if err := <-done; err != context.Canceled {

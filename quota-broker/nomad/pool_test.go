@@ -47,12 +47,12 @@ func TestCheckAdmitPool(t *testing.T) {
 // lists the pools again when a changed job names an unknown one.
 func TestBuildChecksTheAdmitPool(t *testing.T) {
 	f, s := listRecorded(t)
-	if diff := cmp.Diff(map[string]bool{"all": true, "default": true}, s.pools); diff != "" {
+	if diff := cmp.Diff(map[string]bool{"all": true, "default": true}, raw(s).Pools); diff != "" {
 		t.Fatalf("pools (-want +got):\n%s", diff)
 	}
 	k := plan.JobKey{Namespace: "workspace-b", Job: "training"}
 	build := func(admit []string) *Build {
-		return s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+		return BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
 			Accepted: func(plan.JobKey) bool { return true }, AdmitPools: admit})
 	}
 	metaErr := func(b *Build) string {
@@ -73,30 +73,30 @@ func TestBuildChecksTheAdmitPool(t *testing.T) {
 	}
 
 	// The job now names gpu-a100, which Nomad lacks: a meta error.
-	j := *s.jobs[k]
+	j := *raw(s).Jobs[k]
 	j.Meta = map[string]string{MetaPool: "gpu-a100"}
-	s.jobs[k] = &j
+	raw(s).Jobs[k] = &j
 	b = build([]string{"default", "gpu-a100"})
 	if got, want := metaErr(b), `job meta gputide_pool = "gpu-a100": no such node pool in Nomad`; got != want {
 		t.Fatalf("meta error = %q, want %q", got, want)
 	}
 	// The pool is created; the job's next change lists the pools again.
-	f.mu.Lock()
-	f.files["/v1/node/pools"] = withPool(t, "gpu-a100")
-	f.mu.Unlock()
-	before := f.count("GET", "/v1/node/pools")
-	s.dirty[k] = true
-	_ = s.Refresh(context.Background(), f.client())
-	if got := f.count("GET", "/v1/node/pools"); got != before+1 {
+	f.Mu.Lock()
+	f.Files["/v1/node/pools"] = withPool(t, "gpu-a100")
+	f.Mu.Unlock()
+	before := f.Count("GET", "/v1/node/pools")
+	raw(s).Dirty[k] = true
+	_ = s.Refresh(context.Background(), f.Client())
+	if got := f.Count("GET", "/v1/node/pools"); got != before+1 {
 		t.Fatalf("pool lists = %d, want %d", got, before+1)
 	}
 	if got := metaErr(build([]string{"default", "gpu-a100"})); got != "" {
 		t.Fatalf("meta error after the pool was created = %q", got)
 	}
 	// A change of a job naming a known pool lists nothing.
-	s.dirty[k] = true
-	_ = s.Refresh(context.Background(), f.client())
-	if got := f.count("GET", "/v1/node/pools"); got != before+1 {
+	raw(s).Dirty[k] = true
+	_ = s.Refresh(context.Background(), f.Client())
+	if got := f.Count("GET", "/v1/node/pools"); got != before+1 {
 		t.Fatalf("pool lists = %d, want still %d", got, before+1)
 	}
 }

@@ -22,7 +22,7 @@ func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
 	servePolicies(f, 20)
 	log, _ := testLogger(t)
 	pols := NewPolicies()
-	if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+	if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := newActor(f, s)
@@ -63,17 +63,17 @@ func TestPrewarmCountIsCappedAtThePolicyMax(t *testing.T) {
 	} {
 		f, s := listRecorded(t)
 		servePolicies(f, 20)
-		f.mu.Lock()
+		f.Mu.Lock()
 		path := "/v1/scaling/policy/pol-sched"
-		body := strings.Replace(f.bodies[path], `"Max": 8`, `"Max": `+tc.max, 1)
-		if body == f.bodies[path] {
+		body := strings.Replace(f.Bodies[path], `"Max": 8`, `"Max": `+tc.max, 1)
+		if body == f.Bodies[path] {
 			t.Fatalf("the fixture of %s has no \"Max\": 8", path)
 		}
-		f.bodies[path] = body
-		f.mu.Unlock()
+		f.Bodies[path] = body
+		f.Mu.Unlock()
 		log, _ := testLogger(t)
 		pols := NewPolicies()
-		if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+		if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := newActor(f, s)
@@ -100,23 +100,23 @@ func TestPrewarmHoldWithoutIntervalLastsTheAgentsDefault(t *testing.T) {
 	} {
 		f, s := listRecorded(t)
 		servePolicies(f, 20)
-		f.mu.Lock()
+		f.Mu.Lock()
 		path := "/v1/scaling/policy/pol-sched"
-		body := strings.Replace(f.bodies[path], `"evaluation_interval": "1m",`, ``, 1)
-		if body == f.bodies[path] {
+		body := strings.Replace(f.Bodies[path], `"evaluation_interval": "1m",`, ``, 1)
+		if body == f.Bodies[path] {
 			t.Fatalf("the fixture of %s has no evaluation_interval", path)
 		}
-		f.bodies[path] = body
-		f.mu.Unlock()
+		f.Bodies[path] = body
+		f.Mu.Unlock()
 		log, _ := testLogger(t)
 		pols := NewPolicies()
-		if _, err := (&PolicyWatcher{Client: f.client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+		if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := newActor(f, s)
 		set := quota.DefaultSettings()
 		set.AutoscalerEvaluationInterval = tc.setting
-		b := s.Build(BuildInput{Now: boundary.Add(-30 * time.Minute), Quota: claimTree(), Settings: set, Stopping: a.Stopping(),
+		b := BuildFrom(s, BuildInput{Now: boundary.Add(-30 * time.Minute), Quota: claimTree(), Settings: set, Stopping: a.Stopping(),
 			Accepted: func(plan.JobKey) bool { return true }, Policies: pols})
 		if b.Invalid != nil || len(b.Left) != 0 {
 			t.Fatalf("Build: invalid %v, left %v", b.Invalid, b.Left)

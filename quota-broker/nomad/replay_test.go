@@ -13,8 +13,8 @@ import (
 // "gputide plan" replays them and gets the agent's plan.
 func TestBuiltSnapshotsReplayWithGputidePlan(t *testing.T) {
 	_, s := listRecorded(t)
-	s.markStopping(allocC2)
-	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+	s.MarkStopping(allocC2)
+	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	var buf bytes.Buffer
 	if err := snapshot.Encode(&buf, b.Snapshot); err != nil {

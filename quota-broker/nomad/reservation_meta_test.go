@@ -66,7 +66,7 @@ func TestBuildChecksTheJobsReservation(t *testing.T) {
 	_, s := listRecorded(t)
 	now := at(t)
 	k := plan.JobKey{Namespace: "workspace-b", Job: "training"}
-	orig := s.jobs[k]
+	orig := raw(s).Jobs[k]
 	if orig == nil {
 		t.Fatalf("the recording has no job %s", k)
 	}
@@ -74,8 +74,8 @@ func TestBuildChecksTheJobsReservation(t *testing.T) {
 		j := *orig
 		j.Meta = map[string]string{MetaReservation: id}
 		j.Stop = &stop
-		s.jobs[k] = &j
-		return s.Build(BuildInput{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(),
+		raw(s).Jobs[k] = &j
+		return BuildFrom(s, BuildInput{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(),
 			Accepted: func(plan.JobKey) bool { return true }, Reservations: bookingsAt(now)})
 	}
 	type got struct {

@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"maps"
 	"slices"
 	"strings"
@@ -106,7 +107,7 @@ type Build struct {
 	Idle map[plan.GroupKey]*IdleView
 }
 
-// Build turns the state into a snapshot for the planning core, in these
+// BuildFrom turns the state s into a snapshot for the planning core, in these
 // steps (each a function below):
 //
 //  1. snapshotNodes: nodes with their nvidia/gpu instances; GPUs of nodes
@@ -137,9 +138,13 @@ type Build struct {
 //  8. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
 //     allocation or pending job that breaks a rule is left out and listed
 //     in Left; a fault in the tree or the settings is Invalid.
-func (s *State) Build(in BuildInput) *Build {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+func BuildFrom(s *watch.State, in BuildInput) *Build {
+	var b *Build
+	s.Read(func(v watch.View) { b = build(v, in) })
+	return b
+}
+
+func build(s watch.View, in BuildInput) *Build {
 	holding := in.HoldingPool
 	if holding == "" {
 		holding = DefaultHoldingPool
@@ -154,42 +159,42 @@ func (s *State) Build(in BuildInput) *Build {
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
 	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
 
-	snap.Nodes = snapshotNodes(s.nodes)
-	live := liveByGroup(s.allocs)
+	snap.Nodes = snapshotNodes(s.Nodes)
+	live := liveByGroup(s.Allocs)
 	bookings := IndexBookings(in.Reservations)
-	for _, k := range slices.SortedFunc(maps.Keys(s.jobs), plan.JobKey.Compare) {
-		j := s.jobs[k]
+	for _, k := range slices.SortedFunc(maps.Keys(s.Jobs), plan.JobKey.Compare) {
+		j := s.Jobs[k]
 		if !governed(nsOrDefault(str(j.Namespace))) {
 			continue
 		}
 		v := jobView(k, j, live[k], holding, in.Accepted)
 		if v.MetaErr == nil {
-			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.pools)
+			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
 		}
 		if v.MetaErr == nil && !v.stopped() {
 			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 		}
 		b.Jobs[k] = v
-		pending, noGPU := pendingGroups(v, live[k], s.summaries[k])
+		pending, noGPU := pendingGroups(v, live[k], s.Summaries[k])
 		if noGPU {
 			b.NoGPU = append(b.NoGPU, k)
 		}
 		snap.Pending = append(snap.Pending, pending...)
 	}
-	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.allocs, b.Jobs, in.Stopping, governed)
+	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.Allocs, b.Jobs, in.Stopping, governed)
 	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
 	firstSeenPending(snap.Pending, in.FirstSeen)
 	requeuedPending(snap.Pending, in.Requeued)
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
 	snap.Reservations, snap.Holds = in.Reservations, in.Holds
-	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.allocs)
+	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.Allocs)
 	snap.Prewarm = prewarms(in.Policies, b.Jobs, in.Now, in.Settings)
 	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
 }
 
 // snapshotNodes is step 1: the nodes that have GPUs, by ID.
-func snapshotNodes(nodes map[string]*Node) []plan.Node {
+func snapshotNodes(nodes map[string]*watch.Node) []plan.Node {
 	var out []plan.Node
 	for _, id := range slices.Sorted(maps.Keys(nodes)) {
 		n := nodes[id]
@@ -207,7 +212,7 @@ func snapshotNodes(nodes map[string]*Node) []plan.Node {
 }
 
 // liveByGroup is step 2: live allocations by job and task group.
-func liveByGroup(allocs map[string]*Alloc) map[plan.JobKey]map[string]int {
+func liveByGroup(allocs map[string]*watch.Alloc) map[plan.JobKey]map[string]int {
 	live := map[plan.JobKey]map[string]int{}
 	for _, a := range allocs {
 		if !a.Live() {
@@ -343,7 +348,7 @@ func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
 
 // snapshotAllocations is step 5: the live allocations that hold GPUs, by
 // ID, and the governed ones stopping for a claimant the broker cannot name.
-func snapshotAllocations(allocs map[string]*Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
+func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
 	governed func(string) bool) (out []plan.Allocation, unknown []string) {
 	for _, id := range slices.Sorted(maps.Keys(allocs)) {
 		a := allocs[id]
@@ -474,4 +479,18 @@ func submitted(j *api.Job) time.Time {
 		return time.Unix(0, *j.SubmitTime).UTC()
 	}
 	return time.Time{}
+}
+
+func nsOrDefault(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +16,8 @@ import (
 // is wrong; the rest is planned (DESIGN L12).
 func TestBuildLeavesOutItemsThatBreakASnapshotRule(t *testing.T) {
 	_, s := listRecorded(t)
-	var bad *Node
-	for _, n := range s.nodes {
+	var bad *watch.Node
+	for _, n := range raw(s).Nodes {
 		if len(n.GPUs) > 0 {
 			bad = n
 		}
@@ -26,7 +27,7 @@ func TestBuildLeavesOutItemsThatBreakASnapshotRule(t *testing.T) {
 	}
 	bad.GPUs = append(slices.Clone(bad.GPUs), bad.GPUs[0])
 	held := 0
-	for _, a := range s.allocs {
+	for _, a := range raw(s).Allocs {
 		if a.NodeID == bad.ID && a.Live() && len(a.GPUIDs) > 0 {
 			held++
 		}
@@ -34,7 +35,7 @@ func TestBuildLeavesOutItemsThatBreakASnapshotRule(t *testing.T) {
 	if held == 0 {
 		t.Fatal("no allocation holds GPUs of the node")
 	}
-	b := s.Build(BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid != nil {
 		t.Fatalf("Invalid = %v; a bad node is not a fault of the tree", b.Invalid)
@@ -69,7 +70,7 @@ func TestBuildReportsAnInvalidTree(t *testing.T) {
 	_, s := listRecorded(t)
 	tree := e2eTree()
 	tree.Children[0].GPUs = tree.GPUs + 1
-	b := s.Build(BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
+	b := BuildFrom(s, BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid == nil || !strings.Contains(b.Invalid.Error(), "children's nominal GPUs sum to") {
 		t.Fatalf("Invalid = %v, want the L1 fault", b.Invalid)

@@ -1,4 +1,4 @@
-package nomad
+package watch
 
 import (
 	"context"
@@ -35,12 +35,12 @@ func namespacesJSON(names ...string) string {
 }
 
 // streamTopics returns the topics of every event stream request, in order.
-func (f *fakeNomad) streamTopics(t *testing.T) [][]string {
+func streamTopics(t *testing.T, f *fakeNomad) [][]string {
 	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	var out [][]string
-	for _, r := range f.requests {
+	for _, r := range f.Requests {
 		if r.Path != "/v1/event/stream" {
 			continue
 		}
@@ -59,7 +59,7 @@ func runUntilListed(t *testing.T, f *fakeNomad) (*Watcher, *syncBuffer) {
 	t.Helper()
 	log, buf := testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watcher{Client: f.client(), Governed: everything, Logger: log}
+	w := &Watcher{Client: f.Client(), Governed: everything, Logger: log}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
@@ -67,7 +67,7 @@ func runUntilListed(t *testing.T, f *fakeNomad) (*Watcher, *syncBuffer) {
 		<-done
 	})
 	deadline := time.Now().Add(10 * time.Second)
-	for (w.State() == nil || f.count("GET", "/v1/event/stream") == 0) && time.Now().Before(deadline) {
+	for (w.State() == nil || f.Count("GET", "/v1/event/stream") == 0) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if w.State() == nil {
@@ -83,9 +83,9 @@ var topicsWithoutNamespace = []string{"Allocation:*", "Evaluation:*", "Job:*", "
 // the list is seen at the next Refresh, which lists the namespaces again.
 func TestWatcherListsNamespacesForAClientToken(t *testing.T) {
 	f := newFakeNomad(t)
-	f.bodies = map[string]string{"/v1/acl/token/self": selfClient}
+	f.Bodies = map[string]string{"/v1/acl/token/self": selfClient}
 	w, buf := runUntilListed(t, f)
-	got := f.streamTopics(t)
+	got := streamTopics(t, f)
 	for _, ts := range got {
 		slices.Sort(ts)
 	}
@@ -96,19 +96,19 @@ func TestWatcherListsNamespacesForAClientToken(t *testing.T) {
 	if diff := cmp.Diff([]string{"default", "workspace-a", "workspace-b", "workspace-c"}, s.Namespaces()); diff != "" {
 		t.Fatalf("namespaces after the list (-want +got):\n%s", diff)
 	}
-	f.mu.Lock()
-	f.bodies["/v1/namespaces"] = namespacesJSON("default", "workspace-a", "workspace-b", "workspace-d")
-	f.mu.Unlock()
-	if err := s.Refresh(context.Background(), f.client()); err != nil {
+	f.Mu.Lock()
+	f.Bodies["/v1/namespaces"] = namespacesJSON("default", "workspace-a", "workspace-b", "workspace-d")
+	f.Mu.Unlock()
+	if err := s.Refresh(context.Background(), f.Client()); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"default", "workspace-a", "workspace-b", "workspace-d"}, s.Namespaces()); diff != "" {
 		t.Fatalf("namespaces after Refresh (-want +got):\n%s", diff)
 	}
-	if n := f.count("GET", "/v1/namespaces"); n != 2 {
+	if n := f.Count("GET", "/v1/namespaces"); n != 2 {
 		t.Fatalf("namespace lists = %d, want 2 (the full list, then Refresh)", n)
 	}
-	if n := f.count("GET", "/v1/acl/token/self"); n != 1 {
+	if n := f.Count("GET", "/v1/acl/token/self"); n != 1 {
 		t.Fatalf("token reads = %d, want 1", n)
 	}
 	log := buf.String()
@@ -126,20 +126,20 @@ func TestWatcherStreamsNamespacesForAManagementToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNomad(t)
-			f.bodies = map[string]string{"/v1/acl/token/self": tc.self}
+			f.Bodies = map[string]string{"/v1/acl/token/self": tc.self}
 			w, buf := runUntilListed(t, f)
 			want := []string{"Allocation:*", "Evaluation:*", "Job:*", "Namespace:*", "Node:*"}
-			got := f.streamTopics(t)
+			got := streamTopics(t, f)
 			for _, ts := range got {
 				slices.Sort(ts)
 			}
 			if diff := cmp.Diff([][]string{want}, got); diff != "" {
 				t.Fatalf("stream topics (-want +got):\n%s", diff)
 			}
-			if err := w.State().Refresh(context.Background(), f.client()); err != nil {
+			if err := w.State().Refresh(context.Background(), f.Client()); err != nil {
 				t.Fatal(err)
 			}
-			if n := f.count("GET", "/v1/namespaces"); n != 1 {
+			if n := f.Count("GET", "/v1/namespaces"); n != 1 {
 				t.Fatalf("namespace lists = %d, want 1 (the full list only)", n)
 			}
 			if log := buf.String(); !strings.Contains(log, "[INFO]  watching namespaces on the event stream") || !strings.Contains(log, tc.reason) {
@@ -153,19 +153,19 @@ func TestWatcherStreamsNamespacesForAManagementToken(t *testing.T) {
 // try decides.
 func TestWatcherDecidesTheNamespaceWatchOnlyOnceNomadAnswers(t *testing.T) {
 	f := newFakeNomad(t)
-	f.down = true
-	f.bodies = map[string]string{"/v1/acl/token/self": selfManagement}
+	f.Down = true
+	f.Bodies = map[string]string{"/v1/acl/token/self": selfManagement}
 	log, _ := testLogger(t)
-	w := &Watcher{Client: f.client(), Governed: everything, Logger: log}
+	w := &Watcher{Client: f.Client(), Governed: everything, Logger: log}
 	if _, err := w.once(context.Background()); !errors.Is(err, ErrTokenUnreadable) {
 		t.Fatalf("once with Nomad down: %v, want ErrTokenUnreadable", err)
 	}
-	if n := f.count("GET", "/v1/namespaces"); n != 0 {
+	if n := f.Count("GET", "/v1/namespaces"); n != 0 {
 		t.Fatalf("listed %d times before the token was read", n)
 	}
-	f.mu.Lock()
-	f.down = false
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Down = false
+	f.Mu.Unlock()
 	mode, err := w.namespaceWatch(context.Background())
 	if err != nil || mode != NamespacesStreamed {
 		t.Fatalf("after Nomad came back: %v, %v; want %v", mode, err, NamespacesStreamed)

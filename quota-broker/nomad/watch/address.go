@@ -1,4 +1,4 @@
-package nomad
+package watch
 
 import "github.com/gputide/gputide/internal/redact"
 

@@ -1,4 +1,4 @@
-package nomad
+package watch
 
 import (
 	"maps"
@@ -276,10 +276,10 @@ func str(p *string) string {
 	return *p
 }
 
-// markStopping records at once that the broker asked Nomad to stop the
+// MarkStopping records at once that the broker asked Nomad to stop the
 // allocation, before the event says so, so that the next plan never picks
 // it again.
-func (s *State) markStopping(id string) {
+func (s *State) MarkStopping(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a := s.allocs[id]; a != nil {
@@ -289,9 +289,9 @@ func (s *State) markStopping(id string) {
 	}
 }
 
-// noteJob records at once a job the broker registered, before the event
+// NoteJob records at once a job the broker registered, before the event
 // brings it, so that the next plan sees the new pool.
-func (s *State) noteJob(key plan.JobKey, j *api.Job, modifyIndex uint64) {
+func (s *State) NoteJob(key plan.JobKey, j *api.Job, modifyIndex uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := *j
@@ -302,4 +302,35 @@ func (s *State) noteJob(key plan.JobKey, j *api.Job, modifyIndex uint64) {
 	}
 	s.jobs[key] = &c
 	s.dirty[key] = true
+}
+
+// View is the state as a snapshot is built from it (build.From): its maps,
+// read only, and valid only during the function given to State.Read.
+type View struct {
+	Nodes     map[string]*Node
+	Allocs    map[string]*Alloc
+	Jobs      map[plan.JobKey]*api.Job        // full jobs (governed namespaces only)
+	Summaries map[plan.JobKey]*api.JobSummary // job summaries
+	// Pools are the node pool names Nomad listed; nil in a state built
+	// from events alone, where the pool check is skipped.
+	Pools map[string]bool
+	// Dirty lists the jobs whose summary (or existence) the next Refresh
+	// fetches again.
+	Dirty map[plan.JobKey]bool
+}
+
+// Read calls fn with a view of the state, under the state's read lock: fn
+// must neither keep nor change the maps, nor call the state's methods.
+func (s *State) Read(fn func(View)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty})
+}
+
+// Edit calls fn with a view of the state under its write lock, for tests
+// and tools that shape a state by hand; fn may change the maps.
+func (s *State) Edit(fn func(View)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty})
 }

@@ -1,20 +1,20 @@
-package nomad
+package watch
 
 import (
 	"context"
 	"sync"
 )
 
-// relister lets a caller end the request a watch loop is running and make
+// Relister lets a caller end the request a watch loop is running and make
 // it start over (Watcher.Relist, PolicyWatcher.Relist). The zero value is
 // ready.
-type relister struct {
+type Relister struct {
 	mu  sync.Mutex
 	ch  chan struct{}
 	why string
 }
 
-func (r *relister) channel() chan struct{} {
+func (r *Relister) channel() chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ch == nil {
@@ -23,8 +23,8 @@ func (r *relister) channel() chan struct{} {
 	return r.ch
 }
 
-// ask ends the run under way (or the next one) with why.
-func (r *relister) ask(why string) {
+// Ask ends the run under way (or the next one) with why.
+func (r *Relister) Ask(why string) {
 	if why == "" {
 		why = "asked"
 	}
@@ -38,10 +38,10 @@ func (r *relister) ask(why string) {
 	}
 }
 
-// run calls f with a context that ask cancels, and returns the reason
+// Run calls f with a context that Ask cancels, and returns the reason
 // when ask ended it, else "". A request made before run started is
 // dropped: f starts after it and sees what it asked for.
-func (r *relister) run(ctx context.Context, f func(ctx context.Context)) (why string) {
+func (r *Relister) Run(ctx context.Context, f func(ctx context.Context)) (why string) {
 	ch := r.channel()
 	select {
 	case <-ch:

@@ -1,4 +1,4 @@
-package nomad
+package watch
 
 import (
 	"context"
@@ -222,6 +222,10 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 	return first
 }
 
+// metaPool is the job meta key naming the pool a job is admitted to
+// (build.MetaPool).
+const metaPool = "gputide_pool"
+
 // refreshPools lists the node pools again when one of the jobs refreshed
 // (keys) names in gputide_pool a pool the state does not know: a pool
 // created after the last full list is seen on the job's next change. A
@@ -234,7 +238,7 @@ func (s *State) refreshPools(ctx context.Context, c *api.Client, keys []plan.Job
 		if s.pools == nil || j == nil {
 			continue
 		}
-		if p := j.Meta[MetaPool]; p != "" && !s.pools[p] {
+		if p := j.Meta[metaPool]; p != "" && !s.pools[p] {
 			unknown = true
 			break
 		}

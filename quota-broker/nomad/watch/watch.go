@@ -1,4 +1,4 @@
-package nomad
+package watch
 
 import (
 	"context"
@@ -50,7 +50,7 @@ type Watcher struct {
 	lastErr   error
 	retry     chan struct{}  // see Touch
 	nsWatch   NamespaceWatch // 0 until resolved; then fixed
-	relist    relister       // see Relist
+	relist    Relister       // see Relist
 }
 
 // Status is the watcher's view of its connection to Nomad.
@@ -108,7 +108,7 @@ func (w *Watcher) Touch() {
 // a namespace newly governed were never read. why is logged. A list that
 // starts after the call sees the change: requests made before it are
 // satisfied by it.
-func (w *Watcher) Relist(why string) { w.relist.ask(why) }
+func (w *Watcher) Relist(why string) { w.relist.Ask(why) }
 
 // retryC is the channel Touch wakes Run's backoff with; w.mu must be held.
 func (w *Watcher) retryC() chan struct{} {
@@ -227,7 +227,7 @@ func (w *Watcher) wait(ctx context.Context, d time.Duration) bool {
 // onceOrRelist runs once until it ends or Relist is called; why is the
 // reason given to Relist when that ended it, else "".
 func (w *Watcher) onceOrRelist(ctx context.Context) (connected bool, why string, err error) {
-	why = w.relist.run(ctx, func(ctx context.Context) { connected, err = w.once(ctx) })
+	why = w.relist.Run(ctx, func(ctx context.Context) { connected, err = w.once(ctx) })
 	return connected, why, err
 }
 
