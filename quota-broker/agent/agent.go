@@ -16,6 +16,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/metrics"
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -77,8 +78,8 @@ type Agent struct {
 
 	// policies are the scaling policies of governed namespaces, kept by
 	// policyWatcher (idle groups, issue 11).
-	policies      *nomad.Policies
-	policyWatcher *nomad.PolicyWatcher
+	policies      *build.Policies
+	policyWatcher *build.PolicyWatcher
 
 	// planner computes a plan (Options.Planner, default plan.Compute).
 	planner Planner
@@ -152,8 +153,8 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	a.watcher = &watch.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
-	a.policies = nomad.NewPolicies()
-	a.policyWatcher = &nomad.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,
+	a.policies = build.NewPolicies()
+	a.policyWatcher = &build.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,
 		Logger: log.Named("policies"), OnChange: a.poke}
 	if a.api, err = a.newAPI(); err != nil {
 		return nil, fmt.Errorf("failed to create the HTTP API: %w", err)
@@ -448,11 +449,11 @@ func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
 	if !a.dryRun { // the holds are the store's (a dry run writes none: it keeps its own)
 		holds = heldFor(view.planHolds(start, holdLasts(res)), res)
 	}
-	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
+	in := build.Input{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
 		Reservations: res, Holds: holds, StoppingForReservation: forRes}
 	view.timesInput(&in, a.actor)
-	b := nomad.BuildFrom(state, in)
+	b := build.From(state, in)
 	run.snap = b.Snapshot
 	// The store's first start (no job records yet): what runs in a real
 	// pool was there before the broker and is accepted as it is; past it,
@@ -464,7 +465,7 @@ func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
 	}
 	if firstStart {
 		a.actor.AcceptRunning(b)
-		b = nomad.BuildFrom(state, in)
+		b = build.From(state, in)
 		run.snap = b.Snapshot
 	}
 	a.logLeft(b.Left)
@@ -594,7 +595,7 @@ func (a *Agent) setActing(ok bool, why string) {
 
 // observe keeps the plan for reads, logs warnings and meta errors, feeds
 // the metrics and dumps the snapshot and plan when asked.
-func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
+func (a *Agent) observe(b *build.Build, p *plan.Plan, took time.Duration) {
 	a.mu.Lock()
 	a.lastPlan, a.lastSnap, a.lastPlanAt = p, b.Snapshot, a.now()
 	a.mu.Unlock()

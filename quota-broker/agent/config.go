@@ -19,7 +19,7 @@ import (
 	"time"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
@@ -432,7 +432,7 @@ func (c *Config) applyDefaults(filename string) error {
 // nothing.
 func (c *Config) checkAdmitPools(filename string) error {
 	if c.AdmitPools == nil {
-		c.AdmitPools = []string{nomad.DefaultAdmitPool}
+		c.AdmitPools = []string{build.DefaultAdmitPool}
 		return nil
 	}
 	bad := func(v, why string) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -183,7 +184,7 @@ func compareHolds(p, q plan.Hold) int {
 // queued_at, admitted_at, DESIGN L11), each falling back to what the Actor
 // remembers of this process when the store has no value (a dry run writes
 // no records).
-func (v *storeView) timesInput(in *nomad.BuildInput, actor *nomad.Actor) {
+func (v *storeView) timesInput(in *build.Input, actor *nomad.Actor) {
 	in.FirstSeen = v.firstSeen
 	in.AdmittedAt = func(k plan.JobKey) time.Time {
 		if t := v.admittedAt(k); !t.IsZero() {
@@ -271,13 +272,13 @@ func claimantWaits(s *watch.State, claimant plan.GroupKey, holdingPool string) b
 
 // recordJobs is the leader's bookkeeping before it acts: each governed job
 // gets its record (first_seen = queued_at = when it was first submitted as
-// far as Nomad tells, nomad.Submitted, never later than now, so the order
+// far as Nomad tells, build.Submitted, never later than now, so the order
 // of L3 does not change once it is recorded; admitted_at, for the jobs
 // accepted at the store's first start, = the earliest start of their live
 // allocations, else now: a flex request's max_run counts from when it
 // began to run, L11.max_run), intents whose allocation is gone are
 // deleted, and so are the records of jobs Nomad no longer has.
-func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *nomad.Build, s *watch.State,
+func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *build.Build, s *watch.State,
 	staleIntents []string, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -289,7 +290,7 @@ func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, 
 		}
 		jv := b.Jobs[k]
 		seen := now
-		if t := nomad.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
+		if t := build.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
 			seen = t
 		}
 		rec := store.JobRecord{FirstSeen: seen, QueuedAt: seen}

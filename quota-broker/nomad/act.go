@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"maps"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/go-hclog"
@@ -124,7 +126,7 @@ func (a *Actor) now() time.Time {
 
 func (a *Actor) holding() string {
 	if a.HoldingPool == "" {
-		return DefaultHoldingPool
+		return build.DefaultHoldingPool
 	}
 	return a.HoldingPool
 }
@@ -164,7 +166,7 @@ func (a *Actor) Accepted(key plan.JobKey) bool {
 // AcceptRunning marks every governed job found in a real pool of b as
 // accepted. The agent calls it on the first state it lists: what ran before
 // the broker started is not suspended retroactively.
-func (a *Actor) AcceptRunning(b *Build) {
+func (a *Actor) AcceptRunning(b *build.Build) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.accepted == nil {
@@ -180,7 +182,7 @@ func (a *Actor) AcceptRunning(b *Build) {
 // Observe updates the accepted set from a build: a job seen in the holding
 // pool is no longer accepted, so if it reappears in a real pool without the
 // broker moving it, it is checked again.
-func (a *Actor) Observe(b *Build) {
+func (a *Actor) Observe(b *build.Build) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, v := range b.Jobs {
@@ -237,7 +239,7 @@ func (a *Actor) accept(k plan.JobKey) {
 //
 // Errors of single calls are collected in the outcome; the rest of the
 // plan is still carried out.
-func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
+func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *build.Build) Outcome {
 	x := &execution{a: a, p: p, b: b, skip: map[plan.GroupKey]bool{}, admitted: map[plan.JobKey]bool{}, metaText: map[plan.JobKey][2]string{}}
 	x.deferStops()
 	x.announce(ctx)
@@ -258,7 +260,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *Build) Outcome {
 type execution struct {
 	a *Actor
 	p *plan.Plan
-	b *Build
+	b *build.Build
 
 	mu  sync.Mutex // guards out in the concurrent steps
 	out Outcome
@@ -266,7 +268,7 @@ type execution struct {
 	skip      map[plan.GroupKey]bool // claimants not to admit now
 	announced map[string]bool        // allocations whose stop intent step 2 wrote
 	admitted  map[plan.JobKey]bool   // jobs admitted or accepted in step 3
-	metaJobs  []*JobView             // jobs whose status meta step 6 writes
+	metaJobs  []*build.JobView       // jobs whose status meta step 6 writes
 	metaText  map[plan.JobKey][2]string
 }
 
@@ -368,7 +370,7 @@ func (x *execution) preempt(ctx context.Context) {
 // admit is step 4.
 func (x *execution) admit(ctx context.Context) {
 	a, b := x.a, x.b
-	var admits []*JobView
+	var admits []*build.JobView
 	for _, act := range x.p.Actions {
 		k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
 		if act.Action != plan.ActionAdmit || x.admitted[k] || x.skip[plan.GroupKey{Namespace: act.Namespace, Job: act.Job, Group: act.Group}] {
@@ -398,7 +400,7 @@ func (x *execution) admit(ctx context.Context) {
 			admits = append(admits, v)
 		}
 	}
-	a.parallel(admits, func(v *JobView) {
+	a.parallel(admits, func(v *build.JobView) {
 		if err := a.admit(ctx, v); err != nil {
 			x.fail("admit", err)
 			return
@@ -448,7 +450,7 @@ func (x *execution) waitOrExpire(ctx context.Context) {
 }
 
 // suspend suspends one job for step 4 or 5 and records it.
-func (x *execution) suspend(ctx context.Context, v *JobView, reason string) {
+func (x *execution) suspend(ctx context.Context, v *build.JobView, reason string) {
 	moved, err := x.a.suspend(ctx, v, reason)
 	if moved {
 		ns, id := v.Key.Namespace, v.Key.Job
@@ -481,7 +483,7 @@ func (x *execution) reportMetaErrors(ctx context.Context) {
 
 // writeMeta is step 7.
 func (x *execution) writeMeta(ctx context.Context) {
-	x.a.parallel(x.metaJobs, func(v *JobView) {
+	x.a.parallel(x.metaJobs, func(v *build.JobView) {
 		t := x.metaText[v.Key]
 		wrote, err := x.a.writeStatus(ctx, v, t[0], t[1], false)
 		if err != nil {
@@ -511,12 +513,12 @@ func (a *Actor) logWait(k plan.JobKey, act plan.Action) {
 	}
 }
 
-func (a *Actor) parallel(jobs []*JobView, fn func(*JobView)) {
+func (a *Actor) parallel(jobs []*build.JobView, fn func(*build.JobView)) {
 	workers := a.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
-	next := make(chan *JobView)
+	next := make(chan *build.JobView)
 	var wg sync.WaitGroup
 	for i := 0; i < workers && i < len(jobs); i++ {
 		wg.Add(1)
@@ -538,7 +540,7 @@ func (a *Actor) parallel(jobs []*JobView, fn func(*JobView)) {
 // Execute: moved[job] is set true when this call moved it), waits for the
 // answer, and stops the allocation. It returns the stop done, nil in a dry
 // run.
-func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved map[plan.JobKey]bool) (*Stop, error) {
+func (a *Actor) preempt(ctx context.Context, act plan.Action, b *build.Build, moved map[plan.JobKey]bool) (*Stop, error) {
 	k := plan.JobKey{Namespace: act.Namespace, Job: act.Job}
 	v := b.Jobs[k]
 	if v == nil {
@@ -587,7 +589,7 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *Build, moved ma
 
 // admit moves a job from the holding pool to its pool, clearing the
 // broker's status meta when the job has no live allocation.
-func (a *Actor) admit(ctx context.Context, v *JobView) error {
+func (a *Actor) admit(ctx context.Context, v *build.JobView) error {
 	if a.DryRun {
 		a.Logger.Info("dry run: would admit", "job", v.Key.String(), "pool", v.Options.Pool)
 		return nil
@@ -597,7 +599,7 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 	}
 	var meta map[string]*string
 	if v.Live == 0 {
-		meta = map[string]*string{MetaStatus: nil, MetaReason: nil}
+		meta = map[string]*string{build.MetaStatus: nil, build.MetaReason: nil}
 	}
 	if _, err := a.register(ctx, v, v.Options.Pool, meta, false); err != nil {
 		return fmt.Errorf("failed to admit job %s into node pool %q: %w", v.Key, v.Options.Pool, err)
@@ -610,7 +612,7 @@ func (a *Actor) admit(ctx context.Context, v *JobView) error {
 
 // suspend moves a job to the holding pool and stops its live allocations.
 // It reports whether the job was moved (even when a stop then failed).
-func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, error) {
+func (a *Actor) suspend(ctx context.Context, v *build.JobView, reason string) (bool, error) {
 	if a.DryRun {
 		a.Logger.Info("dry run: would suspend", "job", v.Key, "reason", reason)
 		return false, nil
@@ -646,7 +648,7 @@ func (a *Actor) suspend(ctx context.Context, v *JobView, reason string) (bool, e
 }
 
 // expire stops a flex request that waited too long and says so in its meta.
-func (a *Actor) expire(ctx context.Context, v *JobView, act plan.Action) error {
+func (a *Actor) expire(ctx context.Context, v *build.JobView, act plan.Action) error {
 	reason := act.Reason
 	if a.DryRun {
 		a.Logger.Info("dry run: would expire", "job", v.Key.String(), "reason", reason)
@@ -662,11 +664,11 @@ func (a *Actor) expire(ctx context.Context, v *JobView, act plan.Action) error {
 // writeStatus writes gputide_status and gputide_reason into the meta of a
 // job with no live allocations (and, with stop, stops it). It writes nothing
 // when the meta already says the same. It reports whether it wrote.
-func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason string, stop bool) (bool, error) {
+func (a *Actor) writeStatus(ctx context.Context, v *build.JobView, status, reason string, stop bool) (bool, error) {
 	if v.Live > 0 {
 		return false, nil
 	}
-	if !stop && v.Job.Meta[MetaStatus] == status && v.Job.Meta[MetaReason] == reason {
+	if !stop && v.Job.Meta[build.MetaStatus] == status && v.Job.Meta[build.MetaReason] == reason {
 		return false, nil
 	}
 	if a.DryRun {
@@ -676,7 +678,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 	if err := a.beforeJob(ctx, v.Key, WriteStatus); err != nil {
 		return false, fmt.Errorf("not writing the status of job %s: %w", v.Key, err)
 	}
-	meta := map[string]*string{MetaStatus: &status, MetaReason: &reason}
+	meta := map[string]*string{build.MetaStatus: &status, build.MetaReason: &reason}
 	if _, err := a.register(ctx, v, "", meta, stop); err != nil {
 		return false, fmt.Errorf("failed to write the status of job %s: %w", v.Key, err)
 	}
@@ -689,7 +691,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *JobView, status, reason stri
 // call instead of being overwritten) and the current counts preserved. It
 // refuses to change the meta of a job with live allocations: that would be
 // a destructive update.
-func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[string]*string, stop bool) (*api.Job, error) {
+func (a *Actor) register(ctx context.Context, v *build.JobView, pool string, meta map[string]*string, stop bool) (*api.Job, error) {
 	ns, id := v.Key.Namespace, v.Key.Job
 	j, _, err := a.Client.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
 	if err != nil {
@@ -703,8 +705,8 @@ func (a *Actor) register(ctx context.Context, v *JobView, pool string, meta map[
 		for k, val := range j.Meta {
 			m[k] = val
 		}
-		if _, ok := m[MetaSubmitted]; !ok {
-			m[MetaSubmitted] = submitted(j).Format(time.RFC3339Nano)
+		if _, ok := m[build.MetaSubmitted]; !ok {
+			m[build.MetaSubmitted] = build.Submitted(j).Format(time.RFC3339Nano)
 		}
 		for k, val := range meta {
 			if val == nil {

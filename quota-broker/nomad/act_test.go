@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,25 +20,14 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// claimTree binds workspace-b to a root with child-level preemption over
-// workspace-c and workspace-a, so that the waiting workspace-b/training of
-// the recording may take GPUs back from them (L5 step 2).
-func claimTree() *quota.Node {
-	return &quota.Node{Name: "Root", GPUs: 8, ChildPreemption: true, Namespaces: []string{"workspace-b"},
-		Children: []*quota.Node{
-			{Name: "C", GPUs: 4, Namespaces: []string{"workspace-c"}},
-			{Name: "A", GPUs: 4, Namespaces: []string{"workspace-a"}},
-		}}
-}
-
 func newActor(f *fakeNomad, s *watch.State) (*Actor, *syncBuffer) {
 	log, buf := testLogger(f.T)
 	return &Actor{Client: f.Client(), State: s, Logger: log, Workers: 1}, buf
 }
 
-func planFor(t *testing.T, s *watch.State, a *Actor, tree *quota.Node) (*plan.Plan, *Build) {
+func planFor(t *testing.T, s *watch.State, a *Actor, tree *quota.Node) (*plan.Plan, *build.Build) {
 	t.Helper()
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
+	b := build.From(s, build.Input{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
 		Stopping: a.Stopping(), Accepted: func(plan.JobKey) bool { return true }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
@@ -70,10 +61,10 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	// 1. the victim's job goes to the holding pool, with the index enforced.
 	j, enforce, idx := registered(t, w[0])
 	if w[0].Path != "/v1/jobs" || str(j.Namespace) != "workspace-c" || str(j.ID) != "training" ||
-		str(j.NodePool) != DefaultHoldingPool || !enforce || idx != *j.JobModifyIndex {
+		str(j.NodePool) != build.DefaultHoldingPool || !enforce || idx != *j.JobModifyIndex {
 		t.Fatalf("first write = %s job %s/%s pool %s enforce %v", w[0], str(j.Namespace), str(j.ID), str(j.NodePool), enforce)
 	}
-	if _, changed := j.Meta[MetaStatus]; changed {
+	if _, changed := j.Meta[build.MetaStatus]; changed {
 		t.Fatal("the victim's meta was changed while it has running allocations")
 	}
 	// 2, 3. then its allocations are stopped.
@@ -82,17 +73,17 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	}
 	// 4. the claimant moves to its pool, its wait reason cleared.
 	j, _, _ = registered(t, w[3])
-	if str(j.Namespace) != "workspace-b" || str(j.NodePool) != "default" || j.Meta[MetaStatus] != "" || j.Meta[MetaPool] != "default" {
+	if str(j.Namespace) != "workspace-b" || str(j.NodePool) != "default" || j.Meta[build.MetaStatus] != "" || j.Meta[build.MetaPool] != "default" {
 		t.Fatalf("admission = %s/%s pool %s meta %v", str(j.Namespace), str(j.ID), str(j.NodePool), j.Meta)
 	}
 	// 5, 6. the jobs with bad meta get the error in their meta, in the holding pool.
 	var errs []string
 	for _, r := range w[4:] {
 		j, _, _ := registered(t, r)
-		if str(j.NodePool) != DefaultHoldingPool || j.Meta[MetaStatus] != StatusError {
+		if str(j.NodePool) != build.DefaultHoldingPool || j.Meta[build.MetaStatus] != StatusError {
 			t.Fatalf("meta write = %s pool %s meta %v", str(j.ID), str(j.NodePool), j.Meta)
 		}
-		errs = append(errs, str(j.ID)+": "+j.Meta[MetaReason])
+		errs = append(errs, str(j.ID)+": "+j.Meta[build.MetaReason])
 	}
 	sort.Strings(errs)
 	want := []string{`bad-idle: job meta gputide_idle = "maybe": want "true" or "false"`,
@@ -114,7 +105,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	if diff := cmp.Diff(wantStops, out.Preempted, cmpopts.IgnoreFields(Stop{}, "Time")); diff != "" {
 		t.Errorf("preempted (-want +got):\n%s", diff)
 	}
-	wantMoves := []Move{{Namespace: "workspace-c", Job: "training", Pool: DefaultHoldingPool},
+	wantMoves := []Move{{Namespace: "workspace-c", Job: "training", Pool: build.DefaultHoldingPool},
 		{Namespace: "workspace-b", Job: "training", Pool: "default", Admission: true}}
 	if diff := cmp.Diff(wantMoves, out.Moves); diff != "" {
 		t.Errorf("moves (-want +got):\n%s", diff)
@@ -179,7 +170,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 	// quota (C) is now 1 GPU, so L3 does not admit its 4.
 	tree := claimTree()
 	tree.Children[0].GPUs = 1
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: tree, Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
+	b := build.From(s, build.Input{Now: at(t), Quota: tree, Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +190,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 			continue
 		}
 		if j, _, _ := registered(t, r); str(j.Namespace) == "workspace-c" && str(j.ID) == "training" {
-			if str(j.NodePool) != DefaultHoldingPool {
+			if str(j.NodePool) != build.DefaultHoldingPool {
 				t.Fatalf("suspension moved it to %q", str(j.NodePool))
 			}
 			moved = i
@@ -213,9 +204,9 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 func TestRegisterRefusesMetaOnAJobWithLiveAllocations(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	v := &JobView{Key: plan.JobKey{Namespace: "workspace-a", Job: "inference"}}
+	v := &build.JobView{Key: plan.JobKey{Namespace: "workspace-a", Job: "inference"}}
 	status := "x"
-	_, err := a.register(context.Background(), v, "", map[string]*string{MetaStatus: &status}, false)
+	_, err := a.register(context.Background(), v, "", map[string]*string{build.MetaStatus: &status}, false)
 	if err == nil || !strings.Contains(err.Error(), "1 live allocations") {
 		t.Fatalf("err = %v", err)
 	}
@@ -236,7 +227,7 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 	}
 	id := "web"
 	j.ID, j.Name = &id, &id
-	j.Meta = map[string]string{MetaPool: "default"}
+	j.Meta = map[string]string{build.MetaPool: "default"}
 	j.TaskGroups[0].Tasks[0].Resources.Devices = nil
 	raw(s).Jobs[plan.JobKey{Namespace: "workspace-b", Job: "web"}] = &j
 	a, _ := newActor(f, s)

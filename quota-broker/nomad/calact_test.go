@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,8 +16,6 @@ import (
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
 )
-
-var jobC = plan.JobKey{Namespace: "workspace-c", Job: "training"}
 
 // writesFor returns the writes that touch workspace-c/training: its
 // register and deregister calls and its allocations' stops (the recording's
@@ -34,9 +34,9 @@ func writesFor(t *testing.T, f *fakeNomad) []request {
 	return out
 }
 
-func buildFor(t *testing.T, s *watch.State, a *Actor, now time.Time) *Build {
+func buildFor(t *testing.T, s *watch.State, a *Actor, now time.Time) *build.Build {
 	t.Helper()
-	return BuildFrom(s, BuildInput{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(),
+	return build.From(s, build.Input{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(),
 		Stopping: a.Stopping(), StoppingForReservation: a.StoppingForReservation(), Holds: a.Holds(now, nil),
 		Accepted: func(plan.JobKey) bool { return true }})
 }
@@ -81,7 +81,7 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 		t.Fatalf("outcome = %+v, writes %v", out, w)
 	}
 	j, enforce, _ := registered(t, w[1])
-	got := map[string]string{"status": j.Meta[MetaStatus], "reason": j.Meta[MetaReason]}
+	got := map[string]string{"status": j.Meta[build.MetaStatus], "reason": j.Meta[build.MetaReason]}
 	want := map[string]string{"status": StatusStopped, "reason": "L11.max_run: ran 1h of max_run 1h"}
 	if diff := cmp.Diff(want, got); diff != "" || !enforce || str(j.ID) != "training" {
 		t.Fatalf("status write (-want +got):\n%s", diff)
@@ -99,7 +99,7 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	if out.JobsSuspended != 1 || len(out.Errors) != 0 {
 		t.Fatalf("outcome = %+v", out)
 	}
-	if diff := cmp.Diff([]Move{{Namespace: "workspace-c", Job: "training", Pool: DefaultHoldingPool}}, out.Moves); diff != "" {
+	if diff := cmp.Diff([]Move{{Namespace: "workspace-c", Job: "training", Pool: build.DefaultHoldingPool}}, out.Moves); diff != "" {
 		t.Errorf("moves (-want +got):\n%s", diff)
 	}
 	var got []string
@@ -110,7 +110,7 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("writes (-want +got):\n%s", diff)
 	}
-	if j, _, _ := registered(t, f.Writes()[0]); str(j.NodePool) != DefaultHoldingPool {
+	if j, _, _ := registered(t, f.Writes()[0]); str(j.NodePool) != build.DefaultHoldingPool {
 		t.Fatalf("moved to %q", str(j.NodePool))
 	}
 	if got := a.Requeued(jobC); !got.Equal(at(t)) {
@@ -118,7 +118,7 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	}
 	// Back in the holding pool, its pending groups are queued since then.
 	stopped := *raw(s).Jobs[jobC]
-	pool := DefaultHoldingPool
+	pool := build.DefaultHoldingPool
 	stopped.NodePool = &pool
 	raw(s).Jobs[jobC] = &stopped
 	for _, id := range []string{allocC1, allocC2} {
@@ -128,7 +128,7 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	}
 	delete(raw(s).Summaries, jobC) // not evaluated yet: every allocation is pending
 	later := at(t).Add(time.Minute)
-	b = BuildFrom(s, BuildInput{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(), Requeued: a.Requeued,
+	b = build.From(s, build.Input{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(), Requeued: a.Requeued,
 		Accepted: func(plan.JobKey) bool { return true }})
 	var queued []time.Time
 	for _, pg := range b.Snapshot.Pending {
@@ -230,13 +230,13 @@ func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
 	j := *raw(s).Jobs[jobC]
-	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
+	j.Meta = map[string]string{build.MetaPool: "default", build.MetaFlexMaxRun: "1h"}
 	raw(s).Jobs[jobC] = &j
 	admitted := at(t).Add(-time.Hour)
 	a.Now = func() time.Time { return admitted }
 	a.noteAdmitted(jobC)
-	build := func(now time.Time) *Build {
-		b := BuildFrom(s, BuildInput{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
+	build := func(now time.Time) *build.Build {
+		b := build.From(s, build.Input{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
 			AdmittedAt: a.AdmittedAt, Accepted: func(plan.JobKey) bool { return true }})
 		if b.Invalid != nil || len(b.Left) != 0 {
 			t.Fatalf("build: %v, left %v", b.Invalid, b.Left)
@@ -286,71 +286,6 @@ func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
 		w := writesFor(t, f)
 		if out.JobsStopped != 1 || len(w) != 1 || w[0].Method != "DELETE" || w[0].Path != "/v1/job/training" {
 			t.Fatalf("outcome %+v, writes %v", out, w)
-		}
-	}
-}
-
-// A flex request the broker did not admit in this process (running when it
-// started) counts max_run from its earliest allocation start; a job that is
-// not flex gets no admission time it does not know.
-func TestTimedAllocationsFallBackToTheFirstStartForFlex(t *testing.T) {
-	_, s := listRecorded(t)
-	j := *raw(s).Jobs[jobC]
-	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
-	raw(s).Jobs[jobC] = &j
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(), Accepted: func(plan.JobKey) bool { return true }})
-	first := time.Time{}
-	for _, id := range []string{allocC1, allocC2} {
-		if st := raw(s).Allocs[id].StartedAt; first.IsZero() || st.Before(first) {
-			first = st
-		}
-	}
-	for _, al := range b.Snapshot.Allocations {
-		switch {
-		case al.JobKey() == jobC && (!al.AdmittedAt.Equal(first) || first.IsZero()):
-			t.Errorf("%s admitted at %v, want the first start %v", al.ID, al.AdmittedAt, first)
-		case al.JobKey() != jobC && (!al.AdmittedAt.IsZero() || al.MaxRun != 0 || al.KillTimeout <= 0):
-			t.Errorf("%s: admitted %v, max_run %v, kill_timeout %v", al.ID, al.AdmittedAt, al.MaxRun, al.KillTimeout)
-		}
-	}
-}
-
-// A pending group's place in the order of L3 comes from the broker's
-// first_seen (FirstSeen), not Nomad's SubmitTime, and its queue time from
-// queued_at (Requeued) when the broker queued it again after first seeing
-// it (DESIGN L11); a queued_at not after first_seen leaves QueuedAt zero.
-func TestBuildOrdersPendingByFirstSeenAndQueuesFromQueuedAt(t *testing.T) {
-	_, s := listRecorded(t)
-	jobB := plan.JobKey{Namespace: "workspace-b", Job: "training"}
-	seen, queued := at(t).Add(-3*time.Hour), at(t).Add(-time.Hour)
-	build := func(first, requeued time.Time) plan.Pending {
-		b := BuildFrom(s, BuildInput{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(),
-			Accepted:  func(plan.JobKey) bool { return true },
-			FirstSeen: func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: first}[k] },
-			Requeued:  func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: requeued}[k] }})
-		for _, pg := range b.Snapshot.Pending {
-			if pg.JobKey() == jobB {
-				return plan.Pending{SubmittedAt: pg.SubmittedAt, QueuedAt: pg.QueuedAt}
-			}
-		}
-		t.Fatalf("workspace-b/training is not pending: %+v", b.Snapshot.Pending)
-		return plan.Pending{}
-	}
-	submittedB := Submitted(s.Job("workspace-b", "training"))
-	if submittedB.IsZero() || submittedB.Equal(seen) {
-		t.Fatalf("recorded submission %v", submittedB)
-	}
-	for _, c := range []struct {
-		name            string
-		first, requeued time.Time
-		want            plan.Pending
-	}{
-		{"no record", time.Time{}, time.Time{}, plan.Pending{SubmittedAt: submittedB}},
-		{"first seen", seen, seen, plan.Pending{SubmittedAt: seen}},
-		{"requeued", seen, queued, plan.Pending{SubmittedAt: seen, QueuedAt: queued}},
-	} {
-		if diff := cmp.Diff(c.want, build(c.first, c.requeued)); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", c.name, diff)
 		}
 	}
 }

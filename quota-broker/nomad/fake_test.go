@@ -24,6 +24,11 @@ var (
 	recorded      = fakenomad.Recorded
 	e2eTree       = fakenomad.E2ETree
 	at            = fakenomad.At
+	claimTree     = fakenomad.ClaimTree
+	jobC          = fakenomad.JobC
+	trainingC     = fakenomad.TrainingC
+	servePolicies = fakenomad.ServePolicies
+	governedABC   = fakenomad.GovernedABC
 )
 
 // The allocations and jobs of the recording.
@@ -54,4 +59,11 @@ func raw(s *watch.State) watch.View {
 	var v watch.View
 	s.Edit(func(x watch.View) { v = x })
 	return v
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
@@ -111,7 +113,7 @@ func (x *execution) stoppedByGroup() map[plan.GroupKey]int {
 // (PUT /v1/job/<id>/scale), enforcing the job's modify index. The broker
 // overrides no Sentinel policy (PolicyOverride false), as its registers
 // do not.
-func (a *Actor) scale(ctx context.Context, v *IdleView, count int, reason string) error {
+func (a *Actor) scale(ctx context.Context, v *build.IdleView, count int, reason string) error {
 	k := v.Group
 	if a.DryRun {
 		a.Logger.Info("dry run: would scale down an idle group", "group", k.String(), "from", v.Count, "to", count, "reason", reason)

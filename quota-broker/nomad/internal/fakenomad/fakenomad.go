@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -57,6 +58,59 @@ func At(t *testing.T) time.Time {
 		t.Fatal(err)
 	}
 	return tm
+}
+
+// ClaimTree binds workspace-b to a root with child-level preemption over
+// workspace-c and workspace-a, so that the waiting workspace-b/training of
+// the recording may take GPUs back from them (L5 step 2).
+func ClaimTree() *quota.Node {
+	return &quota.Node{Name: "Root", GPUs: 8, ChildPreemption: true, Namespaces: []string{"workspace-b"},
+		Children: []*quota.Node{
+			{Name: "C", GPUs: 4, Namespaces: []string{"workspace-c"}},
+			{Name: "A", GPUs: 4, Namespaces: []string{"workspace-a"}},
+		}}
+}
+
+// JobC is workspace-c/training of the recording.
+var JobC = plan.JobKey{Namespace: "workspace-c", Job: "training"}
+
+// TrainingC is the task group of workspace-c/training.
+var TrainingC = plan.GroupKey{Namespace: "workspace-c", Job: "training", Group: "worker"}
+
+// ServePolicies makes the fake Nomad answer the scaling policy endpoints:
+// an idle policy on workspace-c/training/worker (max 6), a schedule policy
+// on workspace-a/inference/server, and one in an ungoverned namespace.
+func ServePolicies(f *Nomad, idleModify uint64) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Bodies = map[string]string{
+		"/v1/scaling/policies": `[
+ {"ID": "pol-idle", "Enabled": true, "Type": "horizontal", "ModifyIndex": ` + itoa(idleModify) + `,
+  "Target": {"Namespace": "workspace-c", "Job": "training", "Group": "worker"}},
+ {"ID": "pol-sched", "Enabled": true, "Type": "horizontal", "ModifyIndex": 30,
+  "Target": {"Namespace": "workspace-a", "Job": "inference", "Group": "server"}},
+ {"ID": "pol-other", "Enabled": true, "Type": "horizontal", "ModifyIndex": 31,
+  "Target": {"Namespace": "elsewhere", "Job": "x", "Group": "y"}}]`,
+		"/v1/scaling/policy/pol-idle": `{"ID": "pol-idle", "Namespace": "workspace-c", "Enabled": true, "Type": "horizontal",
+  "Min": 1, "Max": 6, "ModifyIndex": ` + itoa(idleModify) + `,
+  "Target": {"Namespace": "workspace-c", "Job": "training", "Group": "worker"},
+  "Policy": {"evaluation_interval": "1m", "cooldown_on_scale_up": "2m",
+             "check": [{"fit": [{"source": "gputide-apm", "query": "idle_fit{namespace=\"workspace-c\",job=\"training\",group=\"worker\"}",
+                                 "strategy": [{"gputide-idle": [{}]}]}]}]}}`,
+		"/v1/scaling/policy/pol-sched": `{"ID": "pol-sched", "Namespace": "workspace-a", "Enabled": true, "Type": "horizontal",
+  "Min": 1, "Max": 8, "ModifyIndex": 30,
+  "Target": {"Namespace": "workspace-a", "Job": "inference", "Group": "server"},
+  "Policy": {"evaluation_interval": "1m",
+             "check": [{"day-night": [{"source": "gputide-apm", "query": "schedule",
+                                       "strategy": [{"gputide-schedule": [{"window_day": "mon-fri 08:00-22:00 4", "default_count": 1}]}]}]}]}}`,
+	}
+}
+
+func itoa(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// GovernedABC governs the three workspaces of the recording.
+func GovernedABC(ns string) bool {
+	return ns == "workspace-a" || ns == "workspace-b" || ns == "workspace-c"
 }
 
 // Request is one call the fake Nomad received.

@@ -1,4 +1,4 @@
-package nomad
+package build
 
 import (
 	"errors"
@@ -75,7 +75,7 @@ func TestBuildChecksTheJobsReservation(t *testing.T) {
 		j.Meta = map[string]string{MetaReservation: id}
 		j.Stop = &stop
 		raw(s).Jobs[k] = &j
-		return BuildFrom(s, BuildInput{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(),
+		return From(s, Input{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(),
 			Accepted: func(plan.JobKey) bool { return true }, Reservations: bookingsAt(now)})
 	}
 	type got struct {

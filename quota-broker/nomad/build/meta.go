@@ -1,4 +1,4 @@
-package nomad
+package build
 
 import (
 	"errors"
@@ -183,7 +183,7 @@ func IndexBookings(rs []plan.Reservation) Bookings {
 
 // CheckReservation checks the booking a job of namespace names in
 // gputide_reservation (id; "" passes) against bookings, the store's
-// bookings that are not yet in history (BuildInput.Reservations), at now:
+// bookings that are not yet in history (Input.Reservations), at now:
 // it must be one of them, of the job's own namespace, and not ended (End
 // is exclusive) (DESIGN L10: only jobs of the reservation's namespace may
 // name it; issue 9 item 4: an unended booking of the job's own namespace,

@@ -1,4 +1,4 @@
-package nomad
+package build
 
 import (
 	"context"
@@ -25,23 +25,22 @@ func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
 	if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := newActor(f, s)
 	boundary := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) // a Monday
-	b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute))
+	b := idleBuild(t, s, pols, claimTree(), boundary.Add(-30*time.Minute))
 	want := []plan.Prewarm{{Namespace: "workspace-a", Job: "inference", Group: "server", Type: plan.JobService,
 		Priority: 80, GPUs: 4, NodePool: "default", At: boundary, Count: 3,
 		Until: boundary.Add(time.Minute + 30*time.Second)}}
 	if diff := cmp.Diff(want, b.Snapshot.Prewarm); diff != "" {
 		t.Fatalf("prewarm (-want +got):\n%s", diff)
 	}
-	if b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-61*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
+	if b := idleBuild(t, s, pols, claimTree(), boundary.Add(-61*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
 		t.Fatalf("61m ahead: prewarm %+v, want none (beyond drain_horizon)", b.Snapshot.Prewarm)
 	}
-	if b := idleBuild(t, s, a, pols, claimTree(), boundary); len(b.Snapshot.Prewarm) != 0 {
+	if b := idleBuild(t, s, pols, claimTree(), boundary); len(b.Snapshot.Prewarm) != 0 {
 		t.Fatalf("at the boundary: prewarm %+v, want none (the next one, 22:00, lowers the count)", b.Snapshot.Prewarm)
 	}
 	pols.unsynced()
-	if b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
+	if b := idleBuild(t, s, pols, claimTree(), boundary.Add(-30*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
 		t.Fatalf("policies not synced: prewarm %+v, want none", b.Snapshot.Prewarm)
 	}
 }
@@ -76,8 +75,7 @@ func TestPrewarmCountIsCappedAtThePolicyMax(t *testing.T) {
 		if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
-		a, _ := newActor(f, s)
-		b := idleBuild(t, s, a, pols, claimTree(), boundary.Add(-30*time.Minute))
+		b := idleBuild(t, s, pols, claimTree(), boundary.Add(-30*time.Minute))
 		if diff := cmp.Diff(tc.want, b.Snapshot.Prewarm); diff != "" {
 			t.Errorf("max %s: prewarm (-want +got):\n%s", tc.max, diff)
 		}
@@ -113,10 +111,9 @@ func TestPrewarmHoldWithoutIntervalLastsTheAgentsDefault(t *testing.T) {
 		if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
-		a, _ := newActor(f, s)
 		set := quota.DefaultSettings()
 		set.AutoscalerEvaluationInterval = tc.setting
-		b := BuildFrom(s, BuildInput{Now: boundary.Add(-30 * time.Minute), Quota: claimTree(), Settings: set, Stopping: a.Stopping(),
+		b := From(s, Input{Now: boundary.Add(-30 * time.Minute), Quota: claimTree(), Settings: set,
 			Accepted: func(plan.JobKey) bool { return true }, Policies: pols})
 		if b.Invalid != nil || len(b.Left) != 0 {
 			t.Fatalf("Build: invalid %v, left %v", b.Invalid, b.Left)

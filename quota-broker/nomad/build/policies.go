@@ -1,13 +1,14 @@
-package nomad
+package build
 
 import (
 	"context"
 	"fmt"
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"maps"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"

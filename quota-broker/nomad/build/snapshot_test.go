@@ -1,4 +1,4 @@
-package nomad
+package build
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 
 func TestBuildMakesTheSnapshotOfTheRecording(t *testing.T) {
 	_, s := listRecorded(t)
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+	b := From(s, Input{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
 		Accepted: func(plan.JobKey) bool { return true }})
 	snap := b.Snapshot
 	if len(snap.Nodes) != 1 || len(snap.Nodes[0].GPUs) != 8 {
@@ -70,7 +70,7 @@ func TestBuildMarksStoppingAllocations(t *testing.T) {
 	_, s := listRecorded(t)
 	s.MarkStopping(allocC1)
 	s.MarkStopping(allocC2)
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Stopping: map[string]plan.GroupKey{allocC1: (plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"})},
+	b := From(s, Input{Now: at(t), Quota: e2eTree(), Stopping: map[string]plan.GroupKey{allocC1: (plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"})},
 		Accepted: func(plan.JobKey) bool { return true }})
 	for _, a := range b.Snapshot.Allocations {
 		switch a.ID {
@@ -91,7 +91,7 @@ func TestBuildMarksStoppingAllocations(t *testing.T) {
 
 func TestBuildTreatsAStraightRegistrationAsPending(t *testing.T) {
 	_, s := listRecorded(t)
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(),
+	b := From(s, Input{Now: at(t), Quota: e2eTree(),
 		Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
 	v := b.Jobs[plan.JobKey{Namespace: "workspace-c", Job: "training"}]
 	if !v.Direct || v.Pending != 2 {

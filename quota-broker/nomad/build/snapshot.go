@@ -1,11 +1,12 @@
-package nomad
+package build
 
 import (
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -22,8 +23,8 @@ var UnknownClaimant = plan.GroupKey{Namespace: "unknown", Job: "unknown", Group:
 // in (DESIGN §5).
 const DefaultHoldingPool = "gputide-queue"
 
-// BuildInput is what Build needs besides the Nomad state.
-type BuildInput struct {
+// Input is what Build needs besides the Nomad state.
+type Input struct {
 	Now         time.Time
 	Quota       *quota.Node
 	Settings    quota.Settings
@@ -107,7 +108,7 @@ type Build struct {
 	Idle map[plan.GroupKey]*IdleView
 }
 
-// BuildFrom turns the state s into a snapshot for the planning core, in these
+// From turns the state s into a snapshot for the planning core, in these
 // steps (each a function below):
 //
 //  1. snapshotNodes: nodes with their nvidia/gpu instances; GPUs of nodes
@@ -138,13 +139,13 @@ type Build struct {
 //  8. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
 //     allocation or pending job that breaks a rule is left out and listed
 //     in Left; a fault in the tree or the settings is Invalid.
-func BuildFrom(s *watch.State, in BuildInput) *Build {
+func From(s *watch.State, in Input) *Build {
 	var b *Build
 	s.Read(func(v watch.View) { b = build(v, in) })
 	return b
 }
 
-func build(s watch.View, in BuildInput) *Build {
+func build(s watch.View, in Input) *Build {
 	holding := in.HoldingPool
 	if holding == "" {
 		holding = DefaultHoldingPool

@@ -1,11 +1,12 @@
-package nomad
+package build
 
 import (
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -35,7 +36,7 @@ func TestBuildLeavesOutItemsThatBreakASnapshotRule(t *testing.T) {
 	if held == 0 {
 		t.Fatal("no allocation holds GPUs of the node")
 	}
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+	b := From(s, Input{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid != nil {
 		t.Fatalf("Invalid = %v; a bad node is not a fault of the tree", b.Invalid)
@@ -70,7 +71,7 @@ func TestBuildReportsAnInvalidTree(t *testing.T) {
 	_, s := listRecorded(t)
 	tree := e2eTree()
 	tree.Children[0].GPUs = tree.GPUs + 1
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
+	b := From(s, Input{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid == nil || !strings.Contains(b.Invalid.Error(), "children's nominal GPUs sum to") {
 		t.Fatalf("Invalid = %v, want the L1 fault", b.Invalid)

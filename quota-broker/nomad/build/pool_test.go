@@ -1,4 +1,4 @@
-package nomad
+package build
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestBuildChecksTheAdmitPool(t *testing.T) {
 	}
 	k := plan.JobKey{Namespace: "workspace-b", Job: "training"}
 	build := func(admit []string) *Build {
-		return BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+		return From(s, Input{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
 			Accepted: func(plan.JobKey) bool { return true }, AdmitPools: admit})
 	}
 	metaErr := func(b *Build) string {

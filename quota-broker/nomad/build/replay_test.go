@@ -1,4 +1,4 @@
-package nomad
+package build
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 func TestBuiltSnapshotsReplayWithGputidePlan(t *testing.T) {
 	_, s := listRecorded(t)
 	s.MarkStopping(allocC2)
-	b := BuildFrom(s, BuildInput{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
+	b := From(s, Input{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(),
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	var buf bytes.Buffer
 	if err := snapshot.Encode(&buf, b.Snapshot); err != nil {
