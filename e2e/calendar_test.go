@@ -20,7 +20,7 @@ import (
 	"time"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/hashicorp/nomad/api"
 )
@@ -66,7 +66,7 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 		KillTimeout: calendarKill, Meta: map[string]string{"gputide_reservation": "r-nope"}})
 	err = waitFor(10*time.Second, 200*time.Millisecond, func() error {
 		j := jobInfo(t, a.Client, ns, "unbooked")
-		if j.Meta[build.MetaStatus] != nomad.StatusError {
+		if j.Meta[build.MetaStatus] != act.StatusError {
 			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[build.MetaStatus], j.Meta[build.MetaReason])
 		}
 		if want := `job meta gputide_reservation = "r-nope": no unended booking of namespace "workspace-b" has this ID`; j.Meta[build.MetaReason] != want {
@@ -156,7 +156,7 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 	var j *api.Job
 	err = waitFor(15*time.Second, 200*time.Millisecond, func() error {
 		j = jobInfo(t, a.Client, ns, id)
-		if j.Meta[build.MetaStatus] != nomad.StatusStopped {
+		if j.Meta[build.MetaStatus] != act.StatusStopped {
 			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[build.MetaStatus], j.Meta[build.MetaReason])
 		}
 		return nil

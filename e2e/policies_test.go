@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -139,8 +139,8 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	}
 	tree := &quota.Node{Name: "Root", GPUs: 8, Namespaces: []string{"default"}}
 	now := time.Now()
-	actor := &nomad.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
-	execute := func() nomad.Outcome {
+	actor := &act.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
+	execute := func() act.Outcome {
 		t.Helper()
 		s, err := watch.ListAll(ctx, c, func(string) bool { return true })
 		if err != nil {
@@ -157,7 +157,7 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	if out := execute(); out.ScaledDown != 0 {
 		t.Fatalf("scaled down at once: %+v", out)
 	}
-	now = now.Add(nomad.DefaultSettle)
+	now = now.Add(act.DefaultSettle)
 	if out := execute(); out.ScaledDown != 1 || len(out.Errors) != 0 {
 		t.Fatalf("after settle: %+v; want one scale-down", out)
 	}

@@ -15,7 +15,7 @@ import (
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/metrics"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -42,7 +42,7 @@ type Agent struct {
 	client   *api.Client
 	prober   *api.Client // with a timeout, for the L12 probe
 	watcher  *watch.Watcher
-	actor    *nomad.Actor
+	actor    *nomadact.Actor
 	recorder *history.Recorder
 	metrics  *metrics.Metrics
 	registry *prometheus.Registry
@@ -151,7 +151,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	}
 	a.metrics = metrics.New(a.registry)
 	a.watcher = &watch.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
-	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
+	a.actor = &nomadact.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
 	a.policies = build.NewPolicies()
 	a.policyWatcher = &build.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -184,7 +184,7 @@ func compareHolds(p, q plan.Hold) int {
 // queued_at, admitted_at, DESIGN L11), each falling back to what the Actor
 // remembers of this process when the store has no value (a dry run writes
 // no records).
-func (v *storeView) timesInput(in *build.Input, actor *nomad.Actor) {
+func (v *storeView) timesInput(in *build.Input, actor *nomadact.Actor) {
 	in.FirstSeen = v.firstSeen
 	in.AdmittedAt = func(k plan.JobKey) time.Time {
 		if t := v.admittedAt(k); !t.IsZero() {
@@ -341,7 +341,7 @@ func firstStarts(s *watch.State) map[plan.JobKey]time.Time {
 // recordHolds is the leader's write of the plan's holds (DESIGN L10 drain,
 // L5 pre-warm; L12: before it acts, fenced by the lock), one record per
 // owner in holds/<owner>: the plan's hold actions are merged into the
-// stored ones (nomad.MergeHold: GPUs added, the later end kept), node
+// stored ones (nomadact.MergeHold: GPUs added, the later end kept), node
 // entries ended by now are dropped (holdLasts: a reservation's hold lasts
 // until the reservation ends), and an owner left with none, or a
 // reservation not among the unended bookings res, is deleted. Only the
@@ -358,8 +358,8 @@ func (a *Agent) recordHolds(ctx context.Context, lock *store.Lock, v *storeView,
 		after[h.For] = h.PlanHolds()
 	}
 	for _, act := range p.Actions {
-		if h, ok := nomad.HoldAction(act); ok {
-			after[h.For] = nomad.MergeHold(after[h.For], h)
+		if h, ok := nomadact.HoldAction(act); ok {
+			after[h.For] = nomadact.MergeHold(after[h.For], h)
 		}
 	}
 	known := make(map[string]bool, len(res))
@@ -404,7 +404,7 @@ func sameHold(p, q store.Hold) bool {
 
 // recordPreemptions writes the preemptions of one Execute into the
 // store's history (DESIGN §6, L8).
-func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nomad.Outcome) {
+func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nomadact.Outcome) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	for _, s := range out.Preempted {
@@ -438,7 +438,7 @@ func (a *Agent) prune(ctx context.Context, lock *store.Lock, now time.Time, forc
 	}
 }
 
-// fence is the nomad.Fence of one leader cycle: the lock check and the
+// fence is the nomadact.Fence of one leader cycle: the lock check and the
 // intents written before each act (DESIGN L12).
 type fence struct {
 	a    *Agent
@@ -449,7 +449,7 @@ type fence struct {
 	jobs map[store.JobID]store.JobRecord // the cycle's records, updated by its writes
 }
 
-var _ nomad.Fence = (*fence)(nil)
+var _ nomadact.Fence = (*fence)(nil)
 
 // Check fails once the lock is lost or released.
 func (f *fence) Check(ctx context.Context) error {
@@ -480,7 +480,7 @@ func (f *fence) Withdraw(ctx context.Context, alloc string) {
 // BeforeJob writes jobs/<ns>/<job> with the times the write changes:
 // admitted_at for an admission, queued_at (and no admitted_at) for a move to
 // the holding pool; a status write only makes sure the record exists.
-func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomad.JobWrite) error {
+func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomadact.JobWrite) error {
 	id := jobID(key)
 	now := f.now().UTC()
 	f.mu.Lock()
@@ -490,11 +490,11 @@ func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomad.JobWrite
 		rec = store.JobRecord{FirstSeen: now, QueuedAt: now}
 	}
 	switch w {
-	case nomad.WriteAdmit:
+	case nomadact.WriteAdmit:
 		rec.AdmittedAt = now
-	case nomad.WriteRequeue:
+	case nomadact.WriteRequeue:
 		rec.QueuedAt, rec.AdmittedAt = now, time.Time{}
-	case nomad.WriteStatus:
+	case nomadact.WriteStatus:
 		if ok {
 			return nil
 		}

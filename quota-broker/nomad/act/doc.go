@@ -1,16 +1,8 @@
-// Package nomad is gputide's Nomad adapter (DESIGN §4, §5): it watches a
-// Nomad cluster through github.com/hashicorp/nomad/api, keeps a State of
-// the nodes, allocations, jobs and job summaries the planning core needs,
-// builds a plan.Snapshot from it, and carries out plans.
-//
-// Reading (watch.go, list.go, state.go): a full list at start (nodes with
-// their device instances, allocations with their allocated devices, jobs,
-// job summaries, blocked evaluations, namespaces), then the event stream
-// (topics Job, Allocation, Evaluation, Node, Namespace) from the list's
-// index. When the stream breaks the watcher reconnects and lists again, so
-// the GPU ledger is re-derived from Nomad's live allocations each time (law
-// L2); differences from the previous state are logged and the live state
-// wins.
+// Package act carries out plans on Nomad: it is the acting part of
+// gputide's Nomad adapter (DESIGN §4, §5), next to quota-broker/nomad/watch
+// (the State) and quota-broker/nomad/build (the snapshot), whose types it
+// uses; neither imports it (the agent does, and quota-broker/history and
+// quota-broker/metrics for its Outcome).
 //
 // Acting (act.go): Nomad CE places a job the moment it is registered, so
 // governed jobs wait in a holding node pool with no nodes ("gputide-queue").
@@ -25,12 +17,17 @@
 //     see docs/nomad-integration.md); with the job in an empty pool the
 //     replacement waits there until the broker admits it again (law L7).
 //
-// Scaling policies (policies.go, scaledown.go, issue 11): a PolicyWatcher
-// keeps the scaling policies of governed namespaces (blocking list, then
-// each changed policy); groups with a gputide-idle policy become the
-// snapshot's idle groups, and Actor.Execute lowers their count to their live
+// Idle groups (scaledown.go, issue 11): Actor.Execute lowers the count of
+// a group with a gputide-idle policy (build.IdleView) to its live
 // allocations (never below 1) after stopping one of them or when some stay
-// unplaced for Settle. The gputide-schedule policies are kept for pre-warm.
+// unplaced for Settle.
+//
+// Calendar actions (calact.go): stop_job deregisters a job whole and writes
+// its status once its allocations are gone; suspend moves a flex job whole
+// to the holding pool; holds are kept until they end.
+//
+// Intents (fence.go): before each Nomad call the Actor asks its Fence, so
+// that only the lock holder acts and each call is recorded first (L12).
 //
 // Job meta is written only on jobs with no live allocations: a meta change
 // is a destructive update that would replace running allocations.
@@ -40,4 +37,4 @@
 // failed call; the agent feeds the Prometheus metrics
 // (quota-broker/metrics) and the preemption record (quota-broker/history)
 // from it.
-package nomad
+package act
