@@ -17,10 +17,8 @@ type (
 
 var (
 	newFakeNomad  = fakenomad.New
-	eventLines    = fakenomad.EventLines
 	registered    = fakenomad.Registered
 	testLogger    = fakenomad.TestLogger
-	jsonUnmarshal = fakenomad.JSONUnmarshal
 	recorded      = fakenomad.Recorded
 	e2eTree       = fakenomad.E2ETree
 	at            = fakenomad.At

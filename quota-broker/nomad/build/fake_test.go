@@ -10,17 +10,12 @@ import (
 
 // The fake Nomad and its helpers (quota-broker/nomad/internal/fakenomad).
 type (
-	fakeNomad  = fakenomad.Nomad
-	request    = fakenomad.Request
-	syncBuffer = fakenomad.SyncBuffer
+	fakeNomad = fakenomad.Nomad
 )
 
 var (
 	newFakeNomad  = fakenomad.New
-	eventLines    = fakenomad.EventLines
-	registered    = fakenomad.Registered
 	testLogger    = fakenomad.TestLogger
-	jsonUnmarshal = fakenomad.JSONUnmarshal
 	recorded      = fakenomad.Recorded
 	e2eTree       = fakenomad.E2ETree
 	at            = fakenomad.At

@@ -5,19 +5,14 @@ import "github.com/gputide/gputide/quota-broker/nomad/internal/fakenomad"
 // The fake Nomad and its helpers (quota-broker/nomad/internal/fakenomad).
 type (
 	fakeNomad  = fakenomad.Nomad
-	request    = fakenomad.Request
 	syncBuffer = fakenomad.SyncBuffer
 )
 
 var (
 	newFakeNomad  = fakenomad.New
 	eventLines    = fakenomad.EventLines
-	registered    = fakenomad.Registered
 	testLogger    = fakenomad.TestLogger
 	jsonUnmarshal = fakenomad.JSONUnmarshal
-	recorded      = fakenomad.Recorded
-	e2eTree       = fakenomad.E2ETree
-	at            = fakenomad.At
 )
 
 // The allocations and jobs of the recording.

@@ -27,7 +27,7 @@
 //
 // Errors are {"error": "...", "field": "..."} with the HTTP status of DESIGN §9;
 // 503 means the broker has no state current enough to answer.
-package api
+package client
 
 import (
 	"context"
@@ -122,7 +122,7 @@ type IdleFitResponse struct {
 	IdleFit   int    `json:"idle_fit"`
 }
 
-// Client calls one broker. Build it with NewClient; safe for concurrent use.
+// Client calls one broker. Build it with New or NewConfig; safe for concurrent use.
 type Client struct {
 	address string // redacted (redact.Address); base keeps the userinfo
 	base    *url.URL
@@ -130,10 +130,10 @@ type Client struct {
 	http    *http.Client
 }
 
-// NewClient returns a client of the broker at address (http or https URL; ""
+// New returns a client of the broker at address (http or https URL; ""
 // means DefaultAddress) sending token as X-Nomad-Token when not empty. timeout
 // bounds each call (0: none beyond the caller's context).
-func NewClient(address, token string, timeout time.Duration) (*Client, error) {
+func New(address, token string, timeout time.Duration) (*Client, error) {
 	if address == "" {
 		address = DefaultAddress
 	}

@@ -1,4 +1,4 @@
-package api
+package client
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestQuotas(t *testing.T) {
 		{"name": "Quota1", "nominal_gpus": 128, "used_gpus": 100},
 		{"name": "Quota1.1", "parent": "Quota1", "nominal_gpus": 56, "used_gpus": 40, "nonidle_gpus": 38, "borrowed_gpus": 2,
 		 "debt_gpus": 1, "booked_gpus": 8, "displaced_gpus": 3, "lendable_gpus": 16, "queued_gpus": 4, "workspaces": ["workspace-a"]}]}`})
-	c, err := NewClient(srv.URL, "tok", time.Second)
+	c, err := New(srv.URL, "tok", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestQuotas(t *testing.T) {
 func TestIdleFit(t *testing.T) {
 	srv, seen := broker(t, 200, map[string]string{"/v1/idle-fit": `{"state_age_seconds": 0.2, "staleness_seconds": 15,
 		"namespace": "workspace c", "job": "training", "group": "train", "idle_fit": 8}`})
-	c, err := NewClient(srv.URL+"/", "", time.Second)
+	c, err := New(srv.URL+"/", "", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestErrors(t *testing.T) {
 				srv, _ := broker(t, tt.status, map[string]string{"/v1/quotas": tt.body})
 				addr = srv.URL
 			}
-			c, err := NewClient(addr, "", 2*time.Second)
+			c, err := New(addr, "", 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,13 +129,13 @@ func TestErrors(t *testing.T) {
 
 func TestNewClientRefusesBadAddress(t *testing.T) {
 	for _, a := range []string{"127.0.0.1:4780", "ftp://x", "http://", "::"} {
-		if _, err := NewClient(a, "", 0); err == nil || !strings.Contains(err.Error(), a) {
-			t.Errorf("NewClient(%q) error = %v, want one naming the address", a, err)
+		if _, err := New(a, "", 0); err == nil || !strings.Contains(err.Error(), a) {
+			t.Errorf("New(%q) error = %v, want one naming the address", a, err)
 		}
 	}
-	c, err := NewClient("", "", 0)
+	c, err := New("", "", 0)
 	if err != nil || c.Address() != DefaultAddress {
-		t.Errorf("NewClient(\"\") = %v, %v; want %s", c, err, DefaultAddress)
+		t.Errorf("New(\"\") = %v, %v; want %s", c, err, DefaultAddress)
 	}
 }
 
@@ -149,7 +149,7 @@ func TestClientEscapesAPathSegmentOnce(t *testing.T) {
 		http.Error(w, `{"error": "no such reservation"}`, http.StatusNotFound)
 	}))
 	defer srv.Close()
-	c, err := NewClient(srv.URL+"/broker/", "t", 5*time.Second)
+	c, err := New(srv.URL+"/broker/", "t", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
