@@ -64,7 +64,7 @@ func (a *Agent) newAPI() (*brokerapi.Server, error) {
 		CheckTree: func(root *quota.Node, _ quota.Settings, bookings []reservation.Booking, now time.Time) error {
 			return a.CheckTree(root, bookings, now, "the new tree")
 		},
-		Planner: a.planner,
+		Planner: a.planner, Logger: a.log.Named("api"),
 	})
 }
 
@@ -86,7 +86,7 @@ func (b agentBackend) Health() any { return b.a.Health() }
 
 // PendingOf reads a job for a plan preview as the Nomad adapter reads it
 // when it is submitted: brokerapi.PendingOfJob gives the GPU groups, then
-// the job's gputide meta is read by the adapter's rules (nomad.
+// the job's gputide meta is read by the adapter's rules (build.
 // ParseJobOptions, and build.CheckReservation against the bookings of the
 // last snapshot), so that a job the broker would leave unadmitted with a
 // meta error is refused here with the same words (HTTP 400, the field
