@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -36,7 +36,7 @@ func TestBrokerSpeed(t *testing.T) {
 	}
 	a := startGPUNomad(t)
 	c := a.Client
-	if _, err := c.NodePools().Register(&api.NodePool{Name: nomad.DefaultHoldingPool}, nil); err != nil {
+	if _, err := c.NodePools().Register(&api.NodePool{Name: build.DefaultHoldingPool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if self, err := c.Agent().Self(); err == nil {
@@ -78,7 +78,7 @@ func TestBrokerAdmitsAQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.Client.NodePools().Register(&api.NodePool{Name: nomad.DefaultHoldingPool}, nil); err != nil {
+	if _, err := a.Client.NodePools().Register(&api.NodePool{Name: build.DefaultHoldingPool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	admissionRate(t, a, 100, false)
@@ -149,7 +149,7 @@ func byHand(t *testing.T, c *api.Client) time.Duration {
 	cTrain := fillDirect(t, c, "default")
 	return timeToRunning(t, c, "default", func() {
 		j := jobInfo(t, c, "workspace-c", "training")
-		pool := nomad.DefaultHoldingPool
+		pool := build.DefaultHoldingPool
 		j.NodePool = &pool
 		if _, _, err := c.Jobs().RegisterOpts(j, &api.RegisterOptions{PreserveCounts: true}, &api.WriteOptions{Namespace: "workspace-c"}); err != nil {
 			t.Fatal(err)

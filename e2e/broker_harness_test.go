@@ -22,7 +22,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/agent"
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
@@ -259,7 +259,7 @@ type jobSpec struct {
 // SIGINT, "checkpoints" for Checkpoint and exits 0.
 func (s jobSpec) job() *api.Job {
 	if s.Pool == "" {
-		s.Pool = nomad.DefaultHoldingPool
+		s.Pool = build.DefaultHoldingPool
 	}
 	if s.KillTimeout == 0 {
 		s.KillTimeout = 10 * time.Second

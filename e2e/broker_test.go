@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -110,7 +111,7 @@ func useCase1Preemption(t *testing.T, a *nomadAgent) {
 	}
 	// The training waits in the holding pool: not placed back (L7).
 	j := jobInfo(t, c, "workspace-c", "training")
-	if *j.NodePool != nomad.DefaultHoldingPool {
+	if *j.NodePool != build.DefaultHoldingPool {
 		t.Fatalf("victim job pool = %q", *j.NodePool)
 	}
 	time.Sleep(3 * time.Second)
@@ -269,7 +270,7 @@ func badMeta(t *testing.T, a *nomadAgent) {
 	}
 	time.Sleep(2 * time.Second)
 	for id := range want {
-		if j := jobInfo(t, c, "workspace-c", id); *j.NodePool != nomad.DefaultHoldingPool {
+		if j := jobInfo(t, c, "workspace-c", id); *j.NodePool != build.DefaultHoldingPool {
 			t.Fatalf("%s moved to %q", id, *j.NodePool)
 		}
 		if got := allocs(t, c, "workspace-c", id); len(got) != 0 {
@@ -292,7 +293,7 @@ func straightRegistration(t *testing.T, a *nomadAgent) {
 	submit(t, c, jobSpec{Namespace: "workspace-b", ID: "over", Type: "batch", Priority: 50, Count: 1, GPUs: 2, Pool: "default"})
 	err := waitFor(30*time.Second, 100*time.Millisecond, func() error {
 		j := jobInfo(t, c, "workspace-b", "over")
-		if *j.NodePool != nomad.DefaultHoldingPool || j.Meta["gputide_status"] != "waiting" {
+		if *j.NodePool != build.DefaultHoldingPool || j.Meta["gputide_status"] != "waiting" {
 			return fmt.Errorf("pool %s meta %v", *j.NodePool, j.Meta)
 		}
 		return nil
@@ -347,7 +348,7 @@ func nomadUnreachable(t *testing.T, a *nomadAgent) {
 		if got := allocs(t, c, "workspace-c", "during"); len(got) != 0 {
 			t.Fatalf("acted during the outage: %d allocations after %s", len(got), time.Since(cut))
 		}
-		if j := jobInfo(t, c, "workspace-c", "during"); *j.NodePool != nomad.DefaultHoldingPool {
+		if j := jobInfo(t, c, "workspace-c", "during"); *j.NodePool != build.DefaultHoldingPool {
 			t.Fatalf("moved during the outage to %q", *j.NodePool)
 		}
 		// Reads keep working.
@@ -480,7 +481,7 @@ func restartMidPreemption(t *testing.T, a *nomadAgent) {
 			got[al.ID] = len(al.GPUs)
 		}
 		want := liveGPUAllocs(t, c)
-		if len(nomad.LedgerDiff(got, want)) != 0 {
+		if len(watch.LedgerDiff(got, want)) != 0 {
 			return fmt.Errorf("broker %v, nomad %v", got, want)
 		}
 		return nil

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -34,7 +34,7 @@ func TestBrokerWithItsReferencePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.NodePools().Info(nomad.DefaultHoldingPool, nil); err == nil {
+	if _, _, err := c.NodePools().Info(build.DefaultHoldingPool, nil); err == nil {
 		t.Fatalf("the holding pool exists before the broker starts; the test would not check that the broker may create it")
 	}
 
@@ -59,7 +59,7 @@ admin_policy = "gputide-admin"
 	}
 	start := time.Now()
 	b := runBroker(t, cfg, quotaFile) // waits until it acts: the holding pool was created
-	if _, _, err := c.NodePools().Info(nomad.DefaultHoldingPool, nil); err != nil {
+	if _, _, err := c.NodePools().Info(build.DefaultHoldingPool, nil); err != nil {
 		t.Fatalf("holding pool: %v", err)
 	}
 
@@ -68,7 +68,7 @@ admin_policy = "gputide-admin"
 	_, cTrain, _ := fill(t, c)
 	submit(t, c, jobSpec{Namespace: "workspace-a", ID: "inference", Type: "service", Priority: 80, Count: 1, GPUs: 4})
 	waitRunning(t, c, "workspace-a", "inference", 1, 60*time.Second)
-	if j := jobInfo(t, c, "workspace-c", "training"); *j.NodePool != nomad.DefaultHoldingPool {
+	if j := jobInfo(t, c, "workspace-c", "training"); *j.NodePool != build.DefaultHoldingPool {
 		t.Fatalf("the victim's job is in pool %q, want the holding pool", *j.NodePool)
 	}
 	for _, id := range cTrain {
@@ -90,7 +90,7 @@ admin_policy = "gputide-admin"
 			break
 		}
 	}
-	// Nomad gives the event stream's Namespace topic (nomad.NamespaceTopic)
+	// Nomad gives the event stream's Namespace topic (watch.NamespaceTopic)
 	// to management tokens only and closes at once a stream of this token
 	// that asks for it: the broker leaves the topic out for such a token
 	// and lists namespaces at each cycle instead, so its stream stays open

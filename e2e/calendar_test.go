@@ -20,7 +20,8 @@ import (
 	"time"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -65,11 +66,11 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 		KillTimeout: calendarKill, Meta: map[string]string{"gputide_reservation": "r-nope"}})
 	err = waitFor(10*time.Second, 200*time.Millisecond, func() error {
 		j := jobInfo(t, a.Client, ns, "unbooked")
-		if j.Meta[nomad.MetaStatus] != nomad.StatusError {
-			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[nomad.MetaStatus], j.Meta[nomad.MetaReason])
+		if j.Meta[build.MetaStatus] != act.StatusError {
+			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[build.MetaStatus], j.Meta[build.MetaReason])
 		}
-		if want := `job meta gputide_reservation = "r-nope": no unended booking of namespace "workspace-b" has this ID`; j.Meta[nomad.MetaReason] != want {
-			return fmt.Errorf("gputide_reason = %q, want %q", j.Meta[nomad.MetaReason], want)
+		if want := `job meta gputide_reservation = "r-nope": no unended booking of namespace "workspace-b" has this ID`; j.Meta[build.MetaReason] != want {
+			return fmt.Errorf("gputide_reason = %q, want %q", j.Meta[build.MetaReason], want)
 		}
 		return nil
 	})
@@ -155,8 +156,8 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 	var j *api.Job
 	err = waitFor(15*time.Second, 200*time.Millisecond, func() error {
 		j = jobInfo(t, a.Client, ns, id)
-		if j.Meta[nomad.MetaStatus] != nomad.StatusStopped {
-			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[nomad.MetaStatus], j.Meta[nomad.MetaReason])
+		if j.Meta[build.MetaStatus] != act.StatusStopped {
+			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[build.MetaStatus], j.Meta[build.MetaReason])
 		}
 		return nil
 	})
@@ -166,7 +167,7 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 	if j.Stop == nil || !*j.Stop {
 		t.Errorf("job %s/%s not stopped (Stop = %v)", ns, id, j.Stop)
 	}
-	if got := j.Meta[nomad.MetaReason]; !strings.Contains(got, "reservation e2e-cal ends at") {
+	if got := j.Meta[build.MetaReason]; !strings.Contains(got, "reservation e2e-cal ends at") {
 		t.Errorf("gputide_reason = %q, want the booking's end named", got)
 	}
 	if got := j.Meta["gputide_reservation"]; got != "e2e-cal" {

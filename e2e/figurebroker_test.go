@@ -7,14 +7,14 @@ package e2e
 // (acl.Resolver against the test's Nomad) and L12 staleness refusal.
 
 import (
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -72,7 +72,7 @@ func startFigureBroker(t *testing.T, nomadAddr string, o figureBrokerOptions) *f
 	srv, err := brokerapi.NewServer(brokerapi.Config{
 		Backend: b, Store: store.NewMemory(), Resolver: res,
 		OpenReadsWithoutACL: o.OpenReads, Staleness: o.Staleness,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: hclog.NewNullLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -208,7 +208,7 @@ func TestIsolation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if j := jobInfo(t, a.Client, "workspace-b", "to-"+pool); *j.NodePool != nomad.DefaultHoldingPool {
+			if j := jobInfo(t, a.Client, "workspace-b", "to-"+pool); *j.NodePool != build.DefaultHoldingPool {
 				t.Fatalf("to-%s moved to %q", pool, *j.NodePool)
 			}
 		}
@@ -297,7 +297,7 @@ func straightRegistrationDuringPreemption(t *testing.T, a *nomadAgent, nomadA, n
 	registered := time.Now()
 	submit(t, nomadB, jobSpec{Namespace: "workspace-b", ID: "sneak", Type: "batch", Priority: 90, Count: 1, GPUs: 1, Pool: "default"})
 	err = waitFor(2*time.Second, 20*time.Millisecond, func() error {
-		if p := *jobInfo(t, c, "workspace-b", "sneak").NodePool; p != nomad.DefaultHoldingPool {
+		if p := *jobInfo(t, c, "workspace-b", "sneak").NodePool; p != build.DefaultHoldingPool {
 			return fmt.Errorf("in pool %q", p)
 		}
 		return nil

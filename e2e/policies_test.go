@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/go-hclog"
@@ -53,8 +55,8 @@ func TestPolicyWatcherReadsPoliciesFromNomad(t *testing.T) {
 	if _, _, err := c.Jobs().Register(job(4), nil); err != nil {
 		t.Fatal(err)
 	}
-	pols := nomad.NewPolicies()
-	w := &nomad.PolicyWatcher{Client: c, Policies: pols, Logger: hclog.New(&hclog.LoggerOptions{Output: io.Discard}), Wait: 20 * time.Second}
+	pols := build.NewPolicies()
+	w := &build.PolicyWatcher{Client: c, Policies: pols, Logger: hclog.New(&hclog.LoggerOptions{Output: io.Discard}), Wait: 20 * time.Second}
 	ctx := context.Background()
 	index, err := w.Sync(ctx, 0)
 	if err != nil {
@@ -131,21 +133,21 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	}
 	ctx := context.Background()
 	log := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-	pols := nomad.NewPolicies()
-	if _, err := (&nomad.PolicyWatcher{Client: c, Policies: pols, Logger: log}).Sync(ctx, 0); err != nil {
+	pols := build.NewPolicies()
+	if _, err := (&build.PolicyWatcher{Client: c, Policies: pols, Logger: log}).Sync(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	tree := &quota.Node{Name: "Root", GPUs: 8, Namespaces: []string{"default"}}
 	now := time.Now()
-	actor := &nomad.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
-	execute := func() nomad.Outcome {
+	actor := &act.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
+	execute := func() act.Outcome {
 		t.Helper()
-		s, err := nomad.ListAll(ctx, c, func(string) bool { return true })
+		s, err := watch.ListAll(ctx, c, func(string) bool { return true })
 		if err != nil {
 			t.Fatal(err)
 		}
 		actor.State = s
-		b := s.Build(nomad.BuildInput{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Policies: pols,
+		b := build.From(s, build.Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Policies: pols,
 			Accepted: func(plan.JobKey) bool { return true }})
 		if len(b.Snapshot.IdleGroups) != 1 || b.Snapshot.IdleGroups[0].Count != 3 {
 			t.Fatalf("idle groups %+v; want e2e-idle-down/train at count 3", b.Snapshot.IdleGroups)
@@ -155,7 +157,7 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	if out := execute(); out.ScaledDown != 0 {
 		t.Fatalf("scaled down at once: %+v", out)
 	}
-	now = now.Add(nomad.DefaultSettle)
+	now = now.Add(act.DefaultSettle)
 	if out := execute(); out.ScaledDown != 1 || len(out.Errors) != 0 {
 		t.Fatalf("after settle: %+v; want one scale-down", out)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 )
 
 func TestRerunOfAnAdmittedJob(t *testing.T) {
@@ -30,8 +30,8 @@ func TestRerunOfAnAdmittedJob(t *testing.T) {
 		t.Helper()
 		// Several planning cycles (interval 2s).
 		time.Sleep(5 * time.Second)
-		if j := jobInfo(t, c, "workspace-b", "training"); *j.NodePool != nomad.DefaultHoldingPool {
-			t.Errorf("%s: job in pool %q, want the holding pool %q", what, *j.NodePool, nomad.DefaultHoldingPool)
+		if j := jobInfo(t, c, "workspace-b", "training"); *j.NodePool != build.DefaultHoldingPool {
+			t.Errorf("%s: job in pool %q, want the holding pool %q", what, *j.NodePool, build.DefaultHoldingPool)
 		}
 		if got := running(t, c, "workspace-b", "training"); !slices.Equal(got, first) {
 			t.Errorf("%s: running %v, want the first allocation %v still running", what, got, first)

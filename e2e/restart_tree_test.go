@@ -15,7 +15,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/agent"
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
@@ -63,7 +63,7 @@ func TestBrokerRestartShowsJobsListedBeforeItsTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.Client.NodePools().Register(&api.NodePool{Name: nomad.DefaultHoldingPool}, nil); err != nil {
+	if _, err := a.Client.NodePools().Register(&api.NodePool{Name: build.DefaultHoldingPool}, nil); err != nil {
 		t.Fatal(err)
 	}
 	submit(t, a.Client, jobSpec{Namespace: "workspace-b", ID: "waits", Type: "batch", Priority: 50, Count: 1, GPUs: 2})

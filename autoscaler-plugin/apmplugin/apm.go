@@ -32,7 +32,7 @@ import (
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 
 	"github.com/gputide/gputide/autoscaler-plugin/pluginconf"
-	"github.com/gputide/gputide/quota-broker/api"
+	"github.com/gputide/gputide/quota-broker/api/client"
 )
 
 // Name is the plugin's name: binary, driver and check source.
@@ -66,7 +66,7 @@ type APM struct {
 	now func() time.Time
 
 	mu      sync.RWMutex
-	client  *api.Client
+	client  *client.Client
 	timeout time.Duration
 }
 
@@ -105,12 +105,12 @@ func (a *APM) SetConfig(cfg map[string]string) error {
 	if !ok {
 		token = cfg[keyNomadToken]
 	}
-	c, err := api.NewClient(cfg[KeyAddress], token, timeout)
+	c, err := client.New(cfg[KeyAddress], token, timeout)
 	if err != nil {
 		return &pluginconf.Error{Plugin: Name, Key: KeyAddress, Reason: err.Error()}
 	}
 	if ca := cfg[KeyCAFile]; ca != "" {
-		if c, err = api.NewClientConfig(api.ClientConfig{Address: cfg[KeyAddress], Token: token, CACert: ca, Timeout: timeout}); err != nil {
+		if c, err = client.NewConfig(client.Config{Address: cfg[KeyAddress], Token: token, CACert: ca, Timeout: timeout}); err != nil {
 			return &pluginconf.Error{Plugin: Name, Key: KeyCAFile, Reason: err.Error()}
 		}
 	}
@@ -204,8 +204,8 @@ func (a *APM) value(q Query) (float64, error) {
 
 // brokerError turns an unreachable or stale broker into "broker unreachable at
 // <address>: ..." and keeps other errors (403, 404) as the client gave them.
-func brokerError(c *api.Client, err error) error {
-	if errors.Is(err, api.ErrUnreachable) || errors.Is(err, api.ErrStale) {
+func brokerError(c *client.Client, err error) error {
+	if errors.Is(err, client.ErrUnreachable) || errors.Is(err, client.ErrStale) {
 		return fmt.Errorf("%w at %s: %w", ErrBrokerUnreachable, c.Address(), err)
 	}
 	return err
@@ -213,7 +213,7 @@ func brokerError(c *api.Client, err error) error {
 
 // quotaFigure returns the field of n that metric names (one of QuotaMetrics);
 // ok is false for any other name.
-func quotaFigure(n api.Quota, metric string) (v float64, ok bool) {
+func quotaFigure(n client.Quota, metric string) (v float64, ok bool) {
 	f := map[string]int{
 		"nominal_gpus": n.NominalGPUs, "used_gpus": n.UsedGPUs, "nonidle_gpus": n.NonidleGPUs,
 		"borrowed_gpus": n.BorrowedGPUs, "debt_gpus": n.DebtGPUs, "lendable_gpus": n.LendableGPUs,

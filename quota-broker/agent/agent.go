@@ -15,7 +15,9 @@ import (
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/metrics"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/snapshot"
@@ -39,8 +41,8 @@ type Agent struct {
 	log      hclog.Logger
 	client   *api.Client
 	prober   *api.Client // with a timeout, for the L12 probe
-	watcher  *nomad.Watcher
-	actor    *nomad.Actor
+	watcher  *watch.Watcher
+	actor    *nomadact.Actor
 	recorder *history.Recorder
 	metrics  *metrics.Metrics
 	registry *prometheus.Registry
@@ -76,8 +78,8 @@ type Agent struct {
 
 	// policies are the scaling policies of governed namespaces, kept by
 	// policyWatcher (idle groups, issue 11).
-	policies      *nomad.Policies
-	policyWatcher *nomad.PolicyWatcher
+	policies      *build.Policies
+	policyWatcher *build.PolicyWatcher
 
 	// planner computes a plan (Options.Planner, default plan.Compute).
 	planner Planner
@@ -148,11 +150,11 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		return nil, fmt.Errorf("failed to create the Nomad client: %w", err)
 	}
 	a.metrics = metrics.New(a.registry)
-	a.watcher = &nomad.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
-	a.actor = &nomad.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
+	a.watcher = &watch.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
+	a.actor = &nomadact.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
-	a.policies = nomad.NewPolicies()
-	a.policyWatcher = &nomad.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,
+	a.policies = build.NewPolicies()
+	a.policyWatcher = &build.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,
 		Logger: log.Named("policies"), OnChange: a.poke}
 	if a.api, err = a.newAPI(); err != nil {
 		return nil, fmt.Errorf("failed to create the HTTP API: %w", err)
@@ -276,7 +278,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	a.log.Info("gputide agent started", "nomad", nomad.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
+	a.log.Info("gputide agent started", "nomad", watch.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
 		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
 
 	// Released after the last cycle and after lead returned (defers run
@@ -447,11 +449,11 @@ func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
 	if !a.dryRun { // the holds are the store's (a dry run writes none: it keeps its own)
 		holds = heldFor(view.planHolds(start, holdLasts(res)), res)
 	}
-	in := nomad.BuildInput{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
+	in := build.Input{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
 		Reservations: res, Holds: holds, StoppingForReservation: forRes}
 	view.timesInput(&in, a.actor)
-	b := state.Build(in)
+	b := build.From(state, in)
 	run.snap = b.Snapshot
 	// The store's first start (no job records yet): what runs in a real
 	// pool was there before the broker and is accepted as it is; past it,
@@ -463,7 +465,7 @@ func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
 	}
 	if firstStart {
 		a.actor.AcceptRunning(b)
-		b = state.Build(in)
+		b = build.From(state, in)
 		run.snap = b.Snapshot
 	}
 	a.logLeft(b.Left)
@@ -593,7 +595,7 @@ func (a *Agent) setActing(ok bool, why string) {
 
 // observe keeps the plan for reads, logs warnings and meta errors, feeds
 // the metrics and dumps the snapshot and plan when asked.
-func (a *Agent) observe(b *nomad.Build, p *plan.Plan, took time.Duration) {
+func (a *Agent) observe(b *build.Build, p *plan.Plan, took time.Duration) {
 	a.mu.Lock()
 	a.lastPlan, a.lastSnap, a.lastPlanAt = p, b.Snapshot, a.now()
 	a.mu.Unlock()

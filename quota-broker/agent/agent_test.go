@@ -20,7 +20,7 @@ import (
 )
 
 // recorded are responses captured from Nomad v1.11.3 (see its README.md).
-const recorded = "../nomad/testdata/nomad-1.11.3"
+const recorded = "../nomad/internal/fakenomad/testdata/nomad-1.11.3"
 
 // fakeNomad serves the recorded lists, holds the event stream open, answers
 // writes, and can go down (503 and closed streams) to test law L12.

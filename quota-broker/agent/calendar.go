@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -37,7 +37,7 @@ func (a *Agent) calendarInput(ctx context.Context, now time.Time) ([]plan.Reserv
 // (endBookings): the core's rule L10.end stops the jobs of a started
 // booking whose end - kill_timeout has passed, also when the leader was
 // away at that instant, and the Nomad adapter tells a job naming an ended
-// booking so (nomad.CheckReservation).
+// booking so (build.CheckReservation).
 func planReservations(bs []reservation.Booking) []plan.Reservation {
 	var out []plan.Reservation
 	for _, b := range bs {
@@ -65,7 +65,7 @@ const endBatch = (store.MaxOps - 2) / 2
 // live allocations. res are the bookings the cycle read (calendarInput):
 // when none of them has ended with no live allocation, the store is not
 // read again. It returns the IDs moved.
-func (a *Agent) endBookings(ctx context.Context, lock *store.Lock, res []plan.Reservation, b *nomad.Build, now time.Time) ([]string, error) {
+func (a *Agent) endBookings(ctx context.Context, lock *store.Lock, res []plan.Reservation, b *build.Build, now time.Time) ([]string, error) {
 	busy := map[string]bool{}
 	for _, v := range b.Jobs {
 		if v.Options.Reservation != "" && v.Live > 0 {

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -76,10 +76,10 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 	forced.CancelledAt = forced.End
 	putBookings(t, kv, bk("r-active", now.Add(time.Second)), bk("r-busy", now.Add(-time.Minute)),
 		bk("r-ended", now), bk("r-stopped", now.Add(-time.Hour)), forced)
-	b := &nomad.Build{Jobs: map[plan.JobKey]*nomad.JobView{
-		{Namespace: "workspace-b", Job: "busy"}:    {Options: nomad.JobOptions{Reservation: "r-busy"}, Live: 1},
-		{Namespace: "workspace-b", Job: "stopped"}: {Options: nomad.JobOptions{Reservation: "r-stopped"}, Live: 0},
-		{Namespace: "workspace-b", Job: "active"}:  {Options: nomad.JobOptions{Reservation: "r-active"}, Live: 2},
+	b := &build.Build{Jobs: map[plan.JobKey]*build.JobView{
+		{Namespace: "workspace-b", Job: "busy"}:    {Options: build.JobOptions{Reservation: "r-busy"}, Live: 1},
+		{Namespace: "workspace-b", Job: "stopped"}: {Options: build.JobOptions{Reservation: "r-stopped"}, Live: 0},
+		{Namespace: "workspace-b", Job: "active"}:  {Options: build.JobOptions{Reservation: "r-active"}, Live: 2},
 	}}
 	if _, err := a.endBookings(ctx, nil, resOf(t, kv), b, now); !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("without the lock: %v, want ErrNotLeader", err)
@@ -160,7 +160,7 @@ func TestEndBookingsMovesAtMostABatchATransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &nomad.Build{}
+	b := &build.Build{}
 	for _, want := range []int{endBatch, 9, 0} {
 		moved, err := a.endBookings(ctx, lock, resOf(t, kv), b, now)
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/nomad/api"
@@ -153,7 +153,7 @@ func TestIntentsOfDrainStopsReadBackAsStoppingForTheirReservation(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := nomad.ListAll(context.Background(), client, func(string) bool { return true })
+	state, err := watch.ListAll(context.Background(), client, func(string) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -182,7 +184,7 @@ func compareHolds(p, q plan.Hold) int {
 // queued_at, admitted_at, DESIGN L11), each falling back to what the Actor
 // remembers of this process when the store has no value (a dry run writes
 // no records).
-func (v *storeView) timesInput(in *nomad.BuildInput, actor *nomad.Actor) {
+func (v *storeView) timesInput(in *build.Input, actor *nomadact.Actor) {
 	in.FirstSeen = v.firstSeen
 	in.AdmittedAt = func(k plan.JobKey) time.Time {
 		if t := v.admittedAt(k); !t.IsZero() {
@@ -222,7 +224,7 @@ func (v *storeView) admitted(key plan.JobKey) bool {
 // delete are returned in stale: their allocation is gone, or their stop
 // was never made and its claimant no longer waits (the plan decides
 // again; for a reservation's stop, the next drain).
-func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]string, s *nomad.State, holdingPool string,
+func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]string, s *watch.State, holdingPool string,
 	now time.Time, grace time.Duration) (out map[string]plan.GroupKey, forRes map[string]string, resume []plan.Action, stale []string) {
 	out = maps.Clone(own)
 	if out == nil {
@@ -260,7 +262,7 @@ func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]str
 
 // claimantWaits reports whether the claimant's job waits in the holding
 // pool.
-func claimantWaits(s *nomad.State, claimant plan.GroupKey, holdingPool string) bool {
+func claimantWaits(s *watch.State, claimant plan.GroupKey, holdingPool string) bool {
 	if claimant.IsZero() {
 		return false
 	}
@@ -270,13 +272,13 @@ func claimantWaits(s *nomad.State, claimant plan.GroupKey, holdingPool string) b
 
 // recordJobs is the leader's bookkeeping before it acts: each governed job
 // gets its record (first_seen = queued_at = when it was first submitted as
-// far as Nomad tells, nomad.Submitted, never later than now, so the order
+// far as Nomad tells, build.Submitted, never later than now, so the order
 // of L3 does not change once it is recorded; admitted_at, for the jobs
 // accepted at the store's first start, = the earliest start of their live
 // allocations, else now: a flex request's max_run counts from when it
 // began to run, L11.max_run), intents whose allocation is gone are
 // deleted, and so are the records of jobs Nomad no longer has.
-func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *nomad.Build, s *nomad.State,
+func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *build.Build, s *watch.State,
 	staleIntents []string, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -288,7 +290,7 @@ func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, 
 		}
 		jv := b.Jobs[k]
 		seen := now
-		if t := nomad.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
+		if t := build.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
 			seen = t
 		}
 		rec := store.JobRecord{FirstSeen: seen, QueuedAt: seen}
@@ -323,7 +325,7 @@ func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, 
 }
 
 // firstStarts is the earliest start of each job's live allocations.
-func firstStarts(s *nomad.State) map[plan.JobKey]time.Time {
+func firstStarts(s *watch.State) map[plan.JobKey]time.Time {
 	out := map[plan.JobKey]time.Time{}
 	for _, al := range s.Allocs() {
 		if !al.Live() || al.StartedAt.IsZero() {
@@ -339,7 +341,7 @@ func firstStarts(s *nomad.State) map[plan.JobKey]time.Time {
 // recordHolds is the leader's write of the plan's holds (DESIGN L10 drain,
 // L5 pre-warm; L12: before it acts, fenced by the lock), one record per
 // owner in holds/<owner>: the plan's hold actions are merged into the
-// stored ones (nomad.MergeHold: GPUs added, the later end kept), node
+// stored ones (nomadact.MergeHold: GPUs added, the later end kept), node
 // entries ended by now are dropped (holdLasts: a reservation's hold lasts
 // until the reservation ends), and an owner left with none, or a
 // reservation not among the unended bookings res, is deleted. Only the
@@ -356,8 +358,8 @@ func (a *Agent) recordHolds(ctx context.Context, lock *store.Lock, v *storeView,
 		after[h.For] = h.PlanHolds()
 	}
 	for _, act := range p.Actions {
-		if h, ok := nomad.HoldAction(act); ok {
-			after[h.For] = nomad.MergeHold(after[h.For], h)
+		if h, ok := nomadact.HoldAction(act); ok {
+			after[h.For] = nomadact.MergeHold(after[h.For], h)
 		}
 	}
 	known := make(map[string]bool, len(res))
@@ -402,7 +404,7 @@ func sameHold(p, q store.Hold) bool {
 
 // recordPreemptions writes the preemptions of one Execute into the
 // store's history (DESIGN §6, L8).
-func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nomad.Outcome) {
+func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nomadact.Outcome) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	for _, s := range out.Preempted {
@@ -436,7 +438,7 @@ func (a *Agent) prune(ctx context.Context, lock *store.Lock, now time.Time, forc
 	}
 }
 
-// fence is the nomad.Fence of one leader cycle: the lock check and the
+// fence is the nomadact.Fence of one leader cycle: the lock check and the
 // intents written before each act (DESIGN L12).
 type fence struct {
 	a    *Agent
@@ -447,7 +449,7 @@ type fence struct {
 	jobs map[store.JobID]store.JobRecord // the cycle's records, updated by its writes
 }
 
-var _ nomad.Fence = (*fence)(nil)
+var _ nomadact.Fence = (*fence)(nil)
 
 // Check fails once the lock is lost or released.
 func (f *fence) Check(ctx context.Context) error {
@@ -478,7 +480,7 @@ func (f *fence) Withdraw(ctx context.Context, alloc string) {
 // BeforeJob writes jobs/<ns>/<job> with the times the write changes:
 // admitted_at for an admission, queued_at (and no admitted_at) for a move to
 // the holding pool; a status write only makes sure the record exists.
-func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomad.JobWrite) error {
+func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomadact.JobWrite) error {
 	id := jobID(key)
 	now := f.now().UTC()
 	f.mu.Lock()
@@ -488,11 +490,11 @@ func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomad.JobWrite
 		rec = store.JobRecord{FirstSeen: now, QueuedAt: now}
 	}
 	switch w {
-	case nomad.WriteAdmit:
+	case nomadact.WriteAdmit:
 		rec.AdmittedAt = now
-	case nomad.WriteRequeue:
+	case nomadact.WriteRequeue:
 		rec.QueuedAt, rec.AdmittedAt = now, time.Time{}
-	case nomad.WriteStatus:
+	case nomadact.WriteStatus:
 		if ok {
 			return nil
 		}

@@ -89,35 +89,6 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	return out
 }
 
-// QueueEntry is one waiting task group in GET /v1/queue. For a namespace
-// the caller cannot read (no read-job) only Namespace and GPUs are set.
-type QueueEntry struct {
-	Namespace     string     `json:"namespace"`
-	GPUs          int        `json:"gpus"` // GPUs still to place: count x per allocation
-	Job           string     `json:"job,omitempty"`
-	Group         string     `json:"group,omitempty"`
-	Quota         string     `json:"quota,omitempty"`
-	Count         int        `json:"count,omitempty"`
-	AllocGPUs     int        `json:"alloc_gpus,omitempty"`
-	Action        string     `json:"action,omitempty"` // the last plan's answer: wait, admit, expire
-	Rule          string     `json:"rule,omitempty"`
-	Reason        string     `json:"reason,omitempty"`
-	SubmittedAt   *time.Time `json:"submitted_at,omitempty"`
-	WaitedSeconds float64    `json:"waited_seconds,omitempty"`
-	FlexMaxWait   string     `json:"flex_max_wait,omitempty"`
-	FlexMaxRun    string     `json:"flex_max_run,omitempty"`
-	FlexExpiresAt *time.Time `json:"flex_expires_at,omitempty"`
-}
-
-// QueueResponse is the body of GET /v1/queue.
-type QueueResponse struct {
-	State
-	Queue []QueueEntry `json:"queue"`
-	// Warnings are the last plan's warnings (of the namespace asked for,
-	// when one is), as the caller may see them (WarningEntry).
-	Warnings []WarningEntry `json:"warnings,omitempty"`
-}
-
 // queue serves GET /v1/queue[?namespace=]: the pending groups, oldest
 // first, with the last plan's answer for each (DESIGN L3, L11).
 func (s *Server) queue(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -198,26 +169,6 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, c *caller) {
 	jsonHeaders(w)
 	w.Header().Set("X-Gputide-State-Age-Seconds", fmt.Sprintf("%.3f", fresh.StateAgeSeconds))
 	_ = snapshot.Encode(w, st.Snapshot)
-}
-
-// PreemptionEntry is one stop in GET /v1/preemptions; for a namespace the
-// caller cannot read only Namespace and GPUs are set. For names the
-// claimant ("namespace/job/group"), only by its namespace when the caller
-// cannot read that.
-type PreemptionEntry struct {
-	Namespace string     `json:"namespace"`
-	GPUs      int        `json:"gpus"`
-	At        *time.Time `json:"at,omitempty"`
-	Alloc     string     `json:"alloc,omitempty"`
-	Job       string     `json:"job,omitempty"`
-	For       string     `json:"for,omitempty"`
-	Rule      string     `json:"rule,omitempty"`
-}
-
-// PreemptionsResponse is the body of GET /v1/preemptions.
-type PreemptionsResponse struct {
-	State
-	Preemptions []PreemptionEntry `json:"preemptions"`
 }
 
 // preemptions serves GET /v1/preemptions[?namespace=&since=] from the

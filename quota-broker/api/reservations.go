@@ -15,56 +15,6 @@ import (
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
-// BookingRequest is the body of POST /v1/reservations (DESIGN L10; the
-// flags of `gputide reservation create`). Start is RFC 3339 with its
-// offset; Duration a Go duration ("168h").
-type BookingRequest struct {
-	ID        string `json:"id,omitempty"`
-	Namespace string `json:"namespace"`
-	GPUs      int    `json:"gpus"`
-	AllocGPUs int    `json:"alloc_gpus,omitempty"`
-	Model     string `json:"model,omitempty"`
-	NodePool  string `json:"node_pool,omitempty"`
-	Start     string `json:"start"`
-	Duration  string `json:"duration"`
-}
-
-// ReservationEntry is one booking in the reservation answers; for a
-// namespace the caller cannot read only Namespace and GPUs are set.
-type ReservationEntry struct {
-	Namespace string     `json:"namespace"`
-	GPUs      int        `json:"gpus"`
-	ID        string     `json:"id,omitempty"`
-	Node      string     `json:"node,omitempty"`
-	AllocGPUs int        `json:"alloc_gpus,omitempty"`
-	Model     string     `json:"model,omitempty"`
-	NodePool  string     `json:"node_pool,omitempty"`
-	Start     *time.Time `json:"start,omitempty"`
-	End       *time.Time `json:"end,omitempty"`
-	Running   int        `json:"running_allocations,omitempty"`
-	// Outcome and EndedAt are set for a booking read from history (GET
-	// /v1/reservation/<id> of an ended or cancelled one): "ended",
-	// "cancelled" or "forced", and when.
-	Outcome string     `json:"outcome,omitempty"`
-	EndedAt *time.Time `json:"ended_at,omitempty"`
-}
-
-// ReservationsResponse is the body of GET /v1/reservations.
-type ReservationsResponse struct {
-	State
-	Reservations []ReservationEntry `json:"reservations"`
-}
-
-// ReservationResponse is the body of GET, POST and DELETE answers on one
-// booking.
-type ReservationResponse struct {
-	State
-	Reservation ReservationEntry `json:"reservation"`
-	// Warnings are the last plan's warnings about this booking (GET only;
-	// e.g. allocations that cannot be placed before its start).
-	Warnings []WarningEntry `json:"warnings,omitempty"`
-}
-
 // DecodeBooking reads and checks a booking body into a Booking (ID may be
 // empty: the server picks one). Errors name the field and its value.
 func DecodeBooking(data []byte) (reservation.Booking, error) {

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/gputide/gputide/quota-broker/acl"
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -87,8 +88,9 @@ type Config struct {
 	// Random gives the random part of default reservation IDs; nil:
 	// crypto/rand.
 	Random io.Reader
-	// Logger; nil: slog.Default(). Never given a token.
-	Logger *slog.Logger
+	// Logger (hclog, like the rest of the broker: the agent passes its
+	// own, named "api"); nil: hclog.NewNullLogger(). Never given a token.
+	Logger hclog.Logger
 	// CheckTree validates a tree before a quota write stores it, inside
 	// the write's guarded transaction, against the bookings read there:
 	// the agent gives the validation it applies to the trees it runs
@@ -121,7 +123,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Limits = reservation.DefaultLimits()
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Planner == nil {
 		cfg.Planner = plan.Compute

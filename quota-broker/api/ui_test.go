@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -122,7 +123,7 @@ func newUIHarness(t testing.TB, tlsServer bool, extra ...func(h *uiHarness, mux 
 	srv, err := NewServer(Config{Backend: be, Store: kv, Resolver: res, QuotaWrites: true,
 		Now: clk.Now, Random: repeat{1, 2, 3, 4},
 		Preemptions: func(context.Context) ([]store.Preemption, error) { return uiPreemptions, nil },
-		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		Logger:      hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package history keeps the quota broker's preemption record (DESIGN L8):
 // every allocation the broker stopped for a claimant, as the Nomad adapter
-// reported it (nomad.Outcome.Preempted), served by the agent at
+// reported it (act.Outcome.Preempted), served by the agent at
 // GET /v1/preemptions.
 package history
 
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 
@@ -26,7 +26,7 @@ type Preemption struct {
 }
 
 // FromStop is the record of one stop the adapter reported.
-func FromStop(s nomad.Stop) Preemption {
+func FromStop(s act.Stop) Preemption {
 	return Preemption{Time: s.Time, Claimant: s.Claimant, Namespace: s.Namespace, Job: s.Job, Alloc: s.Alloc,
 		Node: s.Node, GPUs: s.GPUs, Rule: s.Rule, Reason: s.Reason}
 }
@@ -54,7 +54,7 @@ func (r *Recorder) Add(p Preemption) {
 }
 
 // AddOutcome records every preemption of one Execute, in order.
-func (r *Recorder) AddOutcome(o nomad.Outcome) {
+func (r *Recorder) AddOutcome(o act.Outcome) {
 	for _, s := range o.Preempted {
 		r.Add(FromStop(s))
 	}

@@ -5,19 +5,19 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 
 func TestAddOutcomeRecordsEveryStopInOrder(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var r Recorder
-	r.AddOutcome(nomad.Outcome{Preempted: []nomad.Stop{
+	r.AddOutcome(act.Outcome{Preempted: []act.Stop{
 		{Time: t0, Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a1", Node: "n1",
 			GPUs: 2, Rule: plan.RuleChild, Reason: "r1"},
 		{Time: t0, Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a2", Node: "n1",
 			GPUs: 2, Rule: plan.RuleChild, Reason: "r2"},
-	}, Moves: []nomad.Move{{Namespace: "workspace-c", Job: "training", Pool: "gputide-queue"}}})
+	}, Moves: []act.Move{{Namespace: "workspace-c", Job: "training", Pool: "gputide-queue"}}})
 	want := []Preemption{
 		{Time: t0, Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a1", Node: "n1",
 			GPUs: 2, Rule: plan.RuleChild, Reason: "r1"},

@@ -4,7 +4,7 @@
 package metrics
 
 import (
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -100,11 +100,11 @@ func (m *Metrics) ObservePlan(p *plan.Plan) {
 	}
 }
 
-// ObserveOutcome counts what one nomad.Actor.Execute did: each preemption
+// ObserveOutcome counts what one act.Actor.Execute did: each preemption
 // (by rule, victim namespace and claimant namespace) and its GPUs, each job
 // moved to its pool (admission) or to the holding pool (suspension, a
 // victim's job included), and each failed call by action.
-func (m *Metrics) ObserveOutcome(o nomad.Outcome) {
+func (m *Metrics) ObserveOutcome(o act.Outcome) {
 	if m == nil {
 		return
 	}

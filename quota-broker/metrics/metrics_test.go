@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gputide/gputide/quota-broker/nomad"
+	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,13 +16,13 @@ import (
 func TestObserveOutcomeCountsWhatTheAdapterDid(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	m.ObserveOutcome(nomad.Outcome{
-		Preempted: []nomad.Stop{
+	m.ObserveOutcome(act.Outcome{
+		Preempted: []act.Stop{
 			{Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a1", GPUs: 2, Rule: plan.RuleChild},
 			{Claimant: plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "worker"}, Namespace: "workspace-c", Job: "training", Alloc: "a2", GPUs: 2, Rule: plan.RuleChild},
 			{Claimant: plan.GroupKey{Namespace: "workspace-a", Job: "inference", Group: "server"}, Namespace: "workspace-b", Job: "train", Alloc: "a3", GPUs: 8, Rule: plan.RuleIdleDebt},
 		},
-		Moves: []nomad.Move{
+		Moves: []act.Move{
 			{Namespace: "workspace-c", Job: "training", Pool: "gputide-queue"},
 			{Namespace: "workspace-b", Job: "training", Pool: "default", Admission: true},
 		},

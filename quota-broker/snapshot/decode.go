@@ -204,7 +204,7 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 			msg := f.Message
 			var fe *plan.FlexError
 			if text, ok := c.flexText[f.Path]; ok && errors.As(err, &fe) {
-				msg = fe.Message(quoteShort(text)) // the value as given
+				msg = fe.Message(plan.Quote(text)) // the value as given
 			}
 			return nil, &Error{Path: f.Path, Message: msg, Err: err}
 		}
@@ -468,7 +468,7 @@ func (c *converter) holds(ws []wireHold) ([]plan.Hold, error) {
 		o := w.For
 		switch {
 		case o.Reservation != "" && (o.Namespace != "" || o.Job != "" || o.Group != ""):
-			return nil, errf(path+".for", "names both reservation %s and a claimant; give one", quoteShort(o.Reservation))
+			return nil, errf(path+".for", "names both reservation %s and a claimant; give one", plan.Quote(o.Reservation))
 		case o.Reservation != "":
 			h.For.Reservation = o.Reservation
 		default:
@@ -504,7 +504,7 @@ func claimant(path string, w wireClaimant) (plan.GroupKey, string, error) {
 	if k := w.Key; k != nil {
 		if k.Reservation != "" {
 			if k.Namespace != "" || k.Job != "" || k.Group != "" {
-				return plan.GroupKey{}, "", errf(path, "names both reservation %s and a claimant; give one", quoteShort(k.Reservation))
+				return plan.GroupKey{}, "", errf(path, "names both reservation %s and a claimant; give one", plan.Quote(k.Reservation))
 			}
 			return plan.GroupKey{}, k.Reservation, nil
 		}
@@ -521,7 +521,7 @@ func claimant(path string, w wireClaimant) (plan.GroupKey, string, error) {
 	parts := strings.Split(w.Text, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return plan.GroupKey{}, "", errf(path, "%s is not a claimant of the form \"namespace/job/group\" (three non-empty parts; "+
-			"a job ID or group with \"/\" needs the object form {\"namespace\": ..., \"job\": ..., \"group\": ...})", quoteShort(w.Text))
+			"a job ID or group with \"/\" needs the object form {\"namespace\": ..., \"job\": ..., \"group\": ...})", plan.Quote(w.Text))
 	}
 	return plan.GroupKey{Namespace: parts[0], Job: parts[1], Group: parts[2]}, "", nil
 }
@@ -556,7 +556,7 @@ func positive(path string, v int64) error {
 func parseTime(path, v string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return time.Time{}, errf(path, "%s is not an RFC 3339 time (such as \"2026-12-01T08:00:00Z\")", quoteShort(v))
+		return time.Time{}, errf(path, "%s is not an RFC 3339 time (such as \"2026-12-01T08:00:00Z\")", plan.Quote(v))
 	}
 	return t, nil
 }
@@ -564,10 +564,10 @@ func parseTime(path, v string) (time.Time, error) {
 func parseDuration(path, v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return 0, errf(path, "%s is not a Go duration (such as \"90s\", \"10m\" or \"1h30m\")", quoteShort(v))
+		return 0, errf(path, "%s is not a Go duration (such as \"90s\", \"10m\" or \"1h30m\")", plan.Quote(v))
 	}
 	if d < 0 {
-		return 0, errf(path, "%s is negative", quoteShort(v))
+		return 0, errf(path, "%s is negative", plan.Quote(v))
 	}
 	return d, nil
 }

@@ -10,6 +10,9 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/agext/levenshtein"
+	"github.com/gputide/gputide/quota-broker/plan"
+
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -54,7 +57,7 @@ func decodeStrict(data []byte, v any) error {
 	if len(rest) > 20 {
 		rest = rest[:20]
 	}
-	return &Error{Message: fmt.Sprintf("trailing data after the JSON object at %s: %s", d.where(d.pos), quoteShort(string(rest)))}
+	return &Error{Message: fmt.Sprintf("trailing data after the JSON object at %s: %s", d.where(d.pos), plan.Quote(string(rest)))}
 }
 
 // checkEncoding rejects documents that are not UTF-8 text with a message
@@ -124,7 +127,7 @@ func writeKey(b *strings.Builder, key string) {
 		plain = c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 	}
 	if !plain {
-		b.WriteString("[" + quoteShort(key) + "]")
+		b.WriteString("[" + plan.Quote(key) + "]")
 		return
 	}
 	if b.Len() > 0 {
@@ -341,7 +344,7 @@ func (d *decoder) mismatch(t reflect.Type) error {
 		if err != nil {
 			return err
 		}
-		got = "the string " + quoteShort(s)
+		got = "the string " + plan.Quote(s)
 	case c == 't':
 		if err := d.literal("true"); err != nil {
 			return err
@@ -640,7 +643,7 @@ func (d *decoder) array(v reflect.Value, depth int) error {
 		if seen != nil {
 			e := v.Index(i).String()
 			if j, dup := seen[e]; dup {
-				return d.errorf("%s %s is listed twice (also %s[%d])", noun, quoteShort(e), d.path[len(d.path)-2].key, j)
+				return d.errorf("%s %s is listed twice (also %s[%d])", noun, plan.Quote(e), d.path[len(d.path)-2].key, j)
 			}
 			seen[e] = i
 		}
@@ -733,7 +736,7 @@ func (d *decoder) object(v reflect.Value, depth int) error {
 		d.pushKey(key)
 		f, ok := fields.byName[key]
 		if !ok {
-			return d.errorf("unknown key %s%s", quoteShort(key), suggest(key, fields.byName))
+			return d.errorf("unknown key %s%s", plan.Quote(key), suggest(key, fields.byName))
 		}
 		if seen&(1<<f.index) != 0 {
 			return d.errorf("key %q is given twice", key)
@@ -837,8 +840,9 @@ func fieldsOf(t reflect.Type) *fieldSet {
 	return fs
 }
 
-// suggest returns ` (did you mean "x"?)` for a key within two edits of a
-// known one (case and "-" for "_" aside), otherwise "".
+// suggest returns ` (did you mean "x"?)` for a key within two edits
+// (github.com/agext/levenshtein) of a known one (case and "-" for "_"
+// aside), otherwise "".
 func suggest(key string, fields map[string]field) string {
 	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
 	if len(key) < 3 || len(key) > 64 {
@@ -846,7 +850,7 @@ func suggest(key string, fields map[string]field) string {
 	}
 	best, bestDist := "", 3
 	for name := range fields {
-		d := distance(norm(key), name)
+		d := levenshtein.Distance(norm(key), name, nil)
 		if d < bestDist || (d == bestDist && name < best) {
 			best, bestDist = name, d
 		}
@@ -855,27 +859,6 @@ func suggest(key string, fields map[string]field) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// distance is the Levenshtein distance between a and b, in bytes.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // want names the JSON type expected for t.
@@ -904,16 +887,4 @@ func shortNumber(s string) string {
 		return s[:40] + fmt.Sprintf("... (%d digits)", len(s))
 	}
 	return s
-}
-
-// quoteShort quotes s, cut to 64 bytes (not inside a UTF-8 character).
-func quoteShort(s string) string {
-	if len(s) <= 64 {
-		return strconv.Quote(s)
-	}
-	cut := 64
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "..."
 }

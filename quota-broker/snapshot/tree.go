@@ -3,6 +3,8 @@ package snapshot
 import (
 	"encoding/json"
 
+	"github.com/gputide/gputide/quota-broker/plan"
+
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -48,7 +50,7 @@ func DecodeTree(data []byte) (*quota.Node, *quota.Settings, error) {
 		return nil, nil, err
 	}
 	if name, v, problem := st.OutOfBounds(); name != "" {
-		return nil, nil, errf("settings."+name, "%s %s", quoteShort(v.String()), problem)
+		return nil, nil, errf("settings."+name, "%s %s", plan.Quote(v.String()), problem)
 	}
 	return root, &st, nil
 }

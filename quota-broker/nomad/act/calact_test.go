@@ -1,0 +1,291 @@
+package act
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad/build"
+
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/hashicorp/nomad/api"
+)
+
+// writesFor returns the writes that touch workspace-c/training: its
+// register and deregister calls and its allocations' stops (the recording's
+// jobs with a bad meta value get their error written by every Execute).
+func writesFor(t *testing.T, f *fakeNomad) []request {
+	t.Helper()
+	var out []request
+	for _, r := range f.Writes() {
+		if r.Path == "/v1/jobs" {
+			if j, _, _ := registered(t, r); str(j.Namespace) != "workspace-c" || str(j.ID) != "training" {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func buildFor(t *testing.T, s *watch.State, a *Actor, now time.Time) *build.Build {
+	t.Helper()
+	return build.From(s, build.Input{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(),
+		Stopping: a.Stopping(), StoppingForReservation: a.StoppingForReservation(), Holds: a.Holds(now, nil),
+		Accepted: func(plan.JobKey) bool { return true }})
+}
+
+// A stop_job (L11.max_run) deregisters the job once, without purge; once
+// its allocations are gone the broker writes gputide_status = stopped with
+// the rule as the reason.
+func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	b := buildFor(t, s, a, at(t))
+	p := &plan.Plan{Actions: []plan.Action{
+		{Action: plan.ActionStopJob, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexMaxRun, Reason: "ran 1h of max_run 1h"},
+		{Action: plan.ActionStopJob, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexMaxRun, Reason: "ran 1h of max_run 1h"},
+	}}
+	out := a.Execute(context.Background(), p, b)
+	if out.JobsStopped != 1 || len(out.Errors) != 0 {
+		t.Fatalf("outcome = %+v", out)
+	}
+	w := writesFor(t, f)
+	if len(w) != 1 || w[0].Method != "DELETE" || w[0].Path != "/v1/job/training" || strings.Contains(w[0].Query, "purge=true") ||
+		!strings.Contains(w[0].Query, "namespace=workspace-c") {
+		t.Fatalf("writes = %v (%q)", w, w[0].Query)
+	}
+	// The next plan (Nomad's state not yet updated) stops nothing again.
+	if out := a.Execute(context.Background(), p, buildFor(t, s, a, at(t))); out.JobsStopped != 0 || len(writesFor(t, f)) != 1 {
+		t.Fatalf("stopped twice: %+v, writes %v", out, writesFor(t, f))
+	}
+	// Nomad stopped the job and its allocations ended.
+	stopped := *raw(s).Jobs[jobC]
+	yes := true
+	stopped.Stop = &yes
+	raw(s).Jobs[jobC] = &stopped
+	for _, id := range []string{allocC1, allocC2} {
+		c := *raw(s).Allocs[id]
+		c.ClientStatus = api.AllocClientStatusComplete
+		raw(s).Allocs[id] = &c
+	}
+	out = a.Execute(context.Background(), &plan.Plan{}, buildFor(t, s, a, at(t)))
+	w = writesFor(t, f)
+	if len(w) != 2 || len(out.Errors) != 0 {
+		t.Fatalf("outcome = %+v, writes %v", out, w)
+	}
+	j, enforce, _ := registered(t, w[1])
+	got := map[string]string{"status": j.Meta[build.MetaStatus], "reason": j.Meta[build.MetaReason]}
+	want := map[string]string{"status": StatusStopped, "reason": "L11.max_run: ran 1h of max_run 1h"}
+	if diff := cmp.Diff(want, got); diff != "" || !enforce || str(j.ID) != "training" {
+		t.Fatalf("status write (-want +got):\n%s", diff)
+	}
+}
+
+// A suspend (L11.settle) moves the job to the holding pool, then stops its
+// live allocations, and notes when it was queued again.
+func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	b := buildFor(t, s, a, at(t))
+	p := &plan.Plan{Actions: []plan.Action{{Action: plan.ActionSuspend, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexSettle, Reason: "1 of 2 allocations placed after settle 30s"}}}
+	out := a.Execute(context.Background(), p, b)
+	if out.JobsSuspended != 1 || len(out.Errors) != 0 {
+		t.Fatalf("outcome = %+v", out)
+	}
+	if diff := cmp.Diff([]Move{{Namespace: "workspace-c", Job: "training", Pool: build.DefaultHoldingPool}}, out.Moves); diff != "" {
+		t.Errorf("moves (-want +got):\n%s", diff)
+	}
+	var got []string
+	for _, r := range writesFor(t, f) {
+		got = append(got, r.String())
+	}
+	want := []string{"PUT /v1/jobs", "PUT /v1/allocation/" + allocC1 + "/stop", "PUT /v1/allocation/" + allocC2 + "/stop"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("writes (-want +got):\n%s", diff)
+	}
+	if j, _, _ := registered(t, f.Writes()[0]); str(j.NodePool) != build.DefaultHoldingPool {
+		t.Fatalf("moved to %q", str(j.NodePool))
+	}
+	if got := a.Requeued(jobC); !got.Equal(at(t)) {
+		t.Fatalf("requeued at %v, want %v", got, at(t))
+	}
+	// Back in the holding pool, its pending groups are queued since then.
+	stopped := *raw(s).Jobs[jobC]
+	pool := build.DefaultHoldingPool
+	stopped.NodePool = &pool
+	raw(s).Jobs[jobC] = &stopped
+	for _, id := range []string{allocC1, allocC2} {
+		c := *raw(s).Allocs[id]
+		c.ClientStatus = api.AllocClientStatusComplete
+		raw(s).Allocs[id] = &c
+	}
+	delete(raw(s).Summaries, jobC) // not evaluated yet: every allocation is pending
+	later := at(t).Add(time.Minute)
+	b = build.From(s, build.Input{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(), Requeued: a.Requeued,
+		Accepted: func(plan.JobKey) bool { return true }})
+	var queued []time.Time
+	for _, pg := range b.Snapshot.Pending {
+		if pg.JobKey() == jobC {
+			queued = append(queued, pg.QueuedAt)
+		}
+	}
+	if len(queued) == 0 || !queued[0].Equal(at(t)) {
+		t.Fatalf("queued at %v, want %v", queued, at(t))
+	}
+}
+
+// Hold actions are kept by owner and node (GPUs merged, the later end kept)
+// and passed back into the snapshot until they end.
+func TestExecuteKeepsHoldsUntilTheyEnd(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	b := buildFor(t, s, a, at(t))
+	node := b.Snapshot.Nodes[0]
+	g0, g1 := node.GPUs[0].ID, node.GPUs[1].ID
+	owner := plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "train"}
+	end := at(t).Add(time.Hour)
+	p := &plan.Plan{Actions: []plan.Action{
+		{Action: plan.ActionHold, Node: node.ID, For: owner, GPUIDs: []string{g1}, Until: end.Add(-time.Minute), Rule: plan.RuleReservation},
+		{Action: plan.ActionHold, Node: node.ID, For: owner, GPUIDs: []string{g0}, Until: end, Rule: plan.RuleReservation},
+		{Action: plan.ActionHold, Node: node.ID, Reservation: "r-1", GPUIDs: []string{g0}, Until: end.Add(-time.Minute), Rule: plan.RuleReservation},
+	}}
+	if out := a.Execute(context.Background(), p, b); out.Held != 3 || len(writesFor(t, f)) != 0 {
+		t.Fatalf("outcome = %+v, writes %v", out, writesFor(t, f))
+	}
+	want := []plan.Hold{
+		{For: plan.HoldOwner{Group: owner}, Node: node.ID, GPUIDs: slices.Sorted(slices.Values([]string{g0, g1})), Until: end},
+		{For: plan.HoldOwner{Reservation: "r-1"}, Node: node.ID, GPUIDs: []string{g0}, Until: end.Add(-time.Minute)},
+	}
+	if diff := cmp.Diff(want, a.Holds(at(t), nil)); diff != "" {
+		t.Fatalf("holds (-want +got):\n%s", diff)
+	}
+	// The build passes the claimant's hold on (the reservation's is left
+	// out by the check: the snapshot has no reservation r-1).
+	b = buildFor(t, s, a, at(t))
+	if diff := cmp.Diff(want[:1], b.Snapshot.Holds); diff != "" {
+		t.Fatalf("snapshot holds (-want +got):\n%s", diff)
+	}
+	// At the reservation's end its hold is gone, at the claimant's all are.
+	if diff := cmp.Diff(want[:1], a.Holds(end.Add(-time.Minute), nil)); diff != "" {
+		t.Fatalf("holds (-want +got):\n%s", diff)
+	}
+	if got := a.Holds(end, nil); len(got) != 0 {
+		t.Fatalf("holds after their end = %+v", got)
+	}
+}
+
+// An allocation stopped for a reservation (L10.drain) is remembered: the
+// next snapshot carries it as stopping for the reservation, not for an
+// unknown claimant, so no stop is deferred and it is not chosen again.
+func TestExecuteRemembersStopsForAReservation(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	b := buildFor(t, s, a, at(t))
+	p := &plan.Plan{Actions: []plan.Action{{Action: plan.ActionStop, Alloc: allocC1, Namespace: "workspace-c", Job: "training",
+		Group: "train", GPUs: 2, Reservation: "r-1", Rule: plan.RuleDrain, Reason: "drain for r-1"}}}
+	out := a.Execute(context.Background(), p, b)
+	if out.Stopped != 1 || len(out.Errors) != 0 {
+		t.Fatalf("outcome = %+v", out)
+	}
+	if len(out.Preempted) != 1 || out.Preempted[0].Reservation != "r-1" || !out.Preempted[0].Claimant.IsZero() || out.Preempted[0].Rule != plan.RuleDrain {
+		t.Fatalf("preempted = %+v", out.Preempted)
+	}
+	if diff := cmp.Diff(map[string]string{allocC1: "r-1"}, a.StoppingForReservation()); diff != "" {
+		t.Fatalf("stopping (-want +got):\n%s", diff)
+	}
+	b = buildFor(t, s, a, at(t))
+	if len(b.UnknownStopping) != 0 {
+		t.Fatalf("unknown stopping = %v", b.UnknownStopping)
+	}
+	var got *plan.Allocation
+	for i := range b.Snapshot.Allocations {
+		if b.Snapshot.Allocations[i].ID == allocC1 {
+			got = &b.Snapshot.Allocations[i]
+		}
+	}
+	if got == nil || got.StoppingForReservation != "r-1" || !got.StoppingFor.IsZero() {
+		t.Fatalf("allocation = %+v", got)
+	}
+	// Once it ended, it is forgotten.
+	c := *raw(s).Allocs[allocC1]
+	c.ClientStatus = api.AllocClientStatusComplete
+	raw(s).Allocs[allocC1] = &c
+	a.Forget(s)
+	if got := a.StoppingForReservation(); len(got) != 0 {
+		t.Fatalf("stopping = %v", got)
+	}
+}
+
+// The allocations of a flex request carry its max_run, kill_timeout and
+// admission time, and the core's L11.max_run stop (replacing the adapter's
+// EnforceMaxRun) is carried out at admitted + max_run - kill_timeout.
+func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	j := *raw(s).Jobs[jobC]
+	j.Meta = map[string]string{build.MetaPool: "default", build.MetaFlexMaxRun: "1h"}
+	raw(s).Jobs[jobC] = &j
+	admitted := at(t).Add(-time.Hour)
+	a.Now = func() time.Time { return admitted }
+	a.noteAdmitted(jobC)
+	build := func(now time.Time) *build.Build {
+		b := build.From(s, build.Input{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
+			AdmittedAt: a.AdmittedAt, Accepted: func(plan.JobKey) bool { return true }})
+		if b.Invalid != nil || len(b.Left) != 0 {
+			t.Fatalf("build: %v, left %v", b.Invalid, b.Left)
+		}
+		return b
+	}
+	b := build(at(t))
+	var got []plan.Allocation
+	for _, al := range b.Snapshot.Allocations {
+		if al.JobKey() == jobC {
+			got = append(got, plan.Allocation{ID: al.ID, KillTimeout: al.KillTimeout, MaxRun: al.MaxRun, AdmittedAt: al.AdmittedAt})
+		}
+	}
+	want := []plan.Allocation{
+		{ID: allocC1, KillTimeout: 2 * time.Minute, MaxRun: time.Hour, AdmittedAt: admitted},
+		{ID: allocC2, KillTimeout: 2 * time.Minute, MaxRun: time.Hour, AdmittedAt: admitted},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("allocations (-want +got):\n%s", diff)
+	}
+	stopAt := admitted.Add(time.Hour - 2*time.Minute)
+	for _, c := range []struct {
+		now  time.Time
+		stop bool
+	}{{stopAt.Add(-time.Second), false}, {stopAt, true}} {
+		b := build(c.now)
+		p, err := plan.Compute(b.Snapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stops []plan.Action
+		for _, act := range p.Actions {
+			if act.Action == plan.ActionStopJob {
+				stops = append(stops, act)
+			}
+		}
+		if !c.stop {
+			if len(stops) != 0 || !p.WakeAt.Equal(stopAt) {
+				t.Fatalf("at %v: stops %+v, wake_at %v (want %v)", c.now, stops, p.WakeAt, stopAt)
+			}
+			continue
+		}
+		if len(stops) != 1 || stops[0].Rule != plan.RuleFlexMaxRun || stops[0].Job != "training" {
+			t.Fatalf("at %v: stops %+v", c.now, stops)
+		}
+		out := a.Execute(context.Background(), p, b)
+		w := writesFor(t, f)
+		if out.JobsStopped != 1 || len(w) != 1 || w[0].Method != "DELETE" || w[0].Path != "/v1/job/training" {
+			t.Fatalf("outcome %+v, writes %v", out, w)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package build
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/hashicorp/nomad/api"
+)
+
+// markReservationStops is step 5b of Build: the allocations stopped for a
+// reservation (stopping: alloc ID -> reservation ID) carry it in
+// StoppingForReservation instead of a claimant, and are not stopping for
+// an unknown claimant.
+func markReservationStops(allocs []plan.Allocation, unknown []string, stopping map[string]string) []string {
+	if len(stopping) == 0 {
+		return unknown
+	}
+	for i := range allocs {
+		if id, ok := stopping[allocs[i].ID]; ok {
+			allocs[i].StoppingFor = plan.GroupKey{}
+			allocs[i].StoppingForReservation = id
+		}
+	}
+	return slices.DeleteFunc(unknown, func(id string) bool { _, ok := stopping[id]; return ok })
+}
+
+// timedAllocations is step 5a of Build: each allocation gets what the
+// core's timed rules need (DESIGN L10.end, L11.max_run, L11.settle):
+// KillTimeout, the largest kill_timeout of its group's tasks (default
+// plan.DefaultKillTimeout); MaxRun, its job's flex max_run; AdmittedAt,
+// when the broker admitted its job (admitted), or, for a flex request the
+// broker did not admit in this process, the earliest start of its job's
+// allocations here.
+func timedAllocations(allocs []plan.Allocation, jobs map[plan.JobKey]*JobView, admitted func(plan.JobKey) time.Time) {
+	first := map[plan.JobKey]time.Time{}
+	for _, al := range allocs {
+		if t, ok := first[al.JobKey()]; !ok || al.StartedAt.Before(t) {
+			first[al.JobKey()] = al.StartedAt
+		}
+	}
+	for i := range allocs {
+		al := &allocs[i]
+		v := jobs[al.JobKey()]
+		if v == nil {
+			continue
+		}
+		al.KillTimeout = groupKillTimeout(v.Job, al.Group)
+		if v.Options.Flex != nil {
+			al.MaxRun = v.Options.Flex.MaxRun
+		}
+		if admitted != nil {
+			al.AdmittedAt = admitted(al.JobKey())
+		}
+		if al.AdmittedAt.IsZero() && al.MaxRun > 0 {
+			al.AdmittedAt = first[al.JobKey()]
+		}
+	}
+}
+
+// groupKillTimeout is the largest kill_timeout of the tasks of group in j,
+// or plan.DefaultKillTimeout when none sets one.
+func groupKillTimeout(j *api.Job, group string) time.Duration {
+	var most time.Duration
+	for _, tg := range j.TaskGroups {
+		if tg == nil || tg.Name == nil || *tg.Name != group {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			if t != nil && t.KillTimeout != nil && *t.KillTimeout > most {
+				most = *t.KillTimeout
+			}
+		}
+	}
+	if most <= 0 {
+		return plan.DefaultKillTimeout
+	}
+	return most
+}
+
+// firstSeenPending is step 5c of Build: a pending group of a job the
+// broker has a first_seen for (the store's jobs/ record, DESIGN L11) has
+// its place in the order of L3 from it (SubmittedAt), not from Nomad's
+// SubmitTime, which every registration (the broker's own moves between
+// pools, a user's update) resets.
+func firstSeenPending(pending []plan.Pending, firstSeen func(plan.JobKey) time.Time) {
+	if firstSeen == nil {
+		return
+	}
+	for i := range pending {
+		if t := firstSeen(pending[i].JobKey()); !t.IsZero() {
+			pending[i].SubmittedAt = t
+		}
+	}
+}
+
+// requeuedPending is step 5d of Build: a pending group of a job the broker
+// queued again (rule L11.settle) is queued since then (QueuedAt; max_wait
+// counts from it, DESIGN L11), when that is after its submission.
+func requeuedPending(pending []plan.Pending, requeued func(plan.JobKey) time.Time) {
+	if requeued == nil {
+		return
+	}
+	for i := range pending {
+		if t := requeued(pending[i].JobKey()); t.After(pending[i].SubmittedAt) {
+			pending[i].QueuedAt = t
+		}
+	}
+}

@@ -1,0 +1,497 @@
+package build
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/hashicorp/nomad/api"
+)
+
+// UnknownClaimant is the StoppingFor of an allocation that is being stopped
+// for a claimant the broker cannot name (it was stopped before a restart,
+// or by someone else): the core never chooses it again and gives its GPUs
+// to nobody until it is gone.
+var UnknownClaimant = plan.GroupKey{Namespace: "unknown", Job: "unknown", Group: "unknown"}
+
+// DefaultHoldingPool is the node pool with no nodes that governed jobs wait
+// in (DESIGN §5).
+const DefaultHoldingPool = "gputide-queue"
+
+// Input is what Build needs besides the Nomad state.
+type Input struct {
+	Now         time.Time
+	Quota       *quota.Node
+	Settings    quota.Settings
+	HoldingPool string
+	// Governed says which namespaces the broker governs; nil means every
+	// namespace bound in the quota tree.
+	Governed func(namespace string) bool
+	// Stopping maps allocations the broker stopped to their claimant.
+	Stopping map[string]plan.GroupKey
+	// Accepted says whether a job in a real pool was admitted by the broker
+	// (or was there when it started). A job in a real pool that is not
+	// accepted was registered straight into it and is checked as pending.
+	Accepted func(job plan.JobKey) bool
+	// AdmitPools are the node pools a job may name in gputide_pool (the
+	// agent's admit_pools); nil means ["default"]. A job naming another
+	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
+	AdmitPools []string
+	// StoppingForReservation maps allocations the broker stopped for a
+	// reservation to its ID (Actor.StoppingForReservation).
+	StoppingForReservation map[string]string
+	// AdmittedAt says when the broker admitted a job: the store's
+	// admitted_at (jobs/<ns>/<job>) in the agent, else Actor.AdmittedAt;
+	// nil or zero: unknown (see timedAllocations).
+	AdmittedAt func(job plan.JobKey) time.Time
+	// FirstSeen says when the broker first saw a job: the store's
+	// first_seen in the agent (DESIGN L11: the order of L3); nil or zero:
+	// the job's gputide_submitted meta, else its SubmitTime (Submitted).
+	FirstSeen func(job plan.JobKey) time.Time
+	// Requeued says when the broker last queued a job: the store's
+	// queued_at in the agent, else Actor.Requeued (rule L11.settle); nil,
+	// zero or not after the job's first sight: never requeued.
+	Requeued func(job plan.JobKey) time.Time
+	// Reservations are the store's bookings not yet moved to history
+	// (ended ones included: the core's L10.end still stops their jobs),
+	// passed on as plan.Snapshot.Reservations. A job that is not stopped
+	// and names none of them, one of another namespace, or an ended one
+	// has a meta error (CheckReservation).
+	Reservations []plan.Reservation
+	// Holds are the holds the broker keeps (Actor.Holds), passed on as
+	// plan.Snapshot.Holds.
+	Holds []plan.Hold
+	// Policies are the scaling policies of governed namespaces (nil:
+	// none); groups with a gputide-idle policy become idle groups.
+	Policies *Policies
+}
+
+// JobView is a governed job as the broker sees it.
+type JobView struct {
+	Key       plan.JobKey
+	Job       *api.Job
+	Options   JobOptions
+	MetaErr   error // a bad gputide meta value; the job is left unadmitted
+	Pool      string
+	Holding   bool // in the holding pool
+	Direct    bool // registered straight into a real pool, not yet checked
+	Live      int  // live allocations
+	GPUGroups int  // task groups that ask for nvidia/gpu devices
+	Pending   int  // allocations passed to the core as pending
+}
+
+// Build is a snapshot together with the job views it was made from.
+type Build struct {
+	Snapshot *plan.Snapshot
+	Jobs     map[plan.JobKey]*JobView // governed jobs
+	// UnknownStopping lists live allocations in governed namespaces that
+	// are being stopped for a claimant the broker cannot name.
+	UnknownStopping []string
+	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
+	// all: the quota does not concern them, so they are admitted at once.
+	NoGPU []plan.JobKey
+	// Left lists the nodes, allocations and pending jobs that break a rule
+	// of plan.Snapshot.Check, each with what is wrong: they are left out
+	// of Snapshot, and so of the plan; the caller reports them.
+	Left []*plan.Fault
+	// Invalid is a fault in the quota tree or the settings (or the time):
+	// nothing can be planned and the broker must not act (DESIGN L12).
+	// Snapshot is then the unchecked snapshot.
+	Invalid error
+	// Idle are the idle groups of the snapshot (before Validate) with what
+	// the Actor's scale-down needs, by group.
+	Idle map[plan.GroupKey]*IdleView
+}
+
+// From turns the state s into a snapshot for the planning core, in these
+// steps (each a function below):
+//
+//  1. snapshotNodes: nodes with their nvidia/gpu instances; GPUs of nodes
+//     that are not ready, ineligible or draining are passed as unhealthy
+//     (never free);
+//  2. liveByGroup: live allocations per job and task group (L2);
+//  3. jobView: each job of a governed namespace, with its pool, meta
+//     options (or meta error, also when its gputide_pool is not an
+//     existing pool listed in AdmitPools, or, for a job not stopped, its
+//     gputide_reservation is not an unended booking of its namespace),
+//     live count and whether it was registered straight into a real pool;
+//  4. pendingGroups: the pending groups of a job (pendingCount decides how
+//     many allocations). Jobs with a bad meta value, stopped jobs, system
+//     jobs, periodic and parameterized parents are not pending; jobs that
+//     ask for no GPU and wait in the holding pool are listed in NoGPU;
+//  5. snapshotAllocations: live allocations that hold GPUs, with the job's
+//     priority and gputide meta; stopping ones carry their claimant
+//     (StoppingFor), or UnknownClaimant. The live allocations of a job
+//     registered straight into a pool are left out (L3 decides on it as
+//     pending); 5a timedAllocations: kill_timeout, max_run and admitted_at
+//     (AdmittedAt); 5c firstSeenPending and 5d requeuedPending: a pending
+//     group's place in the order (FirstSeen) and queue time (Requeued);
+//  6. idleGroups: groups with a gputide-idle scaling policy become the
+//     snapshot's idle groups (issue 11 item 4);
+//  7. prewarms: groups with a gputide-schedule scaling policy whose next
+//     boundary within drain_horizon raises their count become the
+//     snapshot's pre-warm entries (DESIGN L5 "Pre-warm", issue 11 item 5);
+//  8. usable: the snapshot is checked (plan.Snapshot.Usable): each node,
+//     allocation or pending job that breaks a rule is left out and listed
+//     in Left; a fault in the tree or the settings is Invalid.
+func From(s *watch.State, in Input) *Build {
+	var b *Build
+	s.Read(func(v watch.View) { b = build(v, in) })
+	return b
+}
+
+func build(s watch.View, in Input) *Build {
+	holding := in.HoldingPool
+	if holding == "" {
+		holding = DefaultHoldingPool
+	}
+	bound := quota.Namespaces(in.Quota)
+	governed := func(ns string) bool {
+		if _, ok := bound[ns]; !ok {
+			return false
+		}
+		return in.Governed == nil || in.Governed(ns)
+	}
+	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
+	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
+
+	snap.Nodes = snapshotNodes(s.Nodes)
+	live := liveByGroup(s.Allocs)
+	bookings := IndexBookings(in.Reservations)
+	for _, k := range slices.SortedFunc(maps.Keys(s.Jobs), plan.JobKey.Compare) {
+		j := s.Jobs[k]
+		if !governed(nsOrDefault(str(j.Namespace))) {
+			continue
+		}
+		v := jobView(k, j, live[k], holding, in.Accepted)
+		if v.MetaErr == nil {
+			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
+		}
+		if v.MetaErr == nil && !v.stopped() {
+			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
+		}
+		b.Jobs[k] = v
+		pending, noGPU := pendingGroups(v, live[k], s.Summaries[k])
+		if noGPU {
+			b.NoGPU = append(b.NoGPU, k)
+		}
+		snap.Pending = append(snap.Pending, pending...)
+	}
+	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.Allocs, b.Jobs, in.Stopping, governed)
+	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
+	firstSeenPending(snap.Pending, in.FirstSeen)
+	requeuedPending(snap.Pending, in.Requeued)
+	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
+	snap.Reservations, snap.Holds = in.Reservations, in.Holds
+	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.Allocs)
+	snap.Prewarm = prewarms(in.Policies, b.Jobs, in.Now, in.Settings)
+	b.Snapshot, b.Left, b.Invalid = usable(snap)
+	return b
+}
+
+// snapshotNodes is step 1: the nodes that have GPUs, by ID.
+func snapshotNodes(nodes map[string]*watch.Node) []plan.Node {
+	var out []plan.Node
+	for _, id := range slices.Sorted(maps.Keys(nodes)) {
+		n := nodes[id]
+		if len(n.GPUs) == 0 {
+			continue
+		}
+		pn := plan.Node{ID: n.ID, Datacenter: n.Datacenter, NodePool: n.NodePool, GPUs: make([]plan.GPU, len(n.GPUs))}
+		for i, g := range n.GPUs {
+			g.Healthy = g.Healthy && n.Schedulable
+			pn.GPUs[i] = g
+		}
+		out = append(out, pn)
+	}
+	return out
+}
+
+// liveByGroup is step 2: live allocations by job and task group.
+func liveByGroup(allocs map[string]*watch.Alloc) map[plan.JobKey]map[string]int {
+	live := map[plan.JobKey]map[string]int{}
+	for _, a := range allocs {
+		if !a.Live() {
+			continue
+		}
+		if live[a.JobKey()] == nil {
+			live[a.JobKey()] = map[string]int{}
+		}
+		live[a.JobKey()][a.Group]++
+	}
+	return live
+}
+
+// jobView is step 3: the broker's view of governed job j (key k) with its
+// live allocations per group. A job outside the holding pool that accepted
+// does not know is Direct (registered straight into its pool).
+func jobView(k plan.JobKey, j *api.Job, live map[string]int, holding string, accepted func(plan.JobKey) bool) *JobView {
+	v := &JobView{Key: k, Job: j, Pool: str(j.NodePool)}
+	if v.Pool == "" {
+		v.Pool = "default"
+	}
+	v.Holding = v.Pool == holding
+	v.Options, v.MetaErr = ParseJobOptions(j.Meta, holding)
+	for _, n := range live {
+		v.Live += n
+	}
+	v.Direct = !v.Holding && accepted != nil && !accepted(k)
+	for _, tg := range j.TaskGroups {
+		if gpus, _ := groupGPUs(tg); gpus > 0 {
+			v.GPUGroups++
+		}
+	}
+	return v
+}
+
+// stopped reports whether the job is stopped (job stop, as the L10.end and
+// L11.max_run stops leave it), or dead with no live allocation: it is not
+// pending, and its gputide_reservation is not checked (its booking may
+// have ended and gone to history, as it should).
+func (v *JobView) stopped() bool {
+	j := v.Job
+	return (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0
+}
+
+// pendingGroups is step 4: the pending groups of job view v (its live
+// allocations per group, its summary), adding their count to v.Pending.
+// noGPU reports a job that waits in the holding pool and asks for no GPU.
+func pendingGroups(v *JobView, live map[string]int, sum *api.JobSummary) (pending []plan.Pending, noGPU bool) {
+	j := v.Job
+	if v.MetaErr != nil || v.stopped() {
+		return nil, false
+	}
+	if v.GPUGroups == 0 {
+		return nil, v.Holding
+	}
+	typ := plan.JobType(str(j.Type))
+	if typ != plan.JobService && typ != plan.JobBatch {
+		return nil, false
+	}
+	if j.IsPeriodic() || j.IsParameterized() {
+		return nil, false
+	}
+	place := placeAdmitted
+	switch {
+	case v.Direct:
+		place = placeDirect
+	case v.Holding:
+		place = placeHolding
+	}
+	ns := nsOrDefault(str(j.Namespace))
+	for _, tg := range j.TaskGroups {
+		gpus, model := groupGPUs(tg)
+		if gpus == 0 || tg.Name == nil {
+			continue
+		}
+		group := *tg.Name
+		want := 1
+		if tg.Count != nil {
+			want = *tg.Count
+		}
+		queued, hasSum := queuedOf(sum, group)
+		count := pendingCount(place, want, live[group], queued, hasSum)
+		if count <= 0 {
+			continue
+		}
+		v.Pending += count
+		pending = append(pending, plan.Pending{Namespace: ns, Job: str(j.ID), Group: group, Type: typ, Priority: prio(j),
+			Count: count, GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
+			Idle: v.Options.Idle, Elastic: v.Options.Elastic, Reservation: v.Options.Reservation,
+			SubmittedAt: submitted(j), Flex: v.Options.Flex})
+	}
+	return pending, false
+}
+
+// jobPlace is where a governed job is, for pendingCount.
+type jobPlace int
+
+const (
+	placeHolding  jobPlace = iota // in the holding pool, waiting for admission
+	placeAdmitted                 // in a real pool, admitted by the broker (or there when it started)
+	placeDirect                   // in a real pool, registered straight into it: not yet checked (L3)
+)
+
+// pendingCount is how many allocations of a task group are passed to the
+// core as pending (DESIGN §5), from the group's count (want), its live
+// allocations, and the allocations Nomad has queued for it in the job
+// summary (queued; hasSummary false when the summary lacks the group):
+//
+//   - holding pool: want - live, at most queued when there is a summary
+//     (Nomad queues nothing for a group it has not evaluated yet);
+//   - admitted: the queued allocations Nomad could not place (a service
+//     scaled up, a victim's replacement), at most want - live;
+//   - direct: every allocation, live or queued (L3 decides on the whole
+//     group), at most want; want itself when there is no summary yet.
+//
+// A result of zero or less means the group is not pending.
+func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
+	switch place {
+	case placeDirect:
+		if !hasSummary {
+			return want
+		}
+		return min(want, live+queued)
+	case placeHolding:
+		if !hasSummary {
+			return want - live
+		}
+		return min(want-live, queued)
+	default:
+		return min(queued, want-live)
+	}
+}
+
+// snapshotAllocations is step 5: the live allocations that hold GPUs, by
+// ID, and the governed ones stopping for a claimant the broker cannot name.
+func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
+	governed func(string) bool) (out []plan.Allocation, unknown []string) {
+	for _, id := range slices.Sorted(maps.Keys(allocs)) {
+		a := allocs[id]
+		if !a.Live() || len(a.GPUIDs) == 0 {
+			continue
+		}
+		v := jobs[a.JobKey()]
+		if v != nil && v.Direct && !a.Stopping() {
+			continue // decided as pending in step 4
+		}
+		pa := plan.Allocation{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Group: a.Group,
+			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: append([]string(nil), a.GPUIDs...),
+			StartedAt: a.StartedAt}
+		if v != nil {
+			pa.Type = plan.JobType(str(v.Job.Type))
+			pa.Priority = prio(v.Job)
+			pa.Idle, pa.Elastic, pa.Reservation = v.Options.Idle, v.Options.Elastic, v.Options.Reservation
+		}
+		if !pa.Type.Valid() {
+			pa.Type = plan.JobService
+		}
+		if c, ok := stopping[a.ID]; ok {
+			pa.StoppingFor = c
+		} else if a.Stopping() {
+			pa.StoppingFor = UnknownClaimant
+			if governed(a.Namespace) {
+				unknown = append(unknown, a.ID)
+			}
+		}
+		out = append(out, pa)
+	}
+	return out, unknown
+}
+
+// usable checks snap (plan.Snapshot.Usable): it returns snap without the
+// items that fail, their faults, or snap and the fatal fault.
+func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
+	ok, left, err := snap.Usable()
+	if err != nil {
+		return snap, nil, err
+	}
+	return ok, left, nil
+}
+
+// groupGPUs returns the nvidia/gpu devices one allocation of tg asks for,
+// over its tasks, and the model when a device names one ("nvidia/gpu/<model>").
+// Requests named "gpu" and "nvidia/gpu" count; other vendors do not.
+func groupGPUs(tg *api.TaskGroup) (int, string) {
+	n, model := 0, ""
+	for _, t := range tg.Tasks {
+		if t == nil || t.Resources == nil {
+			continue
+		}
+		for _, d := range t.Resources.Devices {
+			if d == nil {
+				continue
+			}
+			parts := strings.Split(d.Name, "/")
+			ok := false
+			switch len(parts) {
+			case 1:
+				ok = parts[0] == "gpu"
+			case 2:
+				ok = parts[0] == "nvidia" && parts[1] == "gpu"
+			case 3:
+				ok = parts[0] == "nvidia" && parts[1] == "gpu"
+				if ok {
+					model = parts[2]
+				}
+			}
+			if !ok {
+				continue
+			}
+			c := 1
+			if d.Count != nil {
+				c = int(*d.Count)
+			}
+			n += c
+		}
+	}
+	return n, model
+}
+
+func queuedOf(sum *api.JobSummary, group string) (int, bool) {
+	if sum == nil || sum.Summary == nil {
+		return 0, false
+	}
+	tg, ok := sum.Summary[group]
+	if !ok {
+		return 0, false
+	}
+	return tg.Queued, true
+}
+
+func prio(j *api.Job) int {
+	if j.Priority == nil || *j.Priority < 1 {
+		return 50
+	}
+	return *j.Priority
+}
+
+func datacenters(dcs []string) []string {
+	var out []string
+	for _, d := range dcs {
+		if d == "*" {
+			return nil
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// submitted is when the job was first submitted as far as Nomad remembers:
+// the broker's own meta writes keep it in gputide_submitted.
+// Submitted is when job j was first submitted, as far as Nomad tells: its
+// gputide_submitted meta (written by the broker at its first move), else
+// its SubmitTime; zero when neither is known. The agent records it as the
+// job's first_seen when it first sees the job (never later than then).
+func Submitted(j *api.Job) time.Time { return submitted(j) }
+
+func submitted(j *api.Job) time.Time {
+	if v, ok := j.Meta[MetaSubmitted]; ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t
+		}
+	}
+	if j.SubmitTime != nil {
+		return time.Unix(0, *j.SubmitTime).UTC()
+	}
+	return time.Time{}
+}
+
+func nsOrDefault(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
