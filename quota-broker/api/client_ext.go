@@ -194,3 +194,9 @@ func readCACert(path string) ([]byte, error) {
 	defer f.Close()
 	return io.ReadAll(f)
 }
+
+// Job reads GET /v1/job/<namespace>/<job>: one job's story (JobResponse).
+func (c *Client) Job(ctx context.Context, namespace, job string) (*JobResponse, error) {
+	var out JobResponse
+	return &out, c.get(ctx, "/v1/job/"+url.PathEscape(namespace)+"/"+url.PathEscape(job), nil, &out)
+}
