@@ -107,3 +107,34 @@ func setWarnings(t *testing.T, p *plan.Plan, msgs ...string) {
 		t.Fatal(err)
 	}
 }
+
+// TestQuotaFiguresStoppingAndDisplaced (issue 20 items 3, 4): GPUs of
+// allocations already being stopped are counted apart per subtree, and
+// displaced is the core's figure.
+func TestQuotaFiguresStoppingAndDisplaced(t *testing.T) {
+	st := referenceState(t)
+	snap := *st.Snapshot
+	snap.Allocations = append([]plan.Allocation(nil), snap.Allocations...)
+	stopped := 0
+	for i := range snap.Allocations {
+		if a := &snap.Allocations[i]; a.Job == "hparam-sweep" && stopped < 4 {
+			a.StoppingFor = plan.GroupKey{Namespace: "workspace-a", Job: "chat", Group: "server"}
+			stopped++
+		}
+	}
+	p := *st.Plan
+	p.Usage = append([]plan.Usage(nil), p.Usage...)
+	for i := range p.Usage {
+		if p.Usage[i].Quota == "Quota1.1" {
+			p.Usage[i].Displaced = 3
+		}
+	}
+	got := map[string][2]int{}
+	for _, q := range QuotaFigures(&snap, &p, clock) {
+		got[q.Name] = [2]int{q.StoppingGPUs, q.DisplacedGPUs}
+	}
+	want := map[string][2]int{"Quota1": {4, 0}, "Quota1.1": {4, 3}, "Quota1.2": {0, 0}}
+	if !cmp.Equal(want, got) {
+		t.Errorf("stopping, displaced per node: got %v, want %v", got, want)
+	}
+}
