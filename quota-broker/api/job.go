@@ -329,14 +329,23 @@ func warningFields(w any) planWarning {
 // held from others (kind "held": they explain waits), and the tree's
 // (admins only), as c may see them (JobWarning).
 func jobWarnings(p *plan.Plan, c *caller, ns, job string) []JobWarning {
+	return visibleWarnings(p, c, func(w planWarning) bool {
+		return (w.Namespace == ns && w.Job == job) || w.Kind == "held" || w.Namespace == ""
+	})
+}
+
+// visibleWarnings are the warnings of p that keep accepts, as c may see
+// them: whole for a namespace c may read, kind, namespace and GPUs for
+// another, and those about no namespace (the tree) to admins and open
+// reads only.
+func visibleWarnings(p *plan.Plan, c *caller, keep func(planWarning) bool) []JobWarning {
 	if p == nil {
 		return nil
 	}
 	var out []JobWarning
 	for _, raw := range p.Warnings {
 		w := warningFields(raw)
-		mine := w.Namespace == ns && w.Job == job
-		if !mine && w.Kind != "held" && w.Namespace != "" {
+		if !keep(w) {
 			continue
 		}
 		e := JobWarning{Kind: w.Kind, Namespace: w.Namespace, GPUs: w.GPUs}
