@@ -572,8 +572,9 @@ func TestUITimelineAndBars(t *testing.T) {
 		t.Errorf("timeline %dx%d, want %dx%d", tl.Width, tl.Height, 220+960, 24+3*22)
 	}
 	// clock is Tue 08:00:05 UTC: grid lines every 6 h from 12:00 (79.99
-	// px, truncated) to Thu 06:00.
-	if len(tl.Days) != 9 || tl.Days[0].Label != "now" || tl.Days[1] != (uiDay{X: 220 + 79, Label: "Tue 12:00"}) || tl.Days[8].Label != "Thu 06:00" {
+	// px, truncated) to Thu 00:00 (Thu 06:00, 41 px before the end, would
+	// be cut off).
+	if len(tl.Days) != 8 || tl.Days[0].Label != "now" || tl.Days[1] != (uiDay{X: 220 + 79, Label: "Tue 12:00"}) || tl.Days[7].Label != "Thu 00:00" {
 		t.Errorf("48 h timeline lines %+v", tl.Days)
 	}
 	// ?span=8w: 8 weeks, a line each Monday.
@@ -584,7 +585,7 @@ func TestUITimelineAndBars(t *testing.T) {
 	if d := cmp.Diff(want, boxes(tl)); d != "" || other.Param != "48h" {
 		t.Errorf("8 week timeline boxes (-want +got):\n%s", d)
 	}
-	if len(tl.Days) != 9 || tl.Days[1] != (uiDay{X: 220 + 97, Label: "Mon 07 Dec"}) || tl.Days[8].Label != "Mon 25 Jan" {
+	if len(tl.Days) != 8 || tl.Days[1] != (uiDay{X: 220 + 97, Label: "Mon 07 Dec"}) || tl.Days[7].Label != "Mon 18 Jan" {
 		t.Errorf("8 week timeline lines %+v", tl.Days)
 	}
 	for _, c := range []struct{ gpus, nominal, want int }{

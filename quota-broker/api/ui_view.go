@@ -307,7 +307,7 @@ func uiTimelineOf(list []ReservationEntry, now time.Time, z uiSpan) uiTimeline {
 		return uiTimelineLabel + int(min(max(f, 0), 1)*uiTimelineAxis)
 	}
 	// A line at now, then one at each tick before the end; a tick too
-	// close to now for its label is left out.
+	// close to now, or to the end, for its label is left out.
 	t.Days = append(t.Days, uiDay{X: uiTimelineLabel, Label: "now"})
 	first := now.UTC().Truncate(z.Tick).Add(z.Tick)
 	if z.Tick >= 7*24*time.Hour { // weeks start on Monday
@@ -318,7 +318,7 @@ func uiTimelineOf(list []ReservationEntry, now time.Time, z uiSpan) uiTimeline {
 		}
 	}
 	for d := first; d.Before(now.Add(z.Span)); d = d.Add(z.Tick) {
-		if x(d)-uiTimelineLabel < 40 {
+		if x(d)-uiTimelineLabel < 40 || uiTimelineLabel+uiTimelineAxis-x(d) < 60 {
 			continue
 		}
 		t.Days = append(t.Days, uiDay{X: x(d), Label: d.Format(z.Label)})
