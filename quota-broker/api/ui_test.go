@@ -346,7 +346,7 @@ func apiFigures(qs []Quota) map[string]map[string]int {
 	for _, q := range qs {
 		out[q.Name] = map[string]int{"nominal": q.NominalGPUs, "used": q.UsedGPUs, "nonidle": q.NonidleGPUs,
 			"borrowed": q.BorrowedGPUs, "debt": q.DebtGPUs, "displaced": q.DisplacedGPUs, "lendable": q.LendableGPUs,
-			"booked": q.BookedGPUs, "queued": q.QueuedGPUs}
+			"booked": q.BookedGPUs, "queued": q.QueuedGPUs, "stopping": q.StoppingGPUs}
 	}
 	return out
 }
