@@ -107,3 +107,9 @@ func jsonBody(v any) []byte {
 	b, _ := json.Marshal(v) // plain structs: cannot fail
 	return b
 }
+
+// Job reads GET /v1/job/<namespace>/<job>: one job's story (JobResponse).
+func (c *Client) Job(ctx context.Context, namespace, job string) (*JobResponse, error) {
+	var out JobResponse
+	return &out, c.Send(ctx, http.MethodGet, "/v1/job/"+url.PathEscape(namespace)+"/"+url.PathEscape(job), nil, nil, "", &out)
+}

@@ -46,8 +46,9 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 // L10) from a snapshot and its plan: nominal, used, non-idle, borrowed,
 // debt and lendable from the plan's usage; booked = GPUs of the bookings
 // active at now in the node's subtree; queued = GPUs still to place for
-// the pending groups of the subtree's namespaces. Displaced comes from the
-// core (issue 9's usage figure) and is 0 until the plan carries it.
+// the pending groups of the subtree's namespaces; displaced is the core's
+// figure (plan.Usage.Displaced); stopping = GPUs of the subtree's
+// allocations already being stopped (StoppingFor set).
 func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	usage := map[string]plan.Usage{}
 	if p != nil {
@@ -62,6 +63,12 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 		}
 	}
 	nsNode := quota.Namespaces(snap.Quota)
+	ownStopping := map[string]int{}
+	for _, a := range snap.Allocations {
+		if n, ok := nsNode[a.Namespace]; ok && (!a.StoppingFor.IsZero() || a.StoppingForReservation != "") {
+			ownStopping[n] += a.GPUs()
+		}
+	}
 	ownQueued := map[string]int{}
 	for _, pd := range snap.Pending {
 		if n, ok := nsNode[pd.Namespace]; ok {
@@ -69,19 +76,19 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 		}
 	}
 	var out []Quota
-	var walk func(n *quota.Node, parent string) (booked, queued int)
-	walk = func(n *quota.Node, parent string) (int, int) {
+	var walk func(n *quota.Node, parent string) (booked, queued, stopping int)
+	walk = func(n *quota.Node, parent string) (int, int, int) {
 		i := len(out)
 		u := usage[n.Name]
 		out = append(out, Quota{Name: n.Name, Parent: parent, NominalGPUs: n.GPUs, UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
-			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, LendableGPUs: u.Lendable, Workspaces: slices.Clone(n.Namespaces)})
-		booked, queued := ownBooked[n.Name], ownQueued[n.Name]
+			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, DisplacedGPUs: u.Displaced, LendableGPUs: u.Lendable, Workspaces: slices.Clone(n.Namespaces)})
+		booked, queued, stopping := ownBooked[n.Name], ownQueued[n.Name], ownStopping[n.Name]
 		for _, ch := range n.Children {
-			b, q := walk(ch, n.Name)
-			booked, queued = booked+b, queued+q
+			b, q, s := walk(ch, n.Name)
+			booked, queued, stopping = booked+b, queued+q, stopping+s
 		}
-		out[i].BookedGPUs, out[i].QueuedGPUs = booked, queued
-		return booked, queued
+		out[i].BookedGPUs, out[i].QueuedGPUs, out[i].StoppingGPUs = booked, queued, stopping
+		return booked, queued, stopping
 	}
 	if snap.Quota != nil {
 		walk(snap.Quota, "")

@@ -185,6 +185,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/reservations", s.guard(needRead, s.reservationList))
 	mux.Handle("POST /v1/reservations", s.guard(needWrite, s.reservationCreate))
 	mux.Handle("GET /v1/reservation/{id}", s.guard(needRead, s.reservationGet))
+	mux.Handle("GET /v1/job/{namespace}/{job}", s.guard(needRead, s.job))
 	mux.Handle("DELETE /v1/reservation/{id}", s.guard(needWrite, s.reservationCancel))
 	s.uiRoutes(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

@@ -56,8 +56,9 @@ const (
 	// the last 24 h, newest first, at most 100.
 	uiPreemptionWindow = 24 * time.Hour
 	uiPreemptionRows   = 100
-	// uiTimelineSpan: the bookings timeline shows the next 14 days.
-	uiTimelineSpan = 14 * 24 * time.Hour
+	// uiRefreshSeconds: the page reloads itself this often (a meta
+	// refresh: no script, the CSP stays).
+	uiRefreshSeconds = 30
 )
 
 //go:embed ui/*.html
@@ -330,6 +331,10 @@ func (s *Server) uiPage(w http.ResponseWriter, r *http.Request) {
 		s.uiLoginForm(w, status, "your session ended: "+body.Error)
 		return
 	}
-	view, status := s.uiView(r.Context(), c, sess.accessor)
+	who := sess.accessor
+	if name := c.auth.Name(); name != "" && !c.open {
+		who = name // the token's name, not its accessor ID (issue 20)
+	}
+	view, status := s.uiView(r.Context(), c, who, r.URL.Query().Get("span"))
 	s.uiRender(w, status, "page.html", view)
 }

@@ -347,7 +347,7 @@ func apiFigures(qs []Quota) map[string]map[string]int {
 	for _, q := range qs {
 		out[q.Name] = map[string]int{"nominal": q.NominalGPUs, "used": q.UsedGPUs, "nonidle": q.NonidleGPUs,
 			"borrowed": q.BorrowedGPUs, "debt": q.DebtGPUs, "displaced": q.DisplacedGPUs, "lendable": q.LendableGPUs,
-			"booked": q.BookedGPUs, "queued": q.QueuedGPUs}
+			"booked": q.BookedGPUs, "queued": q.QueuedGPUs, "stopping": q.StoppingGPUs}
 	}
 	return out
 }
@@ -387,7 +387,13 @@ func TestUIPage(t *testing.T) {
 		t.Errorf("queued (-want +got):\n%s", d)
 	}
 	// Redaction as the API: team B reads workspace-b only.
-	for _, s := range []string{"llama-ft-13b", "b-batch", "b-alloc-1", `rb · workspace-b · 16 GPUs`, `id="hidden-bookings"`, "Log out"} {
+	for _, s := range []string{"llama-ft-13b", "b-batch", "b-alloc-1", `rb · workspace-b · 16 GPUs`, `id="hidden-bookings"`, "Log out",
+		// issue 20: the refresh, the token's name, the allocations, the
+		// 48 h timeline with the 8 weeks a click away.
+		`<meta http-equiv="refresh" content="30">`, `<span id="who">team-b</span>`, `id="allocations"`,
+		`<tr class="workspace" id="ws-workspace-a"><td class="ws" colspan="10">workspace-a <span class="muted">· Quota1 · 20 GPUs · quota borrowed 0, debt 0, displaced 0 · allocations hidden (no read-job)</span>`,
+		`<td>hparam-sweep</td><td>trial</td><td>node-09</td><td class="n">1</td><td>idle</td><td></td><td></td><td>L5.1: idle allocation of Quota1.1 reclaimed for Quota1</td><td class="n">1h50m0s</td>`,
+		`Bookings, next 48 hours`, `<a id="zoom" href="/ui/?span=8w">show the next 8 weeks</a>`} {
 		if !strings.Contains(page, s) {
 			t.Errorf("page lacks %q", s)
 		}
@@ -405,7 +411,11 @@ func TestUIPage(t *testing.T) {
 	m := h.browser(t, nil)
 	h.login(t, m, tokMgmt)
 	_, all := send(t, m, "GET", h.ts.URL+"/ui/", nil)
-	for _, s := range []string{">chat<", "secret-c-job", "rc-hidden · workspace-c · 8 GPUs"} {
+	if strings.Contains(all, "rc-hidden") || strings.Contains(all, "acc-mgmt") || !strings.Contains(all, `<span id="who">root</span>`) {
+		t.Errorf("management's default page shows a booking 4 days ahead, or not the token's name")
+	}
+	_, all = send(t, m, "GET", h.ts.URL+"/ui/?span=8w", nil)
+	for _, s := range []string{">chat<", "secret-c-job", "rc-hidden · workspace-c · 8 GPUs", "Bookings, next 8 weeks", `href="/ui/?span=48h"`} {
 		if !strings.Contains(all, s) {
 			t.Errorf("management page lacks %q", s)
 		}
@@ -528,32 +538,56 @@ func TestUISessionTableBound(t *testing.T) {
 
 func TestUITimelineAndBars(t *testing.T) {
 	at := func(h int) *time.Time { v := clock.Add(time.Duration(h) * time.Hour); return &v }
-	tl := uiTimelineOf([]ReservationEntry{
+	list := []ReservationEntry{
 		{Namespace: "workspace-b", GPUs: 16, ID: "late", Start: at(24 * 13), End: at(24 * 20)},
 		{Namespace: "workspace-b", GPUs: 8, ID: "two-days", Start: at(24), End: at(72)},
-		{Namespace: "workspace-c", GPUs: 8, ID: "running", Start: at(-5), End: at(12)},
-	}, clock)
+		{Namespace: "workspace-c", GPUs: 8, ID: "running-with-a-long-booking-id", Start: at(-5), End: at(12)},
+	}
 	type box struct {
 		ID          string
 		X, Width, Y int
+		Label       string
 	}
-	var got []box
-	for _, r := range tl.Rows {
-		got = append(got, box{r.ID, r.X, r.Width, r.Y})
+	boxes := func(tl uiTimeline) []box {
+		var got []box
+		for _, r := range tl.Rows {
+			got = append(got, box{r.ID, r.X, r.Width, r.Y, r.Label})
+		}
+		return got
 	}
-	// 60 px a day after a 220 px label column; rows by start, 22 px apart
-	// below a 24 px head; boxes clipped to [now, now+14 d].
-	want := []box{{"running", 220, 30, 24}, {"two-days", 280, 120, 46}, {"late", 1000, 60, 68}}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("timeline boxes (-want +got):\n%s", d)
+	// The default zoom (issue 20): the next 48 hours on 960 px after a
+	// 220 px label column; rows by start, 22 px apart below a 24 px head;
+	// boxes clipped to [now, now+48 h]; a label cut to 32 characters so
+	// that it ends before the axis.
+	zoom, other := uiSpanOf("")
+	if zoom.Param != "48h" || other.Param != "8w" {
+		t.Fatalf("default zoom %q, the other %q", zoom.Param, other.Param)
 	}
-	if tl.Width != 220+14*60 || tl.Height != 24+3*22 {
-		t.Errorf("timeline %dx%d, want %dx%d", tl.Width, tl.Height, 220+14*60, 24+3*22)
+	tl := uiTimelineOf(list, clock, zoom)
+	want := []box{{"running-with-a-long-booking-id", 220, 240, 24, "running-with-a-long-booking-id…"},
+		{"two-days", 700, 480, 46, "two-days · workspace-b · 8 GPUs"}, {"late", 1180, 2, 68, "late · workspace-b · 16 GPUs"}}
+	if d := cmp.Diff(want, boxes(tl)); d != "" {
+		t.Errorf("48 h timeline boxes (-want +got):\n%s", d)
 	}
-	// clock is 08:00:05 UTC: the first midnight is 15 h 59 m 55 s later
-	// (39.97 px, truncated); 14 midnights follow now.
-	if len(tl.Days) != 15 || tl.Days[0].Label != "now" || tl.Days[1].X != 220+39 || tl.Days[1].Label != "Wed 02" {
-		t.Errorf("timeline days %+v", tl.Days)
+	if tl.Width != 220+960 || tl.Height != 24+3*22 {
+		t.Errorf("timeline %dx%d, want %dx%d", tl.Width, tl.Height, 220+960, 24+3*22)
+	}
+	// clock is Tue 08:00:05 UTC: grid lines every 6 h from 12:00 (79.99
+	// px, truncated) to Thu 00:00 (Thu 06:00, 41 px before the end, would
+	// be cut off).
+	if len(tl.Days) != 8 || tl.Days[0].Label != "now" || tl.Days[1] != (uiDay{X: 220 + 79, Label: "Tue 12:00"}) || tl.Days[7].Label != "Thu 00:00" {
+		t.Errorf("48 h timeline lines %+v", tl.Days)
+	}
+	// ?span=8w: 8 weeks, a line each Monday.
+	zoom, other = uiSpanOf("8w")
+	tl = uiTimelineOf(list, clock, zoom)
+	want = []box{{"running-with-a-long-booking-id", 220, 8, 24, "running-with-a-long-booking-id…"},
+		{"two-days", 237, 34, 46, "two-days · workspace-b · 8 GPUs"}, {"late", 442, 120, 68, "late · workspace-b · 16 GPUs"}}
+	if d := cmp.Diff(want, boxes(tl)); d != "" || other.Param != "48h" {
+		t.Errorf("8 week timeline boxes (-want +got):\n%s", d)
+	}
+	if len(tl.Days) != 8 || tl.Days[1] != (uiDay{X: 220 + 97, Label: "Mon 07 Dec"}) || tl.Days[7].Label != "Mon 18 Jan" {
+		t.Errorf("8 week timeline lines %+v", tl.Days)
 	}
 	for _, c := range []struct{ gpus, nominal, want int }{
 		{0, 48, 0}, {40, 48, 200}, {48, 48, 240}, {60, 48, 240}, {1, 1000, 1}, {3, 0, 240},

@@ -5,7 +5,11 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // uiTimeFormat is how the page writes instants (UTC).
@@ -16,15 +20,49 @@ const (
 	uiBarWidth      = 240 // a quota's bars: the nominal GPUs span this
 	uiBarHeight     = 7   // one figure's bar
 	uiTimelineLabel = 220 // the timeline's label column
-	uiTimelineDay   = 60  // one day of the timeline
+	uiTimelineAxis  = 960 // the timeline's time axis
 	uiTimelineRow   = 22  // one booking of the timeline
 	uiTimelineHead  = 24  // the day labels
+	// uiLabelChars: a booking's label is cut to this many characters
+	// (11 px text, about 6.5 px a character) so that it ends before the
+	// axis; its whole text is the box's tooltip.
+	uiLabelChars = 32
 )
+
+// uiSpan is one zoom of the bookings timeline: ?span=<Param>.
+type uiSpan struct {
+	Param string        // "48h" (the default), "8w"
+	Title string        // "next 48 hours"
+	Span  time.Duration // the axis
+	Tick  time.Duration // a grid line at each multiple (UTC)
+	Label string        // the grid lines' time format
+}
+
+// uiSpans are the timeline's zooms, the default first (issue 20: the next
+// 48 hours, the 8 weeks a click away).
+var uiSpans = []uiSpan{
+	{Param: "48h", Title: "next 48 hours", Span: 48 * time.Hour, Tick: 6 * time.Hour, Label: "Mon 15:04"},
+	{Param: "8w", Title: "next 8 weeks", Span: 8 * 7 * 24 * time.Hour, Tick: 7 * 24 * time.Hour, Label: "Mon 02 Jan"},
+}
+
+// uiSpanOf is the zoom ?span=param names, else the default.
+func uiSpanOf(param string) (uiSpan, uiSpan) {
+	for i, z := range uiSpans {
+		if z.Param == param {
+			return z, uiSpans[(i+1)%len(uiSpans)]
+		}
+	}
+	return uiSpans[0], uiSpans[1]
+}
 
 // uiView is the data of page.html.
 type uiView struct {
-	Who         string // accessor ID of the session, "admin-token" or "open-reads"
+	Who         string // the token's name, else its accessor ID, "admin-token" or "open-reads"
+	Refresh     int    // seconds between reloads (meta refresh)
 	Now         string
+	Warnings    []JobWarning  // the last plan's, as the caller may see them
+	Workspaces  []uiWorkspace // running allocations per workspace
+	Zoom, Other uiSpan        // the timeline's zoom, and the one a click away
 	StateAge    string
 	Error       string // the state could not be read (no state, stale): no figures
 	PreemptErr  string // the preemption history could not be read
@@ -54,7 +92,96 @@ type uiBar struct {
 	Width int // pixels, at most uiBarWidth
 }
 
-// uiTimeline is the SVG of the bookings of the next 14 days.
+// uiWorkspace is one workspace's running allocations with the
+// rule-relevant facts: its quota's borrowed, debt and displaced GPUs, and
+// per allocation idle (L4), booked (L10), being stopped (and for whom),
+// the plan's stop and its age. Without read-job only the namespace and its
+// GPUs show.
+type uiWorkspace struct {
+	Namespace string
+	Quota     string
+	Hidden    bool
+	GPUs      int
+	Borrowed  int
+	Debt      int
+	Displaced int
+	Allocs    []uiAlloc
+}
+
+type uiAlloc struct {
+	ID, Job, Group, Node string
+	GPUs                 int
+	Idle                 bool
+	Reservation          string
+	Stopping             string // already being stopped for
+	Stop                 string // the last plan's stop: rule and reason
+	Age                  string
+}
+
+// uiWorkspacesOf groups st's allocations by namespace (sorted), oldest
+// first within one.
+func uiWorkspacesOf(st BrokerState, quotas []Quota, c *caller, now time.Time) []uiWorkspace {
+	nsNode := quota.Namespaces(st.Snapshot.Quota)
+	fig := map[string]Quota{}
+	for _, q := range quotas {
+		fig[q.Name] = q
+	}
+	stops := map[string]plan.Action{}
+	if st.Plan != nil {
+		for _, a := range st.Plan.Actions {
+			if a.Action == plan.ActionStop {
+				stops[a.Alloc] = a
+			}
+		}
+	}
+	by := map[string]*uiWorkspace{}
+	var names []string
+	allocs := slices.Clone(st.Snapshot.Allocations)
+	slices.SortStableFunc(allocs, func(a, b plan.Allocation) int { return a.StartedAt.Compare(b.StartedAt) })
+	for _, a := range allocs {
+		w := by[a.Namespace]
+		if w == nil {
+			q := fig[nsNode[a.Namespace]]
+			w = &uiWorkspace{Namespace: a.Namespace, Quota: q.Name, Hidden: !c.canRead(a.Namespace), Borrowed: q.BorrowedGPUs, Debt: q.DebtGPUs, Displaced: q.DisplacedGPUs}
+			by[a.Namespace] = w
+			names = append(names, a.Namespace)
+		}
+		w.GPUs += a.GPUs()
+		if w.Hidden {
+			continue
+		}
+		e := uiAlloc{ID: shortAlloc(a.ID), Job: a.Job, Group: a.Group, Node: a.Node, GPUs: a.GPUs(), Idle: a.Idle, Reservation: a.Reservation}
+		switch {
+		case a.StoppingForReservation != "":
+			e.Stopping = "reservation " + reservationFor(st.Snapshot, a.StoppingForReservation, c)
+		case !a.StoppingFor.IsZero():
+			e.Stopping = claimantFor(a.StoppingFor.String(), c)
+		}
+		if s, ok := stops[a.ID]; ok {
+			e.Stop = string(s.Rule) + ": " + s.Reason
+		}
+		if !a.StartedAt.IsZero() {
+			e.Age = now.Sub(a.StartedAt).Round(time.Minute).String()
+		}
+		w.Allocs = append(w.Allocs, e)
+	}
+	slices.Sort(names)
+	out := make([]uiWorkspace, 0, len(names))
+	for _, n := range names {
+		out = append(out, *by[n])
+	}
+	return out
+}
+
+// shortAlloc is an allocation ID's first 8 characters, as nomad shows it.
+func shortAlloc(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// uiTimeline is the SVG of the bookings of the zoom's span.
 type uiTimeline struct {
 	Width, Height int
 	Days          []uiDay
@@ -77,9 +204,10 @@ type uiBooking struct {
 // uiView gathers the page's data for c from the API's own functions,
 // redacted as the JSON reads are; the status is 503 when the state is
 // missing or stale (L12), else 200.
-func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int) {
+func (s *Server) uiView(ctx context.Context, c *caller, who, span string) (uiView, int) {
 	now := s.cfg.Now()
-	v := uiView{Who: who, Now: now.UTC().Format(uiTimeFormat)}
+	v := uiView{Who: who, Refresh: uiRefreshSeconds, Now: now.UTC().Format(uiTimeFormat)}
+	v.Zoom, v.Other = uiSpanOf(span)
 	st, fresh, err := s.current()
 	if err != nil {
 		status, body := statusOfRead(err)
@@ -87,8 +215,11 @@ func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int
 		return v, status
 	}
 	v.StateAge = time.Duration(fresh.StateAgeSeconds * float64(time.Second)).Round(time.Second).String()
-	v.Quotas = uiQuotas(QuotaFigures(st.Snapshot, st.Plan, now))
+	figures := QuotaFigures(st.Snapshot, st.Plan, now)
+	v.Quotas = uiQuotas(figures)
 	v.Queue = queueOf(st, "", c, now)
+	v.Warnings = visibleWarnings(st.Plan, c, func(planWarning) bool { return true })
+	v.Workspaces = uiWorkspacesOf(st, figures, c, now)
 	if list, err := s.cfg.Preemptions(ctx); err != nil {
 		_, body := statusOfRead(err)
 		v.PreemptErr = body.Error
@@ -112,11 +243,11 @@ func (s *Server) uiView(ctx context.Context, c *caller, who string) (uiView, int
 		switch {
 		case e.Start == nil:
 			v.Hidden = append(v.Hidden, e)
-		case e.End.After(now) && e.Start.Before(now.Add(uiTimelineSpan)):
+		case e.End.After(now) && e.Start.Before(now.Add(v.Zoom.Span)):
 			shown = append(shown, e)
 		}
 	}
-	v.Timeline = uiTimelineOf(shown, now)
+	v.Timeline = uiTimelineOf(shown, now, v.Zoom)
 	return v, http.StatusOK
 }
 
@@ -163,29 +294,44 @@ func barWidth(gpus, nominal int) int {
 	return max(gpus*uiBarWidth/nominal, 1)
 }
 
-// uiTimelineOf places bookings (readable, overlapping [now, now+14 d)) on
-// a 14-day axis starting at now (UTC midnights marked), one row each, by
-// start; a booking's box is clipped to the axis.
-func uiTimelineOf(list []ReservationEntry, now time.Time) uiTimeline {
+// uiTimelineOf places bookings (readable, overlapping [now, now+span)) on
+// an axis of uiTimelineAxis pixels starting at now (a grid line at each
+// UTC multiple of the zoom's tick), one row each, by start; a booking's
+// box is clipped to the axis, its label cut to uiLabelChars.
+func uiTimelineOf(list []ReservationEntry, now time.Time, z uiSpan) uiTimeline {
 	list = slices.Clone(list)
 	slices.SortStableFunc(list, func(a, b ReservationEntry) int { return a.Start.Compare(*b.Start) })
-	days := int(uiTimelineSpan / (24 * time.Hour))
-	t := uiTimeline{Width: uiTimelineLabel + days*uiTimelineDay, Height: uiTimelineHead + max(len(list), 1)*uiTimelineRow}
+	t := uiTimeline{Width: uiTimelineLabel + uiTimelineAxis, Height: uiTimelineHead + max(len(list), 1)*uiTimelineRow}
 	x := func(at time.Time) int {
-		f := float64(at.Sub(now)) / float64(uiTimelineSpan)
-		return uiTimelineLabel + int(min(max(f, 0), 1)*float64(days*uiTimelineDay))
+		f := float64(at.Sub(now)) / float64(z.Span)
+		return uiTimelineLabel + int(min(max(f, 0), 1)*uiTimelineAxis)
 	}
-	// A line at now, then one at each UTC midnight before the end.
+	// A line at now, then one at each tick before the end; a tick too
+	// close to now, or to the end, for its label is left out.
 	t.Days = append(t.Days, uiDay{X: uiTimelineLabel, Label: "now"})
-	for d := now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour); d.Before(now.Add(uiTimelineSpan)); d = d.Add(24 * time.Hour) {
-		t.Days = append(t.Days, uiDay{X: x(d), Label: d.Format("Mon 02")})
+	first := now.UTC().Truncate(z.Tick).Add(z.Tick)
+	if z.Tick >= 7*24*time.Hour { // weeks start on Monday
+		d := now.UTC().Truncate(24 * time.Hour)
+		first = d.AddDate(0, 0, (8-int(d.Weekday()))%7)
+		if !first.After(now) {
+			first = first.AddDate(0, 0, 7)
+		}
+	}
+	for d := first; d.Before(now.Add(z.Span)); d = d.Add(z.Tick) {
+		if x(d)-uiTimelineLabel < 40 || uiTimelineLabel+uiTimelineAxis-x(d) < 60 {
+			continue
+		}
+		t.Days = append(t.Days, uiDay{X: x(d), Label: d.Format(z.Label)})
 	}
 	for i, e := range list {
 		x0, x1 := x(*e.Start), x(*e.End)
+		label := e.ID + " · " + e.Namespace + " · " + strconv.Itoa(e.GPUs) + " GPUs"
+		if r := []rune(label); len(r) > uiLabelChars {
+			label = strings.TrimRight(string(r[:uiLabelChars-1]), " ·") + "…"
+		}
 		t.Rows = append(t.Rows, uiBooking{ReservationEntry: e, Y: uiTimelineHead + i*uiTimelineRow,
-			X: x0, Width: max(x1-x0, 2),
-			Label: e.ID + " · " + e.Namespace + " · " + strconv.Itoa(e.GPUs) + " GPUs",
-			Span:  e.Start.UTC().Format(uiTimeFormat) + " to " + e.End.UTC().Format(uiTimeFormat)})
+			X: x0, Width: max(x1-x0, 2), Label: label,
+			Span: e.Start.UTC().Format(uiTimeFormat) + " to " + e.End.UTC().Format(uiTimeFormat)})
 	}
 	return t
 }

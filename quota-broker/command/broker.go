@@ -195,9 +195,10 @@ func brokerCommands(m Meta) map[string]cli.CommandFactory {
 		"preemptions":  func() (cli.Command, error) { return &PreemptionsCommand{brokerCmd: brokerCmd{Meta: m}}, nil },
 		"job": func() (cli.Command, error) {
 			return &parent{Meta: m, synopsis: "Preview jobs against a broker",
-				help: "Usage: gputide job <subcommand> [options]\n\n  plan: what the broker would do with a job now."}, nil
+				help: "Usage: gputide job <subcommand> [options]\n\n  plan: what the broker would do with a job now.\n  status: one job's whole story: its place, what binds it, what next."}, nil
 		},
-		"job plan": func() (cli.Command, error) { return &JobPlanCommand{brokerCmd: brokerCmd{Meta: m}}, nil },
+		"job plan":   func() (cli.Command, error) { return &JobPlanCommand{brokerCmd: brokerCmd{Meta: m}}, nil },
+		"job status": func() (cli.Command, error) { return &JobStatusCommand{brokerCmd: brokerCmd{Meta: m}}, nil },
 		"reservation": func() (cli.Command, error) {
 			return &parent{Meta: m, synopsis: "Calendar bookings of GPUs (DESIGN L10)",
 				help: "Usage: gputide reservation <subcommand> [options]\n\n  create, list, show, cancel: Calendar bookings."}, nil

@@ -59,7 +59,9 @@ Usage: gputide quota status [options]
   Shows every quota node, children under their parent marked "· " per
   level, with its nominal GPUs and a usage bar ('#' non-idle, '+' idle,
   '.' free nominal), borrowed, debt (L9), booked and displaced (L10),
-  lendable and queued GPUs. Any valid token may read it.
+  lendable and queued GPUs. Used GPUs of allocations the broker is
+  already stopping show apart: "8 (+4 stopping)". Any valid token may
+  read it.
 ` + apiHelp)
 }
 
@@ -85,13 +87,23 @@ func (c *QuotaStatusCommand) Run(args []string) int {
 				d = depth[q.Parent] + 1
 			}
 			depth[q.Name] = d
-			rows = append(rows, []string{strings.Repeat("· ", d) + q.Name, strconv.Itoa(q.NominalGPUs), strconv.Itoa(q.UsedGPUs), usageBar(q),
+			rows = append(rows, []string{strings.Repeat("· ", d) + q.Name, strconv.Itoa(q.NominalGPUs), usedCell(q), usageBar(q),
 				strconv.Itoa(q.BorrowedGPUs), strconv.Itoa(q.DebtGPUs), strconv.Itoa(q.BookedGPUs), strconv.Itoa(q.DisplacedGPUs),
 				strconv.Itoa(q.LendableGPUs), strconv.Itoa(q.QueuedGPUs), strings.Join(q.Workspaces, ",")})
 		}
 		c.Ui.Output(formatList(rows))
 		return nil
 	})
+}
+
+// usedCell is a node's used GPUs, those of allocations already being
+// stopped apart: "8 (+4 stopping)" rather than 12 of a nominal 8
+// mid-preemption (issue 20).
+func usedCell(q api.Quota) string {
+	if q.StoppingGPUs <= 0 {
+		return strconv.Itoa(q.UsedGPUs)
+	}
+	return fmt.Sprintf("%d (+%d stopping)", q.UsedGPUs-q.StoppingGPUs, q.StoppingGPUs)
 }
 
 // QuotaMoveCommand is "gputide quota move -from A -to B -gpus N" (L9).
@@ -251,8 +263,11 @@ func (c *QueueCommand) Help() string {
 Usage: gputide queue [-namespace NS] [options]
 
   Lists the task groups waiting in the holding pool, oldest first, with the
-  rule and reason of the last plan, flex times and how long they waited.
-  Groups of namespaces the token cannot read show only namespace and GPUs.
+  rule and reason of the last plan, flex times and how long they waited,
+  then the plan's warnings (a booking that cannot be placed, GPUs held for
+  a booking or a pre-warm). Groups and warnings of namespaces the token
+  cannot read show only namespace and GPUs. 'gputide job status NS/JOB'
+  tells one job's whole story.
 ` + apiHelp)
 }
 
@@ -283,7 +298,7 @@ func (c *QueueCommand) Run(args []string) int {
 			}
 			rows = append(rows, []string{e.Namespace, e.Job, e.Group, e.Quota, gpusCell(e.GPUs, e.Count, e.AllocGPUs), e.Action, e.Rule, waited, exp, e.Reason})
 		}
-		c.Ui.Output(formatList(rows))
+		c.Ui.Output(formatList(rows) + warningLines(warningsIn(res)))
 		return nil
 	})
 }

@@ -147,6 +147,11 @@ func TestBrokerCommands(t *testing.T) {
 		{[]string{"preemptions", "-since", "yesterday"}, 1, "", `-since "yesterday"`},
 		{[]string{"preemptions", "-since", "24h"}, 0, "At", ""},
 		{[]string{"job", "plan", jobFile}, 0, `Job "probe" in namespace "workspace-b"`, ""},
+		{[]string{"job", "status", "workspace-b/llama-ft-13b"}, 0,
+			"worker  16 (2x8)  1 of 2  0           20m1s   wait    L3    Quota1.1: 40 of 48 GPUs in use; 8 more needed for 16 asked", ""},
+		{[]string{"job", "status", "workspace-b/hparam-sweep"}, 0, "df1c3d1f  trial  node-09  1     yes   2026-12-01T06:10:00Z  -             L5.1", ""},
+		{[]string{"job", "status", "-json", "workspace-b/llama-ft-13b"}, 0, `"position": 1,`, ""},
+		{[]string{"job", "status", "llama-ft-13b"}, 1, "", `job "llama-ft-13b": want NAMESPACE/JOB`},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(t, c.args...)
@@ -154,6 +159,10 @@ func TestBrokerCommands(t *testing.T) {
 			t.Errorf("gputide %s: exit %d\nstdout: %s\nstderr: %s\nwant exit %d, stdout with %q, stderr with %q",
 				strings.Join(c.args, " "), code, out, errOut, c.code, c.out, c.err)
 		}
+	}
+	// reservation show starts with its first field, not a stray line.
+	if _, out, _ := runCLI(t, "reservation", "show", "rb"); !strings.HasPrefix(out, "ID                   = rb\n") {
+		t.Errorf("reservation show's first line: %q", strings.SplitN(out, "\n", 2)[0])
 	}
 	t.Setenv("NOMAD_TOKEN", "")
 	if code, _, errOut := runCLI(t, "quota", "status"); code != 1 || !strings.Contains(errOut, "HTTP 403") {
@@ -292,5 +301,36 @@ func TestBrokerUnreachableHint(t *testing.T) {
 	code, _, errOut := runCLI(t, "quota", "status")
 	if code != 1 || !strings.HasPrefix(errOut, "Error: GET /v1/quotas "+addr+": no answer: ") || !strings.HasSuffix(errOut, "\n"+unreachableHint+"\n") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+// TestUsedCellShowsStoppingApart (issue 20): mid-preemption a node's used
+// GPUs show those being stopped apart.
+func TestUsedCellShowsStoppingApart(t *testing.T) {
+	if got := usedCell(api.Quota{NominalGPUs: 8, UsedGPUs: 12, StoppingGPUs: 4}); got != "8 (+4 stopping)" {
+		t.Errorf("usedCell = %q", got)
+	}
+	if got := usedCell(api.Quota{NominalGPUs: 8, UsedGPUs: 6}); got != "6" {
+		t.Errorf("usedCell = %q", got)
+	}
+}
+
+// TestWarningsRendered (issue 20 item 3): the plan's warnings a response
+// carries are printed under the table, cut to kind, namespace and GPUs
+// where the API cut them; a response without any prints nothing more.
+func TestWarningsRendered(t *testing.T) {
+	res := struct {
+		api.QueueResponse
+		Warnings []warningView `json:"warnings"`
+	}{Warnings: []warningView{
+		{Kind: "unplaceable", Namespace: "workspace-b", Reservation: "rb", GPUs: 8, Message: "reservation rb: 1 of its 2 allocations of 8 GPUs cannot be placed"},
+		{Kind: "held", Namespace: "workspace-c", GPUs: 4},
+	}}
+	want := "\n\nWarning: reservation rb: 1 of its 2 allocations of 8 GPUs cannot be placed\nWarning: held in workspace-c (4 GPUs)"
+	if got := warningLines(warningsIn(res)); got != want {
+		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
+	}
+	if got := warningLines(warningsIn(api.ReservationResponse{})); got != "" {
+		t.Errorf("no warnings: %q", got)
 	}
 }

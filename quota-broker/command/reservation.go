@@ -183,7 +183,8 @@ Usage: gputide reservation show ID [options]
 
   Shows one booking; needs read-job on its namespace. A booking that ended
   or was cancelled is read from history, with its outcome (ended,
-  cancelled, forced) and when.
+  cancelled, forced) and when; then the plan's warnings about it (its
+  allocations cannot be placed before its start, GPUs held for it).
 ` + apiHelp)
 }
 
@@ -212,7 +213,7 @@ func (c *ReservationShowCommand) Run(args []string) int {
 		if r.Outcome != "" {
 			kv = append(kv, [2]string{"Outcome", r.Outcome}, [2]string{"Ended at", fmtTime(r.EndedAt)})
 		}
-		c.Ui.Output(formatKV(kv))
+		c.Ui.Output(formatKV(kv) + warningLines(warningsIn(res)))
 		return nil
 	})
 }
@@ -222,7 +223,7 @@ func formatKV(kv [][2]string) string {
 	for _, p := range kv {
 		rows = append(rows, []string{p[0], "= " + p[1]})
 	}
-	return formatList(append([][]string{{"", ""}}, rows...))
+	return formatList(rows)
 }
 
 // ReservationCancelCommand is "gputide reservation cancel ID [-force]".

@@ -151,8 +151,7 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded, booked []int) (boun
 		scope += fmt.Sprintf(", not counting %d of lower priority that yield", y.gpus)
 	}
 	if nominal := lowered(q, booked); used+gpus > nominal {
-		return q.node.Name, fmt.Sprintf("%s: %d of %s GPUs in use%s; %s", q.node.Name, used, nominalText(q, booked), scope,
-			shortfall(gpus, nominal-used))
+		return q.node.Name, fmt.Sprintf("%s: %s; %s", q.node.Name, inUseText(q, booked, used, scope), shortfall(gpus, nominal-used))
 	}
 	scope = ""
 	if y.nonDebt > 0 {
@@ -161,8 +160,8 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded, booked []int) (boun
 	for _, a := range q.ancestors {
 		used := l.nonIdle[a.index] - l.debt[a.index] - l.reservedNonDebt[a.index] - y.nonDebt
 		if nominal := lowered(a, booked); used+gpus > nominal {
-			return a.node.Name, fmt.Sprintf("%s (above %s): %d of %s GPUs in use, debt excluded%s; %s",
-				a.node.Name, q.node.Name, used, nominalText(a, booked), scope, shortfall(gpus, nominal-used))
+			return a.node.Name, fmt.Sprintf("%s (above %s): %s; %s",
+				a.node.Name, q.node.Name, inUseText(a, booked, used, ", debt excluded"+scope), shortfall(gpus, nominal-used))
 		}
 	}
 	return "", ""
@@ -176,14 +175,16 @@ func lowered(q *qnode, booked []int) int {
 	return q.node.GPUs - booked[q.index]
 }
 
-// nominalText writes q's lowered nominal for a reason: "48", or "16 (48
-// less 32 booked)".
-func nominalText(q *qnode, booked []int) string {
+// inUseText writes q's usage against its lowered nominal for a reason,
+// scope following "in use": "40 of 48 GPUs in use", or, with GPUs of q
+// booked (L10), "40 GPUs in use, of the 16 it may use while 32 of its 48
+// are booked" (issue 20: "40 of 16 (48 less 32 booked)" read as nonsense).
+func inUseText(q *qnode, booked []int, used int, scope string) string {
 	if booked == nil || booked[q.index] == 0 {
-		return fmt.Sprint(q.node.GPUs)
+		return fmt.Sprintf("%d of %d GPUs in use%s", used, q.node.GPUs, scope)
 	}
 	b := booked[q.index]
-	return fmt.Sprintf("%d (%d less %d booked)", q.node.GPUs-b, q.node.GPUs, b)
+	return fmt.Sprintf("%d GPUs in use%s, of the %d it may use while %d of its %d are booked", used, scope, q.node.GPUs-b, b, q.node.GPUs)
 }
 
 // entitled decides DESIGN L3 for non-idle job j: it returns "" and what

@@ -104,7 +104,7 @@ func TestL10OtherJobsSeeTheNominalLessBooked(t *testing.T) {
 	// Flex with max_run 4h crosses the start: 40 + 8 > 48 - 16.
 	p = mustPlan(t, base().pending("workspace-b", "long", 1, 8, pFlex(24*time.Hour, 4*time.Hour)).build())
 	w := actionsOf(p, ActionWait)
-	if len(w) != 1 || w[0].Reason != "Quota1.1: 40 of 32 (48 less 16 booked) GPUs in use; 8 more needed" {
+	if len(w) != 1 || w[0].Reason != "Quota1.1: 40 GPUs in use, of the 32 it may use while 16 of its 48 are booked; 8 more needed" {
 		t.Fatalf("flex crossing the start: actions %+v", p.Actions)
 	}
 	// Flex with max_run 2h ends before the start.

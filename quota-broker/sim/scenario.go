@@ -126,6 +126,9 @@ type Training struct {
 	ExpectRows      int     // 0: not checked
 	VCs             []VCMap // sorted by VC; "*" = any other VC
 	Placement
+	// TraceRead names the file the trace was read from (Trace, or
+	// Fallback when Trace is missing), as Workload opened it; "" before.
+	TraceRead string
 }
 
 // VCMap maps one Philly virtual cluster to a workspace.

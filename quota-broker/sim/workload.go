@@ -110,6 +110,7 @@ func (s *Scenario) training(w *Workload, t *Training, end time.Time) error {
 	if err != nil {
 		return &Error{Pos: t.TracePos, Msg: fmt.Sprintf("training %q: %v", t.Name, err)}
 	}
+	t.TraceRead = name
 	rows, err := trace.ReadPhilly(f, name, t.TraceZone)
 	f.Close()
 	if err != nil {

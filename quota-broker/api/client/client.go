@@ -87,18 +87,22 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Quota is one node of the quota tree with its figures, in GPUs.
 type Quota struct {
-	Name          string   `json:"name"`
-	Parent        string   `json:"parent,omitempty"`
-	NominalGPUs   int      `json:"nominal_gpus"`
-	UsedGPUs      int      `json:"used_gpus"`
-	NonidleGPUs   int      `json:"nonidle_gpus"`
-	BorrowedGPUs  int      `json:"borrowed_gpus"`
-	DebtGPUs      int      `json:"debt_gpus"`
-	BookedGPUs    int      `json:"booked_gpus"`
-	DisplacedGPUs int      `json:"displaced_gpus"`
-	LendableGPUs  int      `json:"lendable_gpus"`
-	QueuedGPUs    int      `json:"queued_gpus"`
-	Workspaces    []string `json:"workspaces,omitempty"`
+	Name          string `json:"name"`
+	Parent        string `json:"parent,omitempty"`
+	NominalGPUs   int    `json:"nominal_gpus"`
+	UsedGPUs      int    `json:"used_gpus"`
+	NonidleGPUs   int    `json:"nonidle_gpus"`
+	BorrowedGPUs  int    `json:"borrowed_gpus"`
+	DebtGPUs      int    `json:"debt_gpus"`
+	BookedGPUs    int    `json:"booked_gpus"`
+	DisplacedGPUs int    `json:"displaced_gpus"`
+	LendableGPUs  int    `json:"lendable_gpus"`
+	QueuedGPUs    int    `json:"queued_gpus"`
+	// StoppingGPUs is the GPUs of the subtree's allocations the broker is
+	// already stopping (counted in UsedGPUs until they are terminal, L2):
+	// mid-preemption a node may read "12 used of 8" with 4 of them leaving.
+	StoppingGPUs int      `json:"stopping_gpus,omitempty"`
+	Workspaces   []string `json:"workspaces,omitempty"`
 }
 
 // State is the freshness every read carries.

@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -26,21 +28,41 @@ const (
 // the runs.
 type Scales struct {
 	GPUs  float64 // the cluster's GPUs
-	Queue float64 // GPUs waiting
+	Queue float64 // GPUs waiting: the queue axis's top (clipped, see QueuePeak)
 	Loss  float64 // GPU-hours lost per hour
+	// QueuePeak is the largest queue when the queue axis is clipped (one
+	// day's peak more than queueClipFactor times every other day's: the
+	// rest would be a flat line under it), at QueuePeakAt; 0 when not.
+	QueuePeak   float64
+	QueuePeakAt time.Time
 }
+
+// queueClipFactor: the queue axis is clipped when one day's peak is more
+// than this many times the next highest day's (issue 20: one evening's
+// queue 10x the rest); it then spans 1.5 times that next highest peak.
+const queueClipFactor = 3
 
 // NewScales measures the shared scales of rs.
 func NewScales(rs ...*sim.Result) Scales {
 	var s Scales
+	peaks := map[string]float64{} // per local day, over all runs
+	var peakAt time.Time
 	for _, r := range rs {
 		s.GPUs = max(s.GPUs, float64(r.Capacity))
+		zone := time.UTC
+		if r.Scenario != nil && r.Scenario.Zone != nil {
+			zone = r.Scenario.Zone
+		}
 		for _, x := range r.Samples {
 			n := 0
 			for _, w := range x.Waiting {
 				n += w
 			}
-			s.Queue = max(s.Queue, float64(n))
+			if float64(n) > s.Queue {
+				s.Queue, peakAt = float64(n), x.T
+			}
+			day := x.T.In(zone).Format("2006-01-02")
+			peaks[day] = max(peaks[day], float64(n))
 		}
 		for _, b := range lossBins(r) {
 			t := 0.0
@@ -51,6 +73,14 @@ func NewScales(rs ...*sim.Result) Scales {
 		}
 	}
 	s.GPUs = max(s.GPUs, 1)
+	if len(peaks) >= 2 {
+		all := slices.Sorted(maps.Values(peaks))
+		next := max(all[len(all)-2], 8)
+		if s.Queue > queueClipFactor*next {
+			s.QueuePeak, s.QueuePeakAt = s.Queue, peakAt
+			s.Queue = math.Ceil(1.5 * next)
+		}
+	}
 	s.Queue = max(s.Queue, 8)
 	s.Loss = max(s.Loss, 1)
 	return s
@@ -273,20 +303,38 @@ func Queue(w io.Writer, r *sim.Result, sc Scales, id string) error {
 	if len(keys) == 0 {
 		keys = append(keys, key{name: "no job waited", line: greyC})
 	}
-	p := newPanel(d, 0, 0, figWidth, queueHeight, fmt.Sprintf("%s, policy %s: GPUs waiting (the queue, bands bottom up):", r.Scenario.Name, r.Policy),
-		keys, r.Start, r.End, r.Scenario.Zone, sc.top(sc.Queue), "GPUs asked by pending allocations")
+	title := fmt.Sprintf("%s, policy %s: GPUs waiting (the queue, bands bottom up):", r.Scenario.Name, r.Policy)
+	if sc.QueuePeak > 0 {
+		zone := r.Scenario.Zone
+		if zone == nil {
+			zone = time.UTC
+		}
+		title = fmt.Sprintf("%s, policy %s: GPUs waiting; axis clipped at %.0f: the queue reached %.0f GPUs at %s, drawn off the top:",
+			r.Scenario.Name, r.Policy, sc.top(sc.Queue), sc.QueuePeak, sc.QueuePeakAt.In(zone).Format("Mon 01-02 15:04"))
+	}
+	top := sc.top(sc.Queue)
+	p := newPanel(d, 0, 0, figWidth, queueHeight, title, keys, r.Start, r.End, r.Scenario.Zone, top, "GPUs asked by pending allocations")
 	lo := make([]float64, n)
 	for _, l := range layers {
 		hi := make([]float64, n)
 		for i := range hi {
 			hi[i] = lo[i] + l.vals[i]
 		}
-		p.band(ts, lo, hi, l.fill)
+		p.band(ts, clipTo(lo, top), clipTo(hi, top), l.fill)
 		lo = hi
 	}
 	p.close()
 	_, err := w.Write(d.bytes())
 	return err
+}
+
+// clipTo returns vs with each value at most top (a clipped axis).
+func clipTo(vs []float64, top float64) []float64 {
+	out := make([]float64, len(vs))
+	for i, v := range vs {
+		out[i] = min(v, top)
+	}
+	return out
 }
 
 // lossRules are the rules that lose work, in a fixed order for colours.

@@ -415,3 +415,37 @@ func checkLimits(t *testing.T, name string, f figure, r *sim.Result, sc Scales) 
 		}
 	}
 }
+
+// TestQueueClippedAtASpike (issue 20 item 5): one evening's queue 10x the
+// rest clips the queue axis at 1.5 times the next highest day's peak, and
+// the chart says so, with the peak and when; every mark stays inside its
+// panel. Without the spike the axis is not clipped.
+func TestQueueClippedAtASpike(t *testing.T) {
+	start := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	r := synthetic(start, 7*24*time.Hour, false)
+	plain := NewScales(r)
+	if plain.QueuePeak != 0 {
+		t.Fatalf("the synthetic run's queue is clipped: %+v", plain)
+	}
+	before := plain.Queue
+	spikeAt := start.Add(3*24*time.Hour + 20*time.Hour) // Thu 20:00
+	for i := range r.Samples {
+		if s := &r.Samples[i]; !s.T.Before(spikeAt) && s.T.Before(spikeAt.Add(2*time.Hour)) {
+			s.Waiting = []int{0, 3000, 0}
+			s.WaitingIdle = []int{0, 0, 0}
+		}
+	}
+	sc := NewScales(r)
+	if sc.QueuePeak != 3000 || sc.Queue != math.Ceil(1.5*before) || sc.QueuePeakAt.Before(spikeAt) || !sc.QueuePeakAt.Before(spikeAt.Add(2*time.Hour)) {
+		t.Errorf("scales %+v, want the queue clipped at %v with its peak 3000 on Thu", sc, math.Ceil(1.5*before))
+	}
+	var b bytes.Buffer
+	if err := Queue(&b, r, sc, "q"); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("axis clipped at %.0f: the queue reached 3000 GPUs at Thu 12-10 2", sc.top(sc.Queue))
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("queue chart lacks %q", want)
+	}
+	checkSVG(t, "clipped queue", b.Bytes())
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/sim"
 )
 
@@ -290,7 +291,7 @@ func whatRan(d *doc, r *sim.Result, notes []string, wall bool) {
 			} else if w > 0 {
 				onStop = fmt.Sprintf("no: a %s write does not fit a %s kill_timeout", Dur(w), Dur(tr.KillTimeout))
 			}
-			t.row(tr.Name, "`"+tr.Trace+"`", tr.TraceStart.In(zone).Format("2006-01-02 15:04 MST"), fmt.Sprintf("%g", tr.TimeScale),
+			t.row(tr.Name, traceText(tr), tr.TraceStart.In(zone).Format("2006-01-02 15:04 MST"), fmt.Sprintf("%g", tr.TimeScale),
 				fmt.Sprintf("%g", tr.GPUScale), pct(tr.Sample), pct(tr.IdleFraction), ckpt, onStop, tr.Gang)
 		}
 	}
@@ -382,6 +383,19 @@ func kind(idle bool) string {
 }
 
 // whyWaited splits the waits by workspace, idle or not, and what bound
+// traceText names the trace file a training read (issue 20): the file
+// opened, and the one asked for when that was missing and the fallback
+// was read.
+func traceText(tr *sim.Training) string {
+	if tr.TraceRead == "" {
+		return "`" + tr.Trace + "`"
+	}
+	if tr.Fallback != "" && tr.TraceRead != tr.Trace && !strings.HasSuffix(tr.TraceRead, tr.Trace) {
+		return fmt.Sprintf("`%s` (the fallback: `%s` is missing)", tr.TraceRead, tr.Trace)
+	}
+	return "`" + tr.TraceRead + "`"
+}
+
 // them, and says for the quotas that bound non-idle jobs how full they
 // were and who held them.
 func whyWaited(d *doc, r *sim.Result) {
@@ -427,7 +441,96 @@ func whyWaited(d *doc, r *sim.Result) {
 			lines = append(lines, fmt.Sprintf("idle jobs of %s waited %s on average (%d jobs, %d still waiting), bound by %s", g.Namespace, Dur(g.Mean()), g.Jobs(), g.Waiting, g.Bound))
 		}
 	}
+	lines = append(lines, parentTook(r, infer)...)
 	d.list(lines...)
+}
+
+// parentTook says, for each quota node with namespaces of its own (a
+// parent's own workload: inference in Quota1) that bound the waits of its
+// children's non-idle jobs (a WaitGroup bound by it), how many GPU-hours
+// its own namespaces held while those jobs waited with the node full (its
+// non-idle use plus their asks past its nominal), and when: from the
+// samples, each counted until the next.
+func parentTook(r *sim.Result, infer map[string]bool) []string {
+	if r.Scenario == nil || r.Scenario.Quota == nil || len(r.Samples) < 2 {
+		return nil
+	}
+	qi := map[string]int{}
+	for i, q := range r.Quotas {
+		qi[q.Quota] = i
+	}
+	nsi := map[string]int{}
+	for i, n := range r.Namespaces {
+		nsi[n] = i
+	}
+	zone := r.Scenario.Zone
+	if zone == nil {
+		zone = time.UTC
+	}
+	var out []string
+	r.Scenario.Quota.Walk(func(n *quota.Node) {
+		pi, ok := qi[n.Name]
+		if !ok || len(n.Namespaces) == 0 || len(n.Children) == 0 {
+			return
+		}
+		var children []string
+		for _, ch := range n.Children {
+			ch.Walk(func(c *quota.Node) { children = append(children, c.Namespaces...) })
+		}
+		var waited []string
+		for _, g := range r.WaitGroups {
+			if !g.Idle && g.Bound == n.Name && g.Seconds > 0 && slices.Contains(children, g.Namespace) && !slices.Contains(waited, g.Namespace) {
+				waited = append(waited, g.Namespace)
+			}
+		}
+		if len(waited) == 0 {
+			return
+		}
+		var gpuSec float64
+		var first, last time.Time
+		for i := 0; i+1 < len(r.Samples); i++ {
+			s := r.Samples[i]
+			asks := 0
+			for _, ns := range waited {
+				if k, ok := nsi[ns]; ok && k < len(s.Waiting) && k < len(s.WaitingIdle) {
+					asks += s.Waiting[k] - s.WaitingIdle[k]
+				}
+			}
+			if asks <= 0 || pi >= len(s.NonIdle) || s.NonIdle[pi]+asks <= s.Nominal[pi] {
+				continue
+			}
+			own := 0
+			for _, ns := range n.Namespaces {
+				if k, ok := nsi[ns]; ok && k < len(s.Active) {
+					own += s.Active[k]
+				}
+			}
+			if own == 0 {
+				continue
+			}
+			next := r.Samples[i+1].T
+			gpuSec += float64(own) * next.Sub(s.T).Seconds()
+			if first.IsZero() {
+				first = s.T
+			}
+			last = next
+		}
+		if gpuSec == 0 {
+			return
+		}
+		var owners []string
+		for _, ns := range n.Namespaces {
+			if infer[ns] {
+				ns += ", inference"
+			}
+			owners = append(owners, ns)
+		}
+		out = append(out, fmt.Sprintf("%s's own workload (%s) held %.0f GPU-hours of %s's GPUs while non-idle jobs of %s waited for them "+
+			"(%s full: its non-idle use plus their asks past its nominal), between %s and %s",
+			n.Name, strings.Join(owners, "; "), gpuSec/3600, n.Name, strings.Join(waited, ", "), n.Name,
+			first.In(zone).Format("Mon 2006-01-02 15:04"), last.In(zone).Format("Mon 2006-01-02 15:04")))
+	})
+	return out
 }
 
 // holders says who held a bound quota's non-idle GPUs at its wait events,

@@ -356,3 +356,51 @@ func TestComparisonWhyTreePeer(t *testing.T) {
 		t.Errorf("comparison lacks\n%s\n got:\n%s", want, b.String())
 	}
 }
+
+// TestParentWorkloadTook (issue 20 item 5): when a child's non-idle jobs
+// waited bound by their parent and the parent was full, "why work waited"
+// says the parent's own workload held its GPUs, with the GPU-hours: a's 2
+// GPUs over the 4 half-hour samples in which b asked for 4 more past Q's
+// 16 (15 non-idle) are 4 GPU-hours.
+func TestParentWorkloadTook(t *testing.T) {
+	r := handMade()
+	r.Scenario.Infer = []*sim.Inference{{Name: "chat", Namespace: "a"}}
+	r.WaitGroups = []*sim.WaitGroup{{Namespace: "b", Bound: "Q", Started: 3, Waiting: 1, Seconds: 3 * 3600}}
+	for i := range r.Samples {
+		r.Samples[i].Waiting, r.Samples[i].WaitingIdle = []int{0, 0, 0}, []int{0, 0, 0}
+		if i >= 2 && i <= 5 {
+			r.Samples[i].Waiting = []int{0, 4, 0}
+		}
+	}
+	var b strings.Builder
+	Markdown(&b, r, nil, nil)
+	want := "- Q's own workload (a, inference) held 4 GPU-hours of Q's GPUs while non-idle jobs of b waited for them " +
+		"(Q full: its non-idle use plus their asks past its nominal), between Tue 2026-12-08 11:00 and Tue 2026-12-08 13:00"
+	if md := b.String(); !strings.Contains(md, want) {
+		t.Errorf("report.md lacks %q:\n%s", want, md)
+	}
+	// A child bound by its own quota, not the parent's: no such line.
+	r.WaitGroups[0].Bound = "Q.1"
+	b.Reset()
+	Markdown(&b, r, nil, nil)
+	if strings.Contains(b.String(), "own workload") {
+		t.Errorf("a wait bound by Q.1 is told as the parent's doing:\n%s", b.String())
+	}
+}
+
+// TestTraceFileRead (issue 20): the report names the trace file read, and
+// says when that was the fallback.
+func TestTraceFileRead(t *testing.T) {
+	for _, c := range []struct {
+		tr   sim.Training
+		want string
+	}{
+		{sim.Training{Trace: "philly.csv"}, "`philly.csv`"},
+		{sim.Training{Trace: "philly.csv", TraceRead: "/data/philly.csv"}, "`/data/philly.csv`"},
+		{sim.Training{Trace: "philly.csv", Fallback: "sample.csv", TraceRead: "/s/sample.csv"}, "`/s/sample.csv` (the fallback: `philly.csv` is missing)"},
+	} {
+		if got := traceText(&c.tr); got != c.want {
+			t.Errorf("traceText(%+v) = %q, want %q", c.tr, got, c.want)
+		}
+	}
+}
