@@ -1,5 +1,5 @@
 # Nomad Autoscaler v0.5.0 agent of the local stack, with the three gputide
-# plugins of `make build` (bin/plugins). A template: up.sh replaces each
+# plugins of `make build` (bin/plugins, or $GPUTIDE_LOCAL_BIN/plugins). A template: up.sh replaces each
 # ${GPUTIDE_LOCAL_*} with its value (env.sh) and writes the result to
 # $GPUTIDE_LOCAL_DIR/conf/autoscaler.hcl. Its Nomad token is NOMAD_TOKEN
 # (with -acl, a token of examples/reference/autoscaler/autoscaler-acl.hcl).
@@ -7,7 +7,7 @@
 # examples/reference/autoscaler/agent.hcl.
 
 log_level  = "INFO"
-plugin_dir = "${GPUTIDE_LOCAL_REPO}/bin/plugins"
+plugin_dir = "${GPUTIDE_LOCAL_BIN}/plugins"
 
 nomad {
   address   = "http://127.0.0.1:${GPUTIDE_LOCAL_NOMAD_HTTP}"

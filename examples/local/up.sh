@@ -24,7 +24,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-# shellcheck source=env.sh
+# shellcheck source-path=SCRIPTDIR source=env.sh
 source "$here/env.sh"
 
 acl=false
@@ -70,10 +70,11 @@ for port in "$GPUTIDE_LOCAL_NOMAD_HTTP" "$GPUTIDE_LOCAL_NOMAD_RPC" "$GPUTIDE_LOC
 done
 
 # --- Binaries ----------------------------------------------------------------
-if [[ ! -x "$repo/bin/gputide" || ! -x "$repo/bin/nomad-device-gputide" || ! -x "$repo/bin/plugins/gputide-apm" ||
-	! -x "$repo/bin/plugins/gputide-schedule" || ! -x "$repo/bin/plugins/gputide-idle" ]]; then
-	say "bin/ is incomplete: make build"
-	make -C "$repo" build
+bin="$GPUTIDE_LOCAL_BIN"
+if [[ ! -x "$bin/gputide" || ! -x "$bin/nomad-device-gputide" || ! -x "$bin/plugins/gputide-apm" ||
+	! -x "$bin/plugins/gputide-schedule" || ! -x "$bin/plugins/gputide-idle" ]]; then
+	say "$bin is incomplete: make build BIN=$bin"
+	make -C "$repo" build BIN="$bin"
 fi
 if [[ -z "${NOMAD_BIN:-}" ]]; then
 	[[ -x "$repo/../shared/nomad/nomad-bin" ]] ||
@@ -97,7 +98,7 @@ say "autoscaler: $NOMAD_AUTOSCALER_BIN"
 
 mkdir -p "$state"/{conf,logs,pids,dumps,consul,nomad/data,nomad/plugins}
 chmod 700 "$state"
-cp "$repo/bin/nomad-device-gputide" "$state/nomad/plugins/"
+cp "$bin/nomad-device-gputide" "$state/nomad/plugins/"
 : >"$state/gpu-faults"
 
 # --- On failure: show the failing part's log, then stop everything ---------
@@ -125,7 +126,7 @@ fi
 render() {
 	local src="$1" dst="$2" text var
 	text="$(<"$src")"
-	for var in GPUTIDE_LOCAL_DIR GPUTIDE_LOCAL_REPO GPUTIDE_LOCAL_ACL GPUTIDE_LOCAL_BROKER_AUTH \
+	for var in GPUTIDE_LOCAL_DIR GPUTIDE_LOCAL_BIN GPUTIDE_LOCAL_REPO GPUTIDE_LOCAL_ACL GPUTIDE_LOCAL_BROKER_AUTH \
 		GPUTIDE_LOCAL_NOMAD_HTTP GPUTIDE_LOCAL_NOMAD_RPC GPUTIDE_LOCAL_NOMAD_SERF \
 		GPUTIDE_LOCAL_CONSUL_HTTP GPUTIDE_LOCAL_CONSUL_SERVER GPUTIDE_LOCAL_CONSUL_SERF_LAN \
 		GPUTIDE_LOCAL_CONSUL_SERF_WAN GPUTIDE_LOCAL_BROKER_HTTP GPUTIDE_LOCAL_AUTOSCALER_HTTP; do
@@ -266,9 +267,9 @@ umask 022
 # --- The broker (its tree: quota.hcl, seeded into Consul) ------------------
 say "starting the broker on $broker_url (Consul store; the tree seeded from examples/local/quota.hcl)"
 if $acl; then
-	start broker env NOMAD_TOKEN="$broker_token" "$repo/bin/gputide" agent -config "$state/conf/broker.hcl"
+	start broker env NOMAD_TOKEN="$broker_token" "$bin/gputide" agent -config "$state/conf/broker.hcl"
 else
-	start broker env -u NOMAD_TOKEN GPUTIDE_ADMIN_TOKEN="$admin" "$repo/bin/gputide" agent -config "$state/conf/broker.hcl"
+	start broker env -u NOMAD_TOKEN GPUTIDE_ADMIN_TOKEN="$admin" "$bin/gputide" agent -config "$state/conf/broker.hcl"
 fi
 broker_acting() {
 	curl -sf "$broker_url/v1/agent/health" | jq -e '.acting and .is_leader and .store == "consul"'
@@ -280,7 +281,7 @@ broker_tree() {
 wait_for broker 30 broker_tree
 
 # --- The Nomad Autoscaler ---------------------------------------------------
-say "starting the Nomad Autoscaler on $autoscaler_url (plugins: bin/plugins)"
+say "starting the Nomad Autoscaler on $autoscaler_url (plugins: $bin/plugins)"
 if $acl; then
 	start autoscaler env -u AWS_CA_BUNDLE NOMAD_TOKEN="$autoscaler_token" "$NOMAD_AUTOSCALER_BIN" agent -config "$state/conf/autoscaler.hcl"
 else
