@@ -46,8 +46,9 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 // L10) from a snapshot and its plan: nominal, used, non-idle, borrowed,
 // debt and lendable from the plan's usage; booked = GPUs of the bookings
 // active at now in the node's subtree; queued = GPUs still to place for
-// the pending groups of the subtree's namespaces. Displaced comes from the
-// core (issue 9's usage figure) and is 0 until the plan carries it.
+// the pending groups of the subtree's namespaces; displaced = the core's
+// figure (plan.Usage.Displaced: GPUs of allocations displaced at this node
+// by its active bookings, L10).
 func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	usage := map[string]plan.Usage{}
 	if p != nil {
@@ -74,7 +75,8 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 		i := len(out)
 		u := usage[n.Name]
 		out = append(out, Quota{Name: n.Name, Parent: parent, NominalGPUs: n.GPUs, UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
-			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, LendableGPUs: u.Lendable, Workspaces: slices.Clone(n.Namespaces)})
+			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, LendableGPUs: u.Lendable, DisplacedGPUs: u.Displaced,
+			Workspaces: slices.Clone(n.Namespaces)})
 		booked, queued := ownBooked[n.Name], ownQueued[n.Name]
 		for _, ch := range n.Children {
 			b, q := walk(ch, n.Name)
