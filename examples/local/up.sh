@@ -256,8 +256,9 @@ GPUTIDE_LOCAL_TOKEN_BROKER=$broker_token
 GPUTIDE_LOCAL_TOKEN_AUTOSCALER=$autoscaler_token
 EOF
 cat >"$state/env" <<EOF
-# source $state/env: the addresses of the local stack for the nomad,
-# consul and gputide CLIs (no token: pass -token, or export NOMAD_TOKEN).
+# source $state/env: the local stack's nomad, consul and gputide on PATH and
+# their addresses (no token: pass -token, or set NOMAD_TOKEN).
+export PATH="$bin:$(dirname "$NOMAD_BIN"):$(dirname "$CONSUL_BIN"):\$PATH"
 export NOMAD_ADDR=$nomad_url
 export CONSUL_HTTP_ADDR=127.0.0.1:$GPUTIDE_LOCAL_CONSUL_HTTP
 export GPUTIDE_ADDR=$broker_url
@@ -320,8 +321,8 @@ for its writes (gputide quota move, -token or NOMAD_TOKEN):
 EOF
 fi
 cat <<EOF
-  source $state/env     # NOMAD_ADDR, CONSUL_HTTP_ADDR, GPUTIDE_ADDR
-  bin/gputide quota status -token <admin>
+  source $state/env     # nomad, consul, gputide on PATH; NOMAD_ADDR, CONSUL_HTTP_ADDR, GPUTIDE_ADDR
+  gputide quota status -token <admin>
   nomad job run examples/local/jobs/team-c-training.nomad.hcl
 Next steps: docs/quickstart.md. Stop and remove everything: examples/local/down.sh
 EOF
