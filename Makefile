@@ -7,7 +7,7 @@ PKGS     ?= ./...
 COMMIT   ?= $(shell git describe --always --dirty --abbrev=12 --exclude='*' 2>/dev/null)
 LDFLAGS  := -X github.com/gputide/gputide/quota-broker/version.Commit=$(COMMIT)
 
-.PHONY: all build test demo lint e2e bench fuzz fuzz-ci clean
+.PHONY: all build test demo lint e2e bench fuzz fuzz-ci clean local local-down
 
 all: build
 
@@ -30,6 +30,14 @@ test:
 ## demo: the simulator on the reference scenario (no Nomad, Consul or GPU needed)
 demo:
 	$(GO) run ./quota-broker/cmd/gputide sim -days 2 -out out/demo
+
+## local: the whole stack on this machine (Consul, Nomad with 8 mock GPUs, the broker, the Autoscaler), loopback only; ACL=1 turns Nomad's ACLs on (examples/local/up.sh -acl)
+local: build
+	examples/local/up.sh $(if $(ACL),-acl)
+
+## local-down: stop the local stack and remove its state (examples/local/down.sh)
+local-down:
+	examples/local/down.sh
 
 ## lint: gofmt, go vet and staticcheck
 lint:

@@ -16,8 +16,13 @@ nomad {
   # region = ""
 }
 
-# The quota tree; edited live (use case 2), reloaded when it changes. An
-# invalid tree is rejected and the running tree kept (L1).
+# The quota tree. Without a consul block (below) the file is the tree: edit
+# it live (use case 2) and the broker reloads it when it changes; an invalid
+# tree is rejected and the running tree kept (L1). With a consul block it
+# only seeds the store's tree when Consul has none (the first start); from
+# then on the tree lives in Consul and edits of this file are not read
+# (the broker logs the difference at start): change it with `gputide quota
+# move|scale|apply` (docs/api.md). Optional with a consul block.
 quota_file = "quota.hcl"
 
 # Namespaces to govern (default: every namespace bound in the tree); each

@@ -3,10 +3,14 @@
 # DGX A100 mock) with plausible attributes, health and statistics.
 #
 #   go build -o /opt/nomad/plugins/nomad-device-gputide ./device-plugin/cmd/nomad-device-gputide
-#   nomad agent -dev -bind 127.0.0.1 -config examples/reference/nomad-client.hcl
+#   env -u AWS_CA_BUNDLE nomad agent -dev -bind 127.0.0.1 -config examples/reference/nomad-client.hcl
 #   nomad node status -verbose $(nomad node status -quiet)
 #   echo "3 xid 79" >> /tmp/gputide-faults    # GPU 3 falls off the bus
 #   echo "3 recover" >> /tmp/gputide-faults   # ... and is reset
+#
+# (With AWS_CA_BUNDLE set, the client's AWS fingerprinter fails and the agent
+# exits: "failed to setup IMDS client". examples/local/ runs this set-up, with
+# Consul, the broker and the Autoscaler, in one command: make local.)
 #
 # On real GPU nodes drop the mock_* lines (backend defaults to "nvml"). The
 # full option reference is docs/device-plugin.md.
@@ -15,6 +19,12 @@ plugin_dir = "/opt/nomad/plugins"
 
 client {
   enabled = true
+
+  # The client caps every task's kill_timeout at max_kill_timeout, 30s by
+  # default: the reference training jobs give their workers kill_timeout =
+  # "2m" to checkpoint on SIGINT (L8), which the default would cut to 30s.
+  # Raise it to the longest kill_timeout of the jobs the client runs.
+  max_kill_timeout = "5m"
 }
 
 # The smoke job (jobs/gpu-smoke.nomad.hcl) runs with raw_exec.

@@ -12,6 +12,13 @@
 # are admitted, and make room, like any other pending work. Preview it:
 #   NOMAD_NAMESPACE=workspace-a gputide schedule preview -policy team-a-inference.nomad.hcl
 #
+# To change a window once the job is admitted, do not run this file again:
+# the job would go back to the holding pool with a deployment that cannot
+# finish, and the Autoscaler does not scale a job with an active
+# deployment. Change the policy of the job in Nomad (`nomad job inspect`,
+# edit, `nomad job run -json`), as "Changing a window" in
+# autoscaler-plugin/README.md shows, and this file for the next submission.
+#
 # The task is a stand-in that holds its GPUs and answers SIGINT the way a
 # server drains: replace it with the real server.
 job "inference" {
