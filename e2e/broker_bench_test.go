@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/hashicorp/nomad/api"
 )
@@ -214,34 +215,17 @@ func intersect(a, b []string) []string {
 // gputide_pool naming an empty pool (listed in the broker's admit_pools) so
 // that Nomad accepts every admission without n processes starting on the
 // test machine, then starts the broker and waits until every job is
-// admitted (register calls Nomad accepted), timing it when timed.
+// admitted (register calls Nomad accepted), timing it when timed. Before the
+// broker starts, the same agent takes n raw register calls that make the
+// same move (rawRegisterRate), so the broker's rate is compared with
+// Nomad's in the same run.
 func admissionRate(t *testing.T, a *nomadAgent, n int, timed bool) {
 	c := a.Client
 	if _, err := c.NodePools().Register(&api.NodePool{Name: "bench-empty"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				s := jobSpec{Namespace: "workspace-b", ID: fmt.Sprintf("small-%03d", i), Type: "batch", Priority: 50, Count: 1,
-					Meta: map[string]string{"gputide_pool": "bench-empty"}}
-				j := s.job()
-				j.TaskGroups[0].Tasks[0].Resources.Devices = nil
-				if _, _, err := c.Jobs().Register(j, &api.WriteOptions{Namespace: "workspace-b"}); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	queueSmall(t, c, "small-", n)
+	raw, rawSpread := rawRegisterRate(t, c, n)
 	start := time.Now()
 	cfgPath, quotaFile := brokerConfig(t, a.Addr, 3, 5)
 	appendConfig(t, cfgPath, `admit_pools = ["default", "bench-empty"]`)
@@ -265,22 +249,7 @@ func admissionRate(t *testing.T, a *nomadAgent, n int, timed bool) {
 	// The metric counts a plan's admissions when its Execute ends, all at
 	// once: the rate is read from Nomad, by the submit times of the
 	// broker's register calls (each admission moves a job to its pool).
-	stubs, _, err := c.Jobs().List(&api.QueryOptions{Namespace: "workspace-b", Prefix: "small-"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var firstAt, lastAt int64
-	moved := 0
-	for _, j := range stubs {
-		if j.SubmitTime < start.UnixNano() { // not registered again since the broker started
-			continue
-		}
-		moved++
-		if firstAt == 0 || j.SubmitTime < firstAt {
-			firstAt = j.SubmitTime
-		}
-		lastAt = max(lastAt, j.SubmitTime)
-	}
+	moved, spread := submitSpread(t, c, "small-", start)
 	if moved != n {
 		t.Errorf("%d of %d jobs registered again since the broker started", moved, n)
 	}
@@ -290,17 +259,117 @@ func admissionRate(t *testing.T, a *nomadAgent, n int, timed bool) {
 			t.Errorf("small-%03d is in pool %v, want bench-empty", i, j.NodePool)
 		}
 	}
-	spread := time.Duration(lastAt - firstAt)
+	rate := float64(n-1) / spread.Seconds()
 	if timed {
 		t.Logf("admitted %d jobs: %.0f per second from the first admission to the last (%s, Nomad's submit times), %s from broker start (list, plan and act)",
-			n, float64(n-1)/spread.Seconds(), spread.Round(time.Millisecond), last.Sub(start).Round(time.Millisecond))
+			n, rate, spread.Round(time.Millisecond), last.Sub(start).Round(time.Millisecond))
 	} else {
 		t.Logf("admitted %d jobs in %s from broker start (%s from the first admission to the last)", n,
 			last.Sub(start).Round(time.Millisecond), spread.Round(time.Millisecond))
 	}
+	t.Logf("admission rate against raw register calls on the same agent: broker %.0f/s, raw %.0f/s (%s for %d), ratio %.2fx",
+		rate, raw, rawSpread.Round(time.Millisecond), n, rate/raw)
 	for i := 0; i < n; i++ {
 		_, _, _ = c.Jobs().Deregister(fmt.Sprintf("small-%03d", i), true, &api.WriteOptions{Namespace: "workspace-b"})
 	}
+}
+
+// smallJob is job i of admissionRate's queue: no GPU, gputide_pool naming
+// the empty pool, in the holding pool.
+func smallJob(prefix string, i int) *api.Job {
+	s := jobSpec{Namespace: "workspace-b", ID: fmt.Sprintf("%s%03d", prefix, i), Type: "batch", Priority: 50, Count: 1,
+		Meta: map[string]string{"gputide_pool": "bench-empty"}}
+	j := s.job()
+	j.TaskGroups[0].Tasks[0].Resources.Devices = nil
+	return j
+}
+
+// queueSmall registers n small jobs into the holding pool, 8 in flight,
+// and returns the job modify index Nomad gave each.
+func queueSmall(t *testing.T, c *api.Client, prefix string, n int) []uint64 {
+	t.Helper()
+	index := make([]uint64, n)
+	forEach(n, 8, func(i int) {
+		resp, _, err := c.Jobs().Register(smallJob(prefix, i), &api.WriteOptions{Namespace: "workspace-b"})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		index[i] = resp.JobModifyIndex
+	})
+	return index
+}
+
+// forEach calls fn(0..n-1) with workers calls in flight.
+func forEach(n, workers int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// rawRegisterRate queues n jobs like admissionRate's, then makes the move an
+// admission makes with plain register calls: each job registered again
+// into bench-empty from the spec the test holds, its job modify index
+// enforced and counts preserved, as many in flight as the broker's Actor
+// (act.DefaultWorkers). It returns the rate from Nomad's submit times,
+// first to last, and that spread; the jobs are purged before it returns.
+func rawRegisterRate(t *testing.T, c *api.Client, n int) (float64, time.Duration) {
+	t.Helper()
+	index := queueSmall(t, c, "raw-", n)
+	start := time.Now()
+	forEach(n, act.DefaultWorkers, func(i int) {
+		j := smallJob("raw-", i)
+		j.NodePool = new("bench-empty")
+		opts := &api.RegisterOptions{EnforceIndex: true, ModifyIndex: index[i], PreserveCounts: true}
+		if _, _, err := c.Jobs().RegisterOpts(j, opts, &api.WriteOptions{Namespace: "workspace-b"}); err != nil {
+			t.Error(err)
+		}
+	})
+	moved, spread := submitSpread(t, c, "raw-", start)
+	if moved != n {
+		t.Errorf("%d of %d raw registers seen by Nomad", moved, n)
+	}
+	forEach(n, 8, func(i int) {
+		_, _, _ = c.Jobs().Deregister(fmt.Sprintf("raw-%03d", i), true, &api.WriteOptions{Namespace: "workspace-b"})
+	})
+	return float64(n-1) / spread.Seconds(), spread
+}
+
+// submitSpread returns how many workspace-b jobs named prefix... were
+// registered since since, and the time from the first such submit to the
+// last (Nomad's submit times).
+func submitSpread(t *testing.T, c *api.Client, prefix string, since time.Time) (int, time.Duration) {
+	t.Helper()
+	stubs, _, err := c.Jobs().List(&api.QueryOptions{Namespace: "workspace-b", Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var firstAt, lastAt int64
+	moved := 0
+	for _, j := range stubs {
+		if j.SubmitTime < since.UnixNano() {
+			continue
+		}
+		moved++
+		if firstAt == 0 || j.SubmitTime < firstAt {
+			firstAt = j.SubmitTime
+		}
+		lastAt = max(lastAt, j.SubmitTime)
+	}
+	return moved, time.Duration(lastAt - firstAt)
 }
 
 // appendConfig appends HCL lines to a broker config file.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -685,28 +686,91 @@ func (a *Actor) writeStatus(ctx context.Context, v *build.JobView, status, reaso
 	return true, nil
 }
 
-// register reads the job afresh and registers it again with the given node
-// pool ("" keeps it), meta changes (nil value: delete) and stop flag, with
-// the job modify index enforced (a concurrent change by a user fails the
-// call instead of being overwritten) and the current counts preserved. It
-// refuses to change the meta of a job with live allocations: that would be
-// a destructive update.
+// register registers the job again with the given node pool ("" keeps
+// it), meta changes (nil value: delete) and stop flag, from the spec the
+// broker already holds (the watcher's State, kept current from the event
+// stream and the broker's own writes), with that spec's job modify index
+// enforced and the current counts preserved: a job changed since (by a user,
+// or anyone) fails the call instead of being overwritten. On that conflict
+// the job is read again and registered once more from the fresh spec; a
+// second conflict is returned, for the next plan to try again. A spec the
+// broker lacks is read once and kept. It refuses to change the meta of a
+// job with live allocations: that would be a destructive update.
 func (a *Actor) register(ctx context.Context, v *build.JobView, pool string, meta map[string]*string, stop bool) (*api.Job, error) {
-	ns, id := v.Key.Namespace, v.Key.Job
-	j, _, err := a.Client.Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
-	if err != nil {
-		return nil, err
-	}
 	if len(meta) > 0 {
 		if live := a.liveAllocs(v.Key); live > 0 {
 			return nil, fmt.Errorf("refusing to change the meta of job %s: it has %d live allocations", v.Key, live)
 		}
-		m := map[string]string{}
-		for k, val := range j.Meta {
-			m[k] = val
+	}
+	spec := a.heldSpec(v)
+	if spec == nil {
+		var err error
+		if spec, err = a.readJob(ctx, v.Key); err != nil {
+			return nil, err
 		}
+	}
+	j := changed(spec, pool, meta, stop)
+	resp, err := a.registerAt(ctx, v.Key, j)
+	if isIndexConflict(err) {
+		a.Logger.Debug("job changed since the broker's copy of it; reading it again", "job", v.Key, "error", err)
+		fresh, rerr := a.readJob(ctx, v.Key)
+		if rerr != nil {
+			return nil, fmt.Errorf("%w; reading it again: %w", err, rerr)
+		}
+		j = changed(fresh, pool, meta, stop)
+		if resp, err = a.registerAt(ctx, v.Key, j); isIndexConflict(err) {
+			err = fmt.Errorf("job %s changed again after it was read (left for the next plan): %w", v.Key, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.State != nil {
+		a.State.NoteJob(v.Key, j, resp.JobModifyIndex)
+	}
+	a.registered(ctx, v.Key, resp.JobModifyIndex)
+	return j, nil
+}
+
+// heldSpec returns the broker's own copy of the job's spec: the State's
+// (newest: it has the broker's earlier writes of this plan), else the
+// view's; nil when neither has one with a job modify index to enforce.
+func (a *Actor) heldSpec(v *build.JobView) *api.Job {
+	if a.State != nil {
+		if j := a.State.Job(v.Key.Namespace, v.Key.Job); hasIndex(j) {
+			return j
+		}
+	}
+	if hasIndex(v.Job) {
+		return v.Job
+	}
+	return nil
+}
+
+func hasIndex(j *api.Job) bool { return j != nil && j.JobModifyIndex != nil && *j.JobModifyIndex > 0 }
+
+// readJob reads the job from Nomad and keeps it in the State.
+func (a *Actor) readJob(ctx context.Context, key plan.JobKey) (*api.Job, error) {
+	j, _, err := a.Client.Jobs().Info(key.Job, (&api.QueryOptions{Namespace: key.Namespace}).WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if a.State != nil {
+		a.State.KeepJob(key, j)
+	}
+	return j, nil
+}
+
+// changed returns a copy of spec with the node pool ("" keeps it), the
+// meta changes and the stop flag applied; spec itself is left as it is
+// (it may be the State's).
+func changed(spec *api.Job, pool string, meta map[string]*string, stop bool) *api.Job {
+	j := *spec
+	if len(meta) > 0 {
+		m := make(map[string]string, len(spec.Meta)+len(meta))
+		maps.Copy(m, spec.Meta)
 		if _, ok := m[build.MetaSubmitted]; !ok {
-			m[build.MetaSubmitted] = build.Submitted(j).Format(time.RFC3339Nano)
+			m[build.MetaSubmitted] = build.Submitted(spec).Format(time.RFC3339Nano)
 		}
 		for k, val := range meta {
 			if val == nil {
@@ -724,20 +788,27 @@ func (a *Actor) register(ctx context.Context, v *build.JobView, pool string, met
 		t := true
 		j.Stop = &t
 	}
+	return &j
+}
+
+// registerAt registers j with its own job modify index enforced and the
+// current counts preserved.
+func (a *Actor) registerAt(ctx context.Context, key plan.JobKey, j *api.Job) (*api.JobRegisterResponse, error) {
 	opts := &api.RegisterOptions{EnforceIndex: true, PreserveCounts: true}
 	if j.JobModifyIndex != nil {
 		opts.ModifyIndex = *j.JobModifyIndex
 	}
-	wo := (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
+	wo := (&api.WriteOptions{Namespace: key.Namespace}).WithContext(ctx)
 	resp, _, err := a.Client.Jobs().RegisterOpts(j, opts, wo)
-	if err != nil {
-		return nil, err
-	}
-	if a.State != nil {
-		a.State.NoteJob(v.Key, j, resp.JobModifyIndex)
-	}
-	a.registered(ctx, v.Key, resp.JobModifyIndex)
-	return j, nil
+	return resp, err
+}
+
+// isIndexConflict reports whether err is Nomad's answer to a register whose
+// enforced job modify index is not the job's ("Enforcing job modify index
+// 12: job exists with conflicting job modify index: 15", or "... job does
+// not exist"), which the api returns as an HTTP 500 with that text.
+func isIndexConflict(err error) bool {
+	return err != nil && strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix)
 }
 
 func (a *Actor) liveAllocs(key plan.JobKey) int {

@@ -253,7 +253,12 @@ func TestExecuteReportsAFailedStopAndSkipsItsClaimant(t *testing.T) {
 	a, _ := newActor(f, s)
 	p, b := planFor(t, s, a, claimTree())
 	f.Mu.Lock()
-	delete(f.Files, "/v1/job/training?namespace=workspace-c") // the victim's job cannot be read
+	f.Reject = func(ns, id string, _ uint64) string { // the victim's job cannot be moved
+		if ns == "workspace-c" && id == "training" {
+			return "Permission denied"
+		}
+		return ""
+	}
 	f.Mu.Unlock()
 	out := a.Execute(context.Background(), p, b)
 	if diff := cmp.Diff([]string{"stop"}, out.Failed); diff != "" {

@@ -304,6 +304,23 @@ func (s *State) NoteJob(key plan.JobKey, j *api.Job, modifyIndex uint64) {
 	s.dirty[key] = true
 }
 
+// KeepJob stores a job the broker read itself (a spec the state lacked, or
+// one read again after an index conflict) unless a newer copy is there. It
+// marks nothing for refresh: the read is no change.
+func (s *State) KeepJob(key plan.JobKey, j *api.Job) {
+	if j == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.governed != nil && !s.governed(key.Namespace) {
+		return
+	}
+	if old := s.jobs[key]; old == nil || old.ModifyIndex == nil || j.ModifyIndex == nil || *old.ModifyIndex <= *j.ModifyIndex {
+		s.jobs[key] = j
+	}
+}
+
 // View is the state as a snapshot is built from it (build.From): its maps,
 // read only, and valid only during the function given to State.Read.
 type View struct {

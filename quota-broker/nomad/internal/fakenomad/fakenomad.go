@@ -141,7 +141,12 @@ type Nomad struct {
 	HoldStream bool
 	StreamsN   int
 	Down       bool // answer everything with 503
-	Closing    chan struct{}
+	// Reject, when set, is asked about each job register (the job's
+	// namespace and ID, and the job modify index it enforces, 0 when
+	// none): a non-empty answer is sent back as Nomad refuses a register,
+	// an HTTP 500 with that text.
+	Reject  func(namespace, id string, index uint64) string
+	Closing chan struct{}
 }
 
 func New(t *testing.T) *Nomad {
@@ -192,6 +197,10 @@ func (f *Nomad) serve(w http.ResponseWriter, r *http.Request) {
 		f.stream(w)
 		return
 	case r.Method == http.MethodPut && r.URL.Path == "/v1/jobs":
+		if msg := f.rejected(r, body); msg != "" {
+			http.Error(w, msg, http.StatusInternalServerError)
+			return
+		}
 		fmt.Fprint(w, `{"EvalID":"eval-register","JobModifyIndex":500}`)
 		return
 	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/job/") && strings.HasSuffix(r.URL.Path, "/scale"):
@@ -226,6 +235,33 @@ func (f *Nomad) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write(data)
+}
+
+// rejected is Reject's answer to a register request ("" without Reject).
+func (f *Nomad) rejected(r *http.Request, body []byte) string {
+	f.Mu.Lock()
+	reject := f.Reject
+	f.Mu.Unlock()
+	if reject == nil {
+		return ""
+	}
+	var req api.JobRegisterRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.Job == nil {
+		return "bad register body"
+	}
+	ns := r.URL.Query().Get("namespace")
+	if req.Job.Namespace != nil && *req.Job.Namespace != "" {
+		ns = *req.Job.Namespace
+	}
+	id := ""
+	if req.Job.ID != nil {
+		id = *req.Job.ID
+	}
+	var index uint64
+	if req.EnforceIndex {
+		index = req.JobModifyIndex
+	}
+	return reject(ns, id, index)
 }
 
 func (f *Nomad) stream(w http.ResponseWriter) {
