@@ -11,7 +11,11 @@ func TestAddressHidesTheUserinfo(t *testing.T) {
 		{"http://127.0.0.1:4646", "http://127.0.0.1:4646"},
 		{"https://user:secret@nomad.example:4646", "https://redacted@nomad.example:4646"},
 		{"http://token@nomad.example", "http://redacted@nomad.example"},
-		{"http://user:secret@nomad.example/ui?x=1", "http://redacted@nomad.example/ui?x=1"},
+		{"http://user:secret@nomad.example/ui?x=1", "http://redacted@nomad.example/ui?x=redacted"},
+		{"http://nomad.example:4646/?token=secret&a=b", "http://nomad.example:4646/?token=redacted&a=redacted"},
+		{"http://nomad.example:4646?secret", "http://nomad.example:4646?redacted"},
+		{"http://nomad.example:4646/#secret", "http://nomad.example:4646/#redacted"},
+		{"http://admin:%secret@nomad.example", "redacted@nomad.example"}, // a bad escape: does not parse
 		{"http://user:***@nomad.example/v1/jobs/parse", "http://redacted@nomad.example/v1/jobs/parse"},
 		{"user:secret@10.0.0.1:4646", "redacted@10.0.0.1:4646"}, // does not parse: cut at the last '@'
 		{"nomad.example:4646", "nomad.example:4646"},

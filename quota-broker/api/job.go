@@ -149,7 +149,7 @@ func jobStory(st BrokerState, ns, name string, c *caller, now time.Time) JobResp
 				e.WaitedSeconds = max(now.Sub(sub).Seconds(), 0)
 			}
 			if a, ok := answers[p.Key()]; ok {
-				e.Action, e.Rule, e.Reason = string(a.Action), string(a.Rule), a.Reason
+				e.Action, e.Rule, e.Reason = string(a.Action), string(a.Rule), reasonFor(snap, a.Reason, c)
 			}
 			if p.Flex != nil {
 				exp := p.Queued().Add(p.Flex.MaxWait)
@@ -176,7 +176,7 @@ func jobStory(st BrokerState, ns, name string, c *caller, now time.Time) JobResp
 			e.StoppingFor = claimantFor(a.StoppingFor.String(), c)
 		}
 		if s, ok := stops[a.ID]; ok {
-			e.StopRule, e.StopReason = string(s.Rule), s.Reason
+			e.StopRule, e.StopReason = string(s.Rule), reasonFor(snap, s.Reason, c)
 		}
 		out.Running = append(out.Running, e)
 	}

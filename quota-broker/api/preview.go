@@ -189,7 +189,7 @@ func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request, c *caller) 
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, previewOf(p, key, c, fresh))
+	writeJSON(w, previewOf(p, &snap, key, c, fresh))
 }
 
 // computePreview plans a preview's snapshot. A planner error is the job's
@@ -211,17 +211,18 @@ func (s *Server) computePreview(snap *plan.Snapshot) (p *plan.Plan, err error) {
 }
 
 // previewOf keeps the actions of job key and the stops made for it.
-func previewOf(p *plan.Plan, key plan.JobKey, c *caller, fresh State) PlanResponse {
+func previewOf(p *plan.Plan, snap *plan.Snapshot, key plan.JobKey, c *caller, fresh State) PlanResponse {
 	out := PlanResponse{State: fresh, Namespace: key.Namespace, Job: key.Job, Actions: []plan.Action{}, Stops: []PlanStop{}}
 	for _, a := range p.Actions {
 		switch {
 		case a.Action == plan.ActionStop && a.For.JobKey() == key:
 			st := PlanStop{Namespace: a.Namespace, GPUs: a.GPUs, Rule: string(a.Rule)}
 			if c.canRead(a.Namespace) {
-				st.Alloc, st.Job, st.Group, st.Reason = a.Alloc, a.Job, a.Group, a.Reason
+				st.Alloc, st.Job, st.Group, st.Reason = a.Alloc, a.Job, a.Group, reasonFor(snap, a.Reason, c)
 			}
 			out.Stops = append(out.Stops, st)
 		case a.Action != plan.ActionStop && a.Namespace == key.Namespace && a.Job == key.Job:
+			a.Reason = reasonFor(snap, a.Reason, c)
 			out.Actions = append(out.Actions, a)
 		}
 	}

@@ -136,7 +136,7 @@ func queueOf(st BrokerState, ns string, c *caller, now time.Time) []QueueEntry {
 				e.WaitedSeconds = max(now.Sub(sub).Seconds(), 0)
 			}
 			if a, ok := answers[p.Key()]; ok {
-				e.Action, e.Rule, e.Reason = string(a.Action), string(a.Rule), a.Reason
+				e.Action, e.Rule, e.Reason = string(a.Action), string(a.Rule), reasonFor(st.Snapshot, a.Reason, c)
 			}
 			if p.Flex != nil {
 				exp := sub.Add(p.Flex.MaxWait)

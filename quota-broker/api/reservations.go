@@ -209,7 +209,12 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 		if err := capPerNamespace(g, nb.Namespace, g.Tree.Settings.MaxPerNamespace(), now); err != nil {
 			return nil, err
 		}
-		if err := tree.Check(g.Reservations, nb, now.Add(lim.MaxAhead)); err != nil {
+		// Checked without its ID: Check passes over a booking of the
+		// same ID (an update of itself), and a new booking updates
+		// nothing, so another namespace's booking of that ID counts too.
+		probe := nb
+		probe.ID = ""
+		if err := tree.Check(g.Reservations, probe, now.Add(lim.MaxAhead)); err != nil {
 			return nil, err
 		}
 		if old, taken := g.Reservation(b.ID); taken {

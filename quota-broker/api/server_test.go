@@ -772,7 +772,7 @@ func TestPreview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := previewOf(p, plan.JobKey{Namespace: "workspace-b", Job: "probe"}, &caller{auth: nil}, got.State)
+	want := previewOf(p, &snap, plan.JobKey{Namespace: "workspace-b", Job: "probe"}, &caller{auth: nil}, got.State)
 	if len(want.Actions) == 0 {
 		t.Fatalf("core gives the probe no action: %+v", p.Actions)
 	}

@@ -158,7 +158,7 @@ func uiWorkspacesOf(st BrokerState, quotas []Quota, c *caller, now time.Time) []
 			e.Stopping = claimantFor(a.StoppingFor.String(), c)
 		}
 		if s, ok := stops[a.ID]; ok {
-			e.Stop = string(s.Rule) + ": " + s.Reason
+			e.Stop = string(s.Rule) + ": " + reasonFor(st.Snapshot, s.Reason, c)
 		}
 		if !a.StartedAt.IsZero() {
 			e.Age = now.Sub(a.StartedAt).Round(time.Minute).String()

@@ -196,6 +196,10 @@ func uniqueKeys(data []byte, t reflect.Type) error {
 					f.typ = t
 				case reflect.Map:
 					f.fold, f.typ = false, t.Elem()
+				case reflect.Interface:
+					// Decoded into a map[string]any: keys kept
+					// exactly, as a map's (a task Config's labels).
+					f.fold, f.typ = false, t
 				}
 			}
 			frames = append(frames, f)
@@ -204,6 +208,8 @@ func uniqueKeys(data []byte, t reflect.Type) error {
 			f := keyFrame{array: true}
 			if t := deref(next); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 				f.typ = t.Elem()
+			} else if t != nil && t.Kind() == reflect.Interface {
+				f.typ = t // a []any: its objects are maps too
 			}
 			frames = append(frames, f)
 			next = f.typ

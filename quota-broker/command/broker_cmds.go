@@ -462,7 +462,7 @@ func parseHCLAs(src []byte, token string) (*nomadapi.Job, error) {
 	}
 	client, err := nomadapi.NewClient(cfg)
 	if err != nil {
-		return nil, err
+		return nil, redact.AddressIn(redact.URLError(err), cfg.Address)
 	}
 	job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src)})
 	if err != nil {

@@ -265,7 +265,7 @@ func parseHCLWithNomad(src []byte) (*nomadapi.Job, error) {
 	cfg.HttpClient = hc
 	client, err := nomadapi.NewClient(cfg)
 	if err != nil {
-		return nil, err
+		return nil, redact.AddressIn(redact.URLError(err), cfg.Address)
 	}
 	job, err := client.Jobs().ParseHCLOpts(&nomadapi.JobsParseRequest{JobHCL: string(src)})
 	if err != nil {
@@ -283,8 +283,8 @@ func parseHCLWithNomad(src []byte) (*nomadapi.Job, error) {
 // not the jobspec's: a team token with parse-job on its own workspace only
 // gets a 403 until NOMAD_NAMESPACE names it, which a 403 says.
 func parseError(addr string, err error) error {
+	err = redact.AddressIn(redact.URLError(err), addr)
 	addr = redact.Address(addr)
-	err = redact.URLError(err)
 	code := 0
 	var ue nomadapi.UnexpectedResponseError
 	var up *nomadapi.UnexpectedResponseError
