@@ -267,6 +267,8 @@ func statusFor(err error, read bool) (int, errorBody) {
 		return http.StatusBadRequest, errorBody{Error: re.Error(), Field: re.Field}
 	case errors.As(err, &ve) && ve.BadName:
 		return http.StatusBadRequest, errorBody{Error: ve.Error(), Field: "name"}
+	case errors.As(err, &ve) && ve.BadNamespace:
+		return http.StatusBadRequest, errorBody{Error: ve.Error(), Field: "namespaces"}
 	case errors.As(err, &ve):
 		return http.StatusConflict, errorBody{Error: "L1: " + ve.Error()}
 	case errors.Is(err, acl.ErrUnavailable):

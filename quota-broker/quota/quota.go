@@ -223,6 +223,27 @@ func ValidName(name string) bool {
 	return true
 }
 
+// MaxNamespaceLen is the longest namespace name Nomad takes.
+const MaxNamespaceLen = 128
+
+// ValidNamespace reports whether ns is a Nomad namespace name: 1 to
+// MaxNamespaceLen ASCII letters, digits, '-' or '_' (Nomad's rule), so
+// that no newline, NUL, bidi control or kilobyte name is bound in a tree
+// and then printed in logs, pages and answers.
+func ValidNamespace(ns string) bool {
+	if len(ns) == 0 || len(ns) > MaxNamespaceLen {
+		return false
+	}
+	for i := 0; i < len(ns); i++ {
+		switch c := ns[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // nameText quotes name for a message (%q, cut to 64 bytes with its length
 // when longer).
 func nameText(name string) string {
@@ -240,6 +261,9 @@ type ValidationError struct {
 	Node    string // the node's name
 	Message string
 	BadName bool
+	// BadNamespace: a namespace name outside ValidNamespace, bad input
+	// (HTTP 400 on field "namespaces") like BadName.
+	BadNamespace bool
 }
 
 func (e *ValidationError) Error() string {
@@ -295,8 +319,12 @@ func Validate(root *Node) error {
 		}
 		for i, ns := range n.Namespaces {
 			if ns == "" || strings.TrimSpace(ns) != ns {
-				return &ValidationError{Pos: n.Pos, Node: n.Name,
+				return &ValidationError{Pos: n.Pos, Node: n.Name, BadNamespace: true,
 					Message: fmt.Sprintf("namespaces[%d] = %q is not a namespace name (empty, or with leading or trailing space)", i, ns)}
+			}
+			if !ValidNamespace(ns) {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, BadNamespace: true,
+					Message: fmt.Sprintf("namespaces[%d] = %s is not a Nomad namespace name (1 to %d letters, digits, '-' or '_')", i, nameText(ns), MaxNamespaceLen)}
 			}
 			if owner, dup := namespaces[ns]; dup {
 				return &ValidationError{Pos: n.Pos, Node: n.Name,
