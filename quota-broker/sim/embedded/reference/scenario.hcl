@@ -22,7 +22,14 @@ seed      = 1
 broker {
   interval     = "30s" # the broker plans at least this often; the autoscaler evaluates as often
   kill_timeout = "30s" # training jobs' kill_timeout: a stopped allocation holds its GPUs this long
-  prewarm      = true  # drain borrowers kill_timeout + one interval before a scale-up is due
+  # Pre-warm of scheduled scale-ups. Under gputide the core does it as the
+  # broker does (DESIGN L5 "Pre-warm"): free GPUs are held as soon as the
+  # boundary is within drain_horizon (default 1h), the victims are stopped
+  # at boundary - (their largest kill_timeout + drain_margin, default 60s),
+  # and the holds last until boundary + evaluation_interval + settle. The
+  # comparison policies (-compare), which have no pre-warm, get the
+  # autoscaler's count raised kill_timeout + interval early instead.
+  prewarm      = true
 }
 
 cluster {
