@@ -235,9 +235,13 @@ func TestIsolation(t *testing.T) {
 				t.Fatalf("team B sees %+v, want only namespace workspace-c and 2 GPUs", p)
 			}
 		}
+		// Team C reads its own stop in full, but its claimant only by the
+		// claimant's namespace: team C has no read-job on workspace-a
+		// (issue 16, attack list: a preemption record named a job of a
+		// namespace the caller cannot read).
 		for _, p := range pc.Preemptions {
-			if p.Namespace != "workspace-c" || p.Job != "training" || p.For != "workspace-a/inference/main" || p.Alloc == "" || p.At == nil {
-				t.Fatalf("team C sees its own preemption %+v, want it in full", p)
+			if p.Namespace != "workspace-c" || p.Job != "training" || p.For != "workspace-a" || p.Alloc == "" || p.At == nil {
+				t.Fatalf("team C sees its own preemption %+v, want it in full with the claimant cut to workspace-a", p)
 			}
 		}
 		// The plan of a waiting job needs read-job on its namespace.
