@@ -47,9 +47,9 @@ func TestPlanRefusesBadNamesAndListsNamingTheFieldAndValue(t *testing.T) {
 	tests := []struct {
 		name, doc, want string
 	}{
-		{"a NUL byte in an allocation's namespace (bound in the tree: the tree's own list is quota.Validate's)",
+		{"a NUL byte in a namespace bound in the tree: the tree's own list is refused first (quota.Validate, Nomad's namespace rule)",
 			pendingDoc(`"ns\u0000"`, `"j"`, `"g"`, ""),
-			`allocations[0].namespace: "ns\x00" holds the control character U+0000; a name may not`},
+			`namespaces[0] = "ns\x00" is not a Nomad namespace name`},
 		{"a NUL byte in a pending job's namespace", strings.Replace(pendingDoc(`"ns"`, `"j"`, `"g"`, ""),
 			`"pending": [{"namespace": "ns"`, `"pending": [{"namespace": "n\u0000s"`, 1),
 			`pending[0].namespace: "n\x00s" holds the control character U+0000; a name may not`},
