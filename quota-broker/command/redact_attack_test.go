@@ -1,11 +1,6 @@
 package command
 
 import (
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,24 +11,8 @@ import (
 // unreachable server or a bad address.
 func TestCLIRedactsAddressSecretsHarder(t *testing.T) {
 	const secret = "S3cretPW"
-	forbid := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write([]byte(`{"error":"Permission denied"}`))
-	}))
-	t.Cleanup(forbid.Close)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	hcl := filepath.Join(dir, "job.nomad.hcl")
-	if err := os.WriteFile(hcl, []byte("job \"x\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n    }\n  }\n}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("NOMAD_TOKEN", "adm")
+	forbidURL, closedAddr, hcl := redactFixture(t)
+	closed := "http://" + closedAddr
 	user := func(base, userinfo string) string { return strings.Replace(base, "http://", "http://"+userinfo+"@", 1) }
 	var cases []struct {
 		name string
@@ -47,7 +26,7 @@ func TestCLIRedactsAddressSecretsHarder(t *testing.T) {
 			args []string
 		}{name, env, args})
 	}
-	for _, base := range []string{forbid.URL, closed} {
+	for _, base := range []string{forbidURL, closed} {
 		for _, addr := range []string{
 			user(base, "admin:"+secret+"%40x"),
 			user(base, "admin:"+secret+"@x"),
@@ -64,12 +43,7 @@ func TestCLIRedactsAddressSecretsHarder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("GPUTIDE_ADDR", "")
-			t.Setenv("NOMAD_ADDR", "")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			code, out, errOut := run(t, "", tc.args...)
+			code, out, errOut := runWithAddresses(t, tc.env, tc.args...)
 			if code == 0 {
 				t.Errorf("exit 0; stderr:\n%s", errOut)
 			}

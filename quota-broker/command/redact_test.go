@@ -16,49 +16,27 @@ import (
 // an unreachable server alike.
 func TestCLIRedactsAddressUserinfo(t *testing.T) {
 	const secret = "S3cretPW"
-	forbid := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write([]byte(`{"error":"Permission denied"}`))
-	}))
-	t.Cleanup(forbid.Close)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	forbidURL, closed, hcl := redactFixture(t)
 	withUser := func(base string) string { return strings.Replace(base, "http://", "http://admin:"+secret+"@", 1) }
 	tokenOnly := func(base string) string { return strings.Replace(base, "http://", "http://"+secret+"@", 1) }
-	dir := t.TempDir()
-	hcl := filepath.Join(dir, "job.nomad.hcl")
-	if err := os.WriteFile(hcl, []byte("job \"x\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n    }\n  }\n}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("NOMAD_TOKEN", "adm")
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
 		args []string
 	}{
-		{"GPUTIDE_ADDR 403", map[string]string{"GPUTIDE_ADDR": withUser(forbid.URL)}, []string{"quota", "status"}},
-		{"GPUTIDE_ADDR token 403", map[string]string{"GPUTIDE_ADDR": tokenOnly(forbid.URL)}, []string{"queue"}},
+		{"GPUTIDE_ADDR 403", map[string]string{"GPUTIDE_ADDR": withUser(forbidURL)}, []string{"quota", "status"}},
+		{"GPUTIDE_ADDR token 403", map[string]string{"GPUTIDE_ADDR": tokenOnly(forbidURL)}, []string{"queue"}},
 		{"GPUTIDE_ADDR unreachable", map[string]string{"GPUTIDE_ADDR": withUser("http://" + closed)}, []string{"quota", "status"}},
 		{"GPUTIDE_ADDR token unreachable", map[string]string{"GPUTIDE_ADDR": tokenOnly("http://" + closed)}, []string{"reservation", "list"}},
-		{"-address 403 write", nil, []string{"quota", "move", "-address", withUser(forbid.URL), "-from", "a", "-to", "b", "-gpus", "1"}},
+		{"-address 403 write", nil, []string{"quota", "move", "-address", withUser(forbidURL), "-from", "a", "-to", "b", "-gpus", "1"}},
 		{"-address bad URL", nil, []string{"queue", "-address", "ftp://admin:" + secret + "@x"}},
-		{"job plan NOMAD_ADDR 403", map[string]string{"NOMAD_ADDR": withUser(forbid.URL), "GPUTIDE_ADDR": "http://" + closed}, []string{"job", "plan", hcl}},
+		{"job plan NOMAD_ADDR 403", map[string]string{"NOMAD_ADDR": withUser(forbidURL), "GPUTIDE_ADDR": "http://" + closed}, []string{"job", "plan", hcl}},
 		{"job plan NOMAD_ADDR token unreachable", map[string]string{"NOMAD_ADDR": tokenOnly("http://" + closed), "GPUTIDE_ADDR": "http://" + closed}, []string{"job", "plan", hcl}},
-		{"schedule preview NOMAD_ADDR 403", map[string]string{"NOMAD_ADDR": withUser(forbid.URL)}, []string{"schedule", "preview", "-policy", hcl}},
+		{"schedule preview NOMAD_ADDR 403", map[string]string{"NOMAD_ADDR": withUser(forbidURL)}, []string{"schedule", "preview", "-policy", hcl}},
 		{"schedule preview NOMAD_ADDR token unreachable", map[string]string{"NOMAD_ADDR": tokenOnly("http://" + closed)}, []string{"schedule", "preview", "-policy", hcl}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("GPUTIDE_ADDR", "")
-			t.Setenv("NOMAD_ADDR", "")
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			code, out, errOut := run(t, "", tc.args...)
+			code, out, errOut := runWithAddresses(t, tc.env, tc.args...)
 			if code != 1 {
 				t.Errorf("exit %d, want 1; stderr:\n%s", code, errOut)
 			}
@@ -70,4 +48,41 @@ func TestCLIRedactsAddressUserinfo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// redactFixture serves the address-redaction tests: a server that answers
+// every request 403, the host:port of a closed loopback port, and a small
+// job file; NOMAD_TOKEN is set for the test.
+func redactFixture(t *testing.T) (forbidURL, closed, jobFile string) {
+	t.Helper()
+	forbid := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"error":"Permission denied"}`))
+	}))
+	t.Cleanup(forbid.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed = l.Addr().String()
+	l.Close()
+	jobFile = filepath.Join(t.TempDir(), "job.nomad.hcl")
+	if err := os.WriteFile(jobFile, []byte("job \"x\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n    }\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NOMAD_TOKEN", "adm")
+	return forbid.URL, closed, jobFile
+}
+
+// runWithAddresses runs the CLI with GPUTIDE_ADDR and NOMAD_ADDR cleared,
+// then env set.
+func runWithAddresses(t *testing.T, env map[string]string, args ...string) (code int, out, errOut string) {
+	t.Helper()
+	t.Setenv("GPUTIDE_ADDR", "")
+	t.Setenv("NOMAD_ADDR", "")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	return run(t, "", args...)
 }
