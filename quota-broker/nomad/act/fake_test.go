@@ -1,11 +1,8 @@
 package act
 
 import (
-	"context"
-	"testing"
-
 	"github.com/gputide/gputide/quota-broker/nomad/internal/fakenomad"
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
+	"github.com/gputide/gputide/quota-broker/nomad/internal/watchtest"
 )
 
 // The fake Nomad and its helpers (quota-broker/nomad/internal/fakenomad).
@@ -38,26 +35,12 @@ const (
 	allocA  = fakenomad.AllocA
 )
 
-func everything(string) bool { return true }
-
-// listRecorded lists the recording through the fake Nomad.
-func listRecorded(t *testing.T) (*fakeNomad, *watch.State) {
-	t.Helper()
-	f := newFakeNomad(t)
-	s, err := watch.ListAll(context.Background(), f.Client(), everything)
-	if err != nil {
-		t.Fatalf("ListAll: %v", err)
-	}
-	return f, s
-}
-
-// raw returns the maps of s, for tests that shape a state by hand before
-// anything else reads it.
-func raw(s *watch.State) watch.View {
-	var v watch.View
-	s.Edit(func(x watch.View) { v = x })
-	return v
-}
+// Shared with the build and act tests (internal/watchtest).
+var (
+	everything   = watchtest.Everything
+	listRecorded = watchtest.ListRecorded
+	raw          = watchtest.Raw
+)
 
 func str(p *string) string {
 	if p == nil {
