@@ -2,7 +2,6 @@ package api
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -31,9 +30,9 @@ type JobResponse struct {
 	Waiting []JobWaiting   `json:"waiting"`
 	Running []JobAlloc     `json:"running"`
 	Next    []JobNextEvent `json:"next"`
-	// Warnings are the last plan's warnings about the job (see
-	// JobWarning).
-	Warnings []JobWarning `json:"warnings,omitempty"`
+	// Warnings are the last plan's warnings about the job, as the caller
+	// may see them (WarningEntry, the shape of GET /v1/queue's).
+	Warnings []WarningEntry `json:"warnings,omitempty"`
 }
 
 // JobWaiting is one waiting task group of the job.
@@ -81,20 +80,6 @@ type JobNextEvent struct {
 	At   time.Time `json:"at"`
 	Kind string    `json:"kind"` // booking_start, booking_end, debt_grace_end, hold_end, flex_expires, plan_wake
 	What string    `json:"what"`
-}
-
-// JobWarning is one of the last plan's warnings in GET /v1/job (the shape
-// of GET /v1/queue's): for a namespace the caller cannot read only Kind,
-// Namespace and GPUs are set; one about no namespace (the tree) is shown
-// to admins only.
-type JobWarning struct {
-	Kind        string `json:"kind"`
-	Namespace   string `json:"namespace,omitempty"`
-	GPUs        int    `json:"gpus,omitempty"`
-	Reservation string `json:"reservation,omitempty"`
-	Job         string `json:"job,omitempty"`
-	Group       string `json:"group,omitempty"`
-	Message     string `json:"message,omitempty"`
 }
 
 // maxJobNext bounds JobResponse.Next.
@@ -295,67 +280,11 @@ func nextEvents(st BrokerState, q string, named []string, c *caller, now time.Ti
 	return out
 }
 
-// planWarning is the fields a plan warning may carry. The plan's warnings
-// are read through JSON (warningFields) so that this file reads both
-// their shapes: plain messages, and plan.Warning with its namespace, job
-// and kind (issue 16), whichever plan.Plan.Warnings holds.
-type planWarning struct {
-	Kind        string `json:"kind"`
-	Namespace   string `json:"namespace"`
-	Reservation string `json:"reservation"`
-	Job         string `json:"job"`
-	Group       string `json:"group"`
-	GPUs        int    `json:"gpus"`
-	Message     string `json:"message"`
-}
-
-// warningFields returns w as a planWarning: a plain message is a warning
-// of kind "general" about no namespace.
-func warningFields(w any) planWarning {
-	data, err := json.Marshal(w)
-	if err != nil {
-		return planWarning{Kind: "general", Message: fmt.Sprint(w)}
-	}
-	var pw planWarning
-	if json.Unmarshal(data, &pw) == nil {
-		return pw
-	}
-	var msg string
-	_ = json.Unmarshal(data, &msg)
-	return planWarning{Kind: "general", Message: msg}
-}
-
 // jobWarnings are the warnings of p about job ns/job, those about GPUs
 // held from others (kind "held": they explain waits), and the tree's
-// (admins only), as c may see them (JobWarning).
-func jobWarnings(p *plan.Plan, c *caller, ns, job string) []JobWarning {
-	return visibleWarnings(p, c, func(w planWarning) bool {
-		return (w.Namespace == ns && w.Job == job) || w.Kind == "held" || w.Namespace == ""
+// (admins only), as c may see them (warningsOf).
+func jobWarnings(p *plan.Plan, c *caller, ns, job string) []WarningEntry {
+	return warningsOf(p, c, func(w plan.Warning) bool {
+		return (w.Namespace == ns && w.Job == job) || w.Kind == plan.WarnHeld || w.Namespace == ""
 	})
-}
-
-// visibleWarnings are the warnings of p that keep accepts, as c may see
-// them: whole for a namespace c may read, kind, namespace and GPUs for
-// another, and those about no namespace (the tree) to admins and open
-// reads only.
-func visibleWarnings(p *plan.Plan, c *caller, keep func(planWarning) bool) []JobWarning {
-	if p == nil {
-		return nil
-	}
-	var out []JobWarning
-	for _, raw := range p.Warnings {
-		w := warningFields(raw)
-		if !keep(w) {
-			continue
-		}
-		e := JobWarning{Kind: w.Kind, Namespace: w.Namespace, GPUs: w.GPUs}
-		switch {
-		case w.Namespace == "" && !c.open && !c.admin():
-			continue
-		case w.Namespace == "" || c.canRead(w.Namespace):
-			e.Reservation, e.Job, e.Group, e.Message = w.Reservation, w.Job, w.Group, w.Message
-		}
-		out = append(out, e)
-	}
-	return out
 }

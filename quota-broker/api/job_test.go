@@ -74,7 +74,7 @@ func TestJobStory(t *testing.T) {
 	if len(got.Next) != 4 || got.Next[1].What != "the hold of 2 GPUs on node-01 for workspace-c/nb/g ends" {
 		t.Errorf("management's next: %+v", got.Next)
 	}
-	if want := []JobWarning{{Kind: "general", Message: "L1: the tree's nominal exceeds the healthy GPUs"}}; !cmp.Equal(want, got.Warnings) {
+	if want := []WarningEntry{{Kind: "general", Message: "L1: the tree's nominal exceeds the healthy GPUs"}}; !cmp.Equal(want, got.Warnings) {
 		t.Errorf("management's warnings: %+v", got.Warnings)
 	}
 

@@ -60,9 +60,9 @@ type uiView struct {
 	Who         string // the token's name, else its accessor ID, "admin-token" or "open-reads"
 	Refresh     int    // seconds between reloads (meta refresh)
 	Now         string
-	Warnings    []JobWarning  // the last plan's, as the caller may see them
-	Workspaces  []uiWorkspace // running allocations per workspace
-	Zoom, Other uiSpan        // the timeline's zoom, and the one a click away
+	Warnings    []WarningEntry // the last plan's, as the caller may see them
+	Workspaces  []uiWorkspace  // running allocations per workspace
+	Zoom, Other uiSpan         // the timeline's zoom, and the one a click away
 	StateAge    string
 	Error       string // the state could not be read (no state, stale): no figures
 	PreemptErr  string // the preemption history could not be read
@@ -218,7 +218,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who, span string) (uiVie
 	figures := QuotaFigures(st.Snapshot, st.Plan, now)
 	v.Quotas = uiQuotas(figures)
 	v.Queue = queueOf(st, "", c, now)
-	v.Warnings = visibleWarnings(st.Plan, c, func(planWarning) bool { return true })
+	v.Warnings = warningsOf(st.Plan, c, func(plan.Warning) bool { return true })
 	v.Workspaces = uiWorkspacesOf(st, figures, c, now)
 	if list, err := s.cfg.Preemptions(ctx); err != nil {
 		_, body := statusOfRead(err)

@@ -298,7 +298,7 @@ func (c *QueueCommand) Run(args []string) int {
 			}
 			rows = append(rows, []string{e.Namespace, e.Job, e.Group, e.Quota, gpusCell(e.GPUs, e.Count, e.AllocGPUs), e.Action, e.Rule, waited, exp, e.Reason})
 		}
-		c.Ui.Output(formatList(rows) + warningLines(warningsIn(res)))
+		c.Ui.Output(formatList(rows) + warningLines(res.Warnings))
 		return nil
 	})
 }

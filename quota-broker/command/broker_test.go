@@ -319,18 +319,15 @@ func TestUsedCellShowsStoppingApart(t *testing.T) {
 // carries are printed under the table, cut to kind, namespace and GPUs
 // where the API cut them; a response without any prints nothing more.
 func TestWarningsRendered(t *testing.T) {
-	res := struct {
-		api.QueueResponse
-		Warnings []warningView `json:"warnings"`
-	}{Warnings: []warningView{
+	res := api.QueueResponse{Warnings: []api.WarningEntry{
 		{Kind: "unplaceable", Namespace: "workspace-b", Reservation: "rb", GPUs: 8, Message: "reservation rb: 1 of its 2 allocations of 8 GPUs cannot be placed"},
 		{Kind: "held", Namespace: "workspace-c", GPUs: 4},
 	}}
 	want := "\n\nWarning: reservation rb: 1 of its 2 allocations of 8 GPUs cannot be placed\nWarning: held in workspace-c (4 GPUs)"
-	if got := warningLines(warningsIn(res)); got != want {
+	if got := warningLines(res.Warnings); got != want {
 		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
 	}
-	if got := warningLines(warningsIn(api.ReservationResponse{})); got != "" {
+	if got := warningLines(api.ReservationResponse{}.Warnings); got != "" {
 		t.Errorf("no warnings: %q", got)
 	}
 }

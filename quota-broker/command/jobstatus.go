@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -91,11 +90,7 @@ func formatJobStory(r *api.JobResponse) string {
 		}
 		b.WriteString("\n\nWaits for next\n" + formatList(rows))
 	}
-	ws := make([]warningView, len(r.Warnings))
-	for i, w := range r.Warnings {
-		ws[i] = warningView(w)
-	}
-	b.WriteString(warningLines(ws))
+	b.WriteString(warningLines(r.Warnings))
 	return b.String()
 }
 
@@ -106,36 +101,9 @@ func yesNo(v bool) string {
 	return "no"
 }
 
-// warningView is a plan warning as the API answers it (api.JobWarning, and
-// the warnings of /v1/queue and /v1/reservation/<id>).
-type warningView struct {
-	Kind        string `json:"kind"`
-	Namespace   string `json:"namespace,omitempty"`
-	GPUs        int    `json:"gpus,omitempty"`
-	Reservation string `json:"reservation,omitempty"`
-	Job         string `json:"job,omitempty"`
-	Group       string `json:"group,omitempty"`
-	Message     string `json:"message,omitempty"`
-}
-
-// warningsIn returns the "warnings" a response carries, read through its
-// JSON so that any response type that has them renders them (the queue's
-// and a reservation's, issue 16) and one that has none yet yields none.
-func warningsIn(res any) []warningView {
-	data, err := json.Marshal(res)
-	if err != nil {
-		return nil
-	}
-	var v struct {
-		Warnings []warningView `json:"warnings"`
-	}
-	_ = json.Unmarshal(data, &v)
-	return v.Warnings
-}
-
 // warningLine renders one warning: its message, or, for a namespace the
 // token cannot read, its kind, namespace and GPUs.
-func warningLine(w warningView) string {
+func warningLine(w api.WarningEntry) string {
 	if w.Message != "" {
 		return "Warning: " + w.Message
 	}
@@ -150,7 +118,7 @@ func warningLine(w warningView) string {
 }
 
 // warningLines renders ws one a line, after a blank line; "" for none.
-func warningLines(ws []warningView) string {
+func warningLines(ws []api.WarningEntry) string {
 	if len(ws) == 0 {
 		return ""
 	}

@@ -213,7 +213,7 @@ func (c *ReservationShowCommand) Run(args []string) int {
 		if r.Outcome != "" {
 			kv = append(kv, [2]string{"Outcome", r.Outcome}, [2]string{"Ended at", fmtTime(r.EndedAt)})
 		}
-		c.Ui.Output(formatKV(kv) + warningLines(warningsIn(res)))
+		c.Ui.Output(formatKV(kv) + warningLines(res.Warnings))
 		return nil
 	})
 }
