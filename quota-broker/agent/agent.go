@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputide/gputide/internal/redact"
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/history"
 	"github.com/gputide/gputide/quota-broker/metrics"
@@ -278,7 +279,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	a.log.Info("gputide agent started", "nomad", watch.RedactAddress(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
+	a.log.Info("gputide agent started", "nomad", redact.Address(a.cfg.Nomad.Address), "http", a.Addr(), "holding_pool", a.cfg.HoldingPool,
 		"interval", a.cfg.Interval, "staleness_bound", a.cfg.Staleness, "dry_run", a.dryRun)
 
 	// Released after the last cycle and after lead returned (defers run

@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputide/gputide/internal/redact"
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -132,7 +132,7 @@ var reservedPools = map[string]bool{"default": true, "all": true}
 //
 // Relative paths are relative to the configuration file. The address is
 // http or https with a host; its userinfo, if any, is never printed
-// (watch.RedactAddress). The holding pool is a valid Nomad pool name other than
+// (redact.Address). The holding pool is a valid Nomad pool name other than
 // "default" and "all". Every listed namespace must be bound in the quota
 // tree (checked by New, which reads the tree).
 type Config struct {
@@ -369,7 +369,7 @@ func (c *Config) applyDefaults(filename string) error {
 		c.Nomad.Address = DefaultNomadAddr
 	}
 	if why := checkAddress(c.Nomad.Address); why != "" {
-		return bad(addrKey, watch.RedactAddress(c.Nomad.Address), why)
+		return bad(addrKey, redact.Address(c.Nomad.Address), why)
 	}
 	if c.Nomad.Token == "" {
 		c.Nomad.Token = os.Getenv("NOMAD_TOKEN")
@@ -494,11 +494,11 @@ func checkConsul(c *store.ConsulConfig, filename string) error {
 			u, err := url.Parse(c.Address)
 			switch {
 			case err != nil:
-				return bad("consul.address", watch.RedactAddress(c.Address), "not a URL")
+				return bad("consul.address", redact.Address(c.Address), "not a URL")
 			case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix":
-				return bad("consul.address", watch.RedactAddress(c.Address), "want host:port or an http, https or unix URL")
+				return bad("consul.address", redact.Address(c.Address), "want host:port or an http, https or unix URL")
 			case u.Scheme != "unix" && u.Hostname() == "":
-				return bad("consul.address", watch.RedactAddress(c.Address), "the URL has no host")
+				return bad("consul.address", redact.Address(c.Address), "the URL has no host")
 			}
 		} else if _, port, err := net.SplitHostPort(c.Address); err != nil || port == "" {
 			return bad("consul.address", c.Address, "want host:port such as 127.0.0.1:8500, or an http or https URL")

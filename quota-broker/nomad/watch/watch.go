@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputide/gputide/internal/redact"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
@@ -185,9 +186,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.Logger.Warn("lost the Nomad event stream; will list again", "error", err, "retry_in", wait)
 		case !unreachable:
 			unreachable = true
-			w.Logger.Warn(fmt.Sprintf("cannot reach Nomad at %s; will keep retrying", RedactAddress(w.Client.Address())), "error", err, "retry_in", wait)
+			w.Logger.Warn(fmt.Sprintf("cannot reach Nomad at %s; will keep retrying", redact.Address(w.Client.Address())), "error", err, "retry_in", wait)
 		default:
-			w.Logger.Debug("Nomad still unreachable", "address", RedactAddress(w.Client.Address()), "error", err, "retry_in", wait)
+			w.Logger.Debug("Nomad still unreachable", "address", redact.Address(w.Client.Address()), "error", err, "retry_in", wait)
 		}
 		w.changed()
 		if !w.wait(ctx, wait) {
