@@ -6,10 +6,17 @@ package e2e
 // plugin_dir, raw_exec enabled, AWS_CA_BUNDLE removed from its environment
 // (the client's AWS fingerprinter exits the agent when it is set), and any
 // extra agent config the test gives. Stopping purges the jobs first, then
-// interrupts the agent and waits for it, then checks that no mount under
-// the data dir is left behind.
+// interrupts the agent and waits for it, kills what is left of its process
+// group and of its task executors' sessions, then checks that no mount
+// under the data dir is left behind. Each agent (Nomad, the Autoscaler,
+// Consul) runs in its own process group watched by a reaper process
+// (startGuarded): if the test process dies without running its cleanups
+// (a `go test -timeout` panic, a SIGKILL, Ctrl-C), the reaper kills the
+// group and the executors' sessions, so that no `nomad logmon`, executor or
+// task outlives the test.
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -17,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -93,6 +101,7 @@ type nomadAgent struct {
 
 	t        testing.TB
 	cmd      *exec.Cmd
+	reaper   *reaper
 	log      *lockedBuffer
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -200,11 +209,11 @@ plugin "raw_exec" {
 	cmd.Dir = dir
 	cmd.Env = agentEnv()
 	cmd.Stdout, cmd.Stderr = a.log, a.log
-	ownGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	rp, err := startGuarded(cmd, dir)
+	if err != nil {
 		t.Fatalf("failed to start nomad: %v", err)
 	}
-	a.cmd = cmd
+	a.cmd, a.reaper = cmd, rp
 	go func() {
 		_ = cmd.Wait()
 		close(a.exited)
@@ -311,6 +320,7 @@ func (a *nomadAgent) Stop() {
 		}
 		killGroup(a.cmd)
 		killSessionsUnder(a.Dir)
+		a.reaper.done()
 		if left := mountsUnder(a.DataDir); len(left) > 0 {
 			for _, m := range left {
 				_ = syscall.Unmount(m, syscall.MNT_DETACH)
@@ -337,6 +347,106 @@ func killGroup(cmd *exec.Cmd) {
 		return
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// reaperEnv, set in the environment of this test binary run again by
+// startGuarded, makes TestMain a reaper for the agents under that folder.
+const reaperEnv = "GPUTIDE_E2E_REAPER_DIR"
+
+// TestMain runs the tests, or, in a process startGuarded started, the
+// reaper.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(reaperEnv); dir != "" {
+		reap(dir, os.Stdin)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// reaper is the process that kills an agent's process group and the
+// sessions of its executors if this test process dies first.
+type reaper struct {
+	cmd *exec.Cmd
+	w   io.WriteCloser
+}
+
+// startGuarded starts cmd as the leader of its own process group (ownGroup)
+// under the watch of a reaper: this test binary run again, in its own
+// process group, ignoring interrupts, reading a pipe only this process
+// holds. The reaper is told the group before cmd runs anything, and
+// "done" by reaper.done once the harness has stopped the agent itself;
+// if the pipe closes without "done" (this process died without running
+// its cleanups), it kills the group and every session led by a process
+// whose command line names a path under dir (killSessionsUnder), then
+// unmounts what is left mounted under dir and removes dir. Without
+// a reaper (it failed to start) the agent still starts.
+func startGuarded(cmd *exec.Cmd, dir string) (*reaper, error) {
+	rp := &reaper{cmd: exec.Command(os.Args[0])}
+	rp.cmd.Env = append(os.Environ(), reaperEnv+"="+dir)
+	ownGroup(rp.cmd) // not reached by the terminal's Ctrl-C with this process
+	w, err := rp.cmd.StdinPipe()
+	if err == nil {
+		err = rp.cmd.Start()
+	}
+	if err != nil {
+		rp = nil
+	} else {
+		rp.w = w
+		go func() { _ = rp.cmd.Wait() }()
+	}
+	ownGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		rp.done()
+		return nil, err
+	}
+	if rp != nil {
+		// The group's ID is its leader's PID.
+		_, _ = fmt.Fprintf(rp.w, "group %d\n", cmd.Process.Pid)
+	}
+	return rp, nil
+}
+
+// done tells the reaper that the agent was stopped, and lets it exit.
+func (r *reaper) done() {
+	if r == nil {
+		return
+	}
+	_, _ = io.WriteString(r.w, "done\n")
+	_ = r.w.Close()
+}
+
+// reap is the reaper's life (startGuarded): it reads "group <pgid>" and
+// "done" lines from in; at the end of in without "done", it kills each
+// group and the sessions under dir, unmounts what is mounted under dir and
+// removes dir. It ignores interrupts and hang-ups, which are meant for the
+// test process.
+func reap(dir string, in io.Reader) {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	var groups []int
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "done" {
+			return
+		}
+		if g, ok := strings.CutPrefix(line, "group "); ok {
+			if pgid, err := strconv.Atoi(g); err == nil && pgid > 1 {
+				groups = append(groups, pgid)
+			}
+		}
+	}
+	for _, pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	killSessionsUnder(dir)
+	// The test's own cleanups (unmount, remove its temporary folder) did
+	// not run either: the tasks' secrets and private tmpfs stay mounted.
+	time.Sleep(200 * time.Millisecond) // the killed release their mounts
+	for _, m := range mountsUnder(dir) {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	_ = os.RemoveAll(dir)
+	_ = os.Remove(filepath.Dir(dir)) // the test's temporary root, when that was all
 }
 
 // killSessionsUnder sends SIGKILL to every session led by a process whose
