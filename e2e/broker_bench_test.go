@@ -88,23 +88,32 @@ func TestBrokerSpeed(t *testing.T) {
 		}
 		b.stop()
 	}
-	nomad := median(segment(trialsOf[preemptionWays[0].name], trialTimes.total))
-	for _, w := range ways {
-		tt := trialsOf[w.name]
-		m := median(segment(tt, trialTimes.total))
-		t.Logf("%-14s median %6s (%.2fx Nomad's own), all %v; medians: kill reaches the client %s, victims' checkpoint %s, "+
-			"exit to complete at the server %s, complete to placed %s, task started %s after register, reported running %s later: %s",
-			w.name, m, float64(m)/float64(nomad), segment(tt, trialTimes.total),
-			median(segment(tt, trialTimes.toKill)), median(segment(tt, trialTimes.checkpoint)),
-			median(segment(tt, trialTimes.toComplete)), median(segment(tt, trialTimes.toPlaced)),
-			median(segment(tt, trialTimes.toStarted)), median(segment(tt, trialTimes.toReported)), w.what)
-	}
+	logWays(t, ways, trialsOf)
 	if full {
 		victimChoice(t, a)
 		cleanJobs(t, c)
 		admissionRate(t, a, 500, true)
 	} else {
 		admissionRate(t, a, 100, false)
+	}
+}
+
+// logWays logs, for each way, the median time to running and each
+// segment's median, against Nomad's own preemption (the first way).
+func logWays(t *testing.T, ways []preemptionWay, trialsOf map[string][]trialTimes) {
+	nomad := trialsOf[preemptionWays[0].name]
+	ratio := func(tt []trialTimes, f func(trialTimes) time.Duration) string {
+		m := median(segment(tt, f))
+		return fmt.Sprintf("%s (%.2fx Nomad's own)", m, float64(m)/float64(median(segment(nomad, f))))
+	}
+	for _, w := range ways {
+		tt := trialsOf[w.name]
+		t.Logf("%-14s median %s, all %v; medians: kill reaches the client %s, victims' checkpoint %s, "+
+			"exit to complete at the server %s, complete to placed %s, task started %s after register, reported running %s later: %s",
+			w.name, ratio(tt, trialTimes.total), segment(tt, trialTimes.total),
+			median(segment(tt, trialTimes.toKill)), median(segment(tt, trialTimes.checkpoint)),
+			median(segment(tt, trialTimes.toComplete)), median(segment(tt, trialTimes.toPlaced)),
+			ratio(tt, trialTimes.toStarted), median(segment(tt, trialTimes.toReported)), w.what)
 	}
 }
 
@@ -130,7 +139,7 @@ func median(d []time.Duration) time.Duration {
 }
 
 // preemptionWay is one way to free GPUs for team A's inference on the
-// node fillDirect (or, with the broker, fillHolding) filled.
+// node fillDirect filled.
 type preemptionWay struct {
 	name, what string
 	// broker: the fill and the inference go into the holding pool and
