@@ -78,6 +78,9 @@ type GPU struct {
 	ID      string // device instance ID (UUID), unique in the cluster
 	Model   string // e.g. "NVIDIA H100 80GB HBM3"
 	Healthy bool   // unhealthy GPUs are never free
+	// MIGProfile is the MIG profile of a MIG instance ("1g.10gb"), "" for
+	// a whole GPU (DESIGN L13).
+	MIGProfile string `json:"mig_profile"`
 }
 
 // Node is a Nomad client node with its GPUs.
