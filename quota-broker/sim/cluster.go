@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -180,6 +182,12 @@ func (s *sim) place(j *job, ni int) (*alloc, error) {
 	nd := s.nodes[ni]
 	if j.spec.Model != "" && j.spec.Model != nd.model {
 		return nil, fmt.Errorf("node %s has GPUs of model %q, the job asks for %q", nd.id, nd.model, j.spec.Model)
+	}
+	if pool := cmp.Or(j.spec.NodePool, "default"); pool != cmp.Or(nd.pool, "default") {
+		return nil, fmt.Errorf("node %s is in node pool %q, the job asks for %q", nd.id, nd.pool, pool)
+	}
+	if dcs := j.spec.Datacenters; len(dcs) > 0 && !slices.Contains(dcs, nd.dc) && !slices.Contains(dcs, "*") {
+		return nil, fmt.Errorf("node %s is in datacenter %q, the job asks for %q", nd.id, nd.dc, dcs)
 	}
 	need := j.spec.GPUs
 	res := j.spec.Reservation
