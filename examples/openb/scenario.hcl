@@ -2,7 +2,7 @@
 # paper, ATC'23) replayed on a heterogeneous cluster: the trace's own GPU
 # inventory (1,213 nodes, 6,212 GPUs of seven models) scaled down by 150,
 # each model keeping its share, and its 8,152 pods over 149.3 days.
-# See docs/simulator.md ("The openb trace") and docs/benchmarks.md.
+# See docs/simulator.md ("Alibaba openb") and docs/benchmarks.md.
 #
 #   gputide sim -scenario examples/openb/scenario.hcl -compare
 #
