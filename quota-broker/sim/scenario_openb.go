@@ -179,9 +179,17 @@ func (s *Scenario) parseInventory(blk *hcl.Block, what string, seen map[string]s
 		seen[m.Model] = inv.Pos
 		s.Nodes = append(s.Nodes, NodeGroup{Name: m.Model, Count: im.Count, GPUs: im.PerNode, Model: m.Model, Datacenter: dc, NodePool: pool})
 	}
+	if n, g := inv.Scaled(); n > MaxInventoryNodes {
+		return &Error{Pos: b.pos("scale_down"), Msg: fmt.Sprintf("%s: scale_down = %d keeps %d nodes (%d GPUs) of %s, more than %d: raise scale_down",
+			what, inv.ScaleDown, n, g, name, MaxInventoryNodes)}
+	}
 	s.Inventories = append(s.Inventories, inv)
 	return nil
 }
+
+// MaxInventoryNodes is the most nodes an inventory may keep: a nodes
+// block's largest count. The openb inventory has 1,213 nodes.
+const MaxInventoryNodes = 100000
 
 // Note is the inventory's line of the report's inputs: the scale and each
 // model's share before and after.
