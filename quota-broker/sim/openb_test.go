@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -274,6 +275,23 @@ func TestOpenbExample(t *testing.T) {
 	if n, g := inv.Total(); n != 1213 || g != 6212 || inv.ScaleDown != 150 || sc.GPUs() != 45 || sc.Quota.GPUs != 45 {
 		t.Errorf("inventory %d nodes, %d GPUs, scale_down %d, cluster %d GPUs, root quota %d; want 1213, 6212, 150, 45, 45",
 			n, g, inv.ScaleDown, sc.GPUs(), sc.Quota.GPUs)
+	}
+	// The flavored root that quota.hcl's comment gives for when the quota
+	// file has flavors holds each model's kept GPUs.
+	qf, err := os.ReadFile("../../examples/openb/quota.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#\s+quota "Quota1" \{\n#\s+gpus = \{ ([^}]*) \}`).FindSubmatch(qf)
+	if m == nil {
+		t.Fatal("quota.hcl: no commented flavored Quota1")
+	}
+	var kept []string
+	for _, im := range inv.Models {
+		kept = append(kept, fmt.Sprintf("%s = %d", strings.ToLower(im.Model), im.GPUs))
+	}
+	if got, want := string(m[1]), strings.Join(kept, ", "); got != want {
+		t.Errorf("quota.hcl's flavored Quota1: gpus = { %s }, the inventory keeps { %s }", got, want)
 	}
 	for _, g := range sc.Nodes {
 		if g.Name != g.Model {
