@@ -124,14 +124,7 @@ func placedOn(t *testing.T, c *api.Client, job *api.Job) placement {
 	}
 	var got placement
 	err := waitFor(30*time.Second, 100*time.Millisecond, func() error {
-		stubs, _, err := c.Jobs().Allocations(*job.ID, false, nil)
-		if err != nil {
-			return err
-		}
-		if len(stubs) == 0 {
-			return fmt.Errorf("job %s has no allocation", *job.ID)
-		}
-		a, _, err := c.Allocations().Info(stubs[0].ID, nil)
+		a, err := firstAlloc(c, *job.ID)
 		if err != nil {
 			return err
 		}

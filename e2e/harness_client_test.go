@@ -46,10 +46,8 @@ client {
 		timeout = 60 * time.Second
 	}
 	err := waitFor(timeout, 250*time.Millisecond, func() error {
-		select {
-		case <-a.exited:
-			return errStop{fmt.Errorf("nomad client exited early:\n%s", a.log)}
-		default:
+		if err := a.exitedEarly(); err != nil {
+			return err
 		}
 		nodes, _, err := server.Client.Nodes().List(nil)
 		if err != nil {

@@ -166,10 +166,8 @@ func newNomadAgent(t testing.TB, opts nomadOptions) *nomadAgent {
 		a.bootstrapACL(timeout)
 	}
 	err := waitFor(timeout, 250*time.Millisecond, func() error {
-		select {
-		case <-a.exited:
-			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
-		default:
+		if err := a.exitedEarly(); err != nil {
+			return err
 		}
 		nodes, _, err := client.Nodes().List(nil)
 		if err != nil {
@@ -270,16 +268,25 @@ func (a *nomadAgent) launch(config string, args ...string) {
 	a.Client = client
 }
 
+// exitedEarly returns, as an errStop for waitFor, that the agent exited
+// (with its log), or nil while it runs.
+func (a *nomadAgent) exitedEarly() error {
+	select {
+	case <-a.exited:
+		return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
+	default:
+		return nil
+	}
+}
+
 // bootstrapACL bootstraps the agent's ACL system through the API
 // (retrying until a leader is elected) and sets the management token on
 // a.Client.
 func (a *nomadAgent) bootstrapACL(timeout time.Duration) {
 	a.t.Helper()
 	err := waitFor(timeout, 250*time.Millisecond, func() error {
-		select {
-		case <-a.exited:
-			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
-		default:
+		if err := a.exitedEarly(); err != nil {
+			return err
 		}
 		tok, _, err := a.Client.ACLTokens().Bootstrap(nil)
 		if err != nil {
