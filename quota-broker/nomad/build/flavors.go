@@ -413,6 +413,31 @@ func PinConstraints(f quota.Flavor, req *api.RequestedDevice) []*api.Constraint 
 	return out
 }
 
+// PinJob adds PinConstraints(f, ...) to every GPU device request of job j
+// (gpuRequest: gpu, nvidia/gpu, nvidia/gpu/<model>) and reports whether it
+// added any: false for a job that pinned f itself, or asks for no GPU. It
+// changes j: pass the copy that admission registers, and never a job
+// with running allocations (DESIGN §5: a changed device request is a
+// destructive update).
+func PinJob(j *api.Job, f quota.Flavor) bool {
+	changed := false
+	for _, tg := range j.TaskGroups {
+		for _, d := range groupDevices(tg) {
+			if d == nil {
+				continue
+			}
+			if _, ok := gpuRequest(d.Name); !ok {
+				continue
+			}
+			if add := PinConstraints(f, d); len(add) > 0 {
+				d.Constraints = append(d.Constraints, add...)
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
 // modelAlternation is "(?:A|B)" of the quoted model names.
 func modelAlternation(models []string) string {
 	quoted := make([]string, len(models))

@@ -274,3 +274,46 @@ func TestSnapshotNodesKeepEachGPUsMIGProfile(t *testing.T) {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 }
+
+// PinJob pins every GPU request of a job, leaves other devices alone, and
+// changes nothing the second time.
+func TestPinJobPinsEveryGPURequestOnce(t *testing.T) {
+	job := loadJob(t, "ordered")
+	job.TaskGroups[1].Tasks[0].Resources.Devices = append(job.TaskGroups[1].Tasks[0].Resources.Devices,
+		&api.RequestedDevice{Name: "amd/gpu"})
+	if !PinJob(job, a100) {
+		t.Fatal("PinJob added nothing")
+	}
+	pin := &api.Constraint{LTarget: "${device.model}", Operand: "=", RTarget: "NVIDIA A100-SXM4-40GB"}
+	mig := &api.Constraint{LTarget: "${device.attr.mig}", Operand: "=", RTarget: "false"}
+	want := map[string][]*api.Constraint{
+		"nvidia/gpu worker": {pin},
+		"nvidia/gpu eval":   {mig, pin},
+		"amd/gpu eval":      nil,
+	}
+	got := map[string][]*api.Constraint{}
+	for _, tg := range job.TaskGroups {
+		for _, d := range groupDevices(tg) {
+			got[d.Name+" "+*tg.Name] = d.Constraints
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("constraints (-want +got):\n%s", diff)
+	}
+	if PinJob(job, a100) {
+		t.Error("pinning a pinned job changed it")
+	}
+	if diff := cmp.Diff([]string{"a100"}, mustJobFlavors(t, job)); diff != "" {
+		t.Errorf("flavors of the pinned job (-want +got):\n%s", diff)
+	}
+}
+
+func mustJobFlavors(t *testing.T, j *api.Job) []string {
+	t.Helper()
+	delete(j.Meta, MetaFlavors)
+	got, err := JobFlavors(tree, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
