@@ -98,6 +98,9 @@ type nomadAgent struct {
 	Bin       string
 	// ManagementToken is the bootstrap token's secret (nomadOptions.ACL).
 	ManagementToken string
+	// RPCAddr is the agent's RPC address, "127.0.0.1:port": the server
+	// that newNomadClient joins client agents to.
+	RPCAddr string
 
 	t        testing.TB
 	cmd      *exec.Cmd
@@ -154,77 +157,16 @@ func startNomad(t testing.TB, opts nomadOptions) (*api.Client, func()) {
 // newNomadAgent is startNomad returning the whole agent.
 func newNomadAgent(t testing.TB, opts nomadOptions) *nomadAgent {
 	t.Helper()
-	bin := nomadBinary(t)
-	dir := t.TempDir()
-	a := &nomadAgent{
-		Dir:       dir,
-		DataDir:   filepath.Join(dir, "data"),
-		PluginDir: filepath.Join(dir, "plugins"),
-		Bin:       bin,
-		t:         t,
-		log:       &lockedBuffer{},
-		exited:    make(chan struct{}),
-	}
-	for _, d := range []string{a.DataDir, a.PluginDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, src := range opts.Plugins {
-		if err := copyFile(src, filepath.Join(a.PluginDir, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a := prepareAgent(t, opts.Plugins)
 	ports := freePorts(t, 3)
 	extra := opts.ExtraConfig
 	if opts.ACL {
 		extra += "\nacl {\n  enabled = true\n}\n"
 	}
-	config := fmt.Sprintf(`
-data_dir   = %q
-plugin_dir = %q
-bind_addr  = "127.0.0.1"
-log_level  = "DEBUG"
-
-ports {
-  http = %d
-  rpc  = %d
-  serf = %d
-}
-
-plugin "raw_exec" {
-  config {
-    enabled = true
-  }
-}
-%s
-`, a.DataDir, a.PluginDir, ports[0], ports[1], ports[2], extra)
-	cfgPath := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	a.Addr = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-
-	cmd := exec.Command(bin, "agent", "-dev", "-bind", "127.0.0.1", "-config", cfgPath)
-	cmd.Dir = dir
-	cmd.Env = agentEnv()
-	cmd.Stdout, cmd.Stderr = a.log, a.log
-	rp, err := startGuarded(cmd, dir)
-	if err != nil {
-		t.Fatalf("failed to start nomad: %v", err)
-	}
-	a.cmd, a.reaper = cmd, rp
-	go func() {
-		_ = cmd.Wait()
-		close(a.exited)
-	}()
-	t.Cleanup(a.Stop)
-
-	client, err := api.NewClient(&api.Config{Address: a.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Client = client
+	a.RPCAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	a.launch(agentConfig(a, ports, extra), "-dev", "-bind", "127.0.0.1")
+	client := a.Client
 	timeout := opts.ReadyTimeout
 	if timeout == 0 {
 		timeout = 60 * time.Second
@@ -232,11 +174,9 @@ plugin "raw_exec" {
 	if opts.ACL {
 		a.bootstrapACL(timeout)
 	}
-	err = waitFor(timeout, 250*time.Millisecond, func() error {
-		select {
-		case <-a.exited:
-			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
-		default:
+	err := waitFor(timeout, 250*time.Millisecond, func() error {
+		if err := a.exitedEarly(); err != nil {
+			return err
 		}
 		nodes, _, err := client.Nodes().List(nil)
 		if err != nil {
@@ -256,16 +196,106 @@ plugin "raw_exec" {
 	return a
 }
 
+// prepareAgent makes an agent's folders under a new temporary dir (data
+// dir, plugin_dir with plugins copied in: file name -> binary).
+func prepareAgent(t testing.TB, plugins map[string]string) *nomadAgent {
+	t.Helper()
+	dir := t.TempDir()
+	a := &nomadAgent{
+		Dir:       dir,
+		DataDir:   filepath.Join(dir, "data"),
+		PluginDir: filepath.Join(dir, "plugins"),
+		Bin:       nomadBinary(t),
+		t:         t,
+		log:       &lockedBuffer{},
+		exited:    make(chan struct{}),
+	}
+	for _, d := range []string{a.DataDir, a.PluginDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, src := range plugins {
+		if err := copyFile(src, filepath.Join(a.PluginDir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+// agentConfig is the agent config every test agent shares: its folders,
+// loopback, the given HTTP, RPC and Serf ports, raw_exec, and extra.
+func agentConfig(a *nomadAgent, ports []int, extra string) string {
+	return fmt.Sprintf(`
+data_dir   = %q
+plugin_dir = %q
+bind_addr  = "127.0.0.1"
+log_level  = "DEBUG"
+
+ports {
+  http = %d
+  rpc  = %d
+  serf = %d
+}
+
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
+%s
+`, a.DataDir, a.PluginDir, ports[0], ports[1], ports[2], extra)
+}
+
+// launch writes config to the agent's agent.hcl and starts `nomad agent
+// <args> -config agent.hcl` in its own process group, with its output in
+// the agent's log, Stop registered as cleanup and a.Client on a.Addr.
+func (a *nomadAgent) launch(config string, args ...string) {
+	a.t.Helper()
+	cfgPath := filepath.Join(a.Dir, "agent.hcl")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		a.t.Fatal(err)
+	}
+	cmd := exec.Command(a.Bin, append(append([]string{"agent"}, args...), "-config", cfgPath)...)
+	cmd.Dir = a.Dir
+	cmd.Env = agentEnv()
+	cmd.Stdout, cmd.Stderr = a.log, a.log
+	rp, err := startGuarded(cmd, a.Dir)
+	if err != nil {
+		a.t.Fatalf("failed to start nomad: %v", err)
+	}
+	a.cmd, a.reaper = cmd, rp
+	go func() {
+		_ = cmd.Wait()
+		close(a.exited)
+	}()
+	a.t.Cleanup(a.Stop)
+	client, err := api.NewClient(&api.Config{Address: a.Addr})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.Client = client
+}
+
+// exitedEarly returns, as an errStop for waitFor, that the agent exited
+// (with its log), or nil while it runs.
+func (a *nomadAgent) exitedEarly() error {
+	select {
+	case <-a.exited:
+		return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
+	default:
+		return nil
+	}
+}
+
 // bootstrapACL bootstraps the agent's ACL system through the API
 // (retrying until a leader is elected) and sets the management token on
 // a.Client.
 func (a *nomadAgent) bootstrapACL(timeout time.Duration) {
 	a.t.Helper()
 	err := waitFor(timeout, 250*time.Millisecond, func() error {
-		select {
-		case <-a.exited:
-			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
-		default:
+		if err := a.exitedEarly(); err != nil {
+			return err
 		}
 		tok, _, err := a.Client.ACLTokens().Bootstrap(nil)
 		if err != nil {

@@ -78,6 +78,11 @@ type GPU struct {
 	ID      string // device instance ID (UUID), unique in the cluster
 	Model   string // e.g. "NVIDIA H100 80GB HBM3"
 	Healthy bool   // unhealthy GPUs are never free
+
+	// MIGProfile is a MIG instance's profile, e.g. "1g.5gb", Model being
+	// then its GPU's model (the device group's name less " MIG <profile>");
+	// "" for a whole GPU (DESIGN L13).
+	MIGProfile string
 }
 
 // Node is a Nomad client node with its GPUs.

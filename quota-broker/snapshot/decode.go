@@ -308,7 +308,7 @@ func (c *converter) nodeList(ws []wireNode) []plan.Node {
 			if g.Healthy != nil {
 				healthy = *g.Healthy
 			}
-			gpus = append(gpus, plan.GPU{ID: g.ID, Model: g.Model, Healthy: healthy})
+			gpus = append(gpus, plan.GPU{ID: g.ID, Model: g.Model, Healthy: healthy, MIGProfile: g.MIGProfile})
 		}
 		if len(w.GPUs) > 0 {
 			n.GPUs = gpus[at:len(gpus):len(gpus)]

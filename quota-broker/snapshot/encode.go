@@ -96,7 +96,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		wn := wireNode{ID: n.ID, Datacenter: n.Datacenter, NodePool: n.NodePool, GPUs: []wireGPU{}}
 		for _, g := range n.GPUs {
 			healthy := g.Healthy
-			wn.GPUs = append(wn.GPUs, wireGPU{ID: g.ID, Model: g.Model, Healthy: &healthy})
+			wn.GPUs = append(wn.GPUs, wireGPU{ID: g.ID, Model: g.Model, Healthy: &healthy, MIGProfile: g.MIGProfile})
 		}
 		w.Nodes = append(w.Nodes, wn)
 	}

@@ -74,6 +74,9 @@ type wireGPU struct {
 	ID      string `json:"id" snap:"required"`
 	Model   string `json:"model" snap:"intern"`
 	Healthy *bool  `json:"healthy"`
+	// MIGProfile: a MIG instance's profile (DESIGN L13); absent for a
+	// whole GPU.
+	MIGProfile string `json:"mig_profile,omitempty" snap:"intern"`
 }
 
 type wireAllocation struct {

@@ -3,7 +3,6 @@ package build
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
@@ -395,40 +394,28 @@ func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
 }
 
 // groupGPUs returns the nvidia/gpu devices one allocation of tg asks for,
-// over its tasks, and the model when a device names one ("nvidia/gpu/<model>").
-// Requests named "gpu" and "nvidia/gpu" count; other vendors do not.
+// over its tasks, and the model when a device names one ("nvidia/gpu/<model>";
+// for a MIG group's name, its GPU's model, the profile being the flavor's,
+// DESIGN L13). Requests named "gpu" and "nvidia/gpu" count; other vendors
+// do not (gpuRequest).
 func groupGPUs(tg *api.TaskGroup) (int, string) {
 	n, model := 0, ""
-	for _, t := range tg.Tasks {
-		if t == nil || t.Resources == nil {
+	for _, d := range groupDevices(tg) {
+		if d == nil {
 			continue
 		}
-		for _, d := range t.Resources.Devices {
-			if d == nil {
-				continue
-			}
-			parts := strings.Split(d.Name, "/")
-			ok := false
-			switch len(parts) {
-			case 1:
-				ok = parts[0] == "gpu"
-			case 2:
-				ok = parts[0] == "nvidia" && parts[1] == "gpu"
-			case 3:
-				ok = parts[0] == "nvidia" && parts[1] == "gpu"
-				if ok {
-					model = parts[2]
-				}
-			}
-			if !ok {
-				continue
-			}
-			c := 1
-			if d.Count != nil {
-				c = int(*d.Count)
-			}
-			n += c
+		m, ok := gpuRequest(d.Name)
+		if !ok {
+			continue
 		}
+		if m != "" {
+			model, _ = quota.SplitMIGName(m)
+		}
+		c := 1
+		if d.Count != nil {
+			c = int(*d.Count)
+		}
+		n += c
 	}
 	return n, model
 }

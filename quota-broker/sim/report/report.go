@@ -255,6 +255,9 @@ func whatRan(d *doc, r *sim.Result, notes []string, wall bool) {
 	cluster := fmt.Sprintf("Cluster: %d GPUs", r.Capacity)
 	for _, g := range sc.Nodes {
 		cluster += fmt.Sprintf("; %d nodes x %d %s (%s, pool %s)", g.Count, g.GPUs, g.Model, g.Datacenter, g.NodePool)
+		if m := g.MIG; m != nil {
+			cluster += fmt.Sprintf(", %d GPUs of each cut into %d MIG %s slices (%d devices a node)", m.GPUs, m.Slices, m.Profile, g.Devices())
+		}
 	}
 	items := []string{
 		fmt.Sprintf("Scenario: `%s` (%s); policy **%s**; seed %d", sc.File, sc.Name, r.Policy, sc.Seed),

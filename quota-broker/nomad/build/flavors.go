@@ -1,0 +1,460 @@
+package build
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+)
+
+// This file reads GPU flavors from Nomad jobs (DESIGN L13): which flavors
+// a task group's device requests can use, in the job's order, and the
+// device constraints that pin a chosen flavor on admission.
+
+// gpuRequest reports whether a device request name asks for GPUs the
+// broker counts, in one of the three forms Nomad accepts for a device
+// name: "<type>" ("gpu", any vendor's GPU: the broker counts it as
+// NVIDIA's, the only GPUs it governs), "<vendor>/<type>" ("nvidia/gpu")
+// and "<vendor>/<type>/<model>" ("nvidia/gpu/NVIDIA H100 80GB HBM3"). The
+// model is the device group name as the device plugin gives it, a MIG
+// group's name included ("NVIDIA A100-SXM4-40GB MIG 1g.5gb"); "" when the
+// name gives none. Other vendors and types, and names of more parts, do
+// not count.
+func gpuRequest(name string) (model string, ok bool) {
+	parts := strings.Split(name, "/")
+	switch len(parts) {
+	case 1:
+		return "", parts[0] == "gpu"
+	case 2:
+		return "", parts[0] == "nvidia" && parts[1] == "gpu"
+	case 3:
+		if parts[0] == "nvidia" && parts[1] == "gpu" {
+			return parts[2], true
+		}
+	}
+	return "", false
+}
+
+// deviceKind is one kind of device a flavor takes: a device group name
+// (Nomad's ${device.model}) and its MIG profile. anyModel stands for the
+// implicit flavor's "every whole GPU", whose model is not known.
+type deviceKind struct {
+	name     string
+	profile  string
+	anyModel bool
+}
+
+// kindsOf lists the device kinds of flavor f: for a declared flavor, one
+// per model, named as the device plugin names the group ("<model>" or
+// "<model> MIG <profile>").
+func kindsOf(f *quota.Flavor) []deviceKind {
+	if f.Implicit() {
+		return []deviceKind{{anyModel: true}}
+	}
+	out := make([]deviceKind, 0, len(f.Models))
+	for _, m := range f.Models {
+		name := m
+		if f.MIGProfile != "" {
+			name = m + quota.MIGSuffix + f.MIGProfile
+		}
+		out = append(out, deviceKind{name: name, profile: f.MIGProfile})
+	}
+	return out
+}
+
+// treeFlavors is flavors, or the implicit flavor when the tree declares
+// none.
+func treeFlavors(flavors []quota.Flavor) []quota.Flavor {
+	if len(flavors) == 0 {
+		return []quota.Flavor{{Name: quota.ImplicitFlavor}}
+	}
+	return flavors
+}
+
+// AllowedFlavors returns the names of the flavors, in tree order, that
+// every GPU request among devices can use (DESIGN L13): a flavor is
+// allowed when, for each request, some device kind of the flavor passes
+// the request's name (gpuRequest: a model in the name must be the kind's
+// group name; under the implicit flavor, any name but a MIG group's) and
+// each of its constraints. With no flavors declared (flavors empty), the
+// implicit flavor "gpu" is the only candidate. Requests for other devices
+// are ignored; without any GPU request the result is nil. An empty
+// non-nil result means the GPUs asked for are of no flavor (ungoverned
+// devices, such as MIG instances under the implicit flavor).
+//
+// Constraints are evaluated as Nomad does on the device (constraint and
+// device docs): attributes ${device.model} (the group name),
+// ${device.vendor} ("nvidia"), ${device.type} ("gpu"),
+// ${device.attr.mig_profile} (set only on MIG groups) and
+// ${device.attr.mig} (bool); operators "=" (also "==", "is" and the empty
+// operator), "!=" (also "not"; true when the attribute is not set),
+// "regexp" (RE2, unanchored), "set_contains" and "set_contains_any" (the
+// attribute and the value split on commas, items trimmed), "is_set" and
+// "is_not_set". A constraint the broker cannot decide on a flavor keeps
+// the flavor: another attribute (${device.attr.memory}), another operator
+// (">=", "version"), a value that is itself an interpolation, a regexp
+// that does not compile, or ${device.model} under the implicit flavor,
+// whose models are unknown. Nomad then narrows the devices further within
+// the flavor; affinities never exclude a flavor.
+func AllowedFlavors(flavors []quota.Flavor, devices []*api.RequestedDevice) []string {
+	var reqs []*api.RequestedDevice
+	for _, d := range devices {
+		if d == nil {
+			continue
+		}
+		if _, ok := gpuRequest(d.Name); ok {
+			reqs = append(reqs, d)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	out := []string{}
+	all := treeFlavors(flavors)
+	for i := range all {
+		f := &all[i]
+		ok := true
+		for _, r := range reqs {
+			if !requestTakes(r, f) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// requestTakes reports whether request r can use some device of flavor f.
+func requestTakes(r *api.RequestedDevice, f *quota.Flavor) bool {
+	model, _ := gpuRequest(r.Name)
+	for _, k := range kindsOf(f) {
+		if model != "" {
+			if k.anyModel {
+				if _, profile := quota.SplitMIGName(model); profile != "" {
+					continue // a MIG group: not a whole GPU
+				}
+				k = deviceKind{name: model} // the request names the model
+			} else if model != k.name {
+				continue
+			}
+		}
+		if constraintsPass(r.Constraints, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func constraintsPass(cs []*api.Constraint, k deviceKind) bool {
+	for _, c := range cs {
+		if c != nil && evalConstraint(c, k) == verdictNo {
+			return false
+		}
+	}
+	return true
+}
+
+type verdict int
+
+const (
+	verdictUnknown verdict = iota // the broker cannot tell: keep the flavor
+	verdictYes
+	verdictNo
+)
+
+func verdictOf(b bool) verdict {
+	if b {
+		return verdictYes
+	}
+	return verdictNo
+}
+
+// attr gives the value of a device attribute target for kind k: set false
+// when the device does not have it, known false when the broker cannot
+// tell.
+func (k deviceKind) attr(target string) (value string, set, known bool) {
+	switch strings.TrimSpace(target) {
+	case "${device.model}":
+		if k.anyModel {
+			return "", false, false
+		}
+		return k.name, true, true
+	case "${device.vendor}":
+		return "nvidia", true, true
+	case "${device.type}":
+		return "gpu", true, true
+	case "${device.attr.mig_profile}":
+		return k.profile, k.profile != "", true
+	case "${device.attr.mig}":
+		if k.profile != "" {
+			return "true", true, true
+		}
+		return "false", true, true
+	}
+	return "", false, false
+}
+
+// evalConstraint decides one device constraint on kind k (see
+// AllowedFlavors for what it knows).
+func evalConstraint(c *api.Constraint, k deviceKind) verdict {
+	value, set, known := k.attr(c.LTarget)
+	if !known {
+		return verdictUnknown
+	}
+	op := strings.TrimSpace(c.Operand)
+	switch op {
+	case "is_set":
+		return verdictOf(set)
+	case "is_not_set":
+		return verdictOf(!set)
+	}
+	want := c.RTarget
+	if strings.Contains(want, "${") {
+		return verdictUnknown
+	}
+	switch op {
+	case "", "=", "==", "is":
+		return verdictOf(set && value == want)
+	case "!=", "not":
+		return verdictOf(!set || value != want)
+	case "regexp":
+		re, err := regexp.Compile(want)
+		if err != nil {
+			return verdictUnknown
+		}
+		return verdictOf(set && re.MatchString(value))
+	case "set_contains", "set_contains_any":
+		if !set {
+			return verdictNo
+		}
+		have := map[string]bool{}
+		for _, v := range strings.Split(value, ",") {
+			have[strings.TrimSpace(v)] = true
+		}
+		anyOf := op == "set_contains_any"
+		for _, v := range strings.Split(want, ",") {
+			if in := have[strings.TrimSpace(v)]; in == anyOf {
+				return verdictOf(anyOf)
+			}
+		}
+		return verdictOf(!anyOf)
+	}
+	return verdictUnknown
+}
+
+// GroupFlavors returns the allowed flavors of task group tg in the order
+// the core tries them (DESIGN L13): AllowedFlavors of the group's device
+// requests (over all its tasks), in the order of the job meta
+// gputide_flavors when meta sets it (which then also narrows the job to
+// the flavors it lists), else in tree order. The meta may list only
+// flavors the group is allowed: a name that is not a flavor of the tree,
+// or a flavor the device requests cannot use, is a *MetaError naming
+// gputide_flavors, its value and both lists (the tree's or the allowed
+// flavors). nil, nil for a group without GPU requests; an empty list for
+// one whose GPUs are of no flavor (see AllowedFlavors).
+func GroupFlavors(flavors []quota.Flavor, meta map[string]string, tg *api.TaskGroup) ([]string, error) {
+	allowed := AllowedFlavors(flavors, groupDevices(tg))
+	if allowed == nil {
+		return nil, nil
+	}
+	return orderFlavors(flavors, meta, allowed)
+}
+
+// JobFlavors returns the flavors all GPU groups of job j can use, in the
+// order GroupFlavors gives: all GPU groups of a job take one flavor
+// (DESIGN L13), so a job's flavors are those every group allows. nil,
+// nil for a job without GPU requests.
+func JobFlavors(flavors []quota.Flavor, j *api.Job) ([]string, error) {
+	var devices []*api.RequestedDevice
+	for _, tg := range j.TaskGroups {
+		devices = append(devices, groupDevices(tg)...)
+	}
+	allowed := AllowedFlavors(flavors, devices)
+	if allowed == nil {
+		return nil, nil
+	}
+	return orderFlavors(flavors, j.Meta, allowed)
+}
+
+// groupDevices lists the device requests of tg's tasks.
+func groupDevices(tg *api.TaskGroup) []*api.RequestedDevice {
+	if tg == nil {
+		return nil
+	}
+	var out []*api.RequestedDevice
+	for _, t := range tg.Tasks {
+		if t != nil && t.Resources != nil {
+			out = append(out, t.Resources.Devices...)
+		}
+	}
+	return out
+}
+
+// orderFlavors applies gputide_flavors to the allowed flavors (see
+// GroupFlavors).
+func orderFlavors(flavors []quota.Flavor, meta map[string]string, allowed []string) ([]string, error) {
+	raw, set := meta[MetaFlavors]
+	if !set {
+		return allowed, nil
+	}
+	names, problem := parseFlavorList(raw)
+	if problem != "" {
+		return nil, &MetaError{MetaFlavors, raw, problem}
+	}
+	all := treeFlavors(flavors)
+	for _, n := range names {
+		known := false
+		for i := range all {
+			known = known || all[i].Name == n
+		}
+		if !known {
+			return nil, &MetaError{MetaFlavors, raw, fmt.Sprintf("unknown flavor %q (the tree's flavors: %s)", n, flavorNames(all))}
+		}
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == n
+		}
+		if !ok {
+			return nil, &MetaError{MetaFlavors, raw, fmt.Sprintf("flavor %q is not one the job's device requests can use (allowed: %s)", n, orNone(allowed))}
+		}
+	}
+	return names, nil
+}
+
+// parseFlavorList parses gputide_flavors, "h100, a100": names as
+// quota.ValidName takes them, separated by commas, none empty or listed
+// twice. The problem is "" when the list is good.
+func parseFlavorList(v string) ([]string, string) {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return nil, `want flavor names separated by commas, e.g. "h100,a100", with none empty`
+		case !quota.ValidName(n):
+			return nil, fmt.Sprintf("%q is not a flavor name (letters, digits, '.', '_', '-')", n)
+		case seen[n]:
+			return nil, fmt.Sprintf("flavor %q listed twice", n)
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	return out, ""
+}
+
+func flavorNames(fs []quota.Flavor) string {
+	names := make([]string, len(fs))
+	for i := range fs {
+		names[i] = fs[i].Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// Device constraint targets and operators the pin uses.
+const (
+	targetModel      = "${device.model}"
+	targetMIGProfile = "${device.attr.mig_profile}"
+)
+
+// PinConstraints returns the constraints that admission adds to a GPU
+// device request so that Nomad places it only on devices of flavor f
+// (DESIGN L13: admission pins the chosen flavor in the register that moves
+// the job out of the holding pool), less those req already carries (equal
+// attribute, operator and value; req may be nil). The pin of
+//
+//   - a whole-GPU flavor: ${device.model} = the model, or a regexp
+//     "^(?:<model>|<model>)$" when the flavor has several (the names
+//     quoted), which MIG groups, named "<model> MIG <profile>", never match;
+//   - a MIG flavor: ${device.model} regexp "^(?:<model>|...) MIG
+//     <profile>$" and ${device.attr.mig_profile} = the profile;
+//   - the implicit flavor (every whole GPU): ${device.attr.mig_profile}
+//     is_not_set, which keeps the job off MIG instances (ungoverned under
+//     it).
+//
+// A request that already carries the whole pin gets nil: a job that
+// pinned its flavor itself is left as it is. The caller adds the result
+// to every GPU request of the job (gpuRequest), and never re-registers a
+// job with running allocations to do so (DESIGN §5).
+func PinConstraints(f quota.Flavor, req *api.RequestedDevice) []*api.Constraint {
+	var pin []*api.Constraint
+	switch {
+	case f.Implicit():
+		pin = []*api.Constraint{{LTarget: targetMIGProfile, Operand: "is_not_set"}}
+	case f.MIGProfile != "":
+		pin = []*api.Constraint{
+			{LTarget: targetModel, Operand: "regexp", RTarget: "^" + modelAlternation(f.Models) + regexp.QuoteMeta(quota.MIGSuffix+f.MIGProfile) + "$"},
+			{LTarget: targetMIGProfile, Operand: "=", RTarget: f.MIGProfile},
+		}
+	case len(f.Models) == 1:
+		pin = []*api.Constraint{{LTarget: targetModel, Operand: "=", RTarget: f.Models[0]}}
+	default:
+		pin = []*api.Constraint{{LTarget: targetModel, Operand: "regexp", RTarget: "^" + modelAlternation(f.Models) + "$"}}
+	}
+	var out []*api.Constraint
+	for _, c := range pin {
+		if !hasConstraint(req, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// PinJob adds PinConstraints(f, ...) to every GPU device request of job j
+// (gpuRequest: gpu, nvidia/gpu, nvidia/gpu/<model>) and reports whether it
+// added any: false for a job that pinned f itself, or asks for no GPU. It
+// changes j: pass the copy that admission registers, and never a job
+// with running allocations (DESIGN §5: a changed device request is a
+// destructive update).
+func PinJob(j *api.Job, f quota.Flavor) bool {
+	changed := false
+	for _, tg := range j.TaskGroups {
+		for _, d := range groupDevices(tg) {
+			if d == nil {
+				continue
+			}
+			if _, ok := gpuRequest(d.Name); !ok {
+				continue
+			}
+			if add := PinConstraints(f, d); len(add) > 0 {
+				d.Constraints = append(d.Constraints, add...)
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// modelAlternation is "(?:A|B)" of the quoted model names.
+func modelAlternation(models []string) string {
+	quoted := make([]string, len(models))
+	for i, m := range models {
+		quoted[i] = regexp.QuoteMeta(m)
+	}
+	return "(?:" + strings.Join(quoted, "|") + ")"
+}
+
+func hasConstraint(req *api.RequestedDevice, c *api.Constraint) bool {
+	if req == nil {
+		return false
+	}
+	for _, have := range req.Constraints {
+		if have != nil && strings.TrimSpace(have.LTarget) == c.LTarget && strings.TrimSpace(have.Operand) == c.Operand && have.RTarget == c.RTarget {
+			return true
+		}
+	}
+	return false
+}
