@@ -10,8 +10,8 @@ import (
 // the broker's store records, its dry-run memory and the simulator all
 // keep the holds of a plan's hold actions with these.
 
-// Compare orders owners: reservations by ID first (a group owner has
-// none), then groups by key.
+// Compare orders owners by reservation ID (a group owner has none, so the
+// groups come first), then by group key.
 func (o HoldOwner) Compare(p HoldOwner) int {
 	return cmp.Or(cmp.Compare(o.Reservation, p.Reservation), o.Group.Compare(p.Group))
 }

@@ -98,6 +98,9 @@ type RecordWrite struct {
 // Key is the key the write changes.
 func (w RecordWrite) Key() Key { return w.key }
 
+// IsDelete reports whether the write deletes its key.
+func (w RecordWrite) IsDelete() bool { return w.del }
+
 // PutJobRecord writes jobs/<ns>/<job>.
 func PutJobRecord(id JobID, rec JobRecord) RecordWrite {
 	if id.Namespace == "" || id.Job == "" {
