@@ -48,12 +48,20 @@ import (
 //     metrics and the log, ended bookings moved to history, the history
 //     pruned.
 //
-// A test drives one cycle with a.cycle(ctx) once the watcher has listed
-// Nomad (a.watcher.State() is not nil); with a.takeLock(lock) first, the
-// cycle is the leader's.
+// A test drives one cycle with a.cycle(ctx), or a.runCycle(ctx, run) to
+// see what each step produced, once the watcher has listed Nomad
+// (a.watcher.State() is not nil) and the memory has read the bookings
+// (a.watchStore runs); with a.takeLock(lock) first, the cycle is the
+// leader's.
 func (a *Agent) cycle(ctx context.Context) {
 	run := &cycleRun{step: "start"}
 	defer a.recoverCycle(run)
+	a.runCycle(ctx, run)
+}
+
+// runCycle runs the steps of one cycle in order and returns what they
+// produced; run names the step running.
+func (a *Agent) runCycle(ctx context.Context, run *cycleRun) *cycleState {
 	c := &cycleState{run: run}
 	steps := []struct {
 		name string
@@ -65,13 +73,14 @@ func (a *Agent) cycle(ctx context.Context) {
 		run.step = s.name
 		err := s.fn(ctx, c)
 		if errors.Is(err, errCycleDone) {
-			return
+			return c
 		}
 		if err != nil {
 			a.setActing(false, err.Error(), s.name)
-			return
+			return c
 		}
 	}
+	return c
 }
 
 // errCycleDone ends a cycle early without an error: no state yet, a
