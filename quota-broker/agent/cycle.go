@@ -289,8 +289,14 @@ func (a *Agent) recordJobs(b *batch, c *cycleState) {
 	for _, alloc := range c.stops.stale {
 		b.deleteIntent(alloc)
 	}
+	governed := map[string]bool{} // by namespace: governed reads the tree each call
 	for _, id := range slices.SortedFunc(maps.Keys(c.view.jobs), compareJobIDs) {
-		if a.governed(id.Namespace) && c.state.Job(id.Namespace, id.Job) == nil {
+		g, ok := governed[id.Namespace]
+		if !ok {
+			g = a.governed(id.Namespace)
+			governed[id.Namespace] = g
+		}
+		if g && c.state.Job(id.Namespace, id.Job) == nil {
 			b.deleteJob(id)
 		}
 	}
