@@ -129,6 +129,7 @@ func (a *Agent) read(ctx context.Context, c *cycleState) error {
 		return fmt.Errorf("the store is unavailable: %w", err)
 	}
 	c.view = v
+	a.setLeaderName(v.leader)
 	// The holding pool exists before the agent says it acts: jobs are
 	// submitted into it, and Nomad refuses a job in a pool it lacks.
 	if c.lock != nil && !a.poolOK {

@@ -358,12 +358,7 @@ func (a *Agent) watchStore(ctx context.Context, onTree func(*store.Guarded)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = a.store.WatchRecords(ctx, func(r *store.Records, err error) {
-				a.mem.watched(r, err)
-				if err == nil {
-					a.setLeaderName(r.Leader)
-				}
-			})
+			_ = a.store.WatchRecords(ctx, a.mem.watched)
 		}()
 	}
 	var failing bool
@@ -385,7 +380,8 @@ func (a *Agent) watchStore(ctx context.Context, onTree func(*store.Guarded)) {
 	wg.Wait()
 }
 
-// setLeaderName keeps the name of the lock's holder for the health reads.
+// setLeaderName keeps the name of the lock's holder, as a cycle's view has
+// it, for the health reads (this agent's own while it holds the lock).
 func (a *Agent) setLeaderName(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
