@@ -201,8 +201,8 @@ func (s *KV) WriteRecords(ctx context.Context, lock *Lock, writes []RecordWrite)
 
 // WatchRecords implements Store with blocking queries on KeyRecords and
 // on the leader key: fn is called first with the current records, then
-// after each WriteRecords transaction and each change of leader (several
-// may fold into one call), and with an *Error while the store is
+// after WriteRecords transactions and changes of leader (those within
+// recordsWatchGap of the last call fold into one), and with an *Error while the store is
 // unavailable (then it retries with back-off), until ctx ends. Calls of fn
 // do not overlap.
 func (s *KV) WatchRecords(ctx context.Context, fn func(*Records, error)) error {
@@ -235,8 +235,17 @@ func (s *KV) WatchRecords(ctx context.Context, fn func(*Records, error)) error {
 		mu.Lock()
 		fn(r, err)
 		mu.Unlock()
+		if !sleep(ctx, recordsWatchGap) {
+			return ctx.Err()
+		}
 	}
 }
+
+// recordsWatchGap is the least time between two reads of WatchRecords: a
+// leader writing a record per admission would otherwise make each standby
+// read every job record after each of them (a standby's memory only feeds
+// its plans and reads; it loads the store again when it takes the lock).
+const recordsWatchGap = 250 * time.Millisecond
 
 // blockOn signals changed first and then each time key's index moves,
 // until ctx ends; errors go to report, with back-off.
