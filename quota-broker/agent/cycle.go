@@ -27,8 +27,9 @@ import (
 //  1. read: Nomad's state (the watcher's, within the staleness bound,
 //     job summaries refreshed), the quota tree, and a view of the memory:
 //     job records, intents, holds, bookings, the leader's name. The first
-//     cycle of a leader term loads the memory from the store first; no
-//     other step reads the store.
+//     cycle of a leader term loads the memory from the store first; up to
+//     the act nothing else reads the store (account's guarded move of
+//     ended bookings and the history prune read what they write).
 //  2. build: the snapshot (build.From): the intents as StoppingFor and
 //     StoppingForReservation, the recorded admissions as accepted (at the
 //     store's first start, everything running), the job times (L11) and
