@@ -15,27 +15,34 @@ import (
 // device constraints that pin a chosen flavor on admission.
 
 // gpuRequest reports whether a device request name asks for GPUs the
-// broker counts, in one of the three forms Nomad accepts for a device
-// name: "<type>" ("gpu", any vendor's GPU: the broker counts it as
-// NVIDIA's, the only GPUs it governs), "<vendor>/<type>" ("nvidia/gpu")
-// and "<vendor>/<type>/<model>" ("nvidia/gpu/NVIDIA H100 80GB HBM3"). The
-// model is the device group name as the device plugin gives it, a MIG
-// group's name included ("NVIDIA A100-SXM4-40GB MIG 1g.5gb"); "" when the
-// name gives none. Other vendors and types, and names of more parts, do
-// not count.
+// broker counts, reading the name as Nomad does (structs.RequestedDevice.ID:
+// "<type>", "<vendor>/<type>" or "<vendor>/<type>/<model>", split on the
+// first two "/", the model keeping any further ones) and matching it as
+// Nomad matches a device (DeviceIdTuple.Matches: an empty vendor, type or
+// model matches any). So "gpu" (any vendor's GPU: the broker counts it as
+// NVIDIA's, the only GPUs it governs), "nvidia/gpu", "nvidia/gpu/<model>",
+// and the wildcards "/gpu", "nvidia/" and "/" that Nomad places on NVIDIA
+// GPUs too, all count. The model is the device group name as the device
+// plugin gives it, a MIG group's name included ("NVIDIA A100-SXM4-40GB MIG
+// 1g.5gb"); "" when the name gives none. Other vendors and types do not
+// count, nor does "" (Nomad matches no device to it).
 func gpuRequest(name string) (model string, ok bool) {
-	parts := strings.Split(name, "/")
-	switch len(parts) {
-	case 1:
-		return "", parts[0] == "gpu"
-	case 2:
-		return "", parts[0] == "nvidia" && parts[1] == "gpu"
-	case 3:
-		if parts[0] == "nvidia" && parts[1] == "gpu" {
-			return parts[2], true
-		}
+	if name == "" {
+		return "", false
 	}
-	return "", false
+	var vendor, typ string
+	switch parts := strings.SplitN(name, "/", 3); len(parts) {
+	case 1:
+		typ = parts[0]
+	case 2:
+		vendor, typ = parts[0], parts[1]
+	default:
+		vendor, typ, model = parts[0], parts[1], parts[2]
+	}
+	if (vendor != "" && vendor != "nvidia") || (typ != "" && typ != "gpu") {
+		return "", false
+	}
+	return model, true
 }
 
 // deviceKind is one kind of device a flavor takes: a device group name
