@@ -3,7 +3,9 @@ package build
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -103,7 +105,8 @@ func treeFlavors(flavors []quota.Flavor) []quota.Flavor {
 // "is_not_set". A constraint the broker cannot decide on a flavor keeps
 // the flavor: another attribute (${device.attr.memory}), another operator
 // (">=", "version"), a value that is itself an interpolation, a regexp
-// that does not compile, or ${device.model} under the implicit flavor,
+// that does not compile or is longer than maxConstraintRegexp (1 KiB),
+// or ${device.model} under the implicit flavor,
 // whose models are unknown. Nomad then narrows the devices further within
 // the flavor; affinities never exclude a flavor.
 func AllowedFlavors(flavors []quota.Flavor, devices []*api.RequestedDevice) []string {
@@ -121,11 +124,12 @@ func AllowedFlavors(flavors []quota.Flavor, devices []*api.RequestedDevice) []st
 	}
 	out := []string{}
 	all := treeFlavors(flavors)
+	res := regexps{}
 	for i := range all {
 		f := &all[i]
 		ok := true
 		for _, r := range reqs {
-			if !requestTakes(r, f) {
+			if !requestTakes(r, f, res) {
 				ok = false
 				break
 			}
@@ -138,7 +142,7 @@ func AllowedFlavors(flavors []quota.Flavor, devices []*api.RequestedDevice) []st
 }
 
 // requestTakes reports whether request r can use some device of flavor f.
-func requestTakes(r *api.RequestedDevice, f *quota.Flavor) bool {
+func requestTakes(r *api.RequestedDevice, f *quota.Flavor, res regexps) bool {
 	model, _ := gpuRequest(r.Name)
 	for _, k := range kindsOf(f) {
 		if model != "" {
@@ -151,16 +155,16 @@ func requestTakes(r *api.RequestedDevice, f *quota.Flavor) bool {
 				continue
 			}
 		}
-		if constraintsPass(r.Constraints, k) {
+		if constraintsPass(r.Constraints, k, res) {
 			return true
 		}
 	}
 	return false
 }
 
-func constraintsPass(cs []*api.Constraint, k deviceKind) bool {
+func constraintsPass(cs []*api.Constraint, k deviceKind, res regexps) bool {
 	for _, c := range cs {
-		if c != nil && evalConstraint(c, k) == verdictNo {
+		if c != nil && evalConstraint(c, k, res) == verdictNo {
 			return false
 		}
 	}
@@ -207,9 +211,33 @@ func (k deviceKind) attr(target string) (value string, set, known bool) {
 	return "", false, false
 }
 
+// maxConstraintRegexp is the longest regexp constraint the broker
+// compiles (bytes). A job's regexp is Nomad's to run; a chain such as
+// ".{1000}.{1000}..." compiles to a program of millions of instructions
+// within RE2's limits, so one longer than this is left undecided (the
+// flavors stay; the pin and Nomad decide). Real device regexps are a few
+// dozen bytes.
+const maxConstraintRegexp = 1024
+
+// regexps holds the regexp constraints compiled during one AllowedFlavors
+// call, each once: nil for one too long or that does not compile.
+type regexps map[string]*regexp.Regexp
+
+func (r regexps) get(pattern string) *regexp.Regexp {
+	if re, ok := r[pattern]; ok {
+		return re
+	}
+	var re *regexp.Regexp
+	if len(pattern) <= maxConstraintRegexp {
+		re, _ = regexp.Compile(pattern)
+	}
+	r[pattern] = re
+	return re
+}
+
 // evalConstraint decides one device constraint on kind k (see
 // AllowedFlavors for what it knows).
-func evalConstraint(c *api.Constraint, k deviceKind) verdict {
+func evalConstraint(c *api.Constraint, k deviceKind, res regexps) verdict {
 	value, set, known := k.attr(c.LTarget)
 	if !known {
 		return verdictUnknown
@@ -231,8 +259,8 @@ func evalConstraint(c *api.Constraint, k deviceKind) verdict {
 	case "!=", "not":
 		return verdictOf(!set || value != want)
 	case "regexp":
-		re, err := regexp.Compile(want)
-		if err != nil {
+		re := res.get(want)
+		if re == nil {
 			return verdictUnknown
 		}
 		return verdictOf(set && re.MatchString(value))
@@ -392,6 +420,10 @@ const (
 //     is_not_set, which keeps the job off MIG instances (ungoverned under
 //     it).
 //
+// A model or profile that Nomad would not read as a plain string on the
+// right of "=" (a number such as "80GB", a bool, a "${" interpolation:
+// nomadLiteral) is pinned with regexp "^<quoted>$" instead.
+//
 // A request that already carries the whole pin gets nil: a job that
 // pinned its flavor itself is left as it is. The caller adds the result
 // to every GPU request of the job (gpuRequest), and never re-registers a
@@ -404,9 +436,9 @@ func PinConstraints(f quota.Flavor, req *api.RequestedDevice) []*api.Constraint 
 	case f.MIGProfile != "":
 		pin = []*api.Constraint{
 			{LTarget: targetModel, Operand: "regexp", RTarget: "^" + modelAlternation(f.Models) + regexp.QuoteMeta(quota.MIGSuffix+f.MIGProfile) + "$"},
-			{LTarget: targetMIGProfile, Operand: "=", RTarget: f.MIGProfile},
+			equalPin(targetMIGProfile, f.MIGProfile),
 		}
-	case len(f.Models) == 1:
+	case len(f.Models) == 1 && nomadLiteral(f.Models[0]):
 		pin = []*api.Constraint{{LTarget: targetModel, Operand: "=", RTarget: f.Models[0]}}
 	default:
 		pin = []*api.Constraint{{LTarget: targetModel, Operand: "regexp", RTarget: "^" + modelAlternation(f.Models) + "$"}}
@@ -444,6 +476,42 @@ func PinJob(j *api.Job, f quota.Flavor) bool {
 	}
 	return changed
 }
+
+// equalPin is target = value, or target regexp "^<value quoted>$" when
+// Nomad would not read value as that string (nomadLiteral).
+func equalPin(target, value string) *api.Constraint {
+	if nomadLiteral(value) {
+		return &api.Constraint{LTarget: target, Operand: "=", RTarget: value}
+	}
+	return &api.Constraint{LTarget: target, Operand: "regexp", RTarget: "^" + regexp.QuoteMeta(value) + "$"}
+}
+
+// nomadLiteral reports whether Nomad reads s, a constraint's RTarget, as
+// the string s. Nomad takes an RTarget that starts with "${" as an
+// interpolation (${device.model} equals every device), and parses one
+// that reads as a number, with or without a unit ("80GB", "1e3", "Inf"), or
+// as a bool ("1", "T", "false") into that type, which never equals a
+// string attribute such as a device group's name
+// (psstructs.ParseAttribute). This errs on the side of "no": every letter
+// (and "/", as in "MB/s") at the end is taken for a unit. The regexp operand compares strings, so
+// the pin uses it for the rest.
+func nomadLiteral(s string) bool {
+	if strings.HasPrefix(s, "${") {
+		return false
+	}
+	if _, err := strconv.ParseBool(s); err == nil {
+		return false
+	}
+	for _, v := range []string{s, strings.TrimSpace(strings.TrimRightFunc(s, unitRune))} {
+		if _, err := strconv.ParseFloat(v, 64); err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// unitRune reports a rune of a Nomad unit ("GiB", "MB/s", "MHz").
+func unitRune(r rune) bool { return unicode.IsLetter(r) || r == '/' }
 
 // modelAlternation is "(?:A|B)" of the quoted model names.
 func modelAlternation(models []string) string {

@@ -2,10 +2,14 @@ package build
 
 import (
 	"math"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // Nomad reads a device request's name as SplitN(name, "/", 3) into vendor,
@@ -80,5 +84,61 @@ func TestGroupGPUsOfAHugeDeviceCount(t *testing.T) {
 		if n, _ := groupGPUs(tg); n < 1<<20 {
 			t.Errorf("counts %v: groupGPUs = %d, want at least %d", counts, n, 1<<20)
 		}
+	}
+}
+
+// Nomad parses a constraint's RTarget that reads as a number (with or
+// without a unit), a bool or an interpolation into that type or target:
+// an "=" pin on such a model or profile never equals the device's string
+// name, or (${...}) equals every device. The pin uses an anchored, quoted
+// regexp for them; real names keep "=".
+func TestPinConstraintsOfModelsNomadWouldNotReadAsStrings(t *testing.T) {
+	for _, m := range []string{"80GB", "100", "1e3", "Inf", "true", "T", "0", "10KiB/s", "2 GHz", "${device.model}", "${node.unique.name}"} {
+		f := quota.Flavor{Name: "odd", Models: []string{m}}
+		got := PinConstraints(f, nil)
+		want := []*api.Constraint{{LTarget: "${device.model}", Operand: "regexp", RTarget: "^(?:" + regexp.QuoteMeta(m) + ")$"}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("model %q: pin (-want +got):\n%s", m, diff)
+		}
+		mig := quota.Flavor{Name: "odd-mig", Models: []string{"NVIDIA A100-SXM4-40GB"}, MIGProfile: m}
+		if got := PinConstraints(mig, nil); got[1].Operand != "regexp" || got[1].RTarget != "^"+regexp.QuoteMeta(m)+"$" {
+			t.Errorf("profile %q: pin %+v, want a quoted regexp", m, got[1])
+		}
+	}
+	for _, m := range []string{"NVIDIA H100 80GB HBM3", "G2", "T4", "V100M16", "A10", "Tesla T4", "A100 (40GB)+"} {
+		got := PinConstraints(quota.Flavor{Name: "x", Models: []string{m}}, nil)
+		if len(got) != 1 || got[0].Operand != "=" || got[0].RTarget != m {
+			t.Errorf("model %q: pin %+v, want = %q", m, got, m)
+		}
+	}
+}
+
+// A job's regexp constraint is compiled once per AllowedFlavors call, not
+// once per flavor and device kind, and one longer than maxConstraintRegexp
+// is not compiled at all (the broker cannot tell: the flavors stay, the
+// pin and Nomad decide): a 23 KB ".{1000}" chain compiles to millions of
+// instructions, and was compiled for every flavor and kind of every
+// pending job at every cycle.
+func TestAllowedFlavorsOfAHugeRegexpConstraint(t *testing.T) {
+	huge := strings.Repeat(".{1000}", 3300)
+	req := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: []*api.Constraint{
+		{LTarget: "${device.model}", Operand: "regexp", RTarget: huge}}}
+	var got []string
+	allocs := testing.AllocsPerRun(1, func() { got = AllowedFlavors(tree, []*api.RequestedDevice{req}) })
+	if diff := cmp.Diff([]string{"h100", "a100", "a100-1g"}, got); diff != "" {
+		t.Errorf("flavors (-want +got):\n%s", diff)
+	}
+	if allocs > 1000 {
+		t.Errorf("AllowedFlavors made %.0f allocations for a regexp it cannot afford", allocs)
+	}
+	// A short regexp is still decided, once per call.
+	req.Constraints[0].RTarget = "H100"
+	allocs = testing.AllocsPerRun(5, func() { got = AllowedFlavors(tree, []*api.RequestedDevice{req}) })
+	if diff := cmp.Diff([]string{"h100"}, got); diff != "" {
+		t.Errorf("flavors of H100 (-want +got):\n%s", diff)
+	}
+	one := testing.AllocsPerRun(5, func() { _ = regexp.MustCompile("H100") })
+	if allocs > 2*one+20 {
+		t.Errorf("AllowedFlavors made %.0f allocations, a compile makes %.0f: compiled per flavor", allocs, one)
 	}
 }
