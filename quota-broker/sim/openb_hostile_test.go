@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,5 +44,59 @@ func TestOpenbTimesPastDurationRange(t *testing.T) {
 	sc.Length = time.Hour
 	if _, err := Run(sc, w, Options{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A node list or pod list that is a device, a folder or a FIFO is refused
+// before anything is read (no endless read of /dev/zero, no open blocked
+// on a FIFO), with an error naming the block's attribute and the path.
+func TestOpenbPathsThatAreNotFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO:", err)
+	}
+	for _, p := range []string{"/dev/zero", dir, fifo} {
+		text := strings.Replace(openbScenario(2, ""), `nodes      = "nodes.csv"`, fmt.Sprintf("nodes = %q", p), 1)
+		done := make(chan error, 1)
+		go func() {
+			_, err := LoadFile(writeScenario(t, text, map[string]string{"pods.csv": openbPods}))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("nodes = %q", p)) {
+				t.Errorf("nodes = %q: error %v", p, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("nodes = %q: still loading after 10s", p)
+		}
+		text = strings.Replace(openbScenario(2, ""), `trace      = "pods.csv"`, fmt.Sprintf("trace = %q", p), 1)
+		sc, err := LoadFile(writeScenario(t, text, map[string]string{"nodes.csv": openbNodes}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, err := sc.Workload(); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), `openb "pods"`) || !strings.Contains(err.Error(), p) {
+				t.Errorf("trace = %q: error %v", p, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("trace = %q: still reading after 10s", p)
+		}
+	}
+}
+
+// Two pods of one name are refused when the pod list is read, naming both
+// lines: they made two jobs of one name, refused only when the run began.
+func TestOpenbPodsOfOneName(t *testing.T) {
+	pods := openbPods + "p0,1,1,1,1000,,LS,Running,10,7210,10\n"
+	sc, err := LoadFile(writeScenario(t, openbScenario(2, ""), map[string]string{"nodes.csv": openbNodes, "pods.csv": pods}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Workload(); err == nil || !strings.Contains(err.Error(), `pods.csv:9: column 1 (name) "p0": pod listed twice (first at line 2)`) {
+		t.Errorf("error %v", err)
 	}
 }
