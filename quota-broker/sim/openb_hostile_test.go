@@ -100,3 +100,18 @@ func TestOpenbPodsOfOneName(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// The modelled cluster's device instances are bounded (MaxClusterDevices):
+// a few nodes blocks of 100,000 nodes of 64 GPUs, each cut into 7 slices,
+// asked for hundreds of millions of devices, built one by one when the run
+// began. The error names the cluster block and the numbers.
+func TestClusterOfTooManyDevices(t *testing.T) {
+	block := func(name string) string {
+		return "  nodes \"" + name + "\" {\n    count = 100000\n    gpus = 64\n    mig {\n      gpus = 64\n      profile = \"1g.10gb\"\n      slices = 7\n    }\n  }\n"
+	}
+	text := header + "length = \"1h\"\ncluster {\n" + block("a") + block("b") + block("c") + "}\n"
+	_, err := LoadFile(writeScenario(t, text, nil))
+	if err == nil || !strings.Contains(err.Error(), "cluster: 300000 nodes with 134400000 GPU devices (MIG slices counted apart), more than 1048576") {
+		t.Fatalf("error %v", err)
+	}
+}
