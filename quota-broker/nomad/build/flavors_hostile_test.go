@@ -1,6 +1,7 @@
 package build
 
 import (
+	"errors"
 	"math"
 	"regexp"
 	"strings"
@@ -140,5 +141,31 @@ func TestAllowedFlavorsOfAHugeRegexpConstraint(t *testing.T) {
 	one := testing.AllocsPerRun(5, func() { _ = regexp.MustCompile("H100") })
 	if allocs > 2*one+20 {
 		t.Errorf("AllowedFlavors made %.0f allocations, a compile makes %.0f: compiled per flavor", allocs, one)
+	}
+}
+
+// Nil groups, tasks, resources, requests and constraints are skipped, and
+// gputide_flavors lists with an empty item, a name twice or another case
+// are meta errors naming the value.
+func TestFlavorsOfNilsAndBadLists(t *testing.T) {
+	gpu := &api.RequestedDevice{Name: "gpu", Constraints: []*api.Constraint{nil}}
+	j := &api.Job{TaskGroups: []*api.TaskGroup{nil, {Tasks: []*api.Task{nil, {}, {Resources: &api.Resources{Devices: []*api.RequestedDevice{nil, gpu}}}}}}}
+	if got := mustJobFlavors(t, j); !cmp.Equal(got, []string{"h100", "a100", "a100-1g"}) {
+		t.Errorf("flavors %v", got)
+	}
+	for _, v := range []string{"h100,h100", ",h100,", "h100,,a100", "H100", " ", "h100;a100", strings.Repeat("h100,", 10000)} {
+		j.Meta = map[string]string{MetaFlavors: v}
+		_, err := JobFlavors(tree, j)
+		var me *MetaError
+		if !errors.As(err, &me) || me.Value != v {
+			t.Errorf("gputide_flavors %.40q: error %v", v, err)
+		}
+	}
+	j.Meta = map[string]string{MetaFlavors: " a100 , h100 "}
+	if got, err := JobFlavors(tree, j); err != nil || !cmp.Equal(got, []string{"a100", "h100"}) {
+		t.Errorf("spaced list: %v, %v", got, err)
+	}
+	if !PinJob(j, a100) || len(gpu.Constraints) != 2 || PinJob(j, a100) {
+		t.Errorf("PinJob: constraints %v", gpu.Constraints)
 	}
 }
