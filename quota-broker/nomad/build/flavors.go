@@ -103,7 +103,8 @@ func treeFlavors(flavors []quota.Flavor) []quota.Flavor {
 // "regexp" (RE2, unanchored), "set_contains" and "set_contains_any" (the
 // attribute and the value split on commas, items trimmed), "is_set" and
 // "is_not_set". A constraint the broker cannot decide on a flavor keeps
-// the flavor: another attribute (${device.attr.memory}), another operator
+// the flavor: a target Nomad does not resolve as written (" ${device.model}"
+// is a literal string there), another attribute (${device.attr.memory}), another operator
 // (">=", "version"), a value that is itself an interpolation, a regexp
 // that does not compile or is longer than maxConstraintRegexp (1 KiB),
 // or ${device.model} under the implicit flavor,
@@ -190,7 +191,9 @@ func verdictOf(b bool) verdict {
 // when the device does not have it, known false when the broker cannot
 // tell.
 func (k deviceKind) attr(target string) (value string, set, known bool) {
-	switch strings.TrimSpace(target) {
+	// As Nomad (resolveDeviceTarget): the target exactly, not trimmed; "
+	// ${device.model}" is a literal string there, not the model.
+	switch target {
 	case "${device.model}":
 		if k.anyModel {
 			return "", false, false
