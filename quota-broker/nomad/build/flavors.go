@@ -256,6 +256,11 @@ func evalConstraint(c *api.Constraint, k deviceKind, res regexps) verdict {
 	if strings.Contains(want, "${") {
 		return verdictUnknown
 	}
+	if c.LTarget == "${device.attr.mig}" && want != "true" && want != "false" {
+		// A bool attribute: Nomad reads "False", "T" ... as bools
+		// (psstructs.ParseAttribute), and "0" as a number.
+		return verdictUnknown
+	}
 	switch op {
 	case "", "=", "==", "is":
 		return verdictOf(set && value == want)

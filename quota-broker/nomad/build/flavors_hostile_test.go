@@ -196,3 +196,24 @@ func TestConstraintTargetsAreReadAsNomadReadsThem(t *testing.T) {
 		t.Errorf("flavors %v, want none", got)
 	}
 }
+
+// ${device.attr.mig} is a bool attribute: Nomad parses the value "False",
+// "F" or "TRUE" as that bool (psstructs.ParseAttribute), so
+// ${device.attr.mig} = "False" places on whole GPUs. Compared as strings
+// with "false", it excluded every flavor: the job moved to its pool
+// uncounted and unpinned. A value other than "true" or "false" is left
+// undecided (the flavors stay).
+func TestMIGAttributeValuesNomadReadsAsBools(t *testing.T) {
+	for _, v := range []string{"False", "F", "f", "FALSE", "0", "TRUE", "T", "1", "yes"} {
+		req := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: []*api.Constraint{
+			{LTarget: "${device.attr.mig}", Operand: "=", RTarget: v}}}
+		if got := AllowedFlavors(tree, []*api.RequestedDevice{req}); len(got) == 0 {
+			t.Errorf("${device.attr.mig} = %q: no flavor", v)
+		}
+	}
+	req := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: []*api.Constraint{
+		{LTarget: "${device.attr.mig}", Operand: "=", RTarget: "false"}}}
+	if diff := cmp.Diff([]string{"h100", "a100"}, AllowedFlavors(tree, []*api.RequestedDevice{req})); diff != "" {
+		t.Errorf("mig = false (-want +got):\n%s", diff)
+	}
+}
