@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
@@ -251,6 +252,8 @@ func CheckGPUName(name string) error {
 		return errors.New("want a device name such as \"NVIDIA A100-SXM4-40GB\", without leading or trailing spaces")
 	case len(name) > MaxGPUNameLen:
 		return fmt.Errorf("%d bytes long; NVML names are at most %d", len(name), MaxGPUNameLen)
+	case !utf8.ValidString(name):
+		return errors.New("is not UTF-8 (Nomad's device names are protobuf strings)")
 	case strings.Contains(name, "/"):
 		return errors.New(`must not contain "/": Nomad splits a device name "nvidia/gpu/<model>" on it`)
 	case strings.Contains(name, gpu.MIGNameSep):

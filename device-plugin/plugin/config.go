@@ -336,8 +336,8 @@ func parseMockMIG(entries []string) (map[int][]string, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf(`entry %q: want "<gpu index>[-<last index>]:[<count>x]<profile>[,...]", e.g. "0:3g.20gb,3g.20gb" or "6-7:7x1g.5gb"`, e)
 		}
-		if last-first >= mockgpu.MaxGPUs {
-			return nil, fmt.Errorf("entry %q: range %d-%d is wider than %d GPUs", e, first, last, mockgpu.MaxGPUs)
+		if last >= mockgpu.MaxGPUs {
+			return nil, fmt.Errorf("entry %q: GPU %d: the mock has at most %d GPUs, 0 to %d", clipEntry(e), last, mockgpu.MaxGPUs, mockgpu.MaxGPUs-1)
 		}
 		var names []string
 		for _, p := range strings.Split(list, ",") {
@@ -351,6 +351,9 @@ func parseMockMIG(entries []string) (map[int][]string, error) {
 					return nil, fmt.Errorf("entry %q: %q: want a count of 1 to %d before x and a profile after it, e.g. \"7x1g.5gb\"", e, p, maxMIGPerGPU)
 				}
 				p = profile
+			}
+			if len(names)+n > maxMIGPerGPU {
+				return nil, fmt.Errorf("entry %q: more than %d MIG instances per GPU: no GPU has more", clipEntry(e), maxMIGPerGPU)
 			}
 			for ; n > 0; n-- {
 				names = append(names, p)
@@ -367,6 +370,14 @@ func parseMockMIG(entries []string) (map[int][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// clipEntry shortens a long mock_mig entry for a message.
+func clipEntry(e string) string {
+	if len(e) > 80 {
+		return e[:80] + "..."
+	}
+	return e
 }
 
 // gpuRange parses "3" or "6-7" into an inclusive range of GPU indexes.

@@ -487,8 +487,23 @@ func (s *Scenario) parseCluster(blk *hcl.Block, what string) error {
 		}
 		s.Nodes = append(s.Nodes, g)
 	}
+	count, devices := 0, 0
+	for _, g := range s.Nodes {
+		count += g.Count
+		devices += g.Count * g.Devices()
+	}
+	if devices > MaxClusterDevices {
+		return &Error{Pos: posOf(blk.DefRange), Msg: fmt.Sprintf("%s: %d nodes with %d GPU devices (MIG slices counted apart), more than %d the simulator lays out",
+			what, count, devices, MaxClusterDevices)}
+	}
 	return nil
 }
+
+// MaxClusterDevices is the most GPU device instances (whole GPUs and MIG
+// slices) a scenario's cluster may have: each is laid out when the run
+// begins. A nodes block may give 100,000 nodes of 64 GPUs cut into 7
+// slices each, so blocks alone do not bound it.
+const MaxClusterDevices = 1 << 20
 
 func (b *block) placement() Placement {
 	return Placement{Datacenters: b.strings("datacenters"), NodePool: b.str("node_pool", false, ""), Model: b.str("model", false, "")}

@@ -3,7 +3,9 @@ package build
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -15,27 +17,34 @@ import (
 // device constraints that pin a chosen flavor on admission.
 
 // gpuRequest reports whether a device request name asks for GPUs the
-// broker counts, in one of the three forms Nomad accepts for a device
-// name: "<type>" ("gpu", any vendor's GPU: the broker counts it as
-// NVIDIA's, the only GPUs it governs), "<vendor>/<type>" ("nvidia/gpu")
-// and "<vendor>/<type>/<model>" ("nvidia/gpu/NVIDIA H100 80GB HBM3"). The
-// model is the device group name as the device plugin gives it, a MIG
-// group's name included ("NVIDIA A100-SXM4-40GB MIG 1g.5gb"); "" when the
-// name gives none. Other vendors and types, and names of more parts, do
-// not count.
+// broker counts, reading the name as Nomad does (structs.RequestedDevice.ID:
+// "<type>", "<vendor>/<type>" or "<vendor>/<type>/<model>", split on the
+// first two "/", the model keeping any further ones) and matching it as
+// Nomad matches a device (DeviceIdTuple.Matches: an empty vendor, type or
+// model matches any). So "gpu" (any vendor's GPU: the broker counts it as
+// NVIDIA's, the only GPUs it governs), "nvidia/gpu", "nvidia/gpu/<model>",
+// and the wildcards "/gpu", "nvidia/" and "/" that Nomad places on NVIDIA
+// GPUs too, all count. The model is the device group name as the device
+// plugin gives it, a MIG group's name included ("NVIDIA A100-SXM4-40GB MIG
+// 1g.5gb"); "" when the name gives none. Other vendors and types do not
+// count, nor does "" (Nomad matches no device to it).
 func gpuRequest(name string) (model string, ok bool) {
-	parts := strings.Split(name, "/")
-	switch len(parts) {
-	case 1:
-		return "", parts[0] == "gpu"
-	case 2:
-		return "", parts[0] == "nvidia" && parts[1] == "gpu"
-	case 3:
-		if parts[0] == "nvidia" && parts[1] == "gpu" {
-			return parts[2], true
-		}
+	if name == "" {
+		return "", false
 	}
-	return "", false
+	var vendor, typ string
+	switch parts := strings.SplitN(name, "/", 3); len(parts) {
+	case 1:
+		typ = parts[0]
+	case 2:
+		vendor, typ = parts[0], parts[1]
+	default:
+		vendor, typ, model = parts[0], parts[1], parts[2]
+	}
+	if (vendor != "" && vendor != "nvidia") || (typ != "" && typ != "gpu") {
+		return "", false
+	}
+	return model, true
 }
 
 // deviceKind is one kind of device a flavor takes: a device group name
@@ -94,9 +103,11 @@ func treeFlavors(flavors []quota.Flavor) []quota.Flavor {
 // "regexp" (RE2, unanchored), "set_contains" and "set_contains_any" (the
 // attribute and the value split on commas, items trimmed), "is_set" and
 // "is_not_set". A constraint the broker cannot decide on a flavor keeps
-// the flavor: another attribute (${device.attr.memory}), another operator
+// the flavor: a target Nomad does not resolve as written (" ${device.model}"
+// is a literal string there), another attribute (${device.attr.memory}), another operator
 // (">=", "version"), a value that is itself an interpolation, a regexp
-// that does not compile, or ${device.model} under the implicit flavor,
+// that does not compile or is longer than maxConstraintRegexp (1 KiB),
+// or ${device.model} under the implicit flavor,
 // whose models are unknown. Nomad then narrows the devices further within
 // the flavor; affinities never exclude a flavor.
 func AllowedFlavors(flavors []quota.Flavor, devices []*api.RequestedDevice) []string {
@@ -114,11 +125,12 @@ func AllowedFlavors(flavors []quota.Flavor, devices []*api.RequestedDevice) []st
 	}
 	out := []string{}
 	all := treeFlavors(flavors)
+	res := regexps{}
 	for i := range all {
 		f := &all[i]
 		ok := true
 		for _, r := range reqs {
-			if !requestTakes(r, f) {
+			if !requestTakes(r, f, res) {
 				ok = false
 				break
 			}
@@ -131,7 +143,7 @@ func AllowedFlavors(flavors []quota.Flavor, devices []*api.RequestedDevice) []st
 }
 
 // requestTakes reports whether request r can use some device of flavor f.
-func requestTakes(r *api.RequestedDevice, f *quota.Flavor) bool {
+func requestTakes(r *api.RequestedDevice, f *quota.Flavor, res regexps) bool {
 	model, _ := gpuRequest(r.Name)
 	for _, k := range kindsOf(f) {
 		if model != "" {
@@ -144,16 +156,16 @@ func requestTakes(r *api.RequestedDevice, f *quota.Flavor) bool {
 				continue
 			}
 		}
-		if constraintsPass(r.Constraints, k) {
+		if constraintsPass(r.Constraints, k, res) {
 			return true
 		}
 	}
 	return false
 }
 
-func constraintsPass(cs []*api.Constraint, k deviceKind) bool {
+func constraintsPass(cs []*api.Constraint, k deviceKind, res regexps) bool {
 	for _, c := range cs {
-		if c != nil && evalConstraint(c, k) == verdictNo {
+		if c != nil && evalConstraint(c, k, res) == verdictNo {
 			return false
 		}
 	}
@@ -179,7 +191,9 @@ func verdictOf(b bool) verdict {
 // when the device does not have it, known false when the broker cannot
 // tell.
 func (k deviceKind) attr(target string) (value string, set, known bool) {
-	switch strings.TrimSpace(target) {
+	// As Nomad (resolveDeviceTarget): the target exactly, not trimmed; "
+	// ${device.model}" is a literal string there, not the model.
+	switch target {
 	case "${device.model}":
 		if k.anyModel {
 			return "", false, false
@@ -200,9 +214,33 @@ func (k deviceKind) attr(target string) (value string, set, known bool) {
 	return "", false, false
 }
 
+// maxConstraintRegexp is the longest regexp constraint the broker
+// compiles (bytes). A job's regexp is Nomad's to run; a chain such as
+// ".{1000}.{1000}..." compiles to a program of millions of instructions
+// within RE2's limits, so one longer than this is left undecided (the
+// flavors stay; the pin and Nomad decide). Real device regexps are a few
+// dozen bytes.
+const maxConstraintRegexp = 1024
+
+// regexps holds the regexp constraints compiled during one AllowedFlavors
+// call, each once: nil for one too long or that does not compile.
+type regexps map[string]*regexp.Regexp
+
+func (r regexps) get(pattern string) *regexp.Regexp {
+	if re, ok := r[pattern]; ok {
+		return re
+	}
+	var re *regexp.Regexp
+	if len(pattern) <= maxConstraintRegexp {
+		re, _ = regexp.Compile(pattern)
+	}
+	r[pattern] = re
+	return re
+}
+
 // evalConstraint decides one device constraint on kind k (see
 // AllowedFlavors for what it knows).
-func evalConstraint(c *api.Constraint, k deviceKind) verdict {
+func evalConstraint(c *api.Constraint, k deviceKind, res regexps) verdict {
 	value, set, known := k.attr(c.LTarget)
 	if !known {
 		return verdictUnknown
@@ -218,14 +256,19 @@ func evalConstraint(c *api.Constraint, k deviceKind) verdict {
 	if strings.Contains(want, "${") {
 		return verdictUnknown
 	}
+	if c.LTarget == "${device.attr.mig}" && want != "true" && want != "false" {
+		// A bool attribute: Nomad reads "False", "T" ... as bools
+		// (psstructs.ParseAttribute), and "0" as a number.
+		return verdictUnknown
+	}
 	switch op {
 	case "", "=", "==", "is":
 		return verdictOf(set && value == want)
 	case "!=", "not":
 		return verdictOf(!set || value != want)
 	case "regexp":
-		re, err := regexp.Compile(want)
-		if err != nil {
+		re := res.get(want)
+		if re == nil {
 			return verdictUnknown
 		}
 		return verdictOf(set && re.MatchString(value))
@@ -385,6 +428,10 @@ const (
 //     is_not_set, which keeps the job off MIG instances (ungoverned under
 //     it).
 //
+// A model or profile that Nomad would not read as a plain string on the
+// right of "=" (a number such as "80GB", a bool, a "${" interpolation:
+// nomadLiteral) is pinned with regexp "^<quoted>$" instead.
+//
 // A request that already carries the whole pin gets nil: a job that
 // pinned its flavor itself is left as it is. The caller adds the result
 // to every GPU request of the job (gpuRequest), and never re-registers a
@@ -397,9 +444,9 @@ func PinConstraints(f quota.Flavor, req *api.RequestedDevice) []*api.Constraint 
 	case f.MIGProfile != "":
 		pin = []*api.Constraint{
 			{LTarget: targetModel, Operand: "regexp", RTarget: "^" + modelAlternation(f.Models) + regexp.QuoteMeta(quota.MIGSuffix+f.MIGProfile) + "$"},
-			{LTarget: targetMIGProfile, Operand: "=", RTarget: f.MIGProfile},
+			equalPin(targetMIGProfile, f.MIGProfile),
 		}
-	case len(f.Models) == 1:
+	case len(f.Models) == 1 && nomadLiteral(f.Models[0]):
 		pin = []*api.Constraint{{LTarget: targetModel, Operand: "=", RTarget: f.Models[0]}}
 	default:
 		pin = []*api.Constraint{{LTarget: targetModel, Operand: "regexp", RTarget: "^" + modelAlternation(f.Models) + "$"}}
@@ -437,6 +484,42 @@ func PinJob(j *api.Job, f quota.Flavor) bool {
 	}
 	return changed
 }
+
+// equalPin is target = value, or target regexp "^<value quoted>$" when
+// Nomad would not read value as that string (nomadLiteral).
+func equalPin(target, value string) *api.Constraint {
+	if nomadLiteral(value) {
+		return &api.Constraint{LTarget: target, Operand: "=", RTarget: value}
+	}
+	return &api.Constraint{LTarget: target, Operand: "regexp", RTarget: "^" + regexp.QuoteMeta(value) + "$"}
+}
+
+// nomadLiteral reports whether Nomad reads s, a constraint's RTarget, as
+// the string s. Nomad takes an RTarget that starts with "${" as an
+// interpolation (${device.model} equals every device), and parses one
+// that reads as a number, with or without a unit ("80GB", "1e3", "Inf"), or
+// as a bool ("1", "T", "false") into that type, which never equals a
+// string attribute such as a device group's name
+// (psstructs.ParseAttribute). This errs on the side of "no": every letter
+// (and "/", as in "MB/s") at the end is taken for a unit. The regexp operand compares strings, so
+// the pin uses it for the rest.
+func nomadLiteral(s string) bool {
+	if strings.HasPrefix(s, "${") {
+		return false
+	}
+	if _, err := strconv.ParseBool(s); err == nil {
+		return false
+	}
+	for _, v := range []string{s, strings.TrimSpace(strings.TrimRightFunc(s, unitRune))} {
+		if _, err := strconv.ParseFloat(v, 64); err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// unitRune reports a rune of a Nomad unit ("GiB", "MB/s", "MHz").
+func unitRune(r rune) bool { return unicode.IsLetter(r) || r == '/' }
 
 // modelAlternation is "(?:A|B)" of the quoted model names.
 func modelAlternation(models []string) string {

@@ -399,7 +399,7 @@ func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
 // over its tasks, and the model when a device names one ("nvidia/gpu/<model>";
 // for a MIG group's name, its GPU's model, the profile being the flavor's,
 // DESIGN L13). Requests named "gpu" and "nvidia/gpu" count; other vendors
-// do not (gpuRequest).
+// do not (gpuRequest). The sum stops at quota.MaxGPUs+1.
 func groupGPUs(tg *api.TaskGroup) (int, string) {
 	n, model := 0, ""
 	for _, d := range groupDevices(tg) {
@@ -415,9 +415,12 @@ func groupGPUs(tg *api.TaskGroup) (int, string) {
 		}
 		c := 1
 		if d.Count != nil {
-			c = int(*d.Count)
+			// A uint64 past quota.MaxGPUs is kept just past it, not wrapped
+			// into a negative int: too many for any plan (Usable refuses
+			// it), never read as no GPU.
+			c = int(min(*d.Count, uint64(quota.MaxGPUs)+1))
 		}
-		n += c
+		n = min(n+c, quota.MaxGPUs+1)
 	}
 	return n, model
 }

@@ -12,6 +12,7 @@ import (
 
 func boolAttr(v bool) *api.Attribute     { return &api.Attribute{BoolVal: &v} }
 func stringAttr(v string) *api.Attribute { return &api.Attribute{StringVal: &v} }
+func ptrInt(v int64) *int64              { return &v }
 
 func instances(ids ...string) []*api.NodeDevice {
 	var out []*api.NodeDevice
@@ -45,6 +46,15 @@ func TestNodeGPUsCarryTheirModelAndMIGProfile(t *testing.T) {
 			// mig = false wins over a name that looks like a MIG group.
 			{Vendor: "nvidia", Type: "gpu", Name: "Odd MIG Name", Instances: instances("GPU-4"),
 				Attributes: map[string]*api.Attribute{"mig": boolAttr(false)}},
+			// A suffix with no profile after it: not a whole H100 (Nomad's
+			// ${device.model} is the whole name), the name is kept whole.
+			{Vendor: "nvidia", Type: "gpu", Name: "NVIDIA H100 80GB HBM3 MIG ", Instances: instances("MIG-6"),
+				Attributes: map[string]*api.Attribute{"mig": boolAttr(true)}},
+			{Vendor: "nvidia", Type: "gpu", Name: "NVIDIA H100 80GB HBM3 MIG ", Instances: instances("MIG-7"),
+				Attributes: map[string]*api.Attribute{"mig": boolAttr(true), "mig_profile": stringAttr("")}},
+			// A mig_profile that is not a string is not read; the suffix names the profile.
+			{Vendor: "nvidia", Type: "gpu", Name: "NVIDIA H100 80GB HBM3 MIG 1g.10gb", Instances: instances("MIG-8"),
+				Attributes: map[string]*api.Attribute{"mig": boolAttr(true), "mig_profile": {IntVal: ptrInt(1)}}},
 			{Vendor: "amd", Type: "gpu", Name: "MI300X", Instances: instances("AMD-1")},
 		}},
 	}
@@ -62,6 +72,9 @@ func TestNodeGPUsCarryTheirModelAndMIGProfile(t *testing.T) {
 		{ID: "GPU-3", Model: "Tesla T4", Healthy: true},
 		{ID: "MIG-5", Model: "Custom Slice", Healthy: true, MIGProfile: "2g.10gb"},
 		{ID: "GPU-4", Model: "Odd MIG Name", Healthy: true},
+		{ID: "MIG-6", Model: "NVIDIA H100 80GB HBM3 MIG ", Healthy: true},
+		{ID: "MIG-7", Model: "NVIDIA H100 80GB HBM3 MIG ", Healthy: true},
+		{ID: "MIG-8", Model: "NVIDIA H100 80GB HBM3", Healthy: true, MIGProfile: "1g.10gb"},
 	}
 	var got []plan.GPU
 	s.Read(func(v View) {

@@ -205,7 +205,8 @@ func nodeFrom(id, name, dc, pool, status, eligibility string, drain bool, res *a
 // MIG <profile>" and sets the attributes mig (bool) and mig_profile
 // (string): the profile is mig_profile, else the name's suffix; the model
 // is the name less " MIG <profile>" (the whole name when the suffix names
-// another profile than mig_profile, or none). A group whose mig attribute is false
+// another profile than mig_profile, or none, or is " MIG " with no profile
+// after it). A group whose mig attribute is false
 // is whole GPUs whatever its name, and so is a group of another plugin
 // with neither attribute nor suffix: ("NVIDIA H100 80GB HBM3", "").
 func deviceModel(d *api.NodeDeviceResource) (model, profile string) {
@@ -217,6 +218,13 @@ func deviceModel(d *api.NodeDeviceResource) (model, profile string) {
 		// The attribute is the truth; a name whose suffix says otherwise
 		// (or that has none) is kept whole as the model.
 		return d.Name, *a.StringVal
+	}
+	if profile == "" {
+		// A name ending in " MIG " with no profile after it is not a
+		// whole GPU of the model before it: Nomad's ${device.model} of
+		// such a group never equals that model, so a flavor's pin would
+		// never place there. The name is kept whole.
+		return d.Name, ""
 	}
 	return model, profile
 }

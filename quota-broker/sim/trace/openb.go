@@ -184,7 +184,7 @@ const MaxOpenbSeconds = 100 * 366 * 24 * 3600
 // ReadOpenbPods reads an openb pod list. file names the source in errors.
 // The header must name the columns name, num_gpu, gpu_milli, gpu_spec,
 // qos, creation_time, deletion_time and scheduled_time (others are
-// ignored). Pods without scheduled_time never ran and are counted, not
+// ignored). Pod names are unique. Pods without scheduled_time never ran and are counted, not
 // returned; so are pods with num_gpu 0. A bad row is an error naming
 // file:line, the column and the value: a time that is not a whole number
 // of seconds, a pod scheduled before it was created or deleted before it
@@ -196,6 +196,7 @@ func ReadOpenbPods(r io.Reader, file string) (*OpenbPods, error) {
 		n     int
 		hline int
 		out   = &OpenbPods{}
+		seen  = map[string]int{}
 	)
 	err := lines(r, file, func(no int, line string) error {
 		if strings.HasPrefix(line, "#") {
@@ -221,6 +222,10 @@ func ReadOpenbPods(r io.Reader, file string) (*OpenbPods, error) {
 		if p.Name == "" {
 			return bad("name", "empty pod name")
 		}
+		if prev, dup := seen[p.Name]; dup {
+			return bad("name", fmt.Sprintf("pod listed twice (first at line %d)", prev))
+		}
+		seen[p.Name] = no
 		if p.GPUs, err = strconv.Atoi(strings.TrimSpace(f[cols["num_gpu"]])); err != nil || p.GPUs < 0 || p.GPUs > MaxOpenbNodeGPUs {
 			return bad("num_gpu", fmt.Sprintf("want a whole number of GPUs from 0 to %d", MaxOpenbNodeGPUs))
 		}

@@ -132,10 +132,16 @@ func FuzzReadOpenb(f *testing.F) {
 	f.Add(openbNodesHeader + "n0,64000,262144,2,P100\nn1,1,1,8,G2\n")
 	f.Add("sn,gpu,model\r\nn0,8,G2\r\n")
 	f.Add("name,num_gpu,gpu_milli,gpu_spec,qos,creation_time,deletion_time,scheduled_time\nx,8,1000,,BE,1,2,1\n")
+	f.Add("\ufeffname,num_gpu,gpu_milli,gpu_spec,qos,creation_time,deletion_time,scheduled_time,num_gpu\nx,1e309,NaN,,BE,-1,9223372036854775807,2,\"1\"\nx,1,1000,,BE,3,2,1\n")
+	f.Add("sn,gpu,model,sn\r\nn0,+8,G2 MIG 1g.5gb,n1\r\nn0,8,G2\r\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		if pods, err := ReadOpenbPods(strings.NewReader(in), "f"); err == nil {
-			shared := 0
+			shared, names := 0, map[string]bool{}
 			for _, p := range pods.Pods {
+				if names[p.Name] {
+					t.Fatalf("pod %q twice", p.Name)
+				}
+				names[p.Name] = true
 				if p.GPUs < 1 || p.Milli < 0 || p.Milli > 1000 || p.Scheduled < p.Created || p.Duration() < 0 || p.Name == "" {
 					t.Fatalf("pod %+v breaks the reader's promises", p)
 				}
