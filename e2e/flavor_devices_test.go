@@ -7,7 +7,7 @@ package e2e
 // node's device resources give the groups, models and mig/mig_profile
 // attributes expected; the broker's watcher reads them as GPUs of a model
 // and a MIG profile, which fall into the flavors h100, a100 and a100-1g;
-// and a job pinned to a flavor with build.PinConstraints is placed only on
+// and a job pinned to a flavor with device.Pin is placed only on
 // that flavor's devices (or not at all when they cannot hold it, though
 // other GPUs are free).
 
@@ -23,7 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
@@ -97,7 +97,7 @@ func nodeDeviceGroups(c *api.Client, nodeID string) ([]deviceGroup, error) {
 func pinnedJob(id string, count uint64, f *quota.Flavor) *api.Job {
 	dev := &api.RequestedDevice{Name: "nvidia/gpu", Count: &count}
 	if f != nil {
-		dev.Constraints = build.PinConstraints(*f, dev)
+		dev.Constraints = device.Pin(*f, dev)
 	}
 	task := api.NewTask("t", "raw_exec").SetConfig("command", "/bin/true")
 	task.Require(&api.Resources{CPU: ptrTo(20), MemoryMB: ptrTo(16), Devices: []*api.RequestedDevice{dev}})

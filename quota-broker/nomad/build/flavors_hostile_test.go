@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -46,9 +47,9 @@ func TestGPURequestReadsNamesAsNomadMatchesThem(t *testing.T) {
 		"/fpga":                               {"", false},
 	}
 	for name, want := range cases {
-		model, ok := gpuRequest(name)
+		model, ok := device.GPURequest(name)
 		if (res{model, ok}) != want {
-			t.Errorf("gpuRequest(%q) = %q, %v; want %q, %v", name, model, ok, want.model, want.ok)
+			t.Errorf("device.GPURequest(%q) = %q, %v; want %q, %v", name, model, ok, want.model, want.ok)
 		}
 	}
 	// Such a group asks for GPUs: it has flavors and is pinned.
@@ -57,11 +58,11 @@ func TestGPURequestReadsNamesAsNomadMatchesThem(t *testing.T) {
 	if n, _ := groupGPUs(tg); n != 8 {
 		t.Errorf("groupGPUs of a /gpu request of 8 = %d", n)
 	}
-	if diff := cmp.Diff([]string{"h100", "a100", "a100-1g"}, AllowedFlavors(tree, groupDevices(tg))); diff != "" {
+	if diff := cmp.Diff([]string{"h100", "a100", "a100-1g"}, device.AllowedFlavors(tree, device.Requests(tg))); diff != "" {
 		t.Errorf("flavors of /gpu (-want +got):\n%s", diff)
 	}
 	j := &api.Job{TaskGroups: []*api.TaskGroup{tg}}
-	if !PinJob(j, h100) {
+	if !device.PinJob(j, h100) {
 		t.Error("PinJob left a /gpu request unpinned")
 	}
 }
@@ -96,18 +97,18 @@ func TestGroupGPUsOfAHugeDeviceCount(t *testing.T) {
 func TestPinConstraintsOfModelsNomadWouldNotReadAsStrings(t *testing.T) {
 	for _, m := range []string{"80GB", "100", "1e3", "Inf", "true", "T", "0", "10KiB/s", "2 GHz", "${device.model}", "${node.unique.name}"} {
 		f := quota.Flavor{Name: "odd", Models: []string{m}}
-		got := PinConstraints(f, nil)
+		got := device.Pin(f, nil)
 		want := []*api.Constraint{{LTarget: "${device.model}", Operand: "regexp", RTarget: "^(?:" + regexp.QuoteMeta(m) + ")$"}}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("model %q: pin (-want +got):\n%s", m, diff)
 		}
 		mig := quota.Flavor{Name: "odd-mig", Models: []string{"NVIDIA A100-SXM4-40GB"}, MIGProfile: m}
-		if got := PinConstraints(mig, nil); got[1].Operand != "regexp" || got[1].RTarget != "^"+regexp.QuoteMeta(m)+"$" {
+		if got := device.Pin(mig, nil); got[1].Operand != "regexp" || got[1].RTarget != "^"+regexp.QuoteMeta(m)+"$" {
 			t.Errorf("profile %q: pin %+v, want a quoted regexp", m, got[1])
 		}
 	}
 	for _, m := range []string{"NVIDIA H100 80GB HBM3", "G2", "T4", "V100M16", "A10", "Tesla T4", "A100 (40GB)+"} {
-		got := PinConstraints(quota.Flavor{Name: "x", Models: []string{m}}, nil)
+		got := device.Pin(quota.Flavor{Name: "x", Models: []string{m}}, nil)
 		if len(got) != 1 || got[0].Operand != "=" || got[0].RTarget != m {
 			t.Errorf("model %q: pin %+v, want = %q", m, got, m)
 		}
@@ -125,7 +126,7 @@ func TestAllowedFlavorsOfAHugeRegexpConstraint(t *testing.T) {
 	req := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: []*api.Constraint{
 		{LTarget: "${device.model}", Operand: "regexp", RTarget: huge}}}
 	var got []string
-	allocs := testing.AllocsPerRun(1, func() { got = AllowedFlavors(tree, []*api.RequestedDevice{req}) })
+	allocs := testing.AllocsPerRun(1, func() { got = device.AllowedFlavors(tree, []*api.RequestedDevice{req}) })
 	if diff := cmp.Diff([]string{"h100", "a100", "a100-1g"}, got); diff != "" {
 		t.Errorf("flavors (-want +got):\n%s", diff)
 	}
@@ -134,7 +135,7 @@ func TestAllowedFlavorsOfAHugeRegexpConstraint(t *testing.T) {
 	}
 	// A short regexp is still decided, once per call.
 	req.Constraints[0].RTarget = "H100"
-	allocs = testing.AllocsPerRun(5, func() { got = AllowedFlavors(tree, []*api.RequestedDevice{req}) })
+	allocs = testing.AllocsPerRun(5, func() { got = device.AllowedFlavors(tree, []*api.RequestedDevice{req}) })
 	if diff := cmp.Diff([]string{"h100"}, got); diff != "" {
 		t.Errorf("flavors of H100 (-want +got):\n%s", diff)
 	}
@@ -165,35 +166,8 @@ func TestFlavorsOfNilsAndBadLists(t *testing.T) {
 	if got, err := JobFlavors(tree, j); err != nil || !cmp.Equal(got, []string{"a100", "h100"}) {
 		t.Errorf("spaced list: %v, %v", got, err)
 	}
-	if !PinJob(j, a100) || len(gpu.Constraints) != 2 || PinJob(j, a100) {
+	if !device.PinJob(j, a100) || len(gpu.Constraints) != 2 || device.PinJob(j, a100) {
 		t.Errorf("PinJob: constraints %v", gpu.Constraints)
-	}
-}
-
-// Nomad resolves a constraint's target only when it is exactly
-// "${device.model}" (or another interpolation): " ${device.model}" is the
-// literal string, which != any model, so Nomad places such a request on
-// every GPU. Read as the model, the constraints below excluded every
-// flavor: the job was of no flavor, moved to its pool uncounted and
-// unpinned, and Nomad put it on governed GPUs. The broker cannot decide
-// such a target: the flavors stay.
-func TestConstraintTargetsAreReadAsNomadReadsThem(t *testing.T) {
-	var cs []*api.Constraint
-	for _, f := range tree {
-		for _, k := range kindsOf(&f) {
-			cs = append(cs, &api.Constraint{LTarget: " ${device.model}", Operand: "!=", RTarget: k.name})
-		}
-	}
-	req := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: cs}
-	if diff := cmp.Diff([]string{"h100", "a100", "a100-1g"}, AllowedFlavors(tree, []*api.RequestedDevice{req})); diff != "" {
-		t.Errorf("flavors (-want +got):\n%s", diff)
-	}
-	// The exact target is decided.
-	for _, c := range cs {
-		c.LTarget = "${device.model}"
-	}
-	if got := AllowedFlavors(tree, []*api.RequestedDevice{req}); len(got) != 0 {
-		t.Errorf("flavors %v, want none", got)
 	}
 }
 
@@ -207,13 +181,13 @@ func TestMIGAttributeValuesNomadReadsAsBools(t *testing.T) {
 	for _, v := range []string{"False", "F", "f", "FALSE", "0", "TRUE", "T", "1", "yes"} {
 		req := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: []*api.Constraint{
 			{LTarget: "${device.attr.mig}", Operand: "=", RTarget: v}}}
-		if got := AllowedFlavors(tree, []*api.RequestedDevice{req}); len(got) == 0 {
+		if got := device.AllowedFlavors(tree, []*api.RequestedDevice{req}); len(got) == 0 {
 			t.Errorf("${device.attr.mig} = %q: no flavor", v)
 		}
 	}
 	req := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: []*api.Constraint{
 		{LTarget: "${device.attr.mig}", Operand: "=", RTarget: "false"}}}
-	if diff := cmp.Diff([]string{"h100", "a100"}, AllowedFlavors(tree, []*api.RequestedDevice{req})); diff != "" {
+	if diff := cmp.Diff([]string{"h100", "a100"}, device.AllowedFlavors(tree, []*api.RequestedDevice{req})); diff != "" {
 		t.Errorf("mig = false (-want +got):\n%s", diff)
 	}
 }

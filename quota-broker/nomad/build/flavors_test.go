@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -222,7 +223,7 @@ func TestPinConstraintsOfEachFlavor(t *testing.T) {
 		{quota.Flavor{Name: quota.ImplicitFlavor}, []*api.Constraint{{LTarget: "${device.attr.mig_profile}", Operand: "is_not_set"}}},
 	}
 	for _, c := range cases {
-		got := PinConstraints(c.f, nil)
+		got := device.Pin(c.f, nil)
 		if diff := cmp.Diff(c.want, got); diff != "" {
 			t.Errorf("%s: pin (-want +got):\n%s", c.f.Name, diff)
 		}
@@ -232,10 +233,10 @@ func TestPinConstraintsOfEachFlavor(t *testing.T) {
 		if c.f.Implicit() {
 			flavors = nil
 		}
-		if diff := cmp.Diff([]string{c.f.Name}, AllowedFlavors(flavors, []*api.RequestedDevice{pinned})); diff != "" {
+		if diff := cmp.Diff([]string{c.f.Name}, device.AllowedFlavors(flavors, []*api.RequestedDevice{pinned})); diff != "" {
 			t.Errorf("%s: flavors of the pinned request (-want +got):\n%s", c.f.Name, diff)
 		}
-		if again := PinConstraints(c.f, pinned); again != nil {
+		if again := device.Pin(c.f, pinned); again != nil {
 			t.Errorf("%s: pinning a pinned request adds %v", c.f.Name, again)
 		}
 	}
@@ -243,7 +244,7 @@ func TestPinConstraintsOfEachFlavor(t *testing.T) {
 	partial := &api.RequestedDevice{Name: "nvidia/gpu", Constraints: []*api.Constraint{
 		{LTarget: "${device.attr.mig_profile}", Operand: "=", RTarget: "1g.5gb"}}}
 	want := []*api.Constraint{{LTarget: "${device.model}", Operand: "regexp", RTarget: `^(?:NVIDIA A100-SXM4-40GB) MIG 1g\.5gb$`}}
-	if diff := cmp.Diff(want, PinConstraints(a100mig, partial)); diff != "" {
+	if diff := cmp.Diff(want, device.Pin(a100mig, partial)); diff != "" {
 		t.Errorf("partial pin (-want +got):\n%s", diff)
 	}
 }
@@ -281,7 +282,7 @@ func TestPinJobPinsEveryGPURequestOnce(t *testing.T) {
 	job := loadJob(t, "ordered")
 	job.TaskGroups[1].Tasks[0].Resources.Devices = append(job.TaskGroups[1].Tasks[0].Resources.Devices,
 		&api.RequestedDevice{Name: "amd/gpu"})
-	if !PinJob(job, a100) {
+	if !device.PinJob(job, a100) {
 		t.Fatal("PinJob added nothing")
 	}
 	pin := &api.Constraint{LTarget: "${device.model}", Operand: "=", RTarget: "NVIDIA A100-SXM4-40GB"}
@@ -293,14 +294,14 @@ func TestPinJobPinsEveryGPURequestOnce(t *testing.T) {
 	}
 	got := map[string][]*api.Constraint{}
 	for _, tg := range job.TaskGroups {
-		for _, d := range groupDevices(tg) {
+		for _, d := range device.Requests(tg) {
 			got[d.Name+" "+*tg.Name] = d.Constraints
 		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("constraints (-want +got):\n%s", diff)
 	}
-	if PinJob(job, a100) {
+	if device.PinJob(job, a100) {
 		t.Error("pinning a pinned job changed it")
 	}
 	if diff := cmp.Diff([]string{"a100"}, mustJobFlavors(t, job)); diff != "" {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -399,14 +400,14 @@ func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
 // over its tasks, and the model when a device names one ("nvidia/gpu/<model>";
 // for a MIG group's name, its GPU's model, the profile being the flavor's,
 // DESIGN L13). Requests named "gpu" and "nvidia/gpu" count; other vendors
-// do not (gpuRequest). The sum stops at quota.MaxGPUs+1.
+// do not (device.GPURequest). The sum stops at quota.MaxGPUs+1.
 func groupGPUs(tg *api.TaskGroup) (int, string) {
 	n, model := 0, ""
-	for _, d := range groupDevices(tg) {
+	for _, d := range device.Requests(tg) {
 		if d == nil {
 			continue
 		}
-		m, ok := gpuRequest(d.Name)
+		m, ok := device.GPURequest(d.Name)
 		if !ok {
 			continue
 		}

@@ -1,4 +1,4 @@
-package build
+package device
 
 import (
 	"regexp"
@@ -41,7 +41,7 @@ func FuzzPinAllowsExactlyThePinnedFlavor(f *testing.F) {
 			{Name: "d", Models: []string{m1, m2}, MIGProfile: p2},
 		}
 		fl := tree[int(pick)%len(tree)]
-		pin := PinConstraints(fl, nil)
+		pin := Pin(fl, nil)
 		var names []string
 		for _, k := range kindsOf(&fl) {
 			names = append(names, k.name)
@@ -69,7 +69,7 @@ func FuzzPinAllowsExactlyThePinnedFlavor(f *testing.F) {
 			if diff := cmp.Diff([]string{fl.Name}, got); diff != "" {
 				t.Fatalf("flavor %+v, request %q pinned %+v: allowed (-want +got):\n%s", fl, name, pin, diff)
 			}
-			if again := PinConstraints(fl, req); again != nil {
+			if again := Pin(fl, req); again != nil {
 				t.Fatalf("flavor %+v: pinning a pinned request adds %+v", fl, again)
 			}
 			req.Constraints = append(req.Constraints, &api.Constraint{LTarget: "${device.model}", Operand: "regexp", RTarget: extra})
