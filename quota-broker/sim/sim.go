@@ -29,14 +29,44 @@ type Policy interface {
 	Plan(*plan.Snapshot) (*plan.Plan, error)
 }
 
-// Gputide is the real planning core, plan.Compute.
+// Gputide is the real planning core with DESIGN L14's order of idle jobs
+// and rule L14.fair (plan.IdleOrderFair). Until the core builds that order
+// it plans as GputideFIFO does.
 type Gputide struct{}
 
 // Name implements Policy.
 func (Gputide) Name() string { return "gputide" }
 
 // Plan implements Policy.
-func (Gputide) Plan(s *plan.Snapshot) (*plan.Plan, error) { return plan.Compute(s) }
+func (Gputide) Plan(s *plan.Snapshot) (*plan.Plan, error) {
+	return plan.ComputeWith(s, plan.Options{IdleOrder: plan.IdleOrderFair})
+}
+
+// GputideFIFO is the real planning core as it was before DESIGN L14: idle
+// jobs decided after the non-idle work in L3 order, on free GPUs only,
+// with no give-back (plan.IdleOrderL3). Run beside Gputide, it measures
+// what fair lending changes.
+type GputideFIFO struct{}
+
+// Name implements Policy.
+func (GputideFIFO) Name() string { return "gputide-fifo" }
+
+// Plan implements Policy.
+func (GputideFIFO) Plan(s *plan.Snapshot) (*plan.Plan, error) {
+	return plan.ComputeWith(s, plan.Options{IdleOrder: plan.IdleOrderL3})
+}
+
+// CorePolicy returns the policy of the real core called name: Gputide
+// ("gputide") or GputideFIFO ("gputide-fifo"); false for another name.
+func CorePolicy(name string) (Policy, bool) {
+	switch name {
+	case Gputide{}.Name():
+		return Gputide{}, true
+	case GputideFIFO{}.Name():
+		return GputideFIFO{}, true
+	}
+	return nil, false
+}
 
 // Options control one run.
 type Options struct {
