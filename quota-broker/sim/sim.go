@@ -176,6 +176,16 @@ type sim struct {
 
 	own   [][3][2]int // namespace x state x idle: GPUs owned
 	pendI int         // GPUs asked by pending idle training jobs
+	// asked are, per namespace, the GPUs its pending allocations ask for
+	// (every job: the demand of DESIGN L14 beyond what is held).
+	asked []int
+	// fair and fairOut are the buffers of the fair-lending figures
+	// (fairLending); fairErr the first error computing them.
+	fair    plan.FairFigures
+	fairOut []plan.FairShare
+	// fairHeld are, per quota node, the GPUs its subtree holds.
+	fairHeld []int
+	fairErr  error
 
 	heap  []event
 	seq   uint64
@@ -253,6 +263,9 @@ func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
 	if err := s.loop(); err != nil {
 		return nil, err
 	}
+	if s.fairErr != nil {
+		return nil, fmt.Errorf("fair lending figures: %w", s.fairErr)
+	}
 	s.finishStats()
 	if s.ew != nil {
 		if err := s.ew.Flush(); err != nil && s.ewErr == nil {
@@ -272,6 +285,7 @@ func (s *sim) initQuota() {
 		s.nsIndex[n] = i
 	}
 	s.own = make([][3][2]int, len(s.ns))
+	s.asked = make([]int, len(s.ns))
 	var walk func(n *quota.Node, parent int) []int
 	walk = func(n *quota.Node, parent int) []int {
 		q := &qinfo{node: n, leaf: len(n.Children) == 0, parent: parent}
@@ -522,14 +536,19 @@ func (s *sim) retire(j *job) {
 	}
 }
 
-// pend keeps the count of GPUs asked by pending idle training jobs.
+// pend keeps the count of GPUs asked by pending idle training jobs, and
+// per namespace those asked by every pending job. It is called whenever
+// j.missing() may have changed.
 func (s *sim) pend(j *job) {
+	all := j.missing() * j.spec.GPUs
 	n := 0
 	if j.spec.Idle && j.spec.Training {
-		n = j.missing() * j.spec.GPUs
+		n = all
 	}
 	s.pendI += n - j.pendCounted
 	j.pendCounted = n
+	s.asked[j.ns] += all - j.askCounted
+	j.askCounted = all
 }
 
 // progress starts a batch job's work once all its allocations run.
