@@ -426,3 +426,18 @@ func TestFairShareWeightsScale(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFairShares is one instant of the simulator's fair-lending
+// figures on the reference tree (three nodes), the slice reused.
+func BenchmarkFairShares(b *testing.B) {
+	root := fairTree()
+	f := &FairFigures{Nominal: []int{128, 48, 80}, OwnNonIdle: []int{8, 30, 10}, NonIdle: []int{48, 30, 10}, Demand: []int{168, 120, 40}}
+	var out []FairShare
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if out, err = AppendFairShares(out[:0], root, f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
