@@ -110,8 +110,8 @@ func TestFairLendingSection(t *testing.T) {
 		`| below fair share GPU-h | quota | gputide-fifo | gputide |
 |---|---|---:|---:|
 | workspace-a | Quota1 | n/a | n/a |
-| workspace-b | Quota1.1 | 0 of 32 | 0 of 32 |
-| workspace-c | Quota1.2 | 16 of 16 | 16 of 16 |
+| workspace-b | Quota1.1 | 0 of 32 in 3h00m | 0 of 32 in 3h00m |
+| workspace-c | Quota1.2 | 16 of 16 in 3h00m | 16 of 16 in 3h00m |
 `} {
 		if !strings.Contains(md.String(), s) {
 			t.Errorf("report.md lacks\n%s\nin:\n%s", s, md.String())

@@ -431,11 +431,11 @@ func fairLending(d *doc, r *sim.Result, compared []*sim.Result) {
 				cells = append(cells, "n/a")
 				continue
 			}
-			cells = append(cells, gpuh(q.FairBelow)+" of "+gpuh(q.FairShare))
+			cells = append(cells, fmt.Sprintf("%s of %s in %s", gpuh(q.FairBelow), gpuh(q.FairShare), Dur(secs(q.FairTime))))
 		}
 		ct.row(cells...)
 	}
-	d.p("Per compared run: the GPU-hours of fair share the workspace's quota did not hold, of its fair share GPU-hours (measured against the same tree under every policy).")
+	d.p("Per compared run: the GPU-hours of fair share the workspace's quota did not hold, of its fair share GPU-hours, in the time its fair share was defined. Every run is measured against the same tree, but the instants where L14 defines the shares depend on what each policy ran (its children's non-idle use), so the spans differ.")
 }
 
 // quotaStats returns r's figures of the quota node called name, or nil.
