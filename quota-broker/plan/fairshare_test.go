@@ -12,12 +12,13 @@ import (
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
-// fairTree is the reference tree: Quota1 (128) over Quota1.1 (48) and
-// Quota1.2 (80), pre-order indices 0, 1, 2.
+// fairTree is the reference tree's shape: Quota1 over Quota1.1 and
+// Quota1.2, pre-order indices 0, 1, 2. FairShares reads only the tree's
+// shape and names: the nominals (128, 48, 80) are the figures'.
 func fairTree() *quota.Node {
-	return &quota.Node{Name: "Quota1", GPUs: 128, Namespaces: []string{"workspace-a"}, Children: []*quota.Node{
-		{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}},
-		{Name: "Quota1.2", GPUs: 80, Namespaces: []string{"workspace-c"}},
+	return &quota.Node{Name: "Quota1", Namespaces: []string{"workspace-a"}, Children: []*quota.Node{
+		{Name: "Quota1.1", Namespaces: []string{"workspace-b"}},
+		{Name: "Quota1.2", Namespaces: []string{"workspace-c"}},
 	}}
 }
 
@@ -93,8 +94,8 @@ func TestFairShareUndefinedByDay(t *testing.T) {
 // fourChildren is P (100 GPUs, no own namespace work) over A (20), B (30),
 // C (10) and D (0).
 func fourChildren() *quota.Node {
-	return &quota.Node{Name: "P", GPUs: 100, Children: []*quota.Node{
-		{Name: "A", GPUs: 20}, {Name: "B", GPUs: 30}, {Name: "C", GPUs: 10}, {Name: "D", GPUs: 0},
+	return &quota.Node{Name: "P", Children: []*quota.Node{
+		{Name: "A"}, {Name: "B"}, {Name: "C"}, {Name: "D"},
 	}}
 }
 
@@ -144,7 +145,7 @@ func TestFairShareWaterFilling(t *testing.T) {
 // over A (5, demand 6) and D (0, demand 4). lent = 10 - 5 = 5; A wants 1
 // and takes it; the 4 left go to D. Shares A 6, D 4 (sum 10).
 func TestFairShareWeightZeroTakesWhatIsLeft(t *testing.T) {
-	root := &quota.Node{Name: "P", GPUs: 10, Children: []*quota.Node{{Name: "A", GPUs: 5}, {Name: "D", GPUs: 0}}}
+	root := &quota.Node{Name: "P", Children: []*quota.Node{{Name: "A"}, {Name: "D"}}}
 	f := &FairFigures{Nominal: []int{10, 5, 0}, OwnNonIdle: []int{0, 0, 0}, NonIdle: []int{0, 0, 0}, Demand: []int{10, 6, 4}}
 	want := []shareOf{
 		{Quota: "P", Lent: 5},
@@ -165,9 +166,9 @@ func TestFairShareWeightZeroTakesWhatIsLeft(t *testing.T) {
 //	under R: X demand 12 (own 2 + 10), nonidle 2 -> base 12, wants 0;
 //	  Y demand 8 -> base 4, wants 4; lent(R) = 16 - 16 = 0: X 12, Y 4.
 func TestFairShareNested(t *testing.T) {
-	root := &quota.Node{Name: "R", GPUs: 16, Children: []*quota.Node{
-		{Name: "X", GPUs: 12, Children: []*quota.Node{{Name: "X1", GPUs: 6}, {Name: "X2", GPUs: 4}}},
-		{Name: "Y", GPUs: 4},
+	root := &quota.Node{Name: "R", Children: []*quota.Node{
+		{Name: "X", Children: []*quota.Node{{Name: "X1"}, {Name: "X2"}}},
+		{Name: "Y"},
 	}}
 	f := &FairFigures{Nominal: []int{16, 12, 6, 4, 4}, OwnNonIdle: []int{0, 2, 0, 0, 0}, NonIdle: []int{2, 2, 0, 0, 0},
 		Demand: []int{20, 12, 9, 1, 8}}
@@ -250,7 +251,7 @@ func randomFair(r *rand.Rand) (*quota.Node, *FairFigures) {
 	var mk func(depth, budget int) *quota.Node
 	mk = func(depth, budget int) *quota.Node {
 		names++
-		n := &quota.Node{Name: fmt.Sprintf("q%d", names), GPUs: budget}
+		n := &quota.Node{Name: fmt.Sprintf("q%d", names)}
 		i := len(f.Nominal)
 		own := r.IntN(budget/2 + 3)
 		idle, asked := r.IntN(8), r.IntN(3)*r.IntN(20)
@@ -376,7 +377,7 @@ func reversed(root *quota.Node, f *FairFigures) (*quota.Node, *FairFigures) {
 	root.Walk(func(n *quota.Node) { index[n.Name] = i; i++ })
 	var rev func(n *quota.Node) *quota.Node
 	rev = func(n *quota.Node) *quota.Node {
-		c := &quota.Node{Name: n.Name, GPUs: n.GPUs}
+		c := &quota.Node{Name: n.Name}
 		for k := len(n.Children) - 1; k >= 0; k-- {
 			c.Children = append(c.Children, rev(n.Children[k]))
 		}

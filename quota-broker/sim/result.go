@@ -373,8 +373,19 @@ func (s *sim) advance(t int64) {
 
 // fairNominal is q's nominal as the fair shares count it: the one place
 // the fair-lending figures read a nominal, so that with flavors (DESIGN
-// L13) it becomes the nominal in the flavor being measured.
-func fairNominal(q *qinfo) int { return q.node.GPUs }
+// L13) it becomes the nominal in the flavor being measured. It reads the
+// nominal as a plain number of GPUs or, once quota.Node's nominal is per
+// flavor (issue 17, a type with Total), as its total over the tree's one
+// flavor, so that it builds on both sides of that change.
+func fairNominal(q *qinfo) int {
+	switch n := any(q.node.GPUs).(type) {
+	case int:
+		return n
+	case interface{ Total() int }:
+		return n.Total()
+	}
+	panic(fmt.Sprintf("quota %q: a nominal of type %T", q.node.Name, q.node.GPUs))
+}
 
 // fairLending adds dt seconds of the state now to each quota node's fair
 // lending figures (QuotaStats.FairTime and the rest): the fair shares of
