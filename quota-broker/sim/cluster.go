@@ -93,6 +93,7 @@ type job struct {
 	waitRule    plan.Rule
 	waitQuota   string
 	pendCounted int
+	askCounted  int // GPUs counted in sim.asked for it
 	infer       *inferState
 	preempted   int
 	// What binds the job's wait now, since when, and how long it waited
