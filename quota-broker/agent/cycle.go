@@ -33,18 +33,23 @@ import (
 //  2. build: the snapshot (build.From): the intents as StoppingFor and
 //     StoppingForReservation, the recorded admissions as accepted (at the
 //     store's first start, everything running), the job times (L11) and
-//     the holds (L10).
+//     the holds (L10); for the Actor, the status still to write on the
+//     jobs stopped whole and since when idle groups are unplaced.
 //  3. plan: the core's plan (Planner), kept for the HTTP reads and the
 //     metrics. A standby stops here.
 //  4. record: the store writes the plan needs before any Nomad call, in
 //     one fenced batch (store.WriteRecords): records of new jobs, deletes
-//     of vanished jobs and stale intents, the plan's holds merged into the
-//     stored ones (plan.MergeHold), and the intent of every stop; the
+//     of vanished jobs and stale intents, since when idle groups have had
+//     allocations unplaced (unplaced_since), the plan's holds merged into
+//     the stored ones (plan.MergeHold), and the intent of every stop; the
 //     memory follows. A dry run records the jobs in its memory only, and
 //     stops here.
 //  5. act: the Actor's Nomad calls (nomadact.Actor.Execute), each after
 //     its intent: the stops' are recorded, the job times of a register
-//     (admitted_at, queued_at) are written by the Fence just before it.
+//     (admitted_at, queued_at), the status to write on a job stopped
+//     whole (stopped) and the drop of an idle group's unplaced_since
+//     before its scale-down are written by the Fence just before the
+//     call. The Actor keeps none of these between cycles.
 //  6. account: preemptions into the history, the outcome into the
 //     metrics and the log, ended bookings moved to history, the history
 //     pruned.

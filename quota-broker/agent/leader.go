@@ -157,7 +157,10 @@ func (a *Agent) prune(ctx context.Context, lock *store.Lock, now time.Time, forc
 // each act and the intent of each act in the memory, written through to
 // the store, fenced by the lock, before the call (DESIGN L12). The stops'
 // intents are recorded by the cycle's record step already; a job's times
-// are written here, just before the register that changes them.
+// are written here, just before the register that changes them, and so
+// are the status to write on a job about to be stopped whole (and its
+// clearing once written) and the drop of an idle group's unplaced_since
+// before its scale-down.
 type fence struct {
 	a    *Agent
 	lock *store.Lock
