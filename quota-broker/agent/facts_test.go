@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
@@ -290,5 +292,50 @@ func TestSuccessorScalesAnIdleGroupDownSettleAfterItsPredecessorSawItUnplaced(t 
 		if n := countOf(f.allWrites(), scale); n != want {
 			t.Fatalf("at T + %s: %d scale calls, want %d (writes %v)", at, n, want, f.allWrites())
 		}
+	}
+}
+
+// recordUnplaced keeps a recorded instant while the group stays unplaced,
+// records the cycle's time for a group newly unplaced, drops the groups
+// placed or no longer idle, and changes nothing while the idle groups are
+// unknown (the scaling policies not synced: Build.Idle nil).
+func TestRecordUnplaced(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	worker := plan.GroupKey{Namespace: "workspace-c", Job: "training", Group: "worker"}
+	eval := plan.GroupKey{Namespace: "workspace-c", Job: "training", Group: "eval"}
+	other := store.JobID{Namespace: "workspace-c", Job: "other"}
+	recorded := map[store.JobID]store.JobRecord{
+		jobC:  {FirstSeen: t0, QueuedAt: t0, Unplaced: map[string]time.Time{"worker": t0}},
+		other: {FirstSeen: t0, QueuedAt: t0, Unplaced: map[string]time.Time{"gone": t0}},
+	}
+	run := func(idle map[plan.GroupKey]*build.IdleView) map[store.JobID]store.JobRecord {
+		c := &cycleState{start: now, view: &view{jobs: recorded}, b: &build.Build{Idle: idle}}
+		b := &batch{}
+		recordUnplaced(b, c)
+		return b.jobs
+	}
+	if got := run(nil); len(got) != 0 {
+		t.Fatalf("with the idle groups unknown: wrote %v", got)
+	}
+	got := run(map[plan.GroupKey]*build.IdleView{
+		worker: {Group: worker, Count: 5, Live: 2, UnplacedSince: t0},
+		eval:   {Group: eval, Count: 3, Live: 1},
+	})
+	want := map[store.JobID]store.JobRecord{
+		jobC:  {FirstSeen: t0, QueuedAt: t0, Unplaced: map[string]time.Time{"worker": t0, "eval": now}},
+		other: {FirstSeen: t0, QueuedAt: t0},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("writes (-want +got):\n%s", diff)
+	}
+	if !recorded[jobC].Unplaced["worker"].Equal(t0) || len(recorded[jobC].Unplaced) != 1 {
+		t.Fatalf("the view's record changed in place: %+v", recorded[jobC])
+	}
+	// Placed: dropped; unchanged records are not written.
+	got = run(map[plan.GroupKey]*build.IdleView{worker: {Group: worker, Count: 2, Live: 2, UnplacedSince: t0}})
+	want = map[store.JobID]store.JobRecord{jobC: {FirstSeen: t0, QueuedAt: t0}, other: {FirstSeen: t0, QueuedAt: t0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("writes (-want +got):\n%s", diff)
 	}
 }
