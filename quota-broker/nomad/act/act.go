@@ -70,10 +70,10 @@ type Actor struct {
 // failed call's action.
 type Outcome struct {
 	Admitted, Suspended, Stopped, MetaWrites, Expired int
-	// ScaledDown counts idle groups whose count was lowered (step 7).
+	// ScaledDown counts idle groups whose count was lowered (step 8).
 	ScaledDown int
 	// JobsStopped, JobsSuspended and Held count the stop_job, suspend and
-	// hold actions carried out (steps 1a-1c, calact.go).
+	// hold actions carried out (steps 2a-2c, calact.go).
 	JobsStopped, JobsSuspended, Held int
 	// Deferred counts stop actions held back because other allocations are
 	// still stopping for a claimant the broker cannot name.

@@ -16,7 +16,7 @@ import (
 // rule (DESIGN L10.end, L11.max_run); gputide_reason gives the rule.
 const StatusStopped = "stopped"
 
-// stopJobs is step 1a of Execute: each stop_job action (rules L10.end,
+// stopJobs is step 2a of Execute: each stop_job action (rules L10.end,
 // L11.max_run) stops its whole job (job deregister, no purge: Nomad sends
 // each task its kill signal and kill_timeout, the job keeps its spec), once
 // per job; the status is written by queueStoppedStatus once the job has no
@@ -110,7 +110,7 @@ func modifyIndex(j *api.Job) uint64 {
 	return *j.JobModifyIndex
 }
 
-// suspendJobs is step 1b of Execute: each suspend action (rule L11.settle)
+// suspendJobs is step 2b of Execute: each suspend action (rule L11.settle)
 // suspends its whole job as a straight registration is suspended (moved to
 // the holding pool, live allocations stopped; the Fence records when it was
 // queued again).
@@ -140,7 +140,7 @@ func (x *execution) suspendJobs(ctx context.Context) {
 	}
 }
 
-// countHolds is step 1c of Execute: the plan's hold actions are counted
+// countHolds is step 2c of Execute: the plan's hold actions are counted
 // (Outcome.Held). The broker records them in its store before Execute
 // (plan.MergeHold), and reads them back into every later snapshot.
 func (x *execution) countHolds() {
