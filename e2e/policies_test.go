@@ -140,6 +140,9 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	tree := &quota.Node{Name: "Root", GPUs: 8, Namespaces: []string{"default"}}
 	now := time.Now()
 	actor := &act.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
+	// since is the broker's record of when the group was first seen
+	// unplaced (the agent's record step writes it; the Actor keeps none).
+	var since time.Time
 	execute := func() act.Outcome {
 		t.Helper()
 		s, err := watch.ListAll(ctx, c, func(string) bool { return true })
@@ -148,7 +151,7 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 		}
 		actor.State = s
 		b := build.From(s, build.Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Policies: pols,
-			Accepted: func(plan.JobKey) bool { return true }})
+			Accepted: func(plan.JobKey) bool { return true }, UnplacedSince: func(plan.GroupKey) time.Time { return since }})
 		if len(b.Snapshot.IdleGroups) != 1 || b.Snapshot.IdleGroups[0].Count != 3 {
 			t.Fatalf("idle groups %+v; want e2e-idle-down/train at count 3", b.Snapshot.IdleGroups)
 		}
@@ -157,6 +160,7 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	if out := execute(); out.ScaledDown != 0 {
 		t.Fatalf("scaled down at once: %+v", out)
 	}
+	since = now // recorded by that first cycle
 	now = now.Add(act.DefaultSettle)
 	if out := execute(); out.ScaledDown != 1 || len(out.Errors) != 0 {
 		t.Fatalf("after settle: %+v; want one scale-down", out)

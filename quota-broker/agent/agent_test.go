@@ -40,13 +40,25 @@ type fakeNomad struct {
 	// onWrite, when set, is called after each write is recorded, with the
 	// number of writes so far (a test's kill -9 of the broker mid-act).
 	onWrite func(n int)
+	// bodies serves other paths (the scaling policies: servePolicies).
+	bodies map[string]string
 }
 
 // remember applies a write to what the fake serves next (dynamic only):
 // PUT /v1/jobs serves the job as registered, PUT /v1/allocation/<id>/stop
-// marks the allocation stopping (desired status stop). f.mu is held.
+// marks the allocation stopping (desired status stop), DELETE /v1/job/<id>
+// serves the job stopped (at index 503) and its allocations stopping.
+// f.mu is held.
 func (f *fakeNomad) remember(t *testing.T, r *http.Request, body []byte) {
 	switch {
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/job/"):
+		ns, id := r.URL.Query().Get("namespace"), strings.TrimPrefix(r.URL.Path, "/v1/job/")
+		f.changeJob(t, ns, id, func(j map[string]any) { j["Stop"], j["JobModifyIndex"], j["ModifyIndex"] = true, 503, 503 })
+		f.changeAllocs(t, func(al map[string]any) {
+			if al["Namespace"] == ns && al["JobID"] == id {
+				al["DesiredStatus"] = "stop"
+			}
+		})
 	case r.Method == http.MethodPut && r.URL.Path == "/v1/jobs":
 		var req struct{ Job map[string]any }
 		if err := json.Unmarshal(body, &req); err != nil || req.Job == nil {
@@ -81,6 +93,51 @@ func (f *fakeNomad) remember(t *testing.T, r *http.Request, body []byte) {
 		data, _ = json.Marshal(allocs)
 		f.setOverride("allocations.json", data)
 	}
+}
+
+// changeJob serves the job ns/id (as served now) changed by change. f.mu is
+// held.
+func (f *fakeNomad) changeJob(t *testing.T, ns, id string, change func(j map[string]any)) {
+	name := "job-" + ns + "-" + id + ".json"
+	data, ok := f.override[name]
+	if !ok {
+		var err error
+		if data, err = os.ReadFile(filepath.Join(recorded, name)); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+	var j map[string]any
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Error(err)
+		return
+	}
+	change(j)
+	data, _ = json.Marshal(j)
+	f.setOverride(name, data)
+}
+
+// changeAllocs serves the allocations (as served now) changed by change.
+// f.mu is held.
+func (f *fakeNomad) changeAllocs(t *testing.T, change func(al map[string]any)) {
+	data, ok := f.override["allocations.json"]
+	if !ok {
+		var err error
+		if data, err = os.ReadFile(filepath.Join(recorded, "allocations.json")); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+	var allocs []map[string]any
+	if err := json.Unmarshal(data, &allocs); err != nil {
+		t.Error(err)
+		return
+	}
+	for _, al := range allocs {
+		change(al)
+	}
+	data, _ = json.Marshal(allocs)
+	f.setOverride("allocations.json", data)
 }
 
 // setAlloc serves the recorded allocation id changed by change (its
@@ -179,6 +236,19 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 			return
 		case r.Method == http.MethodPut && r.URL.Path == "/v1/jobs":
 			fmt.Fprint(w, `{"EvalID":"e","JobModifyIndex":500}`)
+			return
+		case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/job/"):
+			fmt.Fprint(w, `{"EvalID":"e","JobModifyIndex":503}`)
+			return
+		case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/job/") && strings.HasSuffix(r.URL.Path, "/scale"):
+			fmt.Fprint(w, `{"EvalID":"e","JobModifyIndex":504}`)
+			return
+		}
+		f.mu.Lock()
+		served, ok := f.bodies[r.URL.Path]
+		f.mu.Unlock()
+		if ok {
+			_, _ = io.WriteString(w, served)
 			return
 		}
 		key := r.URL.Path

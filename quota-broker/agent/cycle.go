@@ -33,18 +33,23 @@ import (
 //  2. build: the snapshot (build.From): the intents as StoppingFor and
 //     StoppingForReservation, the recorded admissions as accepted (at the
 //     store's first start, everything running), the job times (L11) and
-//     the holds (L10).
+//     the holds (L10); for the Actor, the status still to write on the
+//     jobs stopped whole and since when idle groups are unplaced.
 //  3. plan: the core's plan (Planner), kept for the HTTP reads and the
 //     metrics. A standby stops here.
 //  4. record: the store writes the plan needs before any Nomad call, in
 //     one fenced batch (store.WriteRecords): records of new jobs, deletes
-//     of vanished jobs and stale intents, the plan's holds merged into the
-//     stored ones (plan.MergeHold), and the intent of every stop; the
+//     of vanished jobs and stale intents, since when idle groups have had
+//     allocations unplaced (unplaced_since), the plan's holds merged into
+//     the stored ones (plan.MergeHold), and the intent of every stop; the
 //     memory follows. A dry run records the jobs in its memory only, and
 //     stops here.
 //  5. act: the Actor's Nomad calls (nomadact.Actor.Execute), each after
 //     its intent: the stops' are recorded, the job times of a register
-//     (admitted_at, queued_at) are written by the Fence just before it.
+//     (admitted_at, queued_at), the status to write on a job stopped
+//     whole (stopped) and the drop of an idle group's unplaced_since
+//     before its scale-down are written by the Fence just before the
+//     call. The Actor keeps none of these between cycles.
 //  6. account: preemptions into the history, the outcome into the
 //     metrics and the log, ended bookings moved to history, the history
 //     pruned.
@@ -186,7 +191,8 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 		Governed: a.governed, AdmitPools: a.cfg.AdmitPools, Policies: a.policies, Accepted: accepted,
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
 		Reservations: c.view.res, Holds: c.view.planHolds(c.start),
-		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt}
+		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt,
+		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince}
 	c.b = build.From(c.state, in)
 	c.run.snap = c.b.Snapshot
 	a.logLeft(c.b.Left)
@@ -239,6 +245,7 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 	b := &batch{}
 	a.recordJobs(b, c)
 	if c.lock != nil {
+		recordUnplaced(b, c)
 		recordHolds(b, c)
 		recordStops(b, c, a.now().UTC())
 	}
@@ -301,6 +308,52 @@ func (a *Agent) recordJobs(b *batch, c *cycleState) {
 		if g && c.state.Job(id.Namespace, id.Job) == nil {
 			b.deleteJob(id)
 		}
+	}
+}
+
+// recordUnplaced adds to b the job records whose unplaced_since changes
+// (issue 11 item 4; issue 18: a successor scales an idle group down settle
+// after its predecessor first saw it unplaced, not after its own start):
+// an idle group with allocations unplaced (build.IdleView.Unplaced) keeps
+// its recorded instant, or gets the cycle's time; a group placed, or no
+// longer idle, is dropped. Nothing changes while the idle groups are
+// unknown (the scaling policies not synced). A job's record written
+// earlier in b (recordJobs: a job seen for the first time) is written
+// again, with the instants; one deleted in b stays deleted.
+func recordUnplaced(b *batch, c *cycleState) {
+	if c.b.Idle == nil {
+		return
+	}
+	want := map[store.JobID]map[string]time.Time{}
+	for g, iv := range c.b.Idle {
+		if !iv.Unplaced() {
+			continue
+		}
+		id := jobID(g.JobKey())
+		if want[id] == nil {
+			want[id] = map[string]time.Time{}
+		}
+		want[id][g.Group] = c.start
+		if !iv.UnplacedSince.IsZero() {
+			want[id][g.Group] = iv.UnplacedSince
+		}
+	}
+	recs := maps.Clone(c.view.jobs)
+	maps.Copy(recs, b.jobs) // the records of jobs seen for the first time
+	ids := slices.Collect(maps.Keys(want))
+	for id, rec := range c.view.jobs {
+		if len(rec.Unplaced) > 0 && want[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, compareJobIDs)
+	for _, id := range ids {
+		rec, ok := recs[id]
+		if !ok || b.gone[id] || maps.EqualFunc(rec.Unplaced, want[id], time.Time.Equal) {
+			continue
+		}
+		rec.Unplaced = want[id]
+		b.putJob(id, rec)
 	}
 }
 

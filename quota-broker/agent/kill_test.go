@@ -43,6 +43,12 @@ quota "Root" {
 // goroutines end with kill, or the test.
 func cycleAgent(t *testing.T, f *fakeNomad, st store.Store, quotaHCL string, clock *time.Time, log hclog.Logger) (a *Agent, kill func()) {
 	t.Helper()
+	return clockedAgent(t, f, st, quotaHCL, func() time.Time { return *clock }, log)
+}
+
+// clockedAgent is cycleAgent on the clock now.
+func clockedAgent(t *testing.T, f *fakeNomad, st store.Store, quotaHCL string, now func() time.Time, log hclog.Logger) (a *Agent, kill func()) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "quota.hcl"), []byte(quotaHCL), 0o644); err != nil {
 		t.Fatal(err)
@@ -53,7 +59,6 @@ func cycleAgent(t *testing.T, f *fakeNomad, st store.Store, quotaHCL string, clo
 		t.Fatal(err)
 	}
 	cfg.Staleness = 5 * time.Second
-	now := func() time.Time { return *clock }
 	if a, err = New(cfg, Options{Logger: log, Store: st, Now: now}); err != nil {
 		t.Fatal(err)
 	}

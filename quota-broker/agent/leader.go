@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -155,7 +157,10 @@ func (a *Agent) prune(ctx context.Context, lock *store.Lock, now time.Time, forc
 // each act and the intent of each act in the memory, written through to
 // the store, fenced by the lock, before the call (DESIGN L12). The stops'
 // intents are recorded by the cycle's record step already; a job's times
-// are written here, just before the register that changes them.
+// are written here, just before the register that changes them, and so
+// are the status to write on a job about to be stopped whole (and its
+// clearing once written) and the drop of an idle group's unplaced_since
+// before its scale-down.
 type fence struct {
 	a    *Agent
 	lock *store.Lock
@@ -234,4 +239,55 @@ func (f *fence) Registered(ctx context.Context, key plan.JobKey, index uint64) {
 	if err := f.a.mem.commit(ctx, f.lock, b); err != nil && !errors.Is(err, store.ErrNotLeader) {
 		f.a.log.Warn("failed to record the job modify index", "job", key.String(), "index", index, "error", err)
 	}
+}
+
+// BeforeStopJob writes jobs/<ns>/<job>.stopped: the status to write once
+// the job, about to be stopped whole, has no live allocation (fenced: a
+// deposed leader's write fails and the job is not stopped).
+func (f *fence) BeforeStopJob(ctx context.Context, key plan.JobKey, st build.StopStatus) error {
+	id := jobID(key)
+	rec, ok := f.a.mem.job(id)
+	if !ok {
+		now := f.now().UTC()
+		rec = store.JobRecord{FirstSeen: now, QueuedAt: now}
+	}
+	rec.Stopped = store.StopStatus{Reason: st.Reason, JobModifyIndex: st.JobModifyIndex}
+	b := &batch{}
+	b.putJob(id, rec)
+	return f.a.mem.commit(ctx, f.lock, b)
+}
+
+// ForgetStop clears jobs/<ns>/<job>.stopped: the status is written, or the
+// job runs again.
+func (f *fence) ForgetStop(ctx context.Context, key plan.JobKey) {
+	id := jobID(key)
+	rec, ok := f.a.mem.job(id)
+	if !ok || rec.Stopped.IsZero() {
+		return
+	}
+	rec.Stopped = store.StopStatus{}
+	b := &batch{}
+	b.putJob(id, rec)
+	if err := f.a.mem.commit(ctx, f.lock, b); err != nil && !errors.Is(err, store.ErrNotLeader) {
+		f.a.log.Warn("failed to clear the status to write of a stopped job", "job", key.String(), "error", err)
+	}
+}
+
+// BeforeScale drops the group from jobs/<ns>/<job>.unplaced_since before
+// its count is lowered: a group still seen unplaced afterwards (Nomad's
+// new count not yet seen, or the call failed) waits settle again.
+func (f *fence) BeforeScale(ctx context.Context, group plan.GroupKey) error {
+	id := jobID(group.JobKey())
+	rec, ok := f.a.mem.job(id)
+	if _, has := rec.Unplaced[group.Group]; !ok || !has {
+		return nil
+	}
+	rec.Unplaced = maps.Clone(rec.Unplaced) // the memory's map is shared with views
+	delete(rec.Unplaced, group.Group)
+	if len(rec.Unplaced) == 0 {
+		rec.Unplaced = nil
+	}
+	b := &batch{}
+	b.putJob(id, rec)
+	return f.a.mem.commit(ctx, f.lock, b)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -16,9 +17,11 @@ import (
 
 // memory is the broker's one memory between cycles (issue 18; DESIGN §6,
 // L10, L11, L12): the store's job records (first_seen, queued_at,
-// admitted_at), intents (the claimant of each stop announced) and holds,
-// the bookings and the leader's name. Nothing else in the broker keeps
-// these facts from one cycle to the next: the Actor keeps none.
+// admitted_at, the status still to write on a job stopped whole, since
+// when its idle groups have had allocations unplaced), intents (the
+// claimant of each stop announced) and holds, the bookings and the
+// leader's name. Nothing else in the broker keeps these facts from one
+// cycle to the next: the Actor keeps none.
 //
 //   - The leader loads the records once when it takes the lock (load, at
 //     the first cycle of the term) and keeps them current from its own
@@ -195,14 +198,25 @@ func (m *memory) job(id store.JobID) (store.JobRecord, bool) {
 type batch struct {
 	writes []store.RecordWrite
 	apply  []func(*store.Records)
+	jobs   map[store.JobID]store.JobRecord // the job records put, the last of each
+	gone   map[store.JobID]bool            // the job records deleted
 }
 
 func (b *batch) putJob(id store.JobID, rec store.JobRecord) {
+	if b.jobs == nil {
+		b.jobs = map[store.JobID]store.JobRecord{}
+	}
+	b.jobs[id] = rec
 	b.writes = append(b.writes, store.PutJobRecord(id, rec))
 	b.apply = append(b.apply, func(r *store.Records) { r.Jobs[id] = rec })
 }
 
 func (b *batch) deleteJob(id store.JobID) {
+	if b.gone == nil {
+		b.gone = map[store.JobID]bool{}
+	}
+	b.gone[id] = true
+	delete(b.jobs, id)
 	b.writes = append(b.writes, store.DeleteJobRecord(id))
 	b.apply = append(b.apply, func(r *store.Records) { delete(r.Jobs, id) })
 }
@@ -284,6 +298,19 @@ func (v *view) admittedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].Adm
 // successor does not take the jobs its predecessor admitted for direct
 // registrations).
 func (v *view) admitted(k plan.JobKey) bool { return !v.jobs[jobID(k)].AdmittedAt.IsZero() }
+
+// stopped is the status still to write on a job the broker stopped whole
+// (jobs/<ns>/<job>.stopped; rules L10.end, L11.max_run), zero when none.
+func (v *view) stopped(k plan.JobKey) build.StopStatus {
+	st := v.jobs[jobID(k)].Stopped
+	return build.StopStatus{Reason: st.Reason, JobModifyIndex: st.JobModifyIndex}
+}
+
+// unplacedSince is since when an idle group has had allocations unplaced
+// (jobs/<ns>/<job>.unplaced_since), zero when not recorded.
+func (v *view) unplacedSince(g plan.GroupKey) time.Time {
+	return v.jobs[jobID(g.JobKey())].Unplaced[g.Group]
+}
 
 // planHolds returns the stored holds that have not ended at now (ends:
 // plan.HoldEnds of the view's bookings), one per owner and node, in

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -29,6 +30,10 @@ func testRecords(t *testing.T, s *KV) {
 	for i := range 148 {
 		id := JobID{Namespace: "workspace-a", Job: fmt.Sprintf("job/%03d", i)}
 		rec := JobRecord{FirstSeen: t0, QueuedAt: t0.Add(time.Duration(i) * time.Second)}
+		if i == 0 { // the facts of the Actor's acts (issue 18 item 1)
+			rec.Stopped = StopStatus{Reason: "L11.max_run: ran 1h of max_run 1h", JobModifyIndex: 22}
+			rec.Unplaced = map[string]time.Time{"worker": t0}
+		}
 		want.Jobs[id] = rec
 		writes = append(writes, PutJobRecord(id, rec))
 	}
@@ -91,5 +96,34 @@ func testRecords(t *testing.T, s *KV) {
 	}
 	if got, err := s.ReadRecords(ctx); err != nil || len(got.Intents) != 0 || got.Leader != "" {
 		t.Fatalf("after the release: %d intents, leader %q, %v; want none", len(got.Intents), got.Leader, err)
+	}
+}
+
+// A job record's stopped and unplaced_since are left out of its JSON when
+// empty, so records written before them read the same.
+func TestJobRecordJSON(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		rec  JobRecord
+		want string
+	}{
+		{JobRecord{FirstSeen: t0, QueuedAt: t0},
+			`{"first_seen":"2026-12-01T08:00:00Z","queued_at":"2026-12-01T08:00:00Z"}`},
+		{JobRecord{FirstSeen: t0, QueuedAt: t0, Stopped: StopStatus{Reason: "L10.end: r-1 ended", JobModifyIndex: 7},
+			Unplaced: map[string]time.Time{"worker": t0}},
+			`{"first_seen":"2026-12-01T08:00:00Z","queued_at":"2026-12-01T08:00:00Z",` +
+				`"stopped":{"reason":"L10.end: r-1 ended","job_modify_index":7},"unplaced_since":{"worker":"2026-12-01T08:00:00Z"}}`},
+	} {
+		data, err := json.Marshal(c.rec)
+		if err != nil || string(data) != c.want {
+			t.Errorf("%+v: %s, %v; want %s", c.rec, data, err, c.want)
+		}
+		var back JobRecord
+		if err := json.Unmarshal(data, &back); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c.rec, back); diff != "" {
+			t.Errorf("read back (-want +got):\n%s", diff)
+		}
 	}
 }

@@ -124,7 +124,33 @@ type JobRecord struct {
 	// JobModifyIndex is the last JobModifyIndex the broker wrote to Nomad
 	// for the job, so it can tell its own writes from the user's.
 	JobModifyIndex uint64 `json:"job_modify_index,omitempty"`
+	// Stopped is the status still to write on a job the broker stopped
+	// whole (stop_job: DESIGN L10.end, L11.max_run): written before the
+	// deregister, cleared once gputide_status = stopped is written (or the
+	// job runs again at another index), so that a successor writes the
+	// status its predecessor would have, once, and does not stop the job
+	// again (L12).
+	Stopped StopStatus `json:"stopped,omitzero"`
+	// Unplaced is, by task group name, since when each idle group of the
+	// job has had allocations unplaced (its count above its live
+	// allocations), as the leader's cycles saw it: the group's count is
+	// lowered settle after (issue 11 item 4), by a successor too. Entries
+	// are cleared when the group is placed, no longer idle, or about to be
+	// scaled down. Never changed in place: a new map replaces it.
+	Unplaced map[string]time.Time `json:"unplaced_since,omitempty"`
 }
+
+// StopStatus is the status meta still to write on a job the broker
+// stopped whole: gputide_reason (the rule and its reason; gputide_status
+// is "stopped") and the job's modify index when it was stopped (a job
+// seen running again at another index was started again by its user).
+type StopStatus struct {
+	Reason         string `json:"reason"`
+	JobModifyIndex uint64 `json:"job_modify_index,omitempty"`
+}
+
+// IsZero reports whether there is no status to write.
+func (s StopStatus) IsZero() bool { return s == StopStatus{} }
 
 // Intent is the value of IntentKey: what the leader is about to do to an
 // allocation, written before the call so that a successor repeats nothing

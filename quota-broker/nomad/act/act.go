@@ -37,7 +37,9 @@ const DefaultWorkers = 16
 // between plans (issue 18): which allocations are stopping for whom, which
 // jobs were admitted and when, and the holds are the broker's store
 // records, read into each build and written through the Fence before each
-// call. It counts and records nothing itself: Execute reports what it did
+// call; so are the status still to write on a job it stopped whole
+// (JobView.Stopped) and since when an idle group has had allocations
+// unplaced (IdleView.UnplacedSince). It counts and records nothing itself: Execute reports what it did
 // in its Outcome, and the broker (package agent) feeds its metrics and
 // preemption record from that.
 type Actor struct {
@@ -58,12 +60,9 @@ type Actor struct {
 
 	mu      sync.Mutex
 	reasons map[plan.JobKey]string // last logged wait reason per job (logging only)
-	// lastDeferred is the number of stops deferred by the last Execute.
+	// lastDeferred is the number of stops deferred by the last Execute
+	// (logging only).
 	lastDeferred int
-	// unplaced: since when each idle group has had allocations unplaced.
-	unplaced map[plan.GroupKey]time.Time
-	// cal: the jobs stopped whole whose status is still to write (calact.go).
-	cal calendar
 }
 
 // Outcome reports what an Execute call did: counts, and for the broker to
@@ -71,10 +70,10 @@ type Actor struct {
 // failed call's action.
 type Outcome struct {
 	Admitted, Suspended, Stopped, MetaWrites, Expired int
-	// ScaledDown counts idle groups whose count was lowered (step 7).
+	// ScaledDown counts idle groups whose count was lowered (step 8).
 	ScaledDown int
 	// JobsStopped, JobsSuspended and Held count the stop_job, suspend and
-	// hold actions carried out (steps 1a-1c, calact.go).
+	// hold actions carried out (steps 2a-2c, calact.go).
 	JobsStopped, JobsSuspended, Held int
 	// Deferred counts stop actions held back because other allocations are
 	// still stopping for a claimant the broker cannot name.
@@ -143,7 +142,8 @@ func (a *Actor) holding() string {
 //     broker began instead of choosing other victims; a claimant whose
 //     intent cannot be written is skipped;
 //     2a. stopJobs: stop_job actions (L10.end, L11.max_run) stop their
-//     whole job (deregister, no purge), once;
+//     whole job (deregister, no purge), once, the status to write
+//     recorded first through the Fence;
 //     2b. suspendJobs: suspend actions (L11.settle) suspend their whole
 //     job as step 5 suspends a straight registration;
 //     2c. countHolds: hold actions are counted (the broker records them
@@ -162,12 +162,14 @@ func (a *Actor) holding() string {
 //  6. reportMetaErrors: jobs with a bad meta value in the holding pool get
 //     the error in their meta, and straight registrations with one are
 //     suspended;
-//     6a. queueStoppedStatus: jobs stopped in 2a with no live allocation
-//     left get gputide_status = stopped and the rule as reason;
+//     6a. queueStoppedStatus: jobs stopped whole (in 2a, by this broker or
+//     its predecessor: JobView.Stopped) with no live allocation left get
+//     gputide_status = stopped and the rule as reason;
 //  7. writeMeta, concurrently: the status meta of steps 5, 6 and 6a;
 //  8. scaleDown: idle groups with an allocation stopped in step 3, or with
-//     allocations unplaced for Settle, get their count lowered to their
-//     live allocations, never below 1 (scaledown.go).
+//     allocations unplaced for Settle since IdleView.UnplacedSince, get
+//     their count lowered to their live allocations, never below 1
+//     (scaledown.go).
 //
 // Errors of single calls are collected in the outcome; the rest of the
 // plan is still carried out.
@@ -182,7 +184,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *build.Build) Outco
 	x.admit(ctx)
 	x.waitOrExpire(ctx)
 	x.reportMetaErrors(ctx)
-	x.queueStoppedStatus()
+	x.queueStoppedStatus(ctx)
 	x.writeMeta(ctx)
 	x.scaleDown(ctx)
 	return x.out
@@ -419,6 +421,9 @@ func (x *execution) writeMeta(ctx context.Context) {
 		if err != nil {
 			x.fail("meta", err)
 			return
+		}
+		if t[0] == StatusStopped && !v.Stopped.IsZero() && !x.a.DryRun {
+			x.a.forgetStop(ctx, v.Key) // the status a stop_job left to write is written
 		}
 		if wrote {
 			x.mu.Lock()

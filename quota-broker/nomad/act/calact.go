@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 
@@ -17,26 +16,7 @@ import (
 // rule (DESIGN L10.end, L11.max_run); gputide_reason gives the rule.
 const StatusStopped = "stopped"
 
-// calendar is what the Actor keeps of the stop_job actions (DESIGN L10.end,
-// L11.max_run) between plans: the status meta still to write once a
-// stopped job has no live allocation. It has its own lock: the Actor's mu
-// is not held while it is used.
-type calendar struct {
-	mu sync.Mutex
-	// stopped: jobs the broker stopped whole (stop_job), with the status
-	// reason to write once they have no live allocation.
-	stopped map[plan.JobKey]stoppedJob
-}
-
-// stoppedJob is a job the broker stopped whole: the status reason to write
-// and the job's modify index when it was stopped (a job seen running again
-// at another index was started again by its user).
-type stoppedJob struct {
-	reason string
-	index  uint64
-}
-
-// stopJobs is step 1a of Execute: each stop_job action (rules L10.end,
+// stopJobs is step 2a of Execute: each stop_job action (rules L10.end,
 // L11.max_run) stops its whole job (job deregister, no purge: Nomad sends
 // each task its kill signal and kill_timeout, the job keeps its spec), once
 // per job; the status is written by queueStoppedStatus once the job has no
@@ -64,66 +44,61 @@ func (x *execution) stopJobs(ctx context.Context) {
 	}
 }
 
-// stopJob deregisters v's job without purge for act and remembers the
-// status to write. It reports whether it called Nomad: a job already
-// stopped (by Nomad's state or by an earlier plan) is not stopped again.
+// stopJob deregisters v's job without purge for act. The status to write
+// once its allocations are gone is recorded first, through the Fence (the
+// broker's store: jobs/<ns>/<job>.stopped), and comes back in every later
+// build as JobView.Stopped: the Actor keeps none of it (issue 18). It
+// reports whether it called Nomad: a job already stopped (by Nomad's state
+// or by an earlier plan, this broker's or its predecessor's) is not stopped
+// again.
 func (a *Actor) stopJob(ctx context.Context, v *build.JobView, act plan.Action) (bool, error) {
-	reason := string(act.Rule) + ": " + act.Reason
-	a.cal.mu.Lock()
-	_, again := a.cal.stopped[v.Key]
-	a.cal.mu.Unlock()
-	if again || (v.Job.Stop != nil && *v.Job.Stop) {
+	if !v.Stopped.IsZero() || (v.Job.Stop != nil && *v.Job.Stop) {
 		return false, nil
 	}
 	if a.DryRun {
 		a.Logger.Info("dry run: would stop a job", "job", v.Key.String(), "rule", act.Rule, "reason", act.Reason)
 		return false, nil
 	}
-	if err := a.beforeJob(ctx, v.Key, WriteStatus); err != nil { // only the leader acts (L12)
+	st := build.StopStatus{Reason: string(act.Rule) + ": " + act.Reason, JobModifyIndex: modifyIndex(v.Job)}
+	if err := a.beforeStopJob(ctx, v.Key, st); err != nil { // only the leader acts (L12)
 		return false, fmt.Errorf("not stopping job %s (%s): %w", v.Key, act.Rule, err)
 	}
 	ns, id := v.Key.Namespace, v.Key.Job
 	if _, _, err := a.Client.Jobs().Deregister(id, false, (&api.WriteOptions{Namespace: ns}).WithContext(ctx)); err != nil {
 		return false, fmt.Errorf("failed to stop job %s (%s): %w", v.Key, act.Rule, err)
 	}
-	a.cal.mu.Lock()
-	if a.cal.stopped == nil {
-		a.cal.stopped = map[plan.JobKey]stoppedJob{}
-	}
-	a.cal.stopped[v.Key] = stoppedJob{reason: reason, index: modifyIndex(v.Job)}
-	a.cal.mu.Unlock()
 	a.Logger.Info("stopped a job", "job", v.Key.String(), "rule", act.Rule, "reservation", act.Reservation, "reason", act.Reason)
 	return true, nil
 }
 
-// queueStoppedStatus is step 5a of Execute: each job stopped by stop_job
-// that has no live allocation left gets gputide_status = stopped and its
-// reason, written in step 6 like the other status writes. A job gone from
-// Nomad, or started again by its user, is forgotten.
-func (x *execution) queueStoppedStatus() {
-	a := x.a
-	a.cal.mu.Lock()
-	defer a.cal.mu.Unlock()
-	for _, k := range slices.SortedFunc(maps.Keys(a.cal.stopped), plan.JobKey.Compare) {
-		sj, v := a.cal.stopped[k], x.b.Jobs[k]
+// queueStoppedStatus is step 6a of Execute: each job stopped whole by the
+// broker (JobView.Stopped) that has no live allocation left gets
+// gputide_status = stopped and its reason, written in step 7 like the
+// other status writes (and then forgotten, through the Fence). A job
+// started again by its user, or whose status is already written, is
+// forgotten; a job gone from Nomad has its whole record dropped by the
+// broker.
+func (x *execution) queueStoppedStatus(ctx context.Context) {
+	for _, k := range slices.SortedFunc(maps.Keys(x.b.Jobs), plan.JobKey.Compare) {
+		v := x.b.Jobs[k]
+		st := v.Stopped
 		switch {
-		case v == nil:
-			delete(a.cal.stopped, k) // gone from Nomad
+		case st.IsZero():
 			continue
 		case v.Job.Stop == nil || !*v.Job.Stop:
-			if modifyIndex(v.Job) != sj.index {
-				delete(a.cal.stopped, k) // registered again by its user
+			if modifyIndex(v.Job) != st.JobModifyIndex {
+				x.a.forgetStop(ctx, k) // registered again by its user
 			}
 			continue
 		case v.Live > 0:
 			continue
-		case v.Job.Meta[build.MetaStatus] == StatusStopped && v.Job.Meta[build.MetaReason] == sj.reason:
-			delete(a.cal.stopped, k) // written
+		case v.Job.Meta[build.MetaStatus] == StatusStopped && v.Job.Meta[build.MetaReason] == st.Reason:
+			x.a.forgetStop(ctx, k) // written
 			continue
 		}
 		if _, queued := x.metaText[k]; !queued {
 			x.metaJobs = append(x.metaJobs, v)
-			x.metaText[k] = [2]string{StatusStopped, sj.reason}
+			x.metaText[k] = [2]string{StatusStopped, st.Reason}
 		}
 	}
 }
@@ -135,7 +110,7 @@ func modifyIndex(j *api.Job) uint64 {
 	return *j.JobModifyIndex
 }
 
-// suspendJobs is step 1b of Execute: each suspend action (rule L11.settle)
+// suspendJobs is step 2b of Execute: each suspend action (rule L11.settle)
 // suspends its whole job as a straight registration is suspended (moved to
 // the holding pool, live allocations stopped; the Fence records when it was
 // queued again).
@@ -165,7 +140,7 @@ func (x *execution) suspendJobs(ctx context.Context) {
 	}
 }
 
-// countHolds is step 1c of Execute: the plan's hold actions are counted
+// countHolds is step 2c of Execute: the plan's hold actions are counted
 // (Outcome.Held). The broker records them in its store before Execute
 // (plan.MergeHold), and reads them back into every later snapshot.
 func (x *execution) countHolds() {

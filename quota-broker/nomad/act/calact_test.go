@@ -2,7 +2,9 @@ package act
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,13 +41,77 @@ func buildFor(t *testing.T, s *watch.State, now time.Time, forRes map[string]str
 		StoppingForReservation: forRes, Accepted: func(plan.JobKey) bool { return true }})
 }
 
-// A stop_job (L11.max_run) deregisters the job once, without purge; once
-// its allocations are gone the broker writes gputide_status = stopped with
-// the rule as the reason.
+// memFence is a Fence that keeps what the broker's store keeps of the
+// Actor's acts beyond the intents: the status still to write on the jobs
+// stopped whole, and since when idle groups have had allocations
+// unplaced; input gives them back to the next build, as the agent's memory
+// does with its store records (issue 18: the Actor keeps none of them).
+type memFence struct {
+	recordingFence
+	mu       sync.Mutex
+	stopped  map[plan.JobKey]build.StopStatus
+	unplaced map[plan.GroupKey]time.Time
+}
+
+func newMemFence(f *fakeNomad) *memFence {
+	return &memFence{recordingFence: recordingFence{f: f, allow: -1}, stopped: map[plan.JobKey]build.StopStatus{},
+		unplaced: map[plan.GroupKey]time.Time{}}
+}
+
+func (m *memFence) BeforeStopJob(ctx context.Context, key plan.JobKey, st build.StopStatus) error {
+	m.mu.Lock()
+	m.stopped[key] = st
+	m.mu.Unlock()
+	return m.recordingFence.BeforeStopJob(ctx, key, st)
+}
+
+func (m *memFence) ForgetStop(ctx context.Context, key plan.JobKey) {
+	m.mu.Lock()
+	delete(m.stopped, key)
+	m.mu.Unlock()
+	m.recordingFence.ForgetStop(ctx, key)
+}
+
+func (m *memFence) BeforeScale(ctx context.Context, group plan.GroupKey) error {
+	m.mu.Lock()
+	delete(m.unplaced, group)
+	m.mu.Unlock()
+	return m.recordingFence.BeforeScale(ctx, group)
+}
+
+// input gives the kept facts to a build.
+func (m *memFence) input(in *build.Input) {
+	in.Stopped = func(k plan.JobKey) build.StopStatus {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.stopped[k]
+	}
+	in.UnplacedSince = func(g plan.GroupKey) time.Time {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.unplaced[g]
+	}
+}
+
+// build is buildFor with the kept facts.
+func (m *memFence) build(t *testing.T, s *watch.State, now time.Time) *build.Build {
+	t.Helper()
+	in := build.Input{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(), Accepted: func(plan.JobKey) bool { return true }}
+	m.input(&in)
+	return build.From(s, in)
+}
+
+// A stop_job (L11.max_run) deregisters the job once, without purge, after
+// recording the status to write through the Fence; once its allocations
+// are gone the broker (here a new Actor: a successor, given the recorded
+// status back in its build) writes gputide_status = stopped with the rule
+// as the reason, once, and forgets it.
 func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	b := buildFor(t, s, at(t), nil)
+	mf := newMemFence(f)
+	a.Fence = mf
+	b := mf.build(t, s, at(t))
 	p := &plan.Plan{Actions: []plan.Action{
 		{Action: plan.ActionStopJob, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexMaxRun, Reason: "ran 1h of max_run 1h"},
 		{Action: plan.ActionStopJob, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexMaxRun, Reason: "ran 1h of max_run 1h"},
@@ -59,9 +125,23 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 		!strings.Contains(w[0].Query, "namespace=workspace-c") {
 		t.Fatalf("writes = %v (%q)", w, w[0].Query)
 	}
+	reason := "L11.max_run: ran 1h of max_run 1h"
+	if diff := cmp.Diff(map[plan.JobKey]build.StopStatus{jobC: {Reason: reason, JobModifyIndex: 22}}, mf.stopped); diff != "" {
+		t.Fatalf("recorded (-want +got):\n%s", diff)
+	}
+	if i := slices.IndexFunc(mf.log, func(l string) bool { return strings.HasSuffix(l, "stop job workspace-c/training: "+reason) }); i < 0 ||
+		!strings.HasPrefix(mf.log[i], "0 ") {
+		t.Fatalf("fence log %v: want the stop recorded before the deregister", mf.log)
+	}
 	// The next plan (Nomad's state not yet updated) stops nothing again.
-	if out := a.Execute(context.Background(), p, buildFor(t, s, at(t), nil)); out.JobsStopped != 0 || len(writesFor(t, f)) != 1 {
+	if out := a.Execute(context.Background(), p, mf.build(t, s, at(t))); out.JobsStopped != 0 || len(writesFor(t, f)) != 1 {
 		t.Fatalf("stopped twice: %+v, writes %v", out, writesFor(t, f))
+	}
+	// Nor does a successor, though Nomad's job still runs.
+	a, _ = newActor(f, s)
+	a.Fence = mf
+	if out := a.Execute(context.Background(), p, mf.build(t, s, at(t))); out.JobsStopped != 0 || len(writesFor(t, f)) != 1 {
+		t.Fatalf("a successor stopped it again: %+v, writes %v", out, writesFor(t, f))
 	}
 	// Nomad stopped the job and its allocations ended.
 	stopped := *raw(s).Jobs[jobC]
@@ -73,16 +153,36 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 		c.ClientStatus = api.AllocClientStatusComplete
 		raw(s).Allocs[id] = &c
 	}
-	out = a.Execute(context.Background(), &plan.Plan{}, buildFor(t, s, at(t), nil))
+	out = a.Execute(context.Background(), &plan.Plan{}, mf.build(t, s, at(t)))
 	w = writesFor(t, f)
 	if len(w) != 2 || len(out.Errors) != 0 {
 		t.Fatalf("outcome = %+v, writes %v", out, w)
 	}
 	j, enforce, _ := registered(t, w[1])
 	got := map[string]string{"status": j.Meta[build.MetaStatus], "reason": j.Meta[build.MetaReason]}
-	want := map[string]string{"status": StatusStopped, "reason": "L11.max_run: ran 1h of max_run 1h"}
-	if diff := cmp.Diff(want, got); diff != "" || !enforce || str(j.ID) != "training" {
+	want := map[string]string{"status": StatusStopped, "reason": reason}
+	if diff := cmp.Diff(want, got); diff != "" || !enforce || str(j.ID) != "training" || j.Stop == nil || !*j.Stop {
 		t.Fatalf("status write (-want +got):\n%s", diff)
+	}
+	if len(mf.stopped) != 0 {
+		t.Fatalf("still recorded after the status write: %v", mf.stopped)
+	}
+	if out := a.Execute(context.Background(), &plan.Plan{}, mf.build(t, s, at(t))); len(writesFor(t, f)) != 2 || len(out.Errors) != 0 {
+		t.Fatalf("wrote again: %+v, writes %v", out, writesFor(t, f))
+	}
+}
+
+// A job the broker stopped whole that its user registers again (at another
+// modify index) is forgotten: no status is written on it.
+func TestExecuteForgetsAStoppedJobRunAgain(t *testing.T) {
+	f, s := listRecorded(t)
+	a, _ := newActor(f, s)
+	mf := newMemFence(f)
+	a.Fence = mf
+	mf.stopped[jobC] = build.StopStatus{Reason: "L10.end: r-1 ended", JobModifyIndex: 21}
+	out := a.Execute(context.Background(), &plan.Plan{}, mf.build(t, s, at(t)))
+	if len(out.Errors) != 0 || len(writesFor(t, f)) != 0 || len(mf.stopped) != 0 {
+		t.Fatalf("outcome %+v, writes %v, recorded %v: want it forgotten", out, writesFor(t, f), mf.stopped)
 	}
 }
 

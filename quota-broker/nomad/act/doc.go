@@ -29,10 +29,12 @@
 // Idle groups (scaledown.go, issue 11): Actor.Execute lowers the count of
 // a group with a gputide-idle policy (build.IdleView) to its live
 // allocations (never below 1) after stopping one of them or when some stay
-// unplaced for Settle.
+// unplaced for Settle (since build.IdleView.UnplacedSince, the broker's
+// record).
 //
-// Calendar actions (calact.go): stop_job deregisters a job whole and writes
-// its status once its allocations are gone; suspend moves a flex job whole
+// Calendar actions (calact.go): stop_job records the status to write
+// through the Fence, deregisters a job whole and writes that status once
+// its allocations are gone (build.JobView.Stopped, the broker's record); suspend moves a flex job whole
 // to the holding pool; hold actions are only counted (the agent records
 // them in its store).
 //
@@ -40,12 +42,13 @@
 // that only the lock holder acts and each call is recorded first (L12).
 //
 // Memory: the Actor keeps no facts between plans (issue 18). Which
-// allocations stop for whom, which jobs were admitted and when, and the
-// holds are the agent's store records: the Fence writes them before each
-// call, and the agent reads them back into the next build.Input. What it
-// keeps is the status meta still to write of a job stopped whole (calact.go),
-// since when an idle group has had allocations unplaced (scaledown.go), and
-// what it last logged (a wait reason, a deferral), so as not to repeat it.
+// allocations stop for whom, which jobs were admitted and when, the holds,
+// the status still to write on a job stopped whole and since when an idle
+// group has had allocations unplaced are the agent's store records: the
+// Fence (or the agent's record step) writes them before each call, and the
+// agent reads them back into the next build.Input, so a successor carries
+// on from them. The Actor keeps only what it last logged (a wait reason, a
+// deferral), so as not to repeat it.
 //
 // Job meta is written only on jobs with no live allocations: a meta change
 // is a destructive update that would replace running allocations.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 
@@ -63,6 +64,18 @@ type Fence interface {
 	BeforeJob(ctx context.Context, key plan.JobKey, w JobWrite) error
 	// Registered records the JobModifyIndex Nomad gave the broker's write.
 	Registered(ctx context.Context, key plan.JobKey, jobModifyIndex uint64)
+	// BeforeStopJob records the status to write on a job about to be
+	// stopped whole (stop_job), for this broker's next plans and its
+	// successor's (build.Input.Stopped).
+	BeforeStopJob(ctx context.Context, key plan.JobKey, st build.StopStatus) error
+	// ForgetStop drops the status recorded by BeforeStopJob: it is
+	// written, or the job runs again.
+	ForgetStop(ctx context.Context, key plan.JobKey)
+	// BeforeScale records that an idle group's count is about to be
+	// lowered: since when it has had allocations unplaced is dropped
+	// (build.Input.UnplacedSince), so that a group still seen unplaced
+	// afterwards waits Settle again.
+	BeforeScale(ctx context.Context, group plan.GroupKey) error
 }
 
 // check is the L12 check before one act: nil without a Fence.
@@ -114,4 +127,39 @@ func (a *Actor) registered(ctx context.Context, key plan.JobKey, index uint64) {
 	if a.Fence != nil && index > 0 {
 		a.Fence.Registered(ctx, key, index)
 	}
+}
+
+// beforeStopJob checks the lock and records the status to write on a job
+// about to be stopped whole.
+func (a *Actor) beforeStopJob(ctx context.Context, key plan.JobKey, st build.StopStatus) error {
+	if err := a.check(ctx); err != nil {
+		return err
+	}
+	if a.Fence == nil {
+		return nil
+	}
+	if err := a.Fence.BeforeStopJob(ctx, key, st); err != nil {
+		return fmt.Errorf("failed to record the stop of job %s: %w", key, err)
+	}
+	return nil
+}
+
+func (a *Actor) forgetStop(ctx context.Context, key plan.JobKey) {
+	if a.Fence != nil {
+		a.Fence.ForgetStop(ctx, key)
+	}
+}
+
+// beforeScale checks the lock and records the scale-down of an idle group.
+func (a *Actor) beforeScale(ctx context.Context, group plan.GroupKey) error {
+	if err := a.check(ctx); err != nil {
+		return err
+	}
+	if a.Fence == nil {
+		return nil
+	}
+	if err := a.Fence.BeforeScale(ctx, group); err != nil {
+		return fmt.Errorf("failed to record the scale-down of group %s: %w", group, err)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 
@@ -59,6 +60,20 @@ func (r *recordingFence) Withdraw(_ context.Context, alloc string) {
 
 func (r *recordingFence) Registered(_ context.Context, key plan.JobKey, index uint64) {
 	r.add("registered " + key.String())
+}
+
+func (r *recordingFence) BeforeStopJob(_ context.Context, key plan.JobKey, st build.StopStatus) error {
+	r.add("stop job " + key.String() + ": " + st.Reason)
+	return nil
+}
+
+func (r *recordingFence) ForgetStop(_ context.Context, key plan.JobKey) {
+	r.add("forget stop " + key.String())
+}
+
+func (r *recordingFence) BeforeScale(_ context.Context, group plan.GroupKey) error {
+	r.add("scale " + group.String())
+	return nil
 }
 
 // L12: every intent is recorded before the Nomad call it announces, and

@@ -36,7 +36,7 @@ func scaleRequests(t *testing.T, f *fakeNomad) []api.ScalingRequest {
 func TestExecuteScalesAnIdleGroupDownAfterStoppingItsAllocation(t *testing.T) {
 	f, s, pols := idleState(t, 2)
 	a, _ := newActor(f, s)
-	b := idleBuild(t, s, a, pols, claimTree(), at(t))
+	b := idleBuild(t, s, pols, claimTree(), at(t), nil)
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -63,13 +63,22 @@ func TestExecuteScalesAnIdleGroupDownAfterStoppingItsAllocation(t *testing.T) {
 	}
 }
 
+// An idle group unplaced since T (the broker's record, given back in the
+// build) is scaled down at T + Settle, not before; the Fence drops the
+// record before the Scale call, so a group still seen unplaced waits
+// Settle again.
 func TestExecuteScalesAnIdleGroupDownAfterSettle(t *testing.T) {
 	f, s, pols := idleState(t, 5) // 2 live, 3 unplaced
 	a, _ := newActor(f, s)
-	now := at(t)
+	mf := newMemFence(f)
+	a.Fence = mf
+	since := at(t)
+	group := plan.GroupKey{Namespace: "workspace-c", Job: "training", Group: "worker"}
+	mf.unplaced[group] = since
+	now := since
 	a.Now = func() time.Time { return now }
 	run := func() Outcome {
-		b := idleBuild(t, s, a, pols, claimTree(), now)
+		b := idleBuild(t, s, pols, claimTree(), now, mf)
 		return a.Execute(context.Background(), &plan.Plan{}, b)
 	}
 	for _, step := range []time.Duration{0, 10 * time.Second, 19 * time.Second} {
@@ -86,6 +95,14 @@ func TestExecuteScalesAnIdleGroupDownAfterSettle(t *testing.T) {
 	if len(got) != 1 || *got[0].Count != 2 || got[0].JobModifyIndex != 22 {
 		t.Fatalf("scale requests %+v; want one to count 2 at index 22", got)
 	}
+	if len(mf.unplaced) != 0 {
+		t.Fatalf("unplaced since still recorded: %v", mf.unplaced)
+	}
+	// Nomad's count not yet seen lowered: nothing is scaled again.
+	now = now.Add(time.Minute)
+	if out := run(); out.ScaledDown != 0 || len(scaleRequests(t, f)) != 1 {
+		t.Fatalf("scaled again: %+v", out)
+	}
 }
 
 func TestScaleDownNeverGoesBelowOne(t *testing.T) {
@@ -97,10 +114,13 @@ func TestScaleDownNeverGoesBelowOne(t *testing.T) {
 	}
 	a, _ := newActor(f, s)
 	a.Settle = time.Second
+	mf := newMemFence(f)
+	a.Fence = mf
 	now := at(t)
+	mf.unplaced[plan.GroupKey{Namespace: "workspace-c", Job: "training", Group: "worker"}] = now
 	a.Now = func() time.Time { return now }
 	for range 2 {
-		b := idleBuild(t, s, a, pols, claimTree(), now)
+		b := idleBuild(t, s, pols, claimTree(), now, mf)
 		b.UnknownStopping = nil
 		a.Execute(context.Background(), &plan.Plan{}, b)
 		now = now.Add(time.Second)
@@ -131,11 +151,15 @@ func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *build.Polici
 	return f, s, pols
 }
 
-// idleBuild builds s with pols.
-func idleBuild(t *testing.T, s *watch.State, a *Actor, pols *build.Policies, tree *quota.Node, now time.Time) *build.Build {
+// idleBuild builds s with pols (and, with mf, the facts it keeps).
+func idleBuild(t *testing.T, s *watch.State, pols *build.Policies, tree *quota.Node, now time.Time, mf *memFence) *build.Build {
 	t.Helper()
-	b := build.From(s, build.Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(),
-		Accepted: func(plan.JobKey) bool { return true }, Policies: pols})
+	in := build.Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(),
+		Accepted: func(plan.JobKey) bool { return true }, Policies: pols}
+	if mf != nil {
+		mf.input(&in)
+	}
+	b := build.From(s, in)
 	if b.Invalid != nil || len(b.Left) != 0 {
 		t.Fatalf("Build: invalid %v, left %v", b.Invalid, b.Left)
 	}

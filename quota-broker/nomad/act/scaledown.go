@@ -24,7 +24,7 @@ func (a *Actor) settle() time.Duration {
 	return DefaultSettle
 }
 
-// scaleDown is step 7 (issue 11 item 4, DESIGN §8: the gputide-idle
+// scaleDown is step 8 (issue 11 item 4, DESIGN §8: the gputide-idle
 // strategy never shrinks a group, the broker does). For each idle group of
 // the build, in key order, the count is set to its live allocations that
 // are not being stopped, less those this Execute stopped, never below 1 (a
@@ -32,51 +32,26 @@ func (a *Actor) settle() time.Duration {
 //
 //   - this Execute stopped an allocation of the group (any rule), or
 //   - the group has had allocations unplaced (count above its live
-//     allocations) for Settle (default 30 s) in a row, as seen by the
-//     Execute calls.
+//     allocations) for Settle (default 30 s) in a row: since
+//     IdleView.UnplacedSince, which the broker records in its store when
+//     a cycle first sees them unplaced (so a successor counts from its
+//     predecessor's instant, issue 18) and drops through the Fence before
+//     the Scale call.
 //
 // The Scale call enforces the job's modify index (the latest the State
-// knows, since step 2 may have moved the job), so a job changed meanwhile
+// knows, since step 3 may have moved the job), so a job changed meanwhile
 // is not scaled on stale figures; the next plan tries again.
 func (x *execution) scaleDown(ctx context.Context) {
 	a := x.a
 	stopped := x.stoppedByGroup()
 	now := a.now()
-	keys := slices.SortedFunc(maps.Keys(x.b.Idle), plan.GroupKey.Compare)
-	a.mu.Lock()
-	if a.unplaced == nil {
-		a.unplaced = map[plan.GroupKey]time.Time{}
-	}
-	for k := range a.unplaced {
-		if x.b.Idle[k] == nil {
-			delete(a.unplaced, k)
-		}
-	}
-	var due []plan.GroupKey
-	for _, k := range keys {
+	for _, k := range slices.SortedFunc(maps.Keys(x.b.Idle), plan.GroupKey.Compare) {
 		v := x.b.Idle[k]
-		if stopped[k] > 0 {
-			delete(a.unplaced, k)
-			due = append(due, k)
+		due := stopped[k] > 0 ||
+			v.Unplaced() && !v.UnplacedSince.IsZero() && now.Sub(v.UnplacedSince) >= a.settle()
+		if !due {
 			continue
 		}
-		if v.Count <= max(v.Live, 1) {
-			delete(a.unplaced, k)
-			continue
-		}
-		since, ok := a.unplaced[k]
-		if !ok {
-			a.unplaced[k] = now
-			continue
-		}
-		if now.Sub(since) >= a.settle() {
-			delete(a.unplaced, k)
-			due = append(due, k)
-		}
-	}
-	a.mu.Unlock()
-	for _, k := range due {
-		v := x.b.Idle[k]
 		count := max(v.Live-stopped[k], 1)
 		if count >= v.Count {
 			continue
@@ -119,7 +94,7 @@ func (a *Actor) scale(ctx context.Context, v *build.IdleView, count int, reason 
 		a.Logger.Info("dry run: would scale down an idle group", "group", k.String(), "from", v.Count, "to", count, "reason", reason)
 		return nil
 	}
-	if err := a.check(ctx); err != nil { // only the leader acts (L12)
+	if err := a.beforeScale(ctx, k); err != nil { // only the leader acts (L12)
 		return fmt.Errorf("not scaling group %q of job %q in namespace %q: %w", k.Group, k.Job, k.Namespace, err)
 	}
 	index := v.JobModifyIndex

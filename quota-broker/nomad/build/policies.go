@@ -313,13 +313,22 @@ func (w *PolicyWatcher) Sync(ctx context.Context, index uint64) (uint64, error) 
 
 // IdleView is an idle group as the Actor needs it for scale-down (issue 11
 // item 4): its count in the job, its live allocations that are not being
-// stopped, and the job's modify index the Scale call enforces.
+// stopped, the job's modify index the Scale call enforces, and since when
+// it has had allocations unplaced (Input.UnplacedSince).
 type IdleView struct {
 	Group          plan.GroupKey
 	Count          int
 	Live           int
 	JobModifyIndex uint64
+	// UnplacedSince: since when the group has had allocations unplaced,
+	// as the broker recorded it; zero: not recorded (yet).
+	UnplacedSince time.Time
 }
+
+// Unplaced reports whether the group has allocations unplaced that a
+// scale-down would remove: a count above its live allocations, and above
+// 1 (a batch job at count 0 is dead).
+func (v *IdleView) Unplaced() bool { return v.Count > max(v.Live, 1) }
 
 // idleGroups is the Build step that turns idle policies into the
 // snapshot's idle groups (issue 11 item 4): each enabled policy with a
@@ -328,15 +337,20 @@ type IdleView struct {
 // with a task group of that name that asks for GPUs. Shape, priority,
 // datacenters and pool come from the job; max from the policy; count is
 // the group's count. It also returns the groups' IdleViews, by key.
-// Policies of other groups are ignored: the gputide-idle strategy of such a
+// The views are nil while the policies are not synced (the idle groups
+// are not known then), else a map, empty when there are none. Policies of
+// other groups are ignored: the gputide-idle strategy of such a
 // group reads a fit of 0 (GET /v1/idle-fit answers 404 for it).
 func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string]*watch.Alloc) ([]plan.IdleGroup, map[plan.GroupKey]*IdleView) {
-	idle := pols.IdlePolicies()
-	if len(idle) == 0 || !pols.Synced() {
+	if !pols.Synced() {
 		return nil, nil
 	}
+	idle := pols.IdlePolicies()
+	views := map[plan.GroupKey]*IdleView{} // not nil: the idle groups are known
+	if len(idle) == 0 {
+		return nil, views
+	}
 	var out []plan.IdleGroup
-	views := map[plan.GroupKey]*IdleView{}
 	for _, sp := range idle {
 		t, ok := scaledGroupOf(jobs, sp.Group)
 		if !ok || !t.view.Options.Idle || !t.view.Options.Elastic || t.typ != plan.JobBatch {

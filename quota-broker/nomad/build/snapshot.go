@@ -71,7 +71,30 @@ type Input struct {
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
 	Policies *Policies
+	// Stopped says what status is still to write on a job the broker
+	// stopped whole (the agent: its store's jobs/<ns>/<job>.stopped);
+	// nil or zero: none. Passed on as JobView.Stopped, for the Actor.
+	Stopped func(job plan.JobKey) StopStatus
+	// UnplacedSince says since when an idle group has had allocations
+	// unplaced (the agent: its store's jobs/<ns>/<job>.unplaced_since);
+	// nil or zero: not known to be. Passed on as IdleView.UnplacedSince,
+	// for the Actor's scale-down.
+	UnplacedSince func(group plan.GroupKey) time.Time
 }
+
+// StopStatus is the status meta still to write on a job the broker
+// stopped whole (stop_job: DESIGN L10.end, L11.max_run): gputide_reason
+// (gputide_status is "stopped") once the job has no live allocation, and
+// the job's modify index when it was stopped (a job seen running again at
+// another index was started again by its user). The broker keeps it in
+// its store, not in the Actor (issue 18).
+type StopStatus struct {
+	Reason         string
+	JobModifyIndex uint64
+}
+
+// IsZero reports whether there is no status to write.
+func (s StopStatus) IsZero() bool { return s == StopStatus{} }
 
 // JobView is a governed job as the broker sees it.
 type JobView struct {
@@ -85,6 +108,9 @@ type JobView struct {
 	Live      int  // live allocations
 	GPUGroups int  // task groups that ask for nvidia/gpu devices
 	Pending   int  // allocations passed to the core as pending
+	// Stopped is the status still to write once the job, stopped whole by
+	// the broker, has no live allocation (Input.Stopped); zero: none.
+	Stopped StopStatus
 }
 
 // Build is a snapshot together with the job views it was made from.
@@ -106,7 +132,8 @@ type Build struct {
 	// Snapshot is then the unchecked snapshot.
 	Invalid error
 	// Idle are the idle groups of the snapshot (before Validate) with what
-	// the Actor's scale-down needs, by group.
+	// the Actor's scale-down needs, by group; nil while the scaling
+	// policies are not synced (the idle groups are unknown), else a map.
 	Idle map[plan.GroupKey]*IdleView
 }
 
@@ -177,6 +204,9 @@ func build(s watch.View, in Input) *Build {
 		if v.MetaErr == nil && !v.stopped() {
 			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 		}
+		if in.Stopped != nil {
+			v.Stopped = in.Stopped(k)
+		}
 		b.Jobs[k] = v
 		pending, noGPU := pendingGroups(v, live[k], s.Summaries[k])
 		if noGPU {
@@ -191,6 +221,11 @@ func build(s watch.View, in Input) *Build {
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
 	snap.Reservations, snap.Holds = in.Reservations, in.Holds
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.Allocs)
+	if in.UnplacedSince != nil {
+		for k, iv := range b.Idle {
+			iv.UnplacedSince = in.UnplacedSince(k)
+		}
+	}
 	snap.Prewarm = prewarms(in.Policies, b.Jobs, in.Now, in.Settings)
 	b.Snapshot, b.Left, b.Invalid = usable(snap)
 	return b
