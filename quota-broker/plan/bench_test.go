@@ -21,10 +21,10 @@ func cpuTime() time.Duration {
 // benchTree scales the reference tree to a cluster of gpus GPUs: Quota1 =
 // all of them with child-level preemption, Quota1.1 = 3/8, Quota1.2 = 5/8.
 func benchTree(gpus int) *quota.Node {
-	return &quota.Node{Name: "Quota1", GPUs: gpus, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+	return &quota.Node{Name: "Quota1", GPUs: quota.Plain(gpus), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 		Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: gpus * 3 / 8, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: gpus * 5 / 8, Namespaces: []string{"workspace-c"}},
+			{Name: "Quota1.1", GPUs: quota.Plain(gpus * 3 / 8), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(gpus * 5 / 8), Namespaces: []string{"workspace-c"}},
 		}}
 }
 
@@ -101,7 +101,7 @@ func admissionSnapshot(n int) *Snapshot {
 			NodePool: "default", SubmittedAt: t0.Add(-time.Duration(j) * time.Second)})
 	}
 	// Make the quotas large enough that every job is entitled.
-	s.Quota.Children[0].GPUs, s.Quota.Children[1].GPUs = jobs, 8*n-jobs
+	s.Quota.Children[0].GPUs, s.Quota.Children[1].GPUs = quota.Plain(jobs), quota.Plain(8*n-jobs)
 	return s
 }
 

@@ -13,6 +13,12 @@ import (
 // planner holds the indexed, read-only view of a snapshot and the mutable
 // state of the plan being built.
 type planner struct {
+	// flavor is the flavor this planner plans (DESIGN L13): the snapshot
+	// it sees holds only that flavor's devices (flavors.go).
+	flavor string
+	// label is the flavor named in actions and usage rows: flavor, or ""
+	// in a tree without flavor blocks (the implicit one).
+	label    string
 	snap     *Snapshot
 	now      time.Time
 	settings quota.Settings
@@ -85,6 +91,8 @@ type planner struct {
 // the live allocations only) and the debt of lowered quotas (L9).
 func newPlanner(s *Snapshot, buf *buffers) *planner {
 	p := &planner{
+		flavor:    flavorOfSnapshot(s),
+		label:     flavorLabel(s),
 		buf:       buf,
 		snap:      s,
 		now:       s.Time,
@@ -152,7 +160,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 }
 
 func (p *planner) indexTree(n *quota.Node, parent *qnode) {
-	q := &qnode{node: n, index: len(p.quotas), parent: parent}
+	q := &qnode{node: n, index: len(p.quotas), parent: parent, nominal: n.GPUs.Of(p.flavor)}
 	q.first = q.index
 	if parent != nil {
 		parent.children = append(parent.children, q)
@@ -497,7 +505,7 @@ func numberUnit(wholeJob bool, a *Allocation, jobs *map[JobKey]int, sizes []int)
 func (p *planner) deriveDebt() []*qnode {
 	over := false
 	for _, q := range p.quotas {
-		over = over || p.st.ledger.nonIdle[q.index] > q.node.GPUs
+		over = over || p.st.ledger.nonIdle[q.index] > q.nominal
 	}
 	if !over {
 		return nil
@@ -512,7 +520,7 @@ func (p *planner) deriveDebt() []*qnode {
 	}
 	for i := len(p.quotas) - 1; i >= 0; i-- { // reverse pre-order: children first
 		q := p.quotas[i]
-		if p.st.ledger.nonIdle[q.index] <= q.node.GPUs {
+		if p.st.ledger.nonIdle[q.index] <= q.nominal {
 			continue // within its nominal, so is every subset of it
 		}
 		var members []*alloc
@@ -527,7 +535,7 @@ func (p *planner) deriveDebt() []*qnode {
 		for _, a := range members {
 			total += a.count
 		}
-		if total <= q.node.GPUs {
+		if total <= q.nominal {
 			continue
 		}
 		sort.Slice(members, func(x, y int) bool {
@@ -538,7 +546,7 @@ func (p *planner) deriveDebt() []*qnode {
 		})
 		filled := 0
 		for _, a := range members {
-			if filled+a.count <= q.node.GPUs {
+			if filled+a.count <= q.nominal {
 				filled += a.count
 				continue
 			}
@@ -644,12 +652,13 @@ func (p *planner) usage() []Usage {
 		i := q.index
 		out = append(out, Usage{
 			Quota:     q.node.Name,
-			Nominal:   q.node.GPUs,
+			Flavor:    p.label,
+			Nominal:   q.nominal,
 			Used:      l.used[i],
 			NonIdle:   l.nonIdle[i],
-			Borrowed:  max(0, l.used[i]-max(q.node.GPUs, l.nonIdle[i])),
+			Borrowed:  max(0, l.used[i]-max(q.nominal, l.nonIdle[i])),
 			Debt:      l.debt[i],
-			Lendable:  max(0, q.node.GPUs-l.used[i]),
+			Lendable:  max(0, q.nominal-l.used[i]),
 			Booked:    p.cal.activeBooked[i],
 			Displaced: displaced[i],
 		})

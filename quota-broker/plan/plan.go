@@ -207,7 +207,7 @@ func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) 
 		p.st = saved
 		p.rebook(resolved)
 		p.waitAll(j, RuleAdmission, fmt.Sprintf("%s: too few allocations of lower priority to stop to restore its nominal of %d GPUs",
-			j.q.node.Name, j.q.node.GPUs))
+			j.q.node.Name, j.q.nominal))
 		return
 	}
 	for i := start; i < len(p.st.actions); i++ {
@@ -335,9 +335,9 @@ func (p *planner) admitReason(j *job) string {
 	l := p.st.ledger
 	if j.q.node.ChildPreemption {
 		return fmt.Sprintf("%s: %d of %d GPUs in use by its own namespaces after admission",
-			j.q.node.Name, l.ownNonIdle[j.q.index], j.q.node.GPUs)
+			j.q.node.Name, l.ownNonIdle[j.q.index], j.q.nominal)
 	}
-	return fmt.Sprintf("%s: %d of %d GPUs in use after admission", j.q.node.Name, l.nonIdle[j.q.index], j.q.node.GPUs)
+	return fmt.Sprintf("%s: %d of %d GPUs in use after admission", j.q.node.Name, l.nonIdle[j.q.index], j.q.nominal)
 }
 
 // waitAll makes every group of j wait with the same reason.
