@@ -90,9 +90,16 @@ type planner struct {
 // newPlanner indexes the snapshot and builds the ledger (L2: derived from
 // the live allocations only) and the debt of lowered quotas (L9).
 func newPlanner(s *Snapshot, buf *buffers) *planner {
+	return newPlannerOf(s, buf, flavorOfSnapshot(s), flavorLabel(s))
+}
+
+// newPlannerOf is newPlanner for the planner of one flavor (DESIGN L13),
+// named label in actions and usage rows ("" in a tree without flavor
+// blocks); s is the snapshot's projection onto it (project).
+func newPlannerOf(s *Snapshot, buf *buffers, flavor, label string) *planner {
 	p := &planner{
-		flavor:    flavorOfSnapshot(s),
-		label:     flavorLabel(s),
+		flavor:    flavor,
+		label:     label,
 		buf:       buf,
 		snap:      s,
 		now:       s.Time,
@@ -153,7 +160,7 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 			}
 		}
 	}
-	if w := quota.CapacityWarning(s.Quota, p.healthyGPUs()); w != "" {
+	if w := quota.FlavorCapacityWarning(s.Quota, p.flavor, p.healthyGPUs()); w != "" {
 		p.warnings = append(p.warnings, "L1: "+w)
 	}
 	return p

@@ -96,6 +96,11 @@ func Compute(s *Snapshot) (*Plan, error) {
 	if err := quota.Validate(s.Quota); err != nil {
 		return nil, err
 	}
+	// DESIGN L13: a tree of several flavors, or with devices of no
+	// flavor, is planned flavor by flavor (flavors.go).
+	if flavors := quota.TreeFlavors(s.Quota); len(flavors) > 1 || !governed(s, &flavors[0]) {
+		return computeFlavors(s, flavors, newFlavorIndex(s, flavors)), nil
+	}
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
@@ -117,6 +122,11 @@ func (p *planner) run() *Plan {
 			if j.idle == idlePass && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
 				p.decide(j, cache)
 			}
+		}
+	}
+	if p.label != "" { // a tree of one declared flavor: actions name it (DESIGN L13)
+		for i := range p.st.actions {
+			p.st.actions[i].Flavor = p.label
 		}
 	}
 	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.planWarnings(), WakeAt: p.wakeAt}
