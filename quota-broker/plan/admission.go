@@ -50,6 +50,29 @@ func (j *job) maxRun() time.Duration {
 //  3. earlier submission;
 //  4. namespace, then job name (group names order the groups of a job).
 func (p *planner) pendingJobs() []*job {
+	jobs := p.pendingJobList()
+	sort.SliceStable(jobs, func(a, b int) bool {
+		x, y := jobs[a], jobs[b]
+		if x.priority != y.priority {
+			return x.priority > y.priority
+		}
+		if x.maxRun() != y.maxRun() {
+			return x.maxRun() < y.maxRun()
+		}
+		if !x.submitted.Equal(y.submitted) {
+			return x.submitted.Before(y.submitted)
+		}
+		if x.namespace != y.namespace {
+			return x.namespace < y.namespace
+		}
+		return x.name < y.name
+	})
+	return jobs
+}
+
+// pendingJobList returns the pending jobs by job key, not yet in L3
+// order (pendingJobs).
+func (p *planner) pendingJobList() []*job {
 	byKey := map[JobKey]*job{}
 	for i := range p.snap.Pending {
 		g := &p.snap.Pending[i]
@@ -83,22 +106,6 @@ func (p *planner) pendingJobs() []*job {
 		}
 		jobs = append(jobs, j)
 	}
-	sort.SliceStable(jobs, func(a, b int) bool {
-		x, y := jobs[a], jobs[b]
-		if x.priority != y.priority {
-			return x.priority > y.priority
-		}
-		if x.maxRun() != y.maxRun() {
-			return x.maxRun() < y.maxRun()
-		}
-		if !x.submitted.Equal(y.submitted) {
-			return x.submitted.Before(y.submitted)
-		}
-		if x.namespace != y.namespace {
-			return x.namespace < y.namespace
-		}
-		return x.name < y.name
-	})
 	return jobs
 }
 

@@ -161,6 +161,42 @@ func withBookings(s *Snapshot) *Snapshot {
 	return s
 }
 
+// benchModels are the models of threeFlavors' flavors.
+var benchModels = []string{h100, "NVIDIA A100-SXM4-80GB", "NVIDIA L40S"}
+
+// threeFlavors turns s into a cluster of three flavors (DESIGN L13,
+// issue 17's benchmark): node i's GPUs are of model benchModels[i%3],
+// flavor h100, a100 or l40s, and each quota node's nominal is split
+// between the flavors in proportion to their GPUs (the tree's shares
+// kept, each flavor's children within its parent). Pending jobs allow
+// every flavor, in tree order.
+func threeFlavors(s *Snapshot) *Snapshot {
+	names := []string{"h100", "a100", "l40s"}
+	capacity := make([]int, 3)
+	for i := range s.Nodes {
+		gpus := make([]GPU, len(s.Nodes[i].GPUs))
+		for k, g := range s.Nodes[i].GPUs {
+			g.Model = benchModels[i%3]
+			gpus[k] = g
+		}
+		s.Nodes[i].GPUs = gpus
+		capacity[i%3] += len(gpus)
+	}
+	total := s.Quota.GPUs.Total()
+	s.Quota.Flavors = nil
+	for f, name := range names {
+		s.Quota.Flavors = append(s.Quota.Flavors, quota.Flavor{Name: name, Models: []string{benchModels[f]}})
+	}
+	s.Quota.Walk(func(n *quota.Node) {
+		nominal := quota.Nominal{}
+		for f, name := range names {
+			nominal[name] = int(int64(n.GPUs.Total()) * int64(capacity[f]) / int64(max(total, 1)))
+		}
+		n.GPUs = nominal
+	})
+	return s
+}
+
 // BenchmarkPreemptionPlan: DESIGN's benchmark (a). Allocations of 4, 2, 1
 // and 1 GPUs (4 per node, 20,000 at 5,000 nodes), and, as "alloc=8", whole-
 // node allocations (one per node).
@@ -169,12 +205,18 @@ func BenchmarkPreemptionPlan(b *testing.B) {
 		n        int
 		sizes    []int
 		bookings bool
-	}{{100, nil, false}, {1000, nil, false}, {5000, nil, false}, {5000, []int{8}, false}, {5000, nil, true}} {
+		flavors  bool
+	}{{100, nil, false, false}, {1000, nil, false, false}, {5000, nil, false, false}, {5000, nil, false, true},
+		{5000, []int{8}, false, false}, {5000, nil, true, false}} {
 		n := tc.n
 		s := preemptionSnapshot(n, tc.sizes...)
 		name := fmt.Sprintf("nodes=%d", n)
 		if tc.sizes != nil {
 			name += "/alloc=8"
+		}
+		if tc.flavors {
+			s = threeFlavors(s)
+			name += "/flavors=3"
 		}
 		if tc.bookings {
 			s = withBookings(s)
@@ -199,10 +241,15 @@ func BenchmarkAdmissionPlan(b *testing.B) {
 	for _, tc := range []struct {
 		n        int
 		bookings bool
-	}{{100, false}, {1000, false}, {5000, false}, {5000, true}} {
+		flavors  bool
+	}{{100, false, false}, {1000, false, false}, {5000, false, false}, {5000, false, true}, {5000, true, false}} {
 		n := tc.n
 		s := admissionSnapshot(n)
 		name := fmt.Sprintf("nodes=%d", n)
+		if tc.flavors {
+			s = threeFlavors(s)
+			name += "/flavors=3"
+		}
 		if tc.bookings {
 			s = withBookings(s)
 			name += "/bookings=10000"

@@ -51,13 +51,16 @@ func flavorLabel(s *Snapshot) string {
 	return flavorOfSnapshot(s)
 }
 
-// flavorIndex maps each GPU ID of the snapshot to the index of its flavor
-// in flavors, or -1 for an ungoverned device (quota.FlavorOf).
+// flavorIndex gives each GPU of the snapshot the index of its flavor in
+// flavors, or -1 for an ungoverned device (quota.FlavorOf): flavor[ni][k]
+// for GPU k of s.Nodes[ni].
 type flavorIndex struct {
 	flavors []quota.Flavor
-	byGPU   map[string]int
-	// ungoverned counts the devices of no flavor.
-	ungoverned int
+	flavor  [][]int8
+	// one is, per node, the flavor all its GPUs share (-1: all
+	// ungoverned), or -2 when they differ or it has none.
+	one    []int
+	nodeOf map[string]int // node ID -> index in s.Nodes
 }
 
 func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
@@ -65,42 +68,71 @@ func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
 	for i := range s.Nodes {
 		n += len(s.Nodes[i].GPUs)
 	}
-	fx := &flavorIndex{flavors: flavors, byGPU: make(map[string]int, n)}
-	type kind struct{ model, mig string }
-	memo := map[kind]int{}
+	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)),
+		nodeOf: make(map[string]int, len(s.Nodes))}
+	all := make([]int8, n)
+	model, mig, fi := "", "", int8(-1)
 	for i := range s.Nodes {
-		for _, g := range s.Nodes[i].GPUs {
-			k := kind{g.Model, g.MIGProfile}
-			fi, ok := memo[k]
-			if !ok {
-				fi = -1
+		gpus := s.Nodes[i].GPUs
+		fx.nodeOf[s.Nodes[i].ID] = i
+		fx.flavor[i], all = all[:len(gpus):len(gpus)], all[len(gpus):]
+		for k := range gpus {
+			g := &gpus[k]
+			if i == 0 && k == 0 || g.Model != model || g.MIGProfile != mig {
+				model, mig, fi = g.Model, g.MIGProfile, -1
 				for x := range flavors {
-					if flavors[x].Matches(g.Model, g.MIGProfile) {
-						fi = x
+					if flavors[x].Matches(model, mig) {
+						fi = int8(x)
 						break
 					}
 				}
-				memo[k] = fi
 			}
-			if fi < 0 {
-				fx.ungoverned++
-			}
-			fx.byGPU[g.ID] = fi
+			fx.flavor[i][k] = fi
+		}
+		fx.one[i] = -2
+		if len(gpus) > 0 && !slices.ContainsFunc(fx.flavor[i], func(f int8) bool { return f != fx.flavor[i][0] }) {
+			fx.one[i] = int(fx.flavor[i][0])
 		}
 	}
 	return fx
 }
 
-// of returns the flavor index of GPU id: -1 for an ungoverned one, and
-// 0 (the first flavor) for an ID on no node, which Validate reports and
-// the first flavor's planner warns of, as a planner of the whole
-// snapshot did.
-func (fx *flavorIndex) of(id string) int {
-	fi, ok := fx.byGPU[id]
-	if !ok {
-		return 0
+// split returns the flavor of each of ids, GPUs of node (an ID of
+// s.Nodes) in fs (reused): -1 for an ungoverned device, and 0 (the first
+// flavor) for an ID on no node or not on that node, which Validate
+// reports and the first flavor's planner warns of, as a planner of the
+// whole snapshot does. one is the flavor all of them share, or -2.
+func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) (out []int8, one int) {
+	out = fs[:0]
+	ni, ok := fx.nodeOf[node]
+	if ok && fx.one[ni] != -2 {
+		// Every GPU of the node is of one flavor (or none): so are the
+		// allocation's (an ID not on the node is Validate's to refuse).
+		return out, fx.one[ni]
 	}
-	return fi
+	one = -3
+	pos := 0
+	for _, id := range ids {
+		fi := int8(0)
+		if ok {
+			gpus := s.Nodes[ni].GPUs
+			for k := range gpus {
+				x := (pos + k) % len(gpus)
+				if gpus[x].ID == id {
+					fi, pos = fx.flavor[ni][x], x+1
+					break
+				}
+			}
+		}
+		out = append(out, fi)
+		switch {
+		case one == -3:
+			one = int(fi)
+		case one != int(fi):
+			one = -2
+		}
+	}
+	return out, one
 }
 
 // governed reports whether every device of s is of flavor f, the tree's
@@ -122,121 +154,169 @@ func governed(s *Snapshot, f *quota.Flavor) bool {
 	return true
 }
 
-// allowedFlavors returns, per job, the indices of the flavors it may take
-// in the order it tries them (DESIGN L13): the flavors every group
-// allows, in its first group's order (by group name, as the planner
-// orders them); a group without a list allows every flavor, in tree
-// order.
-func allowedFlavors(s *Snapshot, flavors []quota.Flavor) map[JobKey][]int {
-	names := make([]string, len(flavors))
-	for i := range flavors {
-		names[i] = flavors[i].Name
+// allowedFlavors returns the indices of the flavors job j may take, in
+// the order it tries them (DESIGN L13): the flavors every group allows,
+// in its first group's order (by group name, as the planner orders
+// them); a group without a list allows every flavor, in tree order
+// (all, shared by such jobs).
+func allowedFlavors(j *job, names []string, all []int) []int {
+	if !slices.ContainsFunc(j.groups, func(g *Pending) bool { return g.Flavors != nil }) {
+		return all
 	}
-	first := map[JobKey]*Pending{}
-	for i := range s.Pending {
-		g := &s.Pending[i]
-		if f, ok := first[g.JobKey()]; !ok || g.Group < f.Group {
-			first[g.JobKey()] = g
-		}
+	var idx []int
+	order := names
+	if f := j.groups[0].Flavors; f != nil {
+		order = f
 	}
-	out := make(map[JobKey][]int, len(first))
-	for k, g := range first {
-		order := g.Flavors
-		if order == nil {
-			order = names
-		}
-		var idx []int
-		for _, f := range order {
-			if i := slices.Index(names, f); i >= 0 {
-				idx = append(idx, i)
-			}
-		}
-		out[k] = idx
-	}
-	for i := range s.Pending {
-		g := &s.Pending[i]
-		if g.Flavors == nil {
+	for _, f := range order {
+		i := slices.Index(names, f)
+		if i < 0 || slices.Contains(idx, i) {
 			continue
 		}
-		k := g.JobKey()
-		out[k] = slices.DeleteFunc(out[k], func(fi int) bool { return !slices.Contains(g.Flavors, names[fi]) })
+		if !slices.ContainsFunc(j.groups, func(g *Pending) bool { return g.Flavors != nil && !slices.Contains(g.Flavors, f) }) {
+			idx = append(idx, i)
+		}
 	}
-	return out
+	return idx
 }
 
-// project returns the snapshot's projection onto flavor fi (see above):
-// the same tree, time and settings; nodes with only their GPUs of the
-// flavor; allocations and holds with only their GPUs of it (left out
-// when none is); the pending groups of the jobs that allow it; the
-// bookings of it (a booking without a flavor is the first flavor's); the
-// idle groups and pre-warms in the first flavor only.
-func project(s *Snapshot, fx *flavorIndex, fi int, allowed map[JobKey][]int) *Snapshot {
-	out := &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings}
-	name := fx.flavors[fi].Name
-	total := 0
-	for i := range s.Nodes {
-		total += len(s.Nodes[i].GPUs)
+// projectAll returns the snapshot's projection onto each flavor (see
+// above), backed by the flavors' buffers: the same tree, time and
+// settings; the nodes with GPUs of the flavor (the first flavor keeps
+// every node), with only those GPUs; allocations and holds with only
+// their GPUs of it (left out when none is); the pending groups of the
+// jobs that allow it; the bookings of it (one without a flavor is the
+// first flavor's); the idle groups and pre-warms in the first flavor
+// only.
+func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) []*Snapshot {
+	nf := len(fx.flavors)
+	out := make([]*Snapshot, nf)
+	for fi := range out {
+		out[fi] = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings}
 	}
-	gpus := make([]GPU, 0, total/len(fx.flavors)+1)
-	out.Nodes = make([]Node, len(s.Nodes))
-	for i := range s.Nodes {
-		n := s.Nodes[i]
-		at := len(gpus)
-		for _, g := range n.GPUs {
-			if fx.byGPU[g.ID] == fi {
-				gpus = append(gpus, g)
+	out[0].IdleGroups, out[0].Prewarm = s.IdleGroups, s.Prewarm
+	count := make([]int, nf)
+	for ni := range fx.flavor {
+		for _, fi := range fx.flavor[ni] {
+			if fi >= 0 {
+				count[fi]++
 			}
 		}
-		n.GPUs = gpus[at:len(gpus):len(gpus)]
-		out.Nodes[i] = n
 	}
-	keep := func(ids []string) []string {
+	gpus := make([][]GPU, nf)
+	for fi, b := range bufs {
+		gpus[fi] = grown(b.projGPUs, count[fi])[:0]
+		b.projGPUs = gpus[fi]
+		out[fi].Nodes = b.projNodes[:0]
+		out[fi].Allocations = b.projAllocs[:0]
+	}
+	// needed marks, per flavor, the nodes its allocations and holds are
+	// on (a node without GPUs of the flavor is in its projection only
+	// then, for the planner's warnings).
+	needed := make([][]bool, nf)
+	need := func(fi int, node string) {
+		if ni, ok := fx.nodeOf[node]; ok && fx.one[ni] != fi {
+			if needed[fi] == nil {
+				needed[fi] = make([]bool, len(s.Nodes))
+			}
+			needed[fi][ni] = true
+		}
+	}
+	var fs []int8
+	// keep returns the IDs of flavor fi among ids, whose flavors are fs.
+	keep := func(ids []string, fs []int8, fi int) []string {
 		var kept []string
 		for k, id := range ids {
-			if fx.of(id) != fi {
-				if kept == nil {
-					kept = append(make([]string, 0, len(ids)), ids[:k]...)
-				}
-				continue
-			}
-			if kept != nil {
+			if int(fs[k]) == fi {
 				kept = append(kept, id)
 			}
-		}
-		if kept == nil {
-			return ids
 		}
 		return kept
 	}
 	for i := range s.Allocations {
-		a := s.Allocations[i]
-		if len(a.GPUIDs) == 0 {
-			if fi == 0 {
-				out.Allocations = append(out.Allocations, a)
+		a := &s.Allocations[i]
+		var one int
+		fs, one = fx.split(s, a.Node, a.GPUIDs, fs)
+		switch {
+		case len(a.GPUIDs) == 0:
+			out[0].Allocations = append(out[0].Allocations, *a)
+			need(0, a.Node)
+		case one >= 0:
+			out[one].Allocations = append(out[one].Allocations, *a)
+		case one == -2: // devices of several flavors: counted in each (L2)
+			for fi := range out {
+				if ids := keep(a.GPUIDs, fs, fi); len(ids) > 0 {
+					c := *a
+					c.GPUIDs = ids
+					out[fi].Allocations = append(out[fi].Allocations, c)
+					need(fi, a.Node)
+				}
 			}
-			continue
-		}
-		if a.GPUIDs = keep(a.GPUIDs); len(a.GPUIDs) > 0 {
-			out.Allocations = append(out.Allocations, a)
-		}
-	}
-	for i := range s.Pending {
-		if slices.Contains(allowed[s.Pending[i].JobKey()], fi) {
-			out.Pending = append(out.Pending, s.Pending[i])
-		}
-	}
-	for _, r := range s.Reservations {
-		if r.Flavor == name || r.Flavor == "" && fi == 0 {
-			out.Reservations = append(out.Reservations, r)
 		}
 	}
 	for _, h := range s.Holds {
-		if h.GPUIDs = keep(h.GPUIDs); len(h.GPUIDs) > 0 {
-			out.Holds = append(out.Holds, h)
+		var one int
+		fs, one = fx.split(s, h.Node, h.GPUIDs, fs)
+		switch {
+		case len(h.GPUIDs) == 0:
+		case one >= 0:
+			out[one].Holds = append(out[one].Holds, h)
+		case one == -2:
+			for fi := range out {
+				if ids := keep(h.GPUIDs, fs, fi); len(ids) > 0 {
+					c := h
+					c.GPUIDs = ids
+					out[fi].Holds = append(out[fi].Holds, c)
+					need(fi, h.Node)
+				}
+			}
 		}
 	}
-	if fi == 0 {
-		out.IdleGroups, out.Prewarm = s.IdleGroups, s.Prewarm
+	for ni := range s.Nodes {
+		n := &s.Nodes[ni]
+		for fi := range out {
+			at := len(gpus[fi])
+			if one := fx.one[ni]; one == fi {
+				gpus[fi] = append(gpus[fi], n.GPUs...)
+			} else if one == -2 {
+				for k, f := range fx.flavor[ni] {
+					if int(f) == fi {
+						gpus[fi] = append(gpus[fi], n.GPUs[k])
+					}
+				}
+			}
+			if len(gpus[fi]) > at || needed[fi] != nil && needed[fi][ni] {
+				c := *n
+				c.GPUs = gpus[fi][at:len(gpus[fi]):len(gpus[fi])]
+				out[fi].Nodes = append(out[fi].Nodes, c)
+			}
+		}
+	}
+	for fi, b := range bufs {
+		b.projNodes, b.projAllocs = out[fi].Nodes, out[fi].Allocations
+	}
+	perFlavor := make([]int, nf)
+	for x, j := range order {
+		for _, fi := range fis[x] {
+			perFlavor[fi] += len(j.groups)
+		}
+	}
+	for fi := range out {
+		out[fi].Pending = make([]Pending, 0, perFlavor[fi])
+	}
+	for x, j := range order {
+		for _, fi := range fis[x] {
+			for _, g := range j.groups {
+				out[fi].Pending = append(out[fi].Pending, *g)
+			}
+		}
+	}
+	for _, r := range s.Reservations {
+		for fi := range out {
+			if r.Flavor == fx.flavors[fi].Name || r.Flavor == "" && fi == 0 {
+				out[fi].Reservations = append(out[fi].Reservations, r)
+			}
+		}
 	}
 	return out
 }
@@ -248,19 +328,76 @@ type flavorPlan struct {
 	// taken is how many of p.st.actions the driver has moved to the plan.
 	taken int
 	cache map[feasibilityKey][]int
-	jobs  map[JobKey]*job
+	// jobs are the pending jobs by their place in the L3 order of the
+	// whole snapshot, nil where the job does not allow the flavor.
+	jobs []*job
+	// noRoom remembers the claims found not to fit on free GPUs
+	// (fitsFree): the smallest count that did not. Free GPUs only
+	// shrink while the planner stops nothing and nothing is held or
+	// being freed, so the answer holds until then (take clears it);
+	// noRoom is nil when it cannot be kept.
+	noRoom map[noRoomKey]int
+}
+
+// noRoomKey is a claim's shape for flavorPlan.noRoom.
+type noRoomKey struct {
+	feasibilityKey
+	idle bool
+}
+
+// shape is the noRoom key of a job of one group.
+func (fp *flavorPlan) shape(j *job) noRoomKey {
+	g := j.groups[0]
+	return noRoomKey{feasibilityKey{datacenters: strings.Join(g.Datacenters, "\x00"), pool: poolOf(g.NodePool), gpus: g.GPUs, model: g.Model}, j.idle}
+}
+
+// fitsFree is planner.fitsFree with fp.noRoom.
+func (fp *flavorPlan) fitsFree(j *job) bool {
+	if fp.noRoom == nil || len(j.groups) != 1 {
+		fits, _ := fp.p.fitsFree(j, fp.cache)
+		return fits
+	}
+	g := j.groups[0]
+	k := fp.shape(j)
+	if n, ok := fp.noRoom[k]; ok && g.Count >= n {
+		return false
+	}
+	fits, noRoom := fp.p.fitsFree(j, fp.cache)
+	if noRoom {
+		if n, ok := fp.noRoom[k]; !ok || g.Count < n {
+			fp.noRoom[k] = g.Count
+		}
+	}
+	return fits
 }
 
 // computeFlavors plans a snapshot whose tree has several flavors, or one
 // flavor and ungoverned devices (see above).
 func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan {
-	allowed := allowedFlavors(s, flavors)
+	// The jobs in L3 order, once for all flavors, with the flavors each
+	// allows; each flavor's planner gets its own copy of those that allow
+	// it (their groups are the snapshot's, which no planner changes).
+	order := (&planner{snap: s, byNS: map[string]*qnode{}}).pendingJobs()
+	names := quota.FlavorNames(s.Quota)
+	all := make([]int, len(flavors))
+	for i := range all {
+		all[i] = i
+	}
+	fis := make([][]int, len(order))
+	for x, j := range order {
+		fis[x] = allowedFlavors(j, names, all)
+	}
 	named := len(s.Quota.Flavors) > 0
+	bufs := make([]*buffers, len(flavors))
+	for fi := range bufs {
+		bufs[fi] = bufferPool.Get().(*buffers)
+		defer bufferPool.Put(bufs[fi])
+	}
+	projected := projectAll(s, fx, order, fis, bufs)
 	fps := make([]*flavorPlan, len(flavors))
 	for fi := range flavors {
-		buf := bufferPool.Get().(*buffers)
-		defer bufferPool.Put(buf)
-		p := newFlavorPlanner(project(s, fx, fi, allowed), buf, flavors[fi].Name, named)
+		buf := bufs[fi]
+		p := newFlavorPlanner(projected[fi], buf, flavors[fi].Name, named)
 		defer p.vc.forget()
 		fps[fi] = &flavorPlan{p: p, cache: map[feasibilityKey][]int{}}
 	}
@@ -272,6 +409,9 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 	stopped := map[string]bool{}
 	take := func(fp *flavorPlan) {
 		for _, a := range fp.p.st.actions[fp.taken:] {
+			if a.Action == ActionStop || a.Action == ActionStopJob || a.Action == ActionSuspend {
+				fp.noRoom = nil
+			}
 			if a.Reasons == nil { // a wait across flavors names none
 				a.Flavor = fp.p.label
 			}
@@ -293,6 +433,7 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 		fp.taken = len(fp.p.st.actions)
 	}
 	suspended := map[JobKey]bool{}
+	freeing := slices.ContainsFunc(s.Allocations, func(a Allocation) bool { return !a.stoppingOwner().IsZero() })
 	for _, fp := range fps {
 		for k := range fp.p.timedStops() {
 			suspended[k] = true
@@ -301,19 +442,27 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 		fp.p.cover(fp.cache)
 		fp.p.drains(fp.cache)
 		take(fp)
-		fp.jobs = map[JobKey]*job{}
-		for _, j := range fp.p.pendingJobs() {
-			fp.jobs[JobKey{Namespace: j.namespace, Job: j.name}] = j
+		if fp.p.st.heldBy == nil && !freeing {
+			fp.noRoom = map[noRoomKey]int{}
 		}
 	}
-	order := (&planner{snap: s, byNS: map[string]*qnode{}}).pendingJobs()
+	for _, fp := range fps {
+		fp.jobs = make([]*job, len(order))
+	}
+	for x, o := range order {
+		for _, fi := range fis[x] {
+			j := *o
+			j.q = fps[fi].p.byNS[o.namespace]
+			fps[fi].jobs[x] = &j
+		}
+	}
 	for _, idlePass := range []bool{false, true} {
-		for _, o := range order {
+		for x, o := range order {
 			key := JobKey{Namespace: o.namespace, Job: o.name}
 			if o.idle != idlePass || suspended[key] {
 				continue
 			}
-			fis := allowed[key]
+			fis := fis[x]
 			if len(fis) == 0 {
 				// No flavor is allowed by every group: it waits; the
 				// first planner says so (decided nowhere else).
@@ -328,7 +477,7 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 				}
 				continue
 			}
-			decideAcross(fps, fis, key)
+			decideAcross(fps, fis, x)
 			for _, fi := range fis {
 				take(fps[fi])
 			}
@@ -442,22 +591,46 @@ func classify(acts []Action, j *job) (outcome, Action) {
 // for all of it, else the first with some. A job with one flavor, a
 // job outside the tree or of a system type, and a flex request past its
 // max_wait are decided in their first flavor alone.
-func decideAcross(fps []*flavorPlan, fis []int, key JobKey) {
+func decideAcross(fps []*flavorPlan, fis []int, x int) {
 	first := fps[fis[0]]
-	j0 := first.jobs[key]
+	j0 := first.jobs[x]
 	if len(fis) == 1 || j0.q == nil || j0.groups[0].Type == JobSystem || j0.groups[0].Type == JobSysbatch ||
 		j0.flex != nil && first.p.now.Sub(j0.queued) > j0.flex.MaxWait {
 		first.p.decide(j0, first.cache)
 		return
 	}
-	// Fast path: the first flavor where it surely fits on free GPUs is
-	// decided in place, with no copy of the state (fitsFree is exact for
-	// a job of one group, conservative otherwise).
+	// Fast path: the first flavor where it fits on free GPUs is decided
+	// in place, with no copy of the state. A job of one allocation is
+	// decided there on free GPUs only (freeOnly), and its wait undone; a
+	// larger one where fitsFree says it fits (exact for a job of one
+	// group, conservative otherwise).
+	one := len(j0.groups) == 1 && j0.groups[0].Count == 1 && j0.reservation == ""
 	for _, fi := range fis {
 		fp := fps[fi]
-		if fp.p.fitsFree(fp.jobs[key], fp.cache) {
-			fp.p.decide(fp.jobs[key], fp.cache)
+		j := fp.jobs[x]
+		if !one {
+			if fp.fitsFree(j) {
+				fp.p.decide(j, fp.cache)
+				return
+			}
+			continue
+		}
+		k := fp.shape(j)
+		if _, ok := fp.noRoom[k]; ok {
+			continue
+		}
+		start, notes, wakeAt := len(fp.p.st.actions), len(fp.p.notes), fp.p.wakeAt
+		fp.p.freeOnly = true
+		fp.p.decide(j, fp.cache)
+		fp.p.freeOnly = false
+		out, wait := classify(fp.p.st.actions[start:], j)
+		if out == outFree {
 			return
+		}
+		// Nothing was taken or stopped: dropping the actions undoes it.
+		fp.p.st.actions, fp.p.notes, fp.p.wakeAt = fp.p.st.actions[:start], fp.p.notes[:notes], wakeAt
+		if fp.noRoom != nil && wait.Action == ActionWait && wait.Quota == "" && wait.Rule != RuleReservation {
+			fp.noRoom[k] = 1
 		}
 	}
 	exact := len(j0.groups) == 1
@@ -471,7 +644,7 @@ func decideAcross(fps []*flavorPlan, fis []int, key JobKey) {
 	var waits []tried
 	for _, fi := range fis {
 		fp := fps[fi]
-		j := fp.jobs[key]
+		j := fp.jobs[x]
 		t := tried{fi: fi, t: fp.p.begin()}
 		start := len(fp.p.st.actions)
 		fp.p.decide(j, fp.cache)
@@ -539,15 +712,16 @@ func decideAcross(fps []*flavorPlan, fis []int, key JobKey) {
 // its one group, room on the feasible nodes for all its allocations
 // (bin-packing allocations of one size places as many as the nodes'
 // free GPUs hold, in any order). A job of several groups or naming a
-// reservation gets false: the driver tries it on a copy instead.
-func (p *planner) fitsFree(j *job, cache map[feasibilityKey][]int) bool {
+// reservation gets false: the driver tries it on a copy instead. noRoom
+// says it was entitled and the free GPUs were too few.
+func (p *planner) fitsFree(j *job, cache map[feasibilityKey][]int) (fits, noRoom bool) {
 	if len(j.groups) != 1 || j.reservation != "" || j.q == nil {
-		return false
+		return false, false
 	}
 	if !j.idle {
 		j.booked = p.bookedFor(j)
 		if _, reason, y := p.entitled(j); reason != "" || y.gpus > 0 {
-			return false
+			return false, false
 		}
 	}
 	g := j.groups[0]
@@ -555,8 +729,8 @@ func (p *planner) fitsFree(j *job, cache map[feasibilityKey][]int) bool {
 	room := 0
 	for _, ni := range c.nodes {
 		if room += p.freeOn(p.nodes[ni], c) / g.GPUs; room >= g.Count {
-			return true
+			return true, false
 		}
 	}
-	return false
+	return false, true
 }

@@ -18,7 +18,11 @@ type planner struct {
 	flavor string
 	// label is the flavor named in actions and usage rows: flavor, or ""
 	// in a tree without flavor blocks (the implicit one).
-	label    string
+	label string
+	// freeOnly makes decide admit on free GPUs only, stopping nothing and
+	// leaving a job entitled on what yields to it undecided: the driver
+	// of several flavors tries a job so (flavors.go, DESIGN L13 Choice).
+	freeOnly bool
 	snap     *Snapshot
 	now      time.Time
 	settings quota.Settings

@@ -184,6 +184,9 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 			p.waitAllBound(j, RuleAdmission, bound, reason)
 			return
 		}
+		if p.freeOnly && y.gpus > 0 {
+			return // entitled only on what yields to it: not on free GPUs
+		}
 	}
 	if j.flex == nil && y.gpus == 0 {
 		p.placeJob(j, cache)
@@ -292,6 +295,9 @@ func (p *planner) placeOne(c *claim) (int, string) {
 	if c.j.idle {
 		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt%s",
 			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
+	}
+	if p.freeOnly {
+		return -1, fmt.Sprintf("no node has %s%s%s", gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
 	}
 	set, keys := p.findVictims(c)
 	if set == nil {
