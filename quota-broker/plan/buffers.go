@@ -39,9 +39,8 @@ type buffers struct {
 	nodeByIDLen int
 	// proj* back the snapshot's projection onto a flavor (DESIGN L13,
 	// projectAll), reused across plans like the rest.
-	projNodes  []Node
-	projGPUs   []GPU
-	projAllocs []Allocation
+	projNodes  []*Node
+	projAllocs []*Allocation
 }
 
 // nodeIndex returns the empty map of node IDs for a plan of n nodes.

@@ -57,6 +57,11 @@ func flavorLabel(s *Snapshot) string {
 type flavorIndex struct {
 	flavors []quota.Flavor
 	flavor  [][]int8
+	// lastID and lastNode cache the last node found by split:
+	// allocations come node by node.
+	lastID   string
+	lastNode int
+	lastOK   bool
 	// one is, per node, the flavor all its GPUs share (-1: all
 	// ungoverned), or -2 when they differ or it has none.
 	one    []int
@@ -104,7 +109,11 @@ func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
 // whole snapshot does. one is the flavor all of them share, or -2.
 func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) (out []int8, one int) {
 	out = fs[:0]
-	ni, ok := fx.nodeOf[node]
+	if node != fx.lastID || fx.lastID == "" {
+		fx.lastID = node
+		fx.lastNode, fx.lastOK = fx.nodeOf[node]
+	}
+	ni, ok := fx.lastNode, fx.lastOK
 	if ok && fx.one[ni] != -2 {
 		// Every GPU of the node is of one flavor (or none): so are the
 		// allocation's (an ID not on the node is Validate's to refuse).
@@ -180,48 +189,32 @@ func allowedFlavors(j *job, names []string, all []int) []int {
 	return idx
 }
 
-// projectAll returns the snapshot's projection onto each flavor (see
-// above), backed by the flavors' buffers: the same tree, time and
-// settings; the nodes with GPUs of the flavor (the first flavor keeps
-// every node), with only those GPUs; allocations and holds with only
-// their GPUs of it (left out when none is); the pending groups of the
-// jobs that allow it; the bookings of it (one without a flavor is the
-// first flavor's); the idle groups and pre-warms in the first flavor
-// only.
-func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) []*Snapshot {
+// projection is the snapshot's projection onto one flavor (see above):
+// snap holds the same tree, time and settings, the pending groups of
+// the jobs that allow the flavor, its bookings, its holds (with only
+// their GPUs of the flavor), and, in the first flavor only, the idle
+// groups and pre-warms; nodes and allocs are the nodes with GPUs of the
+// flavor and the allocations with devices of it (pointers to the
+// snapshot's own where they are wholly of the flavor, else copies with
+// only those GPUs; the first flavor's also the allocations on no known
+// GPU, for the planner's warnings).
+type projection struct {
+	snap   *Snapshot
+	nodes  []*Node
+	allocs []*Allocation
+}
+
+// projectAll returns the snapshot's projection onto each flavor, backed
+// by the flavors' buffers.
+func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) []projection {
 	nf := len(fx.flavors)
-	out := make([]*Snapshot, nf)
+	out := make([]projection, nf)
 	for fi := range out {
-		out[fi] = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings}
+		out[fi].snap = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings}
+		out[fi].nodes = bufs[fi].projNodes[:0]
+		out[fi].allocs = bufs[fi].projAllocs[:0]
 	}
-	out[0].IdleGroups, out[0].Prewarm = s.IdleGroups, s.Prewarm
-	count := make([]int, nf)
-	for ni := range fx.flavor {
-		for _, fi := range fx.flavor[ni] {
-			if fi >= 0 {
-				count[fi]++
-			}
-		}
-	}
-	gpus := make([][]GPU, nf)
-	for fi, b := range bufs {
-		gpus[fi] = grown(b.projGPUs, count[fi])[:0]
-		b.projGPUs = gpus[fi]
-		out[fi].Nodes = b.projNodes[:0]
-		out[fi].Allocations = b.projAllocs[:0]
-	}
-	// needed marks, per flavor, the nodes its allocations and holds are
-	// on (a node without GPUs of the flavor is in its projection only
-	// then, for the planner's warnings).
-	needed := make([][]bool, nf)
-	need := func(fi int, node string) {
-		if ni, ok := fx.nodeOf[node]; ok && fx.one[ni] != fi {
-			if needed[fi] == nil {
-				needed[fi] = make([]bool, len(s.Nodes))
-			}
-			needed[fi][ni] = true
-		}
-	}
+	out[0].snap.IdleGroups, out[0].snap.Prewarm = s.IdleGroups, s.Prewarm
 	var fs []int8
 	// keep returns the IDs of flavor fi among ids, whose flavors are fs.
 	keep := func(ids []string, fs []int8, fi int) []string {
@@ -233,22 +226,33 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 		}
 		return kept
 	}
+	// needed marks, per flavor, the nodes of mixed flavors its
+	// allocations and holds are on.
+	needed := make([][]bool, nf)
+	need := func(fi int, node string) {
+		if ni, ok := fx.nodeOf[node]; ok && fx.one[ni] != fi {
+			if needed[fi] == nil {
+				needed[fi] = make([]bool, len(s.Nodes))
+			}
+			needed[fi][ni] = true
+		}
+	}
 	for i := range s.Allocations {
 		a := &s.Allocations[i]
 		var one int
 		fs, one = fx.split(s, a.Node, a.GPUIDs, fs)
 		switch {
 		case len(a.GPUIDs) == 0:
-			out[0].Allocations = append(out[0].Allocations, *a)
+			out[0].allocs = append(out[0].allocs, a)
 			need(0, a.Node)
 		case one >= 0:
-			out[one].Allocations = append(out[one].Allocations, *a)
+			out[one].allocs = append(out[one].allocs, a)
 		case one == -2: // devices of several flavors: counted in each (L2)
 			for fi := range out {
 				if ids := keep(a.GPUIDs, fs, fi); len(ids) > 0 {
 					c := *a
 					c.GPUIDs = ids
-					out[fi].Allocations = append(out[fi].Allocations, c)
+					out[fi].allocs = append(out[fi].allocs, &c)
 					need(fi, a.Node)
 				}
 			}
@@ -260,13 +264,13 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 		switch {
 		case len(h.GPUIDs) == 0:
 		case one >= 0:
-			out[one].Holds = append(out[one].Holds, h)
+			out[one].snap.Holds = append(out[one].snap.Holds, h)
 		case one == -2:
 			for fi := range out {
 				if ids := keep(h.GPUIDs, fs, fi); len(ids) > 0 {
 					c := h
 					c.GPUIDs = ids
-					out[fi].Holds = append(out[fi].Holds, c)
+					out[fi].snap.Holds = append(out[fi].snap.Holds, c)
 					need(fi, h.Node)
 				}
 			}
@@ -274,26 +278,33 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	}
 	for ni := range s.Nodes {
 		n := &s.Nodes[ni]
-		for fi := range out {
-			at := len(gpus[fi])
-			if one := fx.one[ni]; one == fi {
-				gpus[fi] = append(gpus[fi], n.GPUs...)
-			} else if one == -2 {
-				for k, f := range fx.flavor[ni] {
-					if int(f) == fi {
-						gpus[fi] = append(gpus[fi], n.GPUs[k])
-					}
+		if one := fx.one[ni]; one >= 0 {
+			out[one].nodes = append(out[one].nodes, n)
+			for fi := range out {
+				if fi != one && needed[fi] != nil && needed[fi][ni] {
+					c := *n
+					c.GPUs = nil
+					out[fi].nodes = append(out[fi].nodes, &c)
 				}
 			}
-			if len(gpus[fi]) > at || needed[fi] != nil && needed[fi][ni] {
+			continue
+		}
+		for fi := range out {
+			var gpus []GPU
+			for k, f := range fx.flavor[ni] {
+				if int(f) == fi {
+					gpus = append(gpus, n.GPUs[k])
+				}
+			}
+			if len(gpus) > 0 || needed[fi] != nil && needed[fi][ni] {
 				c := *n
-				c.GPUs = gpus[fi][at:len(gpus[fi]):len(gpus[fi])]
-				out[fi].Nodes = append(out[fi].Nodes, c)
+				c.GPUs = gpus
+				out[fi].nodes = append(out[fi].nodes, &c)
 			}
 		}
 	}
 	for fi, b := range bufs {
-		b.projNodes, b.projAllocs = out[fi].Nodes, out[fi].Allocations
+		b.projNodes, b.projAllocs = out[fi].nodes, out[fi].allocs
 	}
 	perFlavor := make([]int, nf)
 	for x, j := range order {
@@ -302,19 +313,19 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 		}
 	}
 	for fi := range out {
-		out[fi].Pending = make([]Pending, 0, perFlavor[fi])
+		out[fi].snap.Pending = make([]Pending, 0, perFlavor[fi])
 	}
 	for x, j := range order {
 		for _, fi := range fis[x] {
 			for _, g := range j.groups {
-				out[fi].Pending = append(out[fi].Pending, *g)
+				out[fi].snap.Pending = append(out[fi].snap.Pending, *g)
 			}
 		}
 	}
 	for _, r := range s.Reservations {
 		for fi := range out {
 			if r.Flavor == fx.flavors[fi].Name || r.Flavor == "" && fi == 0 {
-				out[fi].Reservations = append(out[fi].Reservations, r)
+				out[fi].snap.Reservations = append(out[fi].snap.Reservations, r)
 			}
 		}
 	}
@@ -510,15 +521,15 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 	return pl
 }
 
-// newFlavorPlanner is newPlanner for the projection s of flavor; named
+// newFlavorPlanner is newPlanner for the projection pr of flavor; named
 // says whether the tree declares flavors (actions and usage rows then
 // name it).
-func newFlavorPlanner(s *Snapshot, buf *buffers, flavor string, named bool) *planner {
+func newFlavorPlanner(pr projection, buf *buffers, flavor string, named bool) *planner {
 	label := ""
 	if named {
 		label = flavor
 	}
-	return newPlannerOf(s, buf, flavor, label)
+	return newPlannerLists(pr.snap, pr.nodes, pr.allocs, buf, flavor, label)
 }
 
 // outcome is what deciding a job in one flavor did (DESIGN L13 Choice).

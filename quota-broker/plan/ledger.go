@@ -23,9 +23,15 @@ type planner struct {
 	// leaving a job entitled on what yields to it undecided: the driver
 	// of several flavors tries a job so (flavors.go, DESIGN L13 Choice).
 	freeOnly bool
-	snap     *Snapshot
-	now      time.Time
-	settings quota.Settings
+	// nodeList and allocList, when not nil, are the nodes and
+	// allocations planned instead of the snapshot's: a flavor's
+	// projection points at the snapshot's own where they are wholly of
+	// the flavor (projectAll).
+	nodeList  []*Node
+	allocList []*Allocation
+	snap      *Snapshot
+	now       time.Time
+	settings  quota.Settings
 
 	quotas   []*qnode // pre-order
 	byNS     map[string]*qnode
@@ -101,7 +107,15 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 // named label in actions and usage rows ("" in a tree without flavor
 // blocks); s is the snapshot's projection onto it (project).
 func newPlannerOf(s *Snapshot, buf *buffers, flavor, label string) *planner {
+	return newPlannerLists(s, nil, nil, buf, flavor, label)
+}
+
+// newPlannerLists is newPlannerOf on the nodes and allocations given
+// (planner.nodeList, allocList) instead of s's.
+func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buffers, flavor, label string) *planner {
 	p := &planner{
+		nodeList:  nodes,
+		allocList: allocs,
 		flavor:    flavor,
 		label:     label,
 		buf:       buf,
@@ -109,7 +123,7 @@ func newPlannerOf(s *Snapshot, buf *buffers, flavor, label string) *planner {
 		now:       s.Time,
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
-		nodeByID:  buf.nodeIndex(len(s.Nodes)),
+		nodeByID:  buf.nodeIndex(max(len(s.Nodes), len(nodes))),
 		claimants: map[HoldOwner]int32{},
 		byName:    map[string]*qnode{},
 		vc:        &buf.victims,
@@ -188,8 +202,40 @@ func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 	q.last = len(p.quotas) - 1
 }
 
+// nodeCount and nodeAt give the snapshot's nodes, or the projection's
+// (planner.nodeList, DESIGN L13).
+func (p *planner) nodeCount() int {
+	if p.nodeList != nil {
+		return len(p.nodeList)
+	}
+	return len(p.snap.Nodes)
+}
+
+func (p *planner) nodeAt(i int) *Node {
+	if p.nodeList != nil {
+		return p.nodeList[i]
+	}
+	return &p.snap.Nodes[i]
+}
+
+// allocCount and allocAt give the snapshot's allocations, or the
+// projection's (planner.allocList).
+func (p *planner) allocCount() int {
+	if p.allocList != nil {
+		return len(p.allocList)
+	}
+	return len(p.snap.Allocations)
+}
+
+func (p *planner) allocAt(i int) *Allocation {
+	if p.allocList != nil {
+		return p.allocList[i]
+	}
+	return &p.snap.Allocations[i]
+}
+
 func (p *planner) indexNodes() {
-	order := grown(p.buf.order, len(p.snap.Nodes))
+	order := grown(p.buf.order, p.nodeCount())
 	p.buf.order = order
 	for i := range order {
 		order[i] = i
@@ -197,18 +243,18 @@ func (p *planner) indexNodes() {
 	// Nodes listed in ID order, each once (the usual case), need neither
 	// sorting nor a check for nodes listed twice.
 	dups := false
-	for i := 1; i < len(p.snap.Nodes); i++ {
-		c := strings.Compare(p.snap.Nodes[i-1].ID, p.snap.Nodes[i].ID)
+	for i := 1; i < p.nodeCount(); i++ {
+		c := strings.Compare(p.nodeAt(i-1).ID, p.nodeAt(i).ID)
 		if c > 0 {
-			sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+			sort.SliceStable(order, func(a, b int) bool { return p.nodeAt(order[a]).ID < p.nodeAt(order[b]).ID })
 			dups = true // not known
 			break
 		}
 		dups = dups || c == 0
 	}
 	total := 0
-	for i := range p.snap.Nodes {
-		total += len(p.snap.Nodes[i].GPUs)
+	for i := 0; i < p.nodeCount(); i++ {
+		total += len(p.nodeAt(i).GPUs)
 	}
 	p.gpus = grown(p.buf.gpus, total)[:0]
 	gpuPool := grown(p.buf.nodeGPUs, total)
@@ -216,8 +262,8 @@ func (p *planner) indexNodes() {
 	p.nodes = grown(p.buf.nodes, len(order))[:0]
 	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
 	for k, i := range order {
-		n := &p.snap.Nodes[i]
-		if dups && k > 0 && n.ID == p.snap.Nodes[order[k-1]].ID { // sorted: a node listed twice is next to the first
+		n := p.nodeAt(i)
+		if dups && k > 0 && n.ID == p.nodeAt(order[k-1]).ID { // sorted: a node listed twice is next to the first
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
@@ -274,7 +320,7 @@ func (p *planner) gpu(g int32) *GPU {
 // allocations need, so that they read only the planner's smaller array.
 func (p *planner) indexAllocations() {
 	p.indexReservations()
-	n := len(p.snap.Allocations)
+	n := p.allocCount()
 	store := grown(p.buf.allocStore, n)
 	p.allocs = store[:0]
 	perNode := sized(p.buf.perNode, len(p.nodes))
@@ -293,8 +339,8 @@ func (p *planner) indexAllocations() {
 	if q, ok := p.byNS[""]; ok {
 		lastQ = q // so that the cache is right from the first allocation
 	}
-	for i := range p.snap.Allocations {
-		a := &p.snap.Allocations[i]
+	for i := 0; i < n; i++ {
+		a := p.allocAt(i)
 		if a.Node != lastID || i == 0 {
 			lastID, lastNode = a.Node, -1
 			if ni, ok := p.nodeByID[a.Node]; ok {
