@@ -165,22 +165,36 @@ func withBookings(s *Snapshot) *Snapshot {
 var benchModels = []string{h100, "NVIDIA A100-SXM4-80GB", "NVIDIA L40S"}
 
 // threeFlavors turns s into a cluster of three flavors (DESIGN L13,
-// issue 17's benchmark): node i's GPUs are of model benchModels[i%3],
-// flavor h100, a100 or l40s, and each quota node's nominal is split
+// issue 17's benchmark): the first third of the nodes (in ID order) have
+// GPUs of model benchModels[0], flavor h100, the second a100, the last
+// l40s (racks of one model named in sequence; with the models
+// interleaved node by node, interleavedFlavors, the planners' walks
+// over nodes and allocations stride through memory and cost more on a
+// busy machine, docs/benchmarks.md), and each quota node's nominal is split
 // between the flavors in proportion to their GPUs (the tree's shares
 // kept, each flavor's children within its parent). Pending jobs allow
 // every flavor, in tree order.
 func threeFlavors(s *Snapshot) *Snapshot {
+	return flavorsOf(s, func(i int) int { return i * 3 / len(s.Nodes) })
+}
+
+// interleavedFlavors is threeFlavors with node i of flavor i%3.
+func interleavedFlavors(s *Snapshot) *Snapshot {
+	return flavorsOf(s, func(i int) int { return i % 3 })
+}
+
+func flavorsOf(s *Snapshot, flavorOf func(node int) int) *Snapshot {
 	names := []string{"h100", "a100", "l40s"}
 	capacity := make([]int, 3)
 	for i := range s.Nodes {
+		f := flavorOf(i)
 		gpus := make([]GPU, len(s.Nodes[i].GPUs))
 		for k, g := range s.Nodes[i].GPUs {
-			g.Model = benchModels[i%3]
+			g.Model = benchModels[f]
 			gpus[k] = g
 		}
 		s.Nodes[i].GPUs = gpus
-		capacity[i%3] += len(gpus)
+		capacity[f] += len(gpus)
 	}
 	total := s.Quota.GPUs.Total()
 	s.Quota.Flavors = nil
@@ -205,18 +219,22 @@ func BenchmarkPreemptionPlan(b *testing.B) {
 		n        int
 		sizes    []int
 		bookings bool
-		flavors  bool
-	}{{100, nil, false, false}, {1000, nil, false, false}, {5000, nil, false, false}, {5000, nil, false, true},
-		{5000, []int{8}, false, false}, {5000, nil, true, false}} {
+		flavors  int // 0: none; 1: three flavors in blocks; 2: interleaved
+	}{{100, nil, false, 0}, {1000, nil, false, 0}, {5000, nil, false, 0}, {5000, nil, false, 1}, {5000, nil, false, 2},
+		{5000, []int{8}, false, 0}, {5000, nil, true, 0}} {
 		n := tc.n
 		s := preemptionSnapshot(n, tc.sizes...)
 		name := fmt.Sprintf("nodes=%d", n)
 		if tc.sizes != nil {
 			name += "/alloc=8"
 		}
-		if tc.flavors {
+		switch tc.flavors {
+		case 1:
 			s = threeFlavors(s)
 			name += "/flavors=3"
+		case 2:
+			s = interleavedFlavors(s)
+			name += "/flavors=3-interleaved"
 		}
 		if tc.bookings {
 			s = withBookings(s)
@@ -241,14 +259,18 @@ func BenchmarkAdmissionPlan(b *testing.B) {
 	for _, tc := range []struct {
 		n        int
 		bookings bool
-		flavors  bool
-	}{{100, false, false}, {1000, false, false}, {5000, false, false}, {5000, false, true}, {5000, true, false}} {
+		flavors  int // as in BenchmarkPreemptionPlan
+	}{{100, false, 0}, {1000, false, 0}, {5000, false, 0}, {5000, false, 1}, {5000, false, 2}, {5000, true, 0}} {
 		n := tc.n
 		s := admissionSnapshot(n)
 		name := fmt.Sprintf("nodes=%d", n)
-		if tc.flavors {
+		switch tc.flavors {
+		case 1:
 			s = threeFlavors(s)
 			name += "/flavors=3"
+		case 2:
+			s = interleavedFlavors(s)
+			name += "/flavors=3-interleaved"
 		}
 		if tc.bookings {
 			s = withBookings(s)

@@ -65,7 +65,28 @@ type flavorIndex struct {
 	// one is, per node, the flavor all its GPUs share (-1: all
 	// ungoverned), or -2 when they differ or it has none.
 	one    []int
-	nodeOf map[string]int // node ID -> index in s.Nodes
+	// nodeIdx maps a node ID to its index in s.Nodes, built on first
+	// use (nodeOf): allocations usually come node by node, in the nodes'
+	// order, and are found by the cursor lastNode instead.
+	nodeIdx map[string]int
+	nodes   []Node
+}
+
+// nodeOf returns the index in s.Nodes of node id.
+func (fx *flavorIndex) nodeOf(id string) (int, bool) {
+	for _, ni := range [...]int{fx.lastNode, fx.lastNode + 1} {
+		if ni >= 0 && ni < len(fx.nodes) && fx.nodes[ni].ID == id {
+			return ni, true
+		}
+	}
+	if fx.nodeIdx == nil {
+		fx.nodeIdx = make(map[string]int, len(fx.nodes))
+		for i := range fx.nodes {
+			fx.nodeIdx[fx.nodes[i].ID] = i
+		}
+	}
+	ni, ok := fx.nodeIdx[id]
+	return ni, ok
 }
 
 func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
@@ -73,13 +94,11 @@ func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
 	for i := range s.Nodes {
 		n += len(s.Nodes[i].GPUs)
 	}
-	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)),
-		nodeOf: make(map[string]int, len(s.Nodes))}
+	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)), nodes: s.Nodes}
 	all := make([]int8, n)
 	model, mig, fi := "", "", int8(-1)
 	for i := range s.Nodes {
 		gpus := s.Nodes[i].GPUs
-		fx.nodeOf[s.Nodes[i].ID] = i
 		fx.flavor[i], all = all[:len(gpus):len(gpus)], all[len(gpus):]
 		for k := range gpus {
 			g := &gpus[k]
@@ -111,7 +130,10 @@ func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) 
 	out = fs[:0]
 	if node != fx.lastID || fx.lastID == "" {
 		fx.lastID = node
-		fx.lastNode, fx.lastOK = fx.nodeOf[node]
+		var ni int
+		if ni, fx.lastOK = fx.nodeOf(node); fx.lastOK {
+			fx.lastNode = ni
+		}
 	}
 	ni, ok := fx.lastNode, fx.lastOK
 	if ok && fx.one[ni] != -2 {
@@ -230,7 +252,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	// allocations and holds are on.
 	needed := make([][]bool, nf)
 	need := func(fi int, node string) {
-		if ni, ok := fx.nodeOf[node]; ok && fx.one[ni] != fi {
+		if ni, ok := fx.nodeOf(node); ok && fx.one[ni] != fi {
 			if needed[fi] == nil {
 				needed[fi] = make([]bool, len(s.Nodes))
 			}
