@@ -64,7 +64,7 @@ type flavorIndex struct {
 	lastOK   bool
 	// one is, per node, the flavor all its GPUs share (-1: all
 	// ungoverned), or -2 when they differ or it has none.
-	one    []int
+	one []int
 	// nodeIdx maps a node ID to its index in s.Nodes, built on first
 	// use (nodeOf): allocations usually come node by node, in the nodes'
 	// order, and are found by the cursor lastNode instead.
