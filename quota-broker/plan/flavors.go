@@ -416,9 +416,32 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 	for i := range all {
 		all[i] = i
 	}
+	// A job naming a reservation takes the booking's flavor only (DESIGN
+	// L13); noFlavor says why a job has none left.
+	resFlavor := map[string]int{}
+	for _, r := range s.Reservations {
+		resFlavor[r.ID] = max(0, slices.Index(names, r.Flavor))
+	}
 	fis := make([][]int, len(order))
+	noFlavor := make([]string, len(order))
 	for x, j := range order {
 		fis[x] = allowedFlavors(j, names, all)
+		if len(fis[x]) == 0 {
+			var lists []string
+			for _, g := range j.groups {
+				lists = append(lists, fmt.Sprintf("%s [%s]", g.Group, strings.Join(g.Flavors, ",")))
+			}
+			noFlavor[x] = "no flavor is allowed by every GPU group of the job (" + strings.Join(lists, "; ") + ")"
+		}
+		if rf, ok := resFlavor[j.reservation]; ok && j.reservation != "" {
+			if slices.Contains(fis[x], rf) {
+				fis[x] = []int{rf}
+			} else if len(fis[x]) > 0 {
+				fis[x] = nil
+				noFlavor[x] = fmt.Sprintf("reservation %s is of flavor %s, which the job's device requests do not allow (%s)",
+					j.reservation, names[rf], strings.Join(j.groups[0].Flavors, ","))
+			}
+		}
 	}
 	named := len(s.Quota.Flavors) > 0
 	bufs := make([]*buffers, len(flavors))
@@ -497,16 +520,14 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 			}
 			fis := fis[x]
 			if len(fis) == 0 {
-				// No flavor is allowed by every group: it waits; the
-				// first planner says so (decided nowhere else).
-				names := make([]string, 0, len(o.groups))
-				for _, g := range o.groups {
-					names = append(names, fmt.Sprintf("%s [%s]", g.Group, strings.Join(g.Flavors, ",")))
+				// No flavor left to it: it waits, decided nowhere.
+				rule := RuleAdmission
+				if o.reservation != "" {
+					rule = RuleReservation
 				}
 				for _, g := range o.groups {
 					pl.Actions = append(pl.Actions, Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-						Count: g.Count, GPUs: g.GPUs, Rule: RuleAdmission,
-						Reason: "no flavor is allowed by every GPU group of the job (" + strings.Join(names, "; ") + ")"})
+						Count: g.Count, GPUs: g.GPUs, Rule: rule, Reason: noFlavor[x]})
 				}
 				continue
 			}

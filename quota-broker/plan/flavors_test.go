@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -283,5 +284,27 @@ func TestL13OneDeclaredFlavorPlansAsBefore(t *testing.T) {
 	named.Warnings, plain.Warnings = nil, nil
 	if diff := cmp.Diff(plain, named); diff != "" {
 		t.Errorf("one declared flavor vs the implicit one (-implicit +declared):\n%s", diff)
+	}
+}
+
+// TestL13ReservationJobTakesTheBookingsFlavor: a job naming an active
+// booking takes the booking's flavor only; if its device requests
+// exclude it, it waits saying so.
+func TestL13ReservationJobTakesTheBookingsFlavor(t *testing.T) {
+	build := func(flavors ...string) *Snapshot {
+		s := flavorCluster().pending("workspace-c", "booked", 1, 4, pType(JobBatch), pFlavors(flavors...),
+			func(p *Pending) { p.Reservation = "r-1" }).build()
+		s.Reservations = []Reservation{{ID: "r-1", Namespace: "workspace-c", Quota: "Quota1.2", GPUs: 4, AllocGPUs: 4,
+			Flavor: "a100", Start: t0.Add(-time.Hour), End: t0.Add(time.Hour)}}
+		return s
+	}
+	p := mustPlan(t, build("h100", "a100"))
+	if a := actionsOf(p, ActionAdmit); len(a) != 1 || a[0].Flavor != "a100" || a[0].Rule != RuleReservation {
+		t.Errorf("actions = %+v, want an admit in a100 by L10", p.Actions)
+	}
+	p = mustPlan(t, build("h100"))
+	want := "reservation r-1 is of flavor a100, which the job's device requests do not allow (h100)"
+	if w := actionsOf(p, ActionWait); len(w) != 1 || w[0].Reason != want || w[0].Rule != RuleReservation {
+		t.Errorf("actions = %+v, want a wait: %s", p.Actions, want)
 	}
 }
