@@ -74,12 +74,13 @@ func startAutoscaler(t *testing.T, bin, dir, config string) *autoscalerAgent {
 	a.cmd.Dir = dir
 	a.cmd.Env = agentEnv()
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
-	ownGroup(a.cmd)
-	if err := a.cmd.Start(); err != nil {
+	rp, err := startGuarded(a.cmd, dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = a.cmd.Wait(); close(a.exited) }()
 	t.Cleanup(func() {
+		defer rp.done()
 		defer killGroup(a.cmd) // its plugins, also when it exited early
 		select {
 		case <-a.exited:

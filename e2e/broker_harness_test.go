@@ -253,6 +253,11 @@ type jobSpec struct {
 	KillTimeout         time.Duration // default 10s
 	// Checkpoint is how long the task takes to exit after SIGINT (default 0.5s).
 	Checkpoint string
+	// Prompt: the task's shell waits for each of its 0.2 s sleeps in the
+	// background, so that its SIGINT trap starts the checkpoint at once
+	// instead of after the sleep under way (0-0.2 s later): the speed
+	// test's victims, whose checkpoint would otherwise add that much noise.
+	Prompt bool
 }
 
 // job builds the Nomad job: a shell loop that holds its GPUs and, on
@@ -281,7 +286,11 @@ func (s jobSpec) job() *api.Job {
 	j.Meta = meta
 	count := s.Count
 	gpus := uint64(s.GPUs)
-	script := fmt.Sprintf("trap 'echo checkpointing; sleep %s; echo checkpoint saved; exit 0' INT TERM; echo holding $NVIDIA_VISIBLE_DEVICES; while :; do sleep 0.2; done", s.Checkpoint)
+	hold := "sleep 0.2"
+	if s.Prompt {
+		hold = "sleep 0.2 & wait $!"
+	}
+	script := fmt.Sprintf("trap 'echo checkpointing; sleep %s; echo checkpoint saved; exit 0' INT TERM; echo holding $NVIDIA_VISIBLE_DEVICES; while :; do %s; done", s.Checkpoint, hold)
 	task := api.NewTask("work", "raw_exec").
 		SetConfig("command", "/bin/sh").
 		SetConfig("args", []string{"-c", script})

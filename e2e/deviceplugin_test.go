@@ -110,14 +110,7 @@ func runJob(t *testing.T, c *api.Client, job *api.Job) *api.Allocation {
 	}
 	var alloc *api.Allocation
 	err := waitFor(60*time.Second, 200*time.Millisecond, func() error {
-		stubs, _, err := c.Jobs().Allocations(*job.ID, false, nil)
-		if err != nil {
-			return err
-		}
-		if len(stubs) == 0 {
-			return fmt.Errorf("job %s has no allocation", *job.ID)
-		}
-		a, _, err := c.Allocations().Info(stubs[0].ID, nil)
+		a, err := firstAlloc(c, *job.ID)
 		if err != nil {
 			return err
 		}
@@ -134,6 +127,19 @@ func runJob(t *testing.T, c *api.Client, job *api.Job) *api.Allocation {
 		t.Fatal(err)
 	}
 	return alloc
+}
+
+// firstAlloc reads the first allocation of job id (default namespace).
+func firstAlloc(c *api.Client, id string) (*api.Allocation, error) {
+	stubs, _, err := c.Jobs().Allocations(id, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(stubs) == 0 {
+		return nil, fmt.Errorf("job %s has no allocation", id)
+	}
+	a, _, err := c.Allocations().Info(stubs[0].ID, nil)
+	return a, err
 }
 
 // allocGPUs returns the device IDs Nomad assigned to the smoke task.

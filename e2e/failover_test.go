@@ -61,7 +61,8 @@ func startConsul(t *testing.T) string {
 		"-log-level", "warn")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = agentEnv()
-	if err := cmd.Start(); err != nil {
+	rp, err := startGuarded(cmd, dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -74,9 +75,11 @@ func startConsul(t *testing.T) string {
 			_ = cmd.Process.Kill()
 			<-done
 		}
+		killGroup(cmd)
+		rp.done()
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", p[0])
-	err := waitFor(60*time.Second, 100*time.Millisecond, func() error {
+	err = waitFor(60*time.Second, 100*time.Millisecond, func() error {
 		var leader string
 		if err := getJSON("http://"+addr+"/v1/status/leader", &leader); err != nil {
 			return err

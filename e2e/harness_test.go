@@ -6,10 +6,17 @@ package e2e
 // plugin_dir, raw_exec enabled, AWS_CA_BUNDLE removed from its environment
 // (the client's AWS fingerprinter exits the agent when it is set), and any
 // extra agent config the test gives. Stopping purges the jobs first, then
-// interrupts the agent and waits for it, then checks that no mount under
-// the data dir is left behind.
+// interrupts the agent and waits for it, kills what is left of its process
+// group and of its task executors' sessions, then checks that no mount
+// under the data dir is left behind. Each agent (Nomad, the Autoscaler,
+// Consul) runs in its own process group watched by a reaper process
+// (startGuarded): if the test process dies without running its cleanups
+// (a `go test -timeout` panic, a SIGKILL, Ctrl-C), the reaper kills the
+// group and the executors' sessions, so that no `nomad logmon`, executor or
+// task outlives the test.
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -17,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -90,9 +98,13 @@ type nomadAgent struct {
 	Bin       string
 	// ManagementToken is the bootstrap token's secret (nomadOptions.ACL).
 	ManagementToken string
+	// RPCAddr is the agent's RPC address, "127.0.0.1:port": the server
+	// that newNomadClient joins client agents to.
+	RPCAddr string
 
 	t        testing.TB
 	cmd      *exec.Cmd
+	reaper   *reaper
 	log      *lockedBuffer
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -145,77 +157,16 @@ func startNomad(t testing.TB, opts nomadOptions) (*api.Client, func()) {
 // newNomadAgent is startNomad returning the whole agent.
 func newNomadAgent(t testing.TB, opts nomadOptions) *nomadAgent {
 	t.Helper()
-	bin := nomadBinary(t)
-	dir := t.TempDir()
-	a := &nomadAgent{
-		Dir:       dir,
-		DataDir:   filepath.Join(dir, "data"),
-		PluginDir: filepath.Join(dir, "plugins"),
-		Bin:       bin,
-		t:         t,
-		log:       &lockedBuffer{},
-		exited:    make(chan struct{}),
-	}
-	for _, d := range []string{a.DataDir, a.PluginDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, src := range opts.Plugins {
-		if err := copyFile(src, filepath.Join(a.PluginDir, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a := prepareAgent(t, opts.Plugins)
 	ports := freePorts(t, 3)
 	extra := opts.ExtraConfig
 	if opts.ACL {
 		extra += "\nacl {\n  enabled = true\n}\n"
 	}
-	config := fmt.Sprintf(`
-data_dir   = %q
-plugin_dir = %q
-bind_addr  = "127.0.0.1"
-log_level  = "DEBUG"
-
-ports {
-  http = %d
-  rpc  = %d
-  serf = %d
-}
-
-plugin "raw_exec" {
-  config {
-    enabled = true
-  }
-}
-%s
-`, a.DataDir, a.PluginDir, ports[0], ports[1], ports[2], extra)
-	cfgPath := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	a.Addr = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-
-	cmd := exec.Command(bin, "agent", "-dev", "-bind", "127.0.0.1", "-config", cfgPath)
-	cmd.Dir = dir
-	cmd.Env = agentEnv()
-	cmd.Stdout, cmd.Stderr = a.log, a.log
-	ownGroup(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("failed to start nomad: %v", err)
-	}
-	a.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		close(a.exited)
-	}()
-	t.Cleanup(a.Stop)
-
-	client, err := api.NewClient(&api.Config{Address: a.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Client = client
+	a.RPCAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	a.launch(agentConfig(a, ports, extra), "-dev", "-bind", "127.0.0.1")
+	client := a.Client
 	timeout := opts.ReadyTimeout
 	if timeout == 0 {
 		timeout = 60 * time.Second
@@ -223,11 +174,9 @@ plugin "raw_exec" {
 	if opts.ACL {
 		a.bootstrapACL(timeout)
 	}
-	err = waitFor(timeout, 250*time.Millisecond, func() error {
-		select {
-		case <-a.exited:
-			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
-		default:
+	err := waitFor(timeout, 250*time.Millisecond, func() error {
+		if err := a.exitedEarly(); err != nil {
+			return err
 		}
 		nodes, _, err := client.Nodes().List(nil)
 		if err != nil {
@@ -247,16 +196,106 @@ plugin "raw_exec" {
 	return a
 }
 
+// prepareAgent makes an agent's folders under a new temporary dir (data
+// dir, plugin_dir with plugins copied in: file name -> binary).
+func prepareAgent(t testing.TB, plugins map[string]string) *nomadAgent {
+	t.Helper()
+	dir := t.TempDir()
+	a := &nomadAgent{
+		Dir:       dir,
+		DataDir:   filepath.Join(dir, "data"),
+		PluginDir: filepath.Join(dir, "plugins"),
+		Bin:       nomadBinary(t),
+		t:         t,
+		log:       &lockedBuffer{},
+		exited:    make(chan struct{}),
+	}
+	for _, d := range []string{a.DataDir, a.PluginDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, src := range plugins {
+		if err := copyFile(src, filepath.Join(a.PluginDir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+// agentConfig is the agent config every test agent shares: its folders,
+// loopback, the given HTTP, RPC and Serf ports, raw_exec, and extra.
+func agentConfig(a *nomadAgent, ports []int, extra string) string {
+	return fmt.Sprintf(`
+data_dir   = %q
+plugin_dir = %q
+bind_addr  = "127.0.0.1"
+log_level  = "DEBUG"
+
+ports {
+  http = %d
+  rpc  = %d
+  serf = %d
+}
+
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
+%s
+`, a.DataDir, a.PluginDir, ports[0], ports[1], ports[2], extra)
+}
+
+// launch writes config to the agent's agent.hcl and starts `nomad agent
+// <args> -config agent.hcl` in its own process group, with its output in
+// the agent's log, Stop registered as cleanup and a.Client on a.Addr.
+func (a *nomadAgent) launch(config string, args ...string) {
+	a.t.Helper()
+	cfgPath := filepath.Join(a.Dir, "agent.hcl")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		a.t.Fatal(err)
+	}
+	cmd := exec.Command(a.Bin, append(append([]string{"agent"}, args...), "-config", cfgPath)...)
+	cmd.Dir = a.Dir
+	cmd.Env = agentEnv()
+	cmd.Stdout, cmd.Stderr = a.log, a.log
+	rp, err := startGuarded(cmd, a.Dir)
+	if err != nil {
+		a.t.Fatalf("failed to start nomad: %v", err)
+	}
+	a.cmd, a.reaper = cmd, rp
+	go func() {
+		_ = cmd.Wait()
+		close(a.exited)
+	}()
+	a.t.Cleanup(a.Stop)
+	client, err := api.NewClient(&api.Config{Address: a.Addr})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.Client = client
+}
+
+// exitedEarly returns, as an errStop for waitFor, that the agent exited
+// (with its log), or nil while it runs.
+func (a *nomadAgent) exitedEarly() error {
+	select {
+	case <-a.exited:
+		return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
+	default:
+		return nil
+	}
+}
+
 // bootstrapACL bootstraps the agent's ACL system through the API
 // (retrying until a leader is elected) and sets the management token on
 // a.Client.
 func (a *nomadAgent) bootstrapACL(timeout time.Duration) {
 	a.t.Helper()
 	err := waitFor(timeout, 250*time.Millisecond, func() error {
-		select {
-		case <-a.exited:
-			return errStop{fmt.Errorf("nomad exited early:\n%s", a.log)}
-		default:
+		if err := a.exitedEarly(); err != nil {
+			return err
 		}
 		tok, _, err := a.Client.ACLTokens().Bootstrap(nil)
 		if err != nil {
@@ -311,6 +350,7 @@ func (a *nomadAgent) Stop() {
 		}
 		killGroup(a.cmd)
 		killSessionsUnder(a.Dir)
+		a.reaper.done()
 		if left := mountsUnder(a.DataDir); len(left) > 0 {
 			for _, m := range left {
 				_ = syscall.Unmount(m, syscall.MNT_DETACH)
@@ -337,6 +377,106 @@ func killGroup(cmd *exec.Cmd) {
 		return
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// reaperEnv, set in the environment of this test binary run again by
+// startGuarded, makes TestMain a reaper for the agents under that folder.
+const reaperEnv = "GPUTIDE_E2E_REAPER_DIR"
+
+// TestMain runs the tests, or, in a process startGuarded started, the
+// reaper.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(reaperEnv); dir != "" {
+		reap(dir, os.Stdin)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// reaper is the process that kills an agent's process group and the
+// sessions of its executors if this test process dies first.
+type reaper struct {
+	cmd *exec.Cmd
+	w   io.WriteCloser
+}
+
+// startGuarded starts cmd as the leader of its own process group (ownGroup)
+// under the watch of a reaper: this test binary run again, in its own
+// process group, ignoring interrupts, reading a pipe only this process
+// holds. The reaper is told the group before cmd runs anything, and
+// "done" by reaper.done once the harness has stopped the agent itself;
+// if the pipe closes without "done" (this process died without running
+// its cleanups), it kills the group and every session led by a process
+// whose command line names a path under dir (killSessionsUnder), then
+// unmounts what is left mounted under dir and removes dir. Without
+// a reaper (it failed to start) the agent still starts.
+func startGuarded(cmd *exec.Cmd, dir string) (*reaper, error) {
+	rp := &reaper{cmd: exec.Command(os.Args[0])}
+	rp.cmd.Env = append(os.Environ(), reaperEnv+"="+dir)
+	ownGroup(rp.cmd) // not reached by the terminal's Ctrl-C with this process
+	w, err := rp.cmd.StdinPipe()
+	if err == nil {
+		err = rp.cmd.Start()
+	}
+	if err != nil {
+		rp = nil
+	} else {
+		rp.w = w
+		go func() { _ = rp.cmd.Wait() }()
+	}
+	ownGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		rp.done()
+		return nil, err
+	}
+	if rp != nil {
+		// The group's ID is its leader's PID.
+		_, _ = fmt.Fprintf(rp.w, "group %d\n", cmd.Process.Pid)
+	}
+	return rp, nil
+}
+
+// done tells the reaper that the agent was stopped, and lets it exit.
+func (r *reaper) done() {
+	if r == nil {
+		return
+	}
+	_, _ = io.WriteString(r.w, "done\n")
+	_ = r.w.Close()
+}
+
+// reap is the reaper's life (startGuarded): it reads "group <pgid>" and
+// "done" lines from in; at the end of in without "done", it kills each
+// group and the sessions under dir, unmounts what is mounted under dir and
+// removes dir. It ignores interrupts and hang-ups, which are meant for the
+// test process.
+func reap(dir string, in io.Reader) {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	var groups []int
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "done" {
+			return
+		}
+		if g, ok := strings.CutPrefix(line, "group "); ok {
+			if pgid, err := strconv.Atoi(g); err == nil && pgid > 1 {
+				groups = append(groups, pgid)
+			}
+		}
+	}
+	for _, pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	killSessionsUnder(dir)
+	// The test's own cleanups (unmount, remove its temporary folder) did
+	// not run either: the tasks' secrets and private tmpfs stay mounted.
+	time.Sleep(200 * time.Millisecond) // the killed release their mounts
+	for _, m := range mountsUnder(dir) {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	_ = os.RemoveAll(dir)
+	_ = os.Remove(filepath.Dir(dir)) // the test's temporary root, when that was all
 }
 
 // killSessionsUnder sends SIGKILL to every session led by a process whose

@@ -5,6 +5,12 @@ import (
 	"math"
 )
 
+// MIGNameSep joins a GPU's name and a MIG profile into the name of the
+// MIG instance's device group, "<GPU name> MIG <profile>" (e.g. "NVIDIA
+// A100-SXM4-40GB MIG 1g.5gb"); the quota broker splits group names on it
+// (quota.SplitMIGName, DESIGN L13), so a GPU name never contains it.
+const MIGNameSep = " MIG "
+
 // MIGProfileName gives the MIG profile name that nvidia-smi and NVIDIA's
 // Kubernetes device plugin use, e.g. "1g.5gb", "3g.20gb" or, when the compute
 // instance uses fewer slices than its GPU instance, "1c.3g.20gb".

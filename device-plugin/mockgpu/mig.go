@@ -8,6 +8,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/google/uuid"
+
+	"github.com/gputide/gputide/device-plugin/gpu"
 )
 
 // migDevice is a MIG device handle: one compute instance that fills its GPU
@@ -116,7 +118,7 @@ func (m *migDevice) fill() {
 	m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return m.ci, nvml.SUCCESS }
 	m.GetAttributesFunc = func() (nvml.DeviceAttributes, nvml.Return) { return m.attrs, nvml.SUCCESS }
 	m.GetNameFunc = func() (string, nvml.Return) {
-		return m.parent.Config.Name + " MIG " + migName(m.attrs.GpuInstanceSliceCount,
+		return m.parent.Config.Name + gpu.MIGNameSep + migName(m.attrs.GpuInstanceSliceCount,
 			m.attrs.ComputeInstanceSliceCount, m.attrs.MemorySizeMB, m.parent.Config.MemoryMB), nvml.SUCCESS
 	}
 	m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {

@@ -21,10 +21,14 @@
 package mockgpu
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
@@ -40,6 +44,12 @@ import (
 type Options struct {
 	// Profile is "<system>" or "<system>:<gpus>", see ParseProfile.
 	Profile string
+	// GPUName, when not empty, is the NVML device name every GPU of the
+	// profile reports instead of go-nvml's (e.g. "NVIDIA A100-SXM4-40GB"
+	// for dgxa100, whose go-nvml name is "Mock NVIDIA A100-SXM4-40GB"); it
+	// is the Nomad device group name, and its MIG groups are named
+	// "<GPUName> MIG <profile>". See CheckGPUName.
+	GPUName string
 	// UUIDSeed makes the GPU UUIDs; empty means the host name.
 	UUIDSeed string
 	// MIG puts GPUs (by index) in MIG mode with one instance per profile
@@ -101,9 +111,17 @@ func NewLib(opts Options) (*Lib, error) {
 	if seed == "" {
 		seed, _ = os.Hostname()
 	}
+	if opts.GPUName != "" {
+		if err := CheckGPUName(opts.GPUName); err != nil {
+			return nil, err
+		}
+	}
 	cfgs := make([]gpus.Config, count)
 	for i := range cfgs {
 		cfgs[i] = p.gpu
+		if opts.GPUName != "" {
+			cfgs[i].Name = opts.GPUName
+		}
 	}
 	srv := p.newServer(cfgs...)
 	if srv == nil {
@@ -218,6 +236,35 @@ func (l *Lib) MIGUUIDs(i int) []string {
 		out = append(out, m.uuid)
 	}
 	return out
+}
+
+// MaxGPUNameLen is the longest GPUName accepted (NVML's device name buffer
+// is 96 bytes, NVML_DEVICE_NAME_V2_BUFFER_SIZE).
+const MaxGPUNameLen = 95
+
+// CheckGPUName checks a GPUName: 1 to MaxGPUNameLen printable characters,
+// no leading or trailing space, no "/" (Nomad splits a job's device name
+// "nvidia/gpu/<model>" on it) and no " MIG " (the suffix that names a MIG
+// group, DESIGN L13).
+func CheckGPUName(name string) error {
+	switch {
+	case name == "" || strings.TrimSpace(name) != name:
+		return errors.New("want a device name such as \"NVIDIA A100-SXM4-40GB\", without leading or trailing spaces")
+	case len(name) > MaxGPUNameLen:
+		return fmt.Errorf("%d bytes long; NVML names are at most %d", len(name), MaxGPUNameLen)
+	case !utf8.ValidString(name):
+		return errors.New("is not UTF-8 (Nomad's device names are protobuf strings)")
+	case strings.Contains(name, "/"):
+		return errors.New(`must not contain "/": Nomad splits a device name "nvidia/gpu/<model>" on it`)
+	case strings.Contains(name, gpu.MIGNameSep):
+		return fmt.Errorf("must not contain %q, which names MIG groups", gpu.MIGNameSep)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("holds the unprintable character %q", r)
+		}
+	}
+	return nil
 }
 
 func migName(giSlices, ciSlices uint32, sliceMiB, totalMiB uint64) string {

@@ -261,7 +261,7 @@ func (b *Backend) readMIG(h nvml.Device, parentUUID, parentName, busID string, i
 			dev: gpu.Device{
 				UUID:       uuid,
 				Index:      index,
-				Model:      parentName + " MIG " + profile,
+				Model:      parentName + gpu.MIGNameSep + profile,
 				PCIBusID:   busID,
 				ParentUUID: parentUUID,
 				MIG:        &gpu.MIG{Profile: profile, GPUInstanceID: gi, ComputeInstanceID: ci},

@@ -49,9 +49,13 @@ type Config struct {
 	NVMLLibraryPath string
 	// MockProfile is the mock system, "dgxa100" or "dgxh100:4".
 	MockProfile string
+	// MockGPUName is the device name the mock's GPUs report instead of
+	// go-nvml's, e.g. "NVIDIA A100-SXM4-40GB"; empty keeps go-nvml's.
+	MockGPUName string
 	// MockFaultFile is the mock's fault control file (absolute path).
 	MockFaultFile string
-	// MockMIG maps GPU index to MIG profile names for the mock.
+	// MockMIG maps GPU index to MIG profile names for the mock, one name
+	// per instance (mock_mig's "6-7:7x1g.5gb" gives 6 and 7 seven each).
 	MockMIG map[int][]string
 	// MockUUIDSeed seeds the mock's UUIDs; empty means the host name.
 	MockUUIDSeed string
@@ -135,6 +139,15 @@ var options = []option{
 			return err
 		}
 		c.MockProfile = v.AsString()
+		return nil
+	}},
+	{"mock_gpu_name", "string", cty.String, `""`, func(c *Config, v cty.Value) error {
+		if s := v.AsString(); s != "" {
+			if err := mockgpu.CheckGPUName(s); err != nil {
+				return err
+			}
+		}
+		c.MockGPUName = v.AsString()
 		return nil
 	}},
 	{"mock_fault_file", "string", cty.String, `""`, func(c *Config, v cty.Value) error {
@@ -251,6 +264,7 @@ func DecodeConfig(b []byte) (Config, error) {
 func (c Config) mockOptions(critical func(uint64) bool) mockgpu.Options {
 	return mockgpu.Options{
 		Profile:   c.MockProfile,
+		GPUName:   c.MockGPUName,
 		UUIDSeed:  c.MockUUIDSeed,
 		MIG:       c.MockMIG,
 		FaultFile: c.MockFaultFile,
@@ -301,7 +315,16 @@ func xidList(v cty.Value) ([]uint64, error) {
 	return out, nil
 }
 
-// parseMockMIG parses entries like "0:3g.20gb,3g.20gb".
+// maxMIGPerGPU bounds a mock_mig repeat count: no GPU has more than 7
+// slices, so a larger count is a typo (the slice check names the sum).
+const maxMIGPerGPU = 7
+
+// parseMockMIG parses mock_mig entries "<gpus>:<profile>[,<profile>...]":
+// <gpus> is a GPU index or an inclusive range "6-7", and each profile may
+// carry a repeat count, "7x1g.5gb" being seven 1g.5gb instances. So
+// ["0:3g.20gb,3g.20gb", "6-7:7x1g.5gb"] gives GPU 0 two 3g.20gb instances
+// and GPUs 6 and 7 seven 1g.5gb each. Errors quote the entry; whether the
+// profiles exist for the model and fit is checked when the mock is built.
 func parseMockMIG(entries []string) (map[int][]string, error) {
 	if len(entries) == 0 {
 		return nil, nil
@@ -309,25 +332,67 @@ func parseMockMIG(entries []string) (map[int][]string, error) {
 	out := map[int][]string{}
 	for _, e := range entries {
 		idx, list, ok := strings.Cut(e, ":")
-		n, err := strconv.Atoi(strings.TrimSpace(idx))
-		if !ok || err != nil || n < 0 {
-			return nil, fmt.Errorf(`entry %q: want "<gpu index>:<profile>[,<profile>...]", e.g. "0:3g.20gb,3g.20gb"`, e)
+		first, last, err := gpuRange(idx)
+		if !ok || err != nil {
+			return nil, fmt.Errorf(`entry %q: want "<gpu index>[-<last index>]:[<count>x]<profile>[,...]", e.g. "0:3g.20gb,3g.20gb" or "6-7:7x1g.5gb"`, e)
 		}
-		if _, dup := out[n]; dup {
-			return nil, fmt.Errorf("entry %q: GPU %d listed twice", e, n)
+		if last >= mockgpu.MaxGPUs {
+			return nil, fmt.Errorf("entry %q: GPU %d: the mock has at most %d GPUs, 0 to %d", clipEntry(e), last, mockgpu.MaxGPUs, mockgpu.MaxGPUs-1)
 		}
 		var names []string
 		for _, p := range strings.Split(list, ",") {
-			if p = strings.TrimSpace(p); p != "" {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			n := 1
+			if count, profile, ok := strings.Cut(p, "x"); ok && count != "" && strings.Trim(count, "0123456789") == "" {
+				n, err = strconv.Atoi(count)
+				if err != nil || n < 1 || n > maxMIGPerGPU || profile == "" {
+					return nil, fmt.Errorf("entry %q: %q: want a count of 1 to %d before x and a profile after it, e.g. \"7x1g.5gb\"", e, p, maxMIGPerGPU)
+				}
+				p = profile
+			}
+			if len(names)+n > maxMIGPerGPU {
+				return nil, fmt.Errorf("entry %q: more than %d MIG instances per GPU: no GPU has more", clipEntry(e), maxMIGPerGPU)
+			}
+			for ; n > 0; n-- {
 				names = append(names, p)
 			}
 		}
 		if len(names) == 0 {
 			return nil, fmt.Errorf("entry %q: no MIG profiles", e)
 		}
-		out[n] = names
+		for i := first; i <= last; i++ {
+			if _, dup := out[i]; dup {
+				return nil, fmt.Errorf("entry %q: GPU %d listed twice", e, i)
+			}
+			out[i] = names
+		}
 	}
 	return out, nil
+}
+
+// clipEntry shortens a long mock_mig entry for a message.
+func clipEntry(e string) string {
+	if len(e) > 80 {
+		return e[:80] + "..."
+	}
+	return e
+}
+
+// gpuRange parses "3" or "6-7" into an inclusive range of GPU indexes.
+func gpuRange(s string) (first, last int, err error) {
+	a, b, isRange := strings.Cut(strings.TrimSpace(s), "-")
+	if first, err = strconv.Atoi(strings.TrimSpace(a)); err != nil || first < 0 {
+		return 0, 0, errors.New("bad GPU index")
+	}
+	last = first
+	if isRange {
+		if last, err = strconv.Atoi(strings.TrimSpace(b)); err != nil || last < first {
+			return 0, 0, errors.New("bad GPU range")
+		}
+	}
+	return first, last, nil
 }
 
 func showMIG(m map[int][]string) string {

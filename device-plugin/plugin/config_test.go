@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gputide/gputide/device-plugin/internal/nomadsim"
 )
 
@@ -52,6 +54,7 @@ func TestDecodeConfigAllOptions(t *testing.T) {
 		backend             = "mock"
 		nvml_library_path   = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 		mock_profile        = "dgxh100:4"
+		mock_gpu_name       = "NVIDIA H100 80GB HBM3 (lab)"
 		mock_fault_file     = "/var/lib/gputide/faults"
 		mock_mig            = ["1:3g.40gb,3g.40gb"]
 		mock_uuid_seed      = "node-7"
@@ -69,6 +72,7 @@ func TestDecodeConfigAllOptions(t *testing.T) {
 		Backend:           "mock",
 		NVMLLibraryPath:   "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
 		MockProfile:       "dgxh100:4",
+		MockGPUName:       "NVIDIA H100 80GB HBM3 (lab)",
 		MockFaultFile:     "/var/lib/gputide/faults",
 		MockMIG:           map[int][]string{1: {"3g.40gb", "3g.40gb"}},
 		MockUUIDSeed:      "node-7",
@@ -103,6 +107,17 @@ func TestDecodeConfigErrorsNameOptionAndValue(t *testing.T) {
 		"too many mig slices":   {"backend = \"mock\"\nmock_mig = [\"0:4g.20gb,4g.20gb\"]", []string{"mock_mig", "8 slices"}},
 		"gpu listed twice":      {`mock_mig = ["0:1g.5gb", "0:2g.10gb"]`, []string{"mock_mig", "GPU 0 listed twice"}},
 		"mig entry no profiles": {`mock_mig = ["0:"]`, []string{"mock_mig", "no MIG profiles"}},
+		"mig range backwards":   {`mock_mig = ["7-6:1g.5gb"]`, []string{"mock_mig", `"7-6:1g.5gb"`, "<gpu index>[-<last index>]"}},
+		"mig range overlaps":    {`mock_mig = ["6-7:1g.5gb", "7:2g.10gb"]`, []string{"mock_mig", `"7:2g.10gb"`, "GPU 7 listed twice"}},
+		"mig count zero":        {`mock_mig = ["0:0x1g.5gb"]`, []string{"mock_mig", `"0x1g.5gb"`, "count of 1 to 7"}},
+		"mig count too large":   {`mock_mig = ["0:8x1g.5gb"]`, []string{"mock_mig", `"8x1g.5gb"`, "count of 1 to 7"}},
+		"mig count no profile":  {`mock_mig = ["0:7x"]`, []string{"mock_mig", `"7x"`, "a profile after it"}},
+		"mig repeat too many":   {"backend = \"mock\"\nmock_mig = [\"0:4x2g.10gb\"]", []string{"mock_mig", "8 slices"}},
+		"gpu name with slash":   {`mock_gpu_name = "NVIDIA/A100"`, []string{"mock_gpu_name", `"NVIDIA/A100"`, `"/"`}},
+		"gpu name with MIG":     {`mock_gpu_name = "A100 MIG 1g.5gb"`, []string{"mock_gpu_name", `"A100 MIG 1g.5gb"`, `" MIG "`}},
+		"gpu name spaces":       {`mock_gpu_name = " A100"`, []string{"mock_gpu_name", `" A100"`, "leading or trailing"}},
+		"gpu name too long":     {`mock_gpu_name = "` + strings.Repeat("A", 96) + `"`, []string{"mock_gpu_name", "96 bytes", "at most 95"}},
+		"gpu name control":      {`mock_gpu_name = "A100\tX"`, []string{"mock_gpu_name", "unprintable"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -116,6 +131,30 @@ func TestDecodeConfigErrorsNameOptionAndValue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The shorthands of mock_mig (a GPU range, a repeat count) expand to one
+// profile name per instance and GPU: the mixed A100 node of the flavor
+// e2e (issue 17) is 6 whole GPUs and 2 cut into 7 x 1g.5gb.
+func TestDecodeConfigMockMIGShorthands(t *testing.T) {
+	seven := []string{"1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb"}
+	for body, want := range map[string]map[int][]string{
+		`mock_mig = ["6-7:7x1g.5gb"]`:                        {6: seven, 7: seven},
+		`mock_mig = ["6 - 7 : 7x1g.5gb"]`:                    {6: seven, 7: seven},
+		`mock_mig = ["0:2x3g.20gb", "1:1x2g.10gb,2x1g.5gb"]`: {0: {"3g.20gb", "3g.20gb"}, 1: {"2g.10gb", "1g.5gb", "1g.5gb"}},
+		`mock_mig = ["3-3:3g.20gb,1g.5gb"]`:                  {3: {"3g.20gb", "1g.5gb"}},
+	} {
+		got, err := DecodeConfig(encode(t, "backend = \"mock\"\nmock_gpu_name = \"NVIDIA A100-SXM4-40GB\"\n"+body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if diff := cmp.Diff(want, got.MockMIG); diff != "" {
+			t.Errorf("%s: MockMIG (-want +got):\n%s", body, diff)
+		}
+		if got.MockGPUName != "NVIDIA A100-SXM4-40GB" {
+			t.Errorf("%s: MockGPUName %q", body, got.MockGPUName)
+		}
 	}
 }
 

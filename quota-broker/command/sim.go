@@ -70,9 +70,16 @@ Sim Options:
     The seed of the workload's random choices, instead of the scenario's:
     a whole number from 0 to 2^53.
 
+  -policy=NAME
+    The planning core's policy: gputide (the default: the core with
+    DESIGN L14's fair lending of idle GPUs) or gputide-fifo (idle jobs
+    in submission order, no give-back: the core before L14). Until the
+    core has L14's order the two decide alike.
+
   -compare
-    Also run the same workload under static quotas and a Kueue-like
-    policy, and add a side-by-side table to the report and the summary.
+    Also run the same workload under static quotas, a Kueue-like policy
+    and the other of gputide and gputide-fifo, and add a side-by-side
+    table to the report and the summary.
 
   -quota=FILE
     Run the scenario with the quota tree of FILE (a quota file, as the
@@ -103,6 +110,7 @@ func (c *SimCommand) Run(args []string) int {
 		compare       bool
 		quotaFile     string
 		compareQuota  string
+		policyName    string
 	)
 	flags := flag.NewFlagSet("sim", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
@@ -113,6 +121,7 @@ func (c *SimCommand) Run(args []string) int {
 	flags.BoolVar(&compare, "compare", false, "")
 	flags.StringVar(&quotaFile, "quota", "", "")
 	flags.StringVar(&compareQuota, "compare-quota", "", "")
+	flags.StringVar(&policyName, "policy", sim.Gputide{}.Name(), "")
 	if err := flags.Parse(args); err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing flags: %s", err))
 		c.Ui.Error(`For additional help try 'gputide sim -help'`)
@@ -120,6 +129,11 @@ func (c *SimCommand) Run(args []string) int {
 	}
 	if flags.NArg() != 0 {
 		c.Ui.Error("This command takes no arguments; give the scenario with -scenario=FILE")
+		return 1
+	}
+	core, ok := sim.CorePolicy(policyName)
+	if !ok {
+		c.Ui.Error(fmt.Sprintf("Invalid -policy=%q: want %s or %s", policyName, sim.Gputide{}.Name(), sim.GputideFIFO{}.Name()))
 		return 1
 	}
 	if math.IsNaN(days) || days < 0 || days > 5*366 {
@@ -207,7 +221,13 @@ func (c *SimCommand) Run(args []string) int {
 	var policies []sim.Policy
 	if compare {
 		sh := sim.PolicyShares(sc, w)
-		policies = []sim.Policy{sim.NewStatic(sh), sim.NewKueue(sh)}
+		// The other core policy last, beside the main run: the
+		// comparison's columns end with gputide-fifo and gputide.
+		other := sim.Policy(sim.GputideFIFO{})
+		if core.Name() == other.Name() {
+			other = sim.Gputide{}
+		}
+		policies = []sim.Policy{sim.NewStatic(sh), sim.NewKueue(sh), other}
 	}
 	results := make([]*sim.Result, len(policies)+2)
 	errs := make([]error, len(policies)+2)
@@ -224,14 +244,14 @@ func (c *SimCommand) Run(args []string) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := sim.Run(whatif, w, sim.Options{Policy: sim.Gputide{}})
+			r, err := sim.Run(whatif, w, sim.Options{Policy: core})
 			if r != nil {
-				r.Label, r.LabelText = "whatif", fmt.Sprintf("gputide with the quota tree of `%s` instead of the scenario's", compareQuota)
+				r.Label, r.LabelText = "whatif", fmt.Sprintf("%s with the quota tree of `%s` instead of the scenario's", core.Name(), compareQuota)
 			}
 			results[main+1], errs[main+1] = r, err
 		}()
 	}
-	results[main], errs[main] = sim.Run(sc, w, sim.Options{Policy: sim.Gputide{}, Events: ev, Progress: prog.update})
+	results[main], errs[main] = sim.Run(sc, w, sim.Options{Policy: core, Events: ev, Progress: prog.update})
 	prog.done()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -22,12 +22,13 @@ func TestSimCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
-	for _, f := range []string{"report.md", "report.html", "occupancy.svg", "queue.svg", "losses.svg", "events.jsonl", "occupancy-static.svg", "occupancy-kueue.svg"} {
+	for _, f := range []string{"report.md", "report.html", "occupancy.svg", "queue.svg", "losses.svg", "events.jsonl", "occupancy-static.svg", "occupancy-kueue.svg",
+		"occupancy-gputide-fifo.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, "o", f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	for _, want := range []string{"gputide sim: reference", "utilisation", "| | static | kueue | gputide |", "report: o/report.md"} {
+	for _, want := range []string{"gputide sim: reference", "utilisation", "| | static | kueue | gputide-fifo | gputide |", "report: o/report.md"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -43,7 +44,7 @@ func TestSimCommand(t *testing.T) {
 	if code := Run([]string{"sim", "-days", "0.05", "-out", "o"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
-	for _, f := range []string{"occupancy-static.svg", "occupancy-kueue.svg"} {
+	for _, f := range []string{"occupancy-static.svg", "occupancy-kueue.svg", "occupancy-gputide-fifo.svg"} {
 		if _, err := os.Stat(filepath.Join(dir, "o", f)); err == nil {
 			t.Errorf("%s left from the -compare run", f)
 		}
@@ -64,12 +65,42 @@ func TestSimCommandErrors(t *testing.T) {
 		{[]string{"sim", "-days", "-1"}, "Invalid -days"},
 		{[]string{"sim", "-nope"}, "Error parsing flags"},
 		{[]string{"sim", "extra"}, "takes no arguments"},
+		{[]string{"sim", "-policy", "fifo"}, `Invalid -policy="fifo": want gputide or gputide-fifo`},
 		{[]string{"sim", "-scenario", bad}, "bad.hcl:5"},
 		{[]string{"sim", "-scenario", filepath.Join(dir, "none.hcl")}, "none.hcl"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Run(tc.args, nil, &out, &errb); code != 1 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
+
+// -policy gputide-fifo runs the core before DESIGN L14 as the main run;
+// with -compare gputide runs beside it (its charts named after it), and
+// the report has its Fair lending table per run.
+func TestSimCommandPolicy(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "o")
+	var stdout, errb bytes.Buffer
+	if code := Run([]string{"sim", "-days", "0.05", "-out", out, "-policy", "gputide-fifo", "-compare"}, nil, &stdout, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), errb.String())
+	}
+	for _, want := range []string{"policy gputide-fifo", "| | static | kueue | gputide | gputide-fifo |"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "occupancy-gputide.svg")); err != nil {
+		t.Errorf("gputide's chart: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"policy **gputide-fifo**", "\n## Fair lending\n\n| workspace | quota | fair share GPU-h | held GPU-h | below fair share GPU-h |\n",
+		"| below fair share GPU-h | quota | static | kueue | gputide | gputide-fifo |\n"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
 		}
 	}
 }

@@ -78,10 +78,11 @@ type GPU struct {
 	ID      string // device instance ID (UUID), unique in the cluster
 	Model   string // e.g. "NVIDIA H100 80GB HBM3"; a MIG instance's GPU's model
 	Healthy bool   // unhealthy GPUs are never free
-	// MIGProfile is the MIG profile of a MIG instance ("1g.10gb"), "" for
-	// a whole GPU (JSON mig_profile). With Model it gives the device's
-	// flavor (quota.FlavorOf, DESIGN L13).
-	MIGProfile string `json:"mig_profile"`
+
+	// MIGProfile is a MIG instance's profile, e.g. "1g.5gb", Model being
+	// then its GPU's model (the device group's name less " MIG <profile>");
+	// "" for a whole GPU (DESIGN L13).
+	MIGProfile string
 }
 
 // Node is a Nomad client node with its GPUs.

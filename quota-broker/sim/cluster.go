@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -91,6 +93,7 @@ type job struct {
 	waitRule    plan.Rule
 	waitQuota   string
 	pendCounted int
+	askCounted  int // GPUs counted in sim.asked for it
 	infer       *inferState
 	preempted   int
 	// What binds the job's wait now, since when, and how long it waited
@@ -107,8 +110,9 @@ func (j *job) missing() int {
 	return max(0, j.desired-len(j.live))
 }
 
-// newCluster lays out the nodes of the scenario: node IDs "node-01".. and
-// GPU IDs "GPU-01-0"...
+// newCluster lays out the nodes of the scenario: node IDs "node-01"..,
+// GPU IDs "GPU-01-0".. and, for a GPU cut into MIG slices, one device
+// instance per slice "MIG-01-6-0".. (node, GPU, slice).
 func (s *sim) newCluster() {
 	total := 0
 	for _, g := range s.sc.Nodes {
@@ -122,10 +126,21 @@ func (s *sim) newCluster() {
 			nd := &node{id: fmt.Sprintf("node-%0*d", width, n), dc: g.Datacenter, pool: g.NodePool, model: g.Model}
 			pn := plan.Node{ID: nd.id, Datacenter: g.Datacenter, NodePool: g.NodePool}
 			for k := 0; k < g.GPUs; k++ {
-				slot := &gpuSlot{id: fmt.Sprintf("GPU-%0*d-%d", width, n, k), node: len(s.nodes)}
-				nd.gpus = append(nd.gpus, len(s.slots))
-				s.slots = append(s.slots, slot)
-				pn.GPUs = append(pn.GPUs, plan.GPU{ID: slot.id, Model: g.Model, Healthy: true})
+				if k < g.Whole() {
+					slot := &gpuSlot{id: fmt.Sprintf("GPU-%0*d-%d", width, n, k), node: len(s.nodes)}
+					nd.gpus = append(nd.gpus, len(s.slots))
+					s.slots = append(s.slots, slot)
+					pn.GPUs = append(pn.GPUs, plan.GPU{ID: slot.id, Model: g.Model, Healthy: true})
+					continue
+				}
+				// A GPU cut into MIG slices: one device instance per slice,
+				// of the GPU's model and the layout's profile (DESIGN L13).
+				for m := 0; m < g.MIG.Slices; m++ {
+					slot := &gpuSlot{id: fmt.Sprintf("MIG-%0*d-%d-%d", width, n, k, m), node: len(s.nodes)}
+					nd.gpus = append(nd.gpus, len(s.slots))
+					s.slots = append(s.slots, slot)
+					pn.GPUs = append(pn.GPUs, plan.GPU{ID: slot.id, Model: g.Model, MIGProfile: g.MIG.Profile, Healthy: true})
+				}
 			}
 			s.nodes = append(s.nodes, nd)
 			s.planNodes = append(s.planNodes, pn)
@@ -168,6 +183,12 @@ func (s *sim) place(j *job, ni int) (*alloc, error) {
 	nd := s.nodes[ni]
 	if j.spec.Model != "" && j.spec.Model != nd.model {
 		return nil, fmt.Errorf("node %s has GPUs of model %q, the job asks for %q", nd.id, nd.model, j.spec.Model)
+	}
+	if pool := cmp.Or(j.spec.NodePool, "default"); pool != cmp.Or(nd.pool, "default") {
+		return nil, fmt.Errorf("node %s is in node pool %q, the job asks for %q", nd.id, nd.pool, pool)
+	}
+	if dcs := j.spec.Datacenters; len(dcs) > 0 && !slices.Contains(dcs, nd.dc) && !slices.Contains(dcs, "*") {
+		return nil, fmt.Errorf("node %s is in datacenter %q, the job asks for %q", nd.id, nd.dc, dcs)
 	}
 	need := j.spec.GPUs
 	res := j.spec.Reservation

@@ -13,7 +13,7 @@ import (
 func oneNode() *sim {
 	s := &sim{sc: &Scenario{Zone: time.UTC, Nodes: []NodeGroup{{Count: 1, GPUs: 8}}},
 		nodeIndex: map[string]int{}, allocs: map[string]*alloc{}, nsIndex: map[string]int{"ns": 0},
-		own: make([][3][2]int, 1), jobByKey: map[plan.GroupKey]*job{}}
+		own: make([][3][2]int, 1), asked: make([]int, 1), jobByKey: map[plan.GroupKey]*job{}}
 	s.res = &Result{}
 	s.newCluster()
 	return s

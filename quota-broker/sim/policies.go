@@ -185,11 +185,17 @@ func sortPending(out []*pjob) {
 	}
 }
 
-// freeMap is the free GPUs per node (GPUs on no allocation), for placement.
+// freeMap is the free GPUs per node (GPUs on no allocation), for placement,
+// and what each node offers a group's placement constraints.
 type freeMap struct {
 	ids  []string
 	free []int
 	idx  map[string]int
+	dc   []string
+	pool []string // "" read as "default", as Nomad does
+	// model is the model of every GPU of the node, or "" for a node of
+	// several models (none in the simulator's clusters).
+	model []string
 }
 
 func newFreeMap(s *plan.Snapshot) *freeMap {
@@ -197,13 +203,24 @@ func newFreeMap(s *plan.Snapshot) *freeMap {
 	for i, n := range s.Nodes {
 		f.ids = append(f.ids, n.ID)
 		c := 0
-		for _, g := range n.GPUs {
+		model := ""
+		for k, g := range n.GPUs {
 			if g.Healthy {
 				c++
+			}
+			if k == 0 || g.Model == model {
+				model = g.Model
+			} else {
+				model = ""
 			}
 		}
 		f.free = append(f.free, c)
 		f.idx[n.ID] = i
+		pool := n.NodePool
+		if pool == "" {
+			pool = "default"
+		}
+		f.dc, f.pool, f.model = append(f.dc, n.Datacenter), append(f.pool, pool), append(f.model, model)
 	}
 	for i := range s.Allocations {
 		a := &s.Allocations[i]
@@ -227,14 +244,36 @@ func (f *freeMap) binPack(gpus int, allowed func(i int) bool) int {
 	return best
 }
 
-// place places a job's allocations on free GPUs, whole (gang) or in part.
-// It returns the nodes per group, or nil when a gang does not fit.
+// feasible reports whether node i meets g's placement constraints
+// (datacenters, node pool, model), as the core's feasibility does: the
+// alternatives place where Nomad would let them, no more.
+func (f *freeMap) feasible(i int, g *plan.Pending) bool {
+	if len(g.Datacenters) > 0 {
+		ok := false
+		for _, dc := range g.Datacenters {
+			ok = ok || dc == f.dc[i] || dc == "*"
+		}
+		if !ok {
+			return false
+		}
+	}
+	pool := g.NodePool
+	if pool == "" {
+		pool = "default"
+	}
+	return pool == f.pool[i] && (g.Model == "" || g.Model == f.model[i])
+}
+
+// place places a job's allocations on free GPUs of the nodes that allowed
+// accepts and that meet each group's constraints, whole (gang) or in
+// part. It returns the nodes per group, or nil when a gang does not fit.
 func (f *freeMap) place(j *pjob, allowed func(i int) bool) [][]string {
 	saved := append([]int(nil), f.free...)
 	out := make([][]string, len(j.groups))
 	for gi, g := range j.groups {
+		ok := func(i int) bool { return allowed(i) && f.feasible(i, g) }
 		for k := 0; k < g.Count; k++ {
-			ni := f.binPack(g.GPUs, allowed)
+			ni := f.binPack(g.GPUs, ok)
 			if ni < 0 {
 				if j.gang {
 					copy(f.free, saved)

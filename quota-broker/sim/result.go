@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -114,6 +115,14 @@ type QuotaStats struct {
 	Borrowed    float64
 	Lendable    float64
 	Debt        float64
+	// Fair lending (DESIGN L14), over the instants where L14 defines the
+	// node's fair share (never for the root: it has no parent): FairTime
+	// is their length in seconds, FairShare the integral of the node's
+	// fair share, FairHeld of the GPUs its subtree held (L2: placing,
+	// running and stopping allocations, idle or not) and FairBelow of
+	// max(0, fair share - held), in GPU-seconds. Figures of the one
+	// implicit flavor, weights the defaults (the nominals).
+	FairTime, FairShare, FairHeld, FairBelow float64
 }
 
 // RuleStats count the preemptions of one rule.
@@ -350,6 +359,7 @@ func (s *sim) advance(t int64) {
 		x.Lendable += float64(max(0, nom-used)) * dt
 		x.Debt += float64(debt) * dt
 	}
+	s.fairLending(dt)
 	if s.night(s.last) {
 		r.Night += dt
 		r.NightAlloc += float64(total) * dt
@@ -359,6 +369,71 @@ func (s *sim) advance(t int64) {
 		}
 	}
 	s.last, s.now = t, t
+}
+
+// fairNominal is q's nominal as the fair shares count it: the one place
+// the fair-lending figures read a nominal, so that with flavors (DESIGN
+// L13) it becomes the nominal in the flavor being measured. It reads the
+// nominal as a plain number of GPUs or, once quota.Node's nominal is per
+// flavor (issue 17, a type with Total), as its total over the tree's one
+// flavor, so that it builds on both sides of that change.
+func fairNominal(q *qinfo) int {
+	switch n := any(q.node.GPUs).(type) {
+	case int:
+		return n
+	case interface{ Total() int }:
+		return n.Total()
+	}
+	panic(fmt.Sprintf("quota %q: a nominal of type %T", q.node.Name, q.node.GPUs))
+}
+
+// fairLending adds dt seconds of the state now to each quota node's fair
+// lending figures (QuotaStats.FairTime and the rest): the fair shares of
+// DESIGN L14 (plan.FairShares) on the nodes' figures now, for the one
+// implicit flavor, with every weight the default. A node's demand is what
+// its subtree holds (every allocation state, idle or not) plus what its
+// pending allocations ask for; a batch job stopped as a victim counts
+// twice while its allocations run out their kill_timeout (held, and asked
+// for again), as the broker's snapshot shows it.
+func (s *sim) fairLending(dt float64) {
+	f := &s.fair
+	f.Nominal, f.OwnNonIdle, f.NonIdle, f.Demand = f.Nominal[:0], f.OwnNonIdle[:0], f.NonIdle[:0], f.Demand[:0]
+	held := s.fairHeld[:0]
+	for _, q := range s.qs {
+		used, nonidle, _ := s.quotaFigures(q)
+		own, asked := 0, 0
+		for _, i := range q.own {
+			o := &s.own[i]
+			own += o[placing][0] + o[running][0] + o[stopping][0]
+		}
+		for _, i := range q.sub {
+			asked += s.asked[i]
+		}
+		f.Nominal = append(f.Nominal, fairNominal(q))
+		f.OwnNonIdle = append(f.OwnNonIdle, own)
+		f.NonIdle = append(f.NonIdle, nonidle)
+		f.Demand = append(f.Demand, used+asked)
+		held = append(held, used)
+	}
+	s.fairHeld = held
+	out, err := plan.AppendFairShares(s.fairOut[:0], s.tree, f)
+	s.fairOut = out
+	if err != nil {
+		if s.fairErr == nil {
+			s.fairErr = fmt.Errorf("at %s: %w", s.fmt(s.last), err)
+		}
+		return
+	}
+	for qi, x := range out {
+		if !x.Defined {
+			continue
+		}
+		st := s.res.Quotas[qi]
+		st.FairTime += dt
+		st.FairShare += x.Share * dt
+		st.FairHeld += float64(held[qi]) * dt
+		st.FairBelow += max(0, x.Share-float64(held[qi])) * dt
+	}
 }
 
 // quotaFigures are q's subtree GPUs owned, non-idle, and (for a leaf) its

@@ -50,6 +50,12 @@ type Scenario struct {
 	// the instant used instead; the command prints them and Workload
 	// passes them on to the report.
 	Notes []string
+
+	// Inventories are the cluster's inventory blocks (node lists made
+	// into node groups, one per model), in file order.
+	Inventories []*Inventory
+	// Openb are the replays of Alibaba openb pod lists, in file order.
+	Openb []*Openb
 }
 
 // Broker holds the broker's and the autoscaler's simulated settings.
@@ -67,6 +73,8 @@ type NodeGroup struct {
 	Model      string
 	Datacenter string
 	NodePool   string
+	// MIG cuts some GPUs of each node into MIG slices; nil: all whole.
+	MIG *MIGLayout
 }
 
 // Placement are a workload's placement constraints.
@@ -305,6 +313,7 @@ func Parse(text []byte, file string, src Source) (*Scenario, error) {
 		hcl.BlockHeaderSchema{Type: "training", LabelNames: []string{"name"}},
 		hcl.BlockHeaderSchema{Type: "dev", LabelNames: []string{"name"}},
 		hcl.BlockHeaderSchema{Type: "job", LabelNames: []string{"name"}},
+		hcl.BlockHeaderSchema{Type: "openb", LabelNames: []string{"name"}},
 		hcl.BlockHeaderSchema{Type: "quota_move", LabelNames: []string{"name"}},
 		hcl.BlockHeaderSchema{Type: "reservation", LabelNames: []string{"id"}},
 	)
@@ -396,6 +405,8 @@ func Parse(text []byte, file string, src Source) (*Scenario, error) {
 			err = s.parseDev(blk, what)
 		case "job":
 			err = s.parseJob(blk, what)
+		case "openb":
+			err = s.parseOpenb(blk, what)
 		case "quota_move":
 			err = s.parseMove(blk, what)
 		case "reservation":
@@ -431,21 +442,29 @@ func (s *Scenario) parseBroker(blk *hcl.Block, what string) error {
 
 func (s *Scenario) parseCluster(blk *hcl.Block, what string) error {
 	_, nodes, err := open(blk.Body, s.File, what, blk.DefRange, nil,
-		hcl.BlockHeaderSchema{Type: "nodes", LabelNames: []string{"name"}})
+		hcl.BlockHeaderSchema{Type: "nodes", LabelNames: []string{"name"}},
+		hcl.BlockHeaderSchema{Type: "inventory", LabelNames: []string{"name"}})
 	if err != nil {
 		return err
 	}
 	if len(nodes) == 0 {
-		return &Error{Pos: posOf(blk.DefRange), Msg: what + `: no nodes block; write nodes "gpu" { count = 16  gpus = 8 }`}
+		return &Error{Pos: posOf(blk.DefRange), Msg: what + `: no nodes or inventory block; write nodes "gpu" { count = 16  gpus = 8 }`}
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{} // node group name -> where it was given
 	for _, nb := range nodes {
-		w := fmt.Sprintf("nodes %q", nb.Labels[0])
-		if seen[nb.Labels[0]] {
-			return &Error{Pos: posOf(nb.DefRange), Msg: w + ": name used twice"}
+		if nb.Type == "inventory" {
+			if err := s.parseInventory(nb, fmt.Sprintf("inventory %q", nb.Labels[0]), seen); err != nil {
+				return err
+			}
+			continue
 		}
-		seen[nb.Labels[0]] = true
-		b, _, err := open(nb.Body, s.File, w, nb.DefRange, []string{"count", "gpus", "model", "datacenter", "node_pool"})
+		w := fmt.Sprintf("nodes %q", nb.Labels[0])
+		if prev, dup := seen[nb.Labels[0]]; dup {
+			return &Error{Pos: posOf(nb.DefRange), Msg: fmt.Sprintf("%s: name used twice (first at %s)", w, prev)}
+		}
+		seen[nb.Labels[0]] = posOf(nb.DefRange)
+		b, subs, err := open(nb.Body, s.File, w, nb.DefRange, []string{"count", "gpus", "model", "datacenter", "node_pool"},
+			hcl.BlockHeaderSchema{Type: "mig"})
 		if err != nil {
 			return err
 		}
@@ -458,10 +477,33 @@ func (s *Scenario) parseCluster(blk *hcl.Block, what string) error {
 		if b.err != nil {
 			return b.err
 		}
+		if len(subs) > 1 {
+			return &Error{Pos: posOf(subs[1].DefRange), Msg: w + ": more than one mig block"}
+		}
+		for _, mb := range subs {
+			if err := s.parseMIG(mb, w, &g); err != nil {
+				return err
+			}
+		}
 		s.Nodes = append(s.Nodes, g)
+	}
+	count, devices := 0, 0
+	for _, g := range s.Nodes {
+		count += g.Count
+		devices += g.Count * g.Devices()
+	}
+	if devices > MaxClusterDevices {
+		return &Error{Pos: posOf(blk.DefRange), Msg: fmt.Sprintf("%s: %d nodes with %d GPU devices (MIG slices counted apart), more than %d the simulator lays out",
+			what, count, devices, MaxClusterDevices)}
 	}
 	return nil
 }
+
+// MaxClusterDevices is the most GPU device instances (whole GPUs and MIG
+// slices) a scenario's cluster may have: each is laid out when the run
+// begins. A nodes block may give 100,000 nodes of 64 GPUs cut into 7
+// slices each, so blocks alone do not bound it.
+const MaxClusterDevices = 1 << 20
 
 func (b *block) placement() Placement {
 	return Placement{Datacenters: b.strings("datacenters"), NodePool: b.str("node_pool", false, ""), Model: b.str("model", false, "")}
@@ -700,6 +742,13 @@ func (s *Scenario) check() error {
 			}
 		}
 	}
+	for _, o := range s.Openb {
+		for _, m := range o.QoS {
+			if err := ns(m.Pos, fmt.Sprintf("openb %q workspaces[%q]", o.Name, m.VC), m.Namespace); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.checkBookings(); err != nil {
 		return err
 	}
@@ -722,11 +771,13 @@ func (s *Scenario) check() error {
 	return nil
 }
 
-// GPUs is the number of GPUs in the modelled cluster.
+// GPUs is the number of GPU device instances in the modelled cluster: a
+// GPU cut into MIG slices counts as its slices, as the planning core
+// counts devices without flavors (DESIGN L2).
 func (s *Scenario) GPUs() int {
 	n := 0
 	for _, g := range s.Nodes {
-		n += g.Count * g.GPUs
+		n += g.Count * g.Devices()
 	}
 	return n
 }

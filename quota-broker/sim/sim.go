@@ -29,14 +29,44 @@ type Policy interface {
 	Plan(*plan.Snapshot) (*plan.Plan, error)
 }
 
-// Gputide is the real planning core, plan.Compute.
+// Gputide is the real planning core with DESIGN L14's order of idle jobs
+// and rule L14.fair (plan.IdleOrderFair). Until the core builds that order
+// it plans as GputideFIFO does.
 type Gputide struct{}
 
 // Name implements Policy.
 func (Gputide) Name() string { return "gputide" }
 
 // Plan implements Policy.
-func (Gputide) Plan(s *plan.Snapshot) (*plan.Plan, error) { return plan.Compute(s) }
+func (Gputide) Plan(s *plan.Snapshot) (*plan.Plan, error) {
+	return plan.ComputeWith(s, plan.Options{IdleOrder: plan.IdleOrderFair})
+}
+
+// GputideFIFO is the real planning core as it was before DESIGN L14: idle
+// jobs decided after the non-idle work in L3 order, on free GPUs only,
+// with no give-back (plan.IdleOrderL3). Run beside Gputide, it measures
+// what fair lending changes.
+type GputideFIFO struct{}
+
+// Name implements Policy.
+func (GputideFIFO) Name() string { return "gputide-fifo" }
+
+// Plan implements Policy.
+func (GputideFIFO) Plan(s *plan.Snapshot) (*plan.Plan, error) {
+	return plan.ComputeWith(s, plan.Options{IdleOrder: plan.IdleOrderL3})
+}
+
+// CorePolicy returns the policy of the real core called name: Gputide
+// ("gputide") or GputideFIFO ("gputide-fifo"); false for another name.
+func CorePolicy(name string) (Policy, bool) {
+	switch name {
+	case Gputide{}.Name():
+		return Gputide{}, true
+	case GputideFIFO{}.Name():
+		return GputideFIFO{}, true
+	}
+	return nil, false
+}
 
 // Options control one run.
 type Options struct {
@@ -146,6 +176,16 @@ type sim struct {
 
 	own   [][3][2]int // namespace x state x idle: GPUs owned
 	pendI int         // GPUs asked by pending idle training jobs
+	// asked are, per namespace, the GPUs its pending allocations ask for
+	// (every job: the demand of DESIGN L14 beyond what is held).
+	asked []int
+	// fair and fairOut are the buffers of the fair-lending figures
+	// (fairLending); fairErr the first error computing them.
+	fair    plan.FairFigures
+	fairOut []plan.FairShare
+	// fairHeld are, per quota node, the GPUs its subtree holds.
+	fairHeld []int
+	fairErr  error
 
 	heap  []event
 	seq   uint64
@@ -223,6 +263,9 @@ func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
 	if err := s.loop(); err != nil {
 		return nil, err
 	}
+	if s.fairErr != nil {
+		return nil, fmt.Errorf("fair lending figures: %w", s.fairErr)
+	}
 	s.finishStats()
 	if s.ew != nil {
 		if err := s.ew.Flush(); err != nil && s.ewErr == nil {
@@ -242,6 +285,7 @@ func (s *sim) initQuota() {
 		s.nsIndex[n] = i
 	}
 	s.own = make([][3][2]int, len(s.ns))
+	s.asked = make([]int, len(s.ns))
 	var walk func(n *quota.Node, parent int) []int
 	walk = func(n *quota.Node, parent int) []int {
 		q := &qinfo{node: n, leaf: len(n.Children) == 0, parent: parent}
@@ -492,14 +536,19 @@ func (s *sim) retire(j *job) {
 	}
 }
 
-// pend keeps the count of GPUs asked by pending idle training jobs.
+// pend keeps the count of GPUs asked by pending idle training jobs, and
+// per namespace those asked by every pending job. It is called whenever
+// j.missing() may have changed.
 func (s *sim) pend(j *job) {
+	all := j.missing() * j.spec.GPUs
 	n := 0
 	if j.spec.Idle && j.spec.Training {
-		n = j.missing() * j.spec.GPUs
+		n = all
 	}
 	s.pendI += n - j.pendCounted
 	j.pendCounted = n
+	s.asked[j.ns] += all - j.askCounted
+	j.askCounted = all
 }
 
 // progress starts a batch job's work once all its allocations run.

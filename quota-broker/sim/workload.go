@@ -40,12 +40,17 @@ type Workload struct {
 	Jobs   []*JobSpec // sorted by submit time, then namespace and name
 	Shapes []*trace.Shape
 	Notes  []string // what was read and what was left out
+	// Openb are the counts of each openb replay, in the scenario's order.
+	Openb []OpenbCounts
 }
 
 // Workload reads the traces and builds the jobs of the scenario. It is
 // deterministic for the scenario's seed.
 func (s *Scenario) Workload() (*Workload, error) {
 	w := &Workload{Notes: append([]string(nil), s.Notes...)}
+	for _, inv := range s.Inventories {
+		w.Notes = append(w.Notes, inv.Note())
+	}
 	end := s.End()
 	for _, in := range s.Infer {
 		if in.Demand == nil {
@@ -67,6 +72,11 @@ func (s *Scenario) Workload() (*Workload, error) {
 	}
 	for _, t := range s.Training {
 		if err := s.training(w, t, end); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range s.Openb {
+		if err := s.openb(w, o, end); err != nil {
 			return nil, err
 		}
 	}
@@ -122,7 +132,7 @@ func (s *Scenario) training(w *Workload, t *Training, end time.Time) error {
 	}
 	perNode := 0
 	for _, g := range s.Nodes {
-		perNode = max(perNode, g.GPUs)
+		perNode = max(perNode, g.Whole())
 	}
 	vcs := map[string]string{}
 	for _, m := range t.VCs {

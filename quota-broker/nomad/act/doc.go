@@ -16,6 +16,15 @@
 //     meant for the claimant within about 20 ms (measured on Nomad 1.11.3,
 //     see docs/nomad-integration.md); with the job in an empty pool the
 //     replacement waits there until the broker admits it again (law L7).
+//     The claimant is admitted in the same Execute, after all its stops
+//     succeeded: its evaluation waits blocked, and Nomad places it in the
+//     Raft apply that records the victims complete. No other order was
+//     faster on Nomad 1.11.3 (issue 18: the claimant first, one write with
+//     stop = true, the kill signal sent directly, registering once the
+//     victims are complete; docs/benchmarks.md, "Preemption
+//     time-to-running"): Nomad places a claimant only once its client has
+//     reported the victims complete, and then reports the new allocation
+//     running at its next 1 s batch, whatever the broker does.
 //
 // Idle groups (scaledown.go, issue 11): Actor.Execute lowers the count of
 // a group with a gputide-idle policy (build.IdleView) to its live
@@ -24,10 +33,19 @@
 //
 // Calendar actions (calact.go): stop_job deregisters a job whole and writes
 // its status once its allocations are gone; suspend moves a flex job whole
-// to the holding pool; holds are kept until they end.
+// to the holding pool; hold actions are only counted (the agent records
+// them in its store).
 //
 // Intents (fence.go): before each Nomad call the Actor asks its Fence, so
 // that only the lock holder acts and each call is recorded first (L12).
+//
+// Memory: the Actor keeps no facts between plans (issue 18). Which
+// allocations stop for whom, which jobs were admitted and when, and the
+// holds are the agent's store records: the Fence writes them before each
+// call, and the agent reads them back into the next build.Input. What it
+// keeps is the status meta still to write of a job stopped whole (calact.go),
+// since when an idle group has had allocations unplaced (scaledown.go), and
+// what it last logged (a wait reason, a deferral), so as not to repeat it.
 //
 // Job meta is written only on jobs with no live allocations: a meta change
 // is a destructive update that would replace running allocations.

@@ -21,6 +21,7 @@ const (
 	MetaFlexMaxRun   = "gputide_flex_max_run"  // Go duration, 0 < d <= 168h, required with either flex key
 	MetaReservation  = "gputide_reservation"   // reservation ID
 	MetaPool         = "gputide_pool"          // node pool to admit into, default "default"
+	MetaFlavors      = "gputide_flavors"       // the job's flavors in order, "h100,a100" (DESIGN L13)
 	MetaStatus       = "gputide_status"        // written by the broker: waiting, error, expired
 	MetaReason       = "gputide_reason"        // written by the broker: why
 	MetaSubmitted    = "gputide_submitted"     // written by the broker: first submission (RFC 3339)
@@ -34,6 +35,10 @@ type JobOptions struct {
 	Flex        *plan.Flex // nil unless gputide_flex_max_wait or _max_run is set
 	Reservation string
 	Pool        string // the node pool admission moves the job to
+	// Flavors are the flavor names of gputide_flavors in the job's order
+	// (nil when unset): well formed here, checked against the tree and the
+	// job's device requests by GroupFlavors (DESIGN L13).
+	Flavors []string
 }
 
 // MetaError is a bad gputide meta value. Its message names the key and the
@@ -98,6 +103,12 @@ func ParseJobOptions(meta map[string]string, holdingPool string) (JobOptions, er
 				return JobOptions{}, &MetaError{k, v, "names the broker's holding pool"}
 			}
 			o.Pool = v
+		case MetaFlavors:
+			names, problem := parseFlavorList(v)
+			if problem != "" {
+				return JobOptions{}, &MetaError{k, v, problem}
+			}
+			o.Flavors = names
 		case MetaStatus, MetaReason, MetaSubmitted:
 			// written by the broker itself
 		default:
@@ -218,4 +229,4 @@ func gputideKey(k string) bool {
 	return rest == "" || strings.ContainsRune("_-.", rune(rest[0]))
 }
 
-var knownKeys = []string{MetaElastic, MetaFlexMaxRun, MetaFlexMaxWait, MetaIdle, MetaPool, MetaReservation}
+var knownKeys = []string{MetaElastic, MetaFlavors, MetaFlexMaxRun, MetaFlexMaxWait, MetaIdle, MetaPool, MetaReservation}

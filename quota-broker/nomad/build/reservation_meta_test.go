@@ -163,7 +163,7 @@ func TestParseJobOptionsFlexValues(t *testing.T) {
 // it, not ignored: ignored, it would leave an idle job non-idle (entitled,
 // L3) or a flex request gang-less. Other keys stay the job's own.
 func TestParseJobOptionsMisspeltKeys(t *testing.T) {
-	known := "(known: gputide_elastic, gputide_flex_max_run, gputide_flex_max_wait, gputide_idle, gputide_pool, gputide_reservation)"
+	known := "(known: gputide_elastic, gputide_flavors, gputide_flex_max_run, gputide_flex_max_wait, gputide_idle, gputide_pool, gputide_reservation)"
 	for key, want := range map[string]string{
 		"GPUTIDE_IDLE":         `job meta GPUTIDE_IDLE = "v": unknown gputide key ` + known,
 		"gputide-idle":         `job meta gputide-idle = "v": unknown gputide key ` + known,

@@ -3,9 +3,9 @@ package build
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -32,7 +32,8 @@ type Input struct {
 	// Governed says which namespaces the broker governs; nil means every
 	// namespace bound in the quota tree.
 	Governed func(namespace string) bool
-	// Stopping maps allocations the broker stopped to their claimant.
+	// Stopping maps allocations the broker stopped to their claimant (the
+	// agent: its store's intents).
 	Stopping map[string]plan.GroupKey
 	// Accepted says whether a job in a real pool was admitted by the broker
 	// (or was there when it started). A job in a real pool that is not
@@ -43,19 +44,20 @@ type Input struct {
 	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
 	AdmitPools []string
 	// StoppingForReservation maps allocations the broker stopped for a
-	// reservation to its ID (Actor.StoppingForReservation).
+	// reservation to its ID (the agent: its store's intents of rules
+	// L10.drain and L10.start).
 	StoppingForReservation map[string]string
 	// AdmittedAt says when the broker admitted a job: the store's
-	// admitted_at (jobs/<ns>/<job>) in the agent, else Actor.AdmittedAt;
-	// nil or zero: unknown (see timedAllocations).
+	// admitted_at (jobs/<ns>/<job>) in the agent; nil or zero: unknown
+	// (see timedAllocations).
 	AdmittedAt func(job plan.JobKey) time.Time
 	// FirstSeen says when the broker first saw a job: the store's
 	// first_seen in the agent (DESIGN L11: the order of L3); nil or zero:
 	// the job's gputide_submitted meta, else its SubmitTime (Submitted).
 	FirstSeen func(job plan.JobKey) time.Time
 	// Requeued says when the broker last queued a job: the store's
-	// queued_at in the agent, else Actor.Requeued (rule L11.settle); nil,
-	// zero or not after the job's first sight: never requeued.
+	// queued_at in the agent (rule L11.settle); nil, zero or not after the
+	// job's first sight: never requeued.
 	Requeued func(job plan.JobKey) time.Time
 	// Reservations are the store's bookings not yet moved to history
 	// (ended ones included: the core's L10.end still stops their jobs),
@@ -63,8 +65,8 @@ type Input struct {
 	// and names none of them, one of another namespace, or an ended one
 	// has a meta error (CheckReservation).
 	Reservations []plan.Reservation
-	// Holds are the holds the broker keeps (Actor.Holds), passed on as
-	// plan.Snapshot.Holds.
+	// Holds are the holds the broker keeps (the agent: its store's holds/),
+	// passed on as plan.Snapshot.Holds.
 	Holds []plan.Hold
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
@@ -395,40 +397,31 @@ func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
 }
 
 // groupGPUs returns the nvidia/gpu devices one allocation of tg asks for,
-// over its tasks, and the model when a device names one ("nvidia/gpu/<model>").
-// Requests named "gpu" and "nvidia/gpu" count; other vendors do not.
+// over its tasks, and the model when a device names one ("nvidia/gpu/<model>";
+// for a MIG group's name, its GPU's model, the profile being the flavor's,
+// DESIGN L13). Requests named "gpu" and "nvidia/gpu" count; other vendors
+// do not (device.GPURequest). The sum stops at quota.MaxGPUs+1.
 func groupGPUs(tg *api.TaskGroup) (int, string) {
 	n, model := 0, ""
-	for _, t := range tg.Tasks {
-		if t == nil || t.Resources == nil {
+	for _, d := range device.Requests(tg) {
+		if d == nil {
 			continue
 		}
-		for _, d := range t.Resources.Devices {
-			if d == nil {
-				continue
-			}
-			parts := strings.Split(d.Name, "/")
-			ok := false
-			switch len(parts) {
-			case 1:
-				ok = parts[0] == "gpu"
-			case 2:
-				ok = parts[0] == "nvidia" && parts[1] == "gpu"
-			case 3:
-				ok = parts[0] == "nvidia" && parts[1] == "gpu"
-				if ok {
-					model = parts[2]
-				}
-			}
-			if !ok {
-				continue
-			}
-			c := 1
-			if d.Count != nil {
-				c = int(*d.Count)
-			}
-			n += c
+		m, ok := device.GPURequest(d.Name)
+		if !ok {
+			continue
 		}
+		if m != "" {
+			model, _ = quota.SplitMIGName(m)
+		}
+		c := 1
+		if d.Count != nil {
+			// A uint64 past quota.MaxGPUs is kept just past it, not wrapped
+			// into a negative int: too many for any plan (Usable refuses
+			// it), never read as no GPU.
+			c = int(min(*d.Count, uint64(quota.MaxGPUs)+1))
+		}
+		n = min(n+c, quota.MaxGPUs+1)
 	}
 	return n, model
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -187,15 +188,45 @@ func nodeFrom(id, name, dc, pool, status, eligibility string, drain bool, res *a
 			if d == nil || !isNvidiaGPU(d.Vendor, d.Type) {
 				continue
 			}
+			model, profile := deviceModel(d)
 			for _, inst := range d.Instances {
 				if inst == nil {
 					continue
 				}
-				n.GPUs = append(n.GPUs, plan.GPU{ID: inst.ID, Model: d.Name, Healthy: inst.Healthy})
+				n.GPUs = append(n.GPUs, plan.GPU{ID: inst.ID, Model: model, Healthy: inst.Healthy, MIGProfile: profile})
 			}
 		}
 	}
 	return n
+}
+
+// deviceModel gives the GPU model and MIG profile of a device group's
+// instances (DESIGN L13). The device plugin names a MIG group "<GPU name>
+// MIG <profile>" and sets the attributes mig (bool) and mig_profile
+// (string): the profile is mig_profile, else the name's suffix; the model
+// is the name less " MIG <profile>" (the whole name when the suffix names
+// another profile than mig_profile, or none, or is " MIG " with no profile
+// after it). A group whose mig attribute is false
+// is whole GPUs whatever its name, and so is a group of another plugin
+// with neither attribute nor suffix: ("NVIDIA H100 80GB HBM3", "").
+func deviceModel(d *api.NodeDeviceResource) (model, profile string) {
+	if a := d.Attributes["mig"]; a != nil && a.BoolVal != nil && !*a.BoolVal {
+		return d.Name, ""
+	}
+	model, profile = quota.SplitMIGName(d.Name)
+	if a := d.Attributes["mig_profile"]; a != nil && a.StringVal != nil && *a.StringVal != "" && *a.StringVal != profile {
+		// The attribute is the truth; a name whose suffix says otherwise
+		// (or that has none) is kept whole as the model.
+		return d.Name, *a.StringVal
+	}
+	if profile == "" {
+		// A name ending in " MIG " with no profile after it is not a
+		// whole GPU of the model before it: Nomad's ${device.model} of
+		// such a group never equals that model, so a flavor's pin would
+		// never place there. The name is kept whole.
+		return d.Name, ""
+	}
+	return model, profile
 }
 
 func isNvidiaGPU(vendor, typ string) bool { return vendor == "nvidia" && typ == "gpu" }

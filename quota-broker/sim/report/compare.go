@@ -12,9 +12,22 @@ import (
 // policyText defines each policy in one sentence (see sim.Static, sim.Kueue
 // and docs/simulator.md).
 var policyText = map[string]string{
-	"static":  "**static**: flat, hard quotas as Nomad Enterprise gives them: each inference workspace owns whole nodes sized to its day peak, the other workspaces split the remaining GPUs in proportion to their quotas' nominals, with no lending and no preemption.",
-	"kueue":   "**kueue**: a Kueue-like cohort with one ClusterQueue per workspace on the same shares: idle capacity is borrowed by anyone, and a queue below its nominal reclaims it by evicting borrowers chosen by quota alone (lowest priority, newest first, not node-aware), after the count has risen.",
-	"gputide": "**gputide**: the real planning core on the scenario's quota tree: idle jobs borrow any unused GPU (L4), entitled jobs preempt idle work first and then by the laws L5-L6 on the node that frees the fewest GPUs, and the core pre-warms scheduled scale-ups: it stops borrowers at the boundary less their kill_timeout and the drain margin and holds the GPUs for the replicas (L5 pre-warm).",
+	"static":       "**static**: flat, hard quotas as Nomad Enterprise gives them: each inference workspace owns whole nodes sized to its day peak, the other workspaces split the remaining GPUs in proportion to their quotas' nominals, with no lending and no preemption.",
+	"kueue":        "**kueue**: a Kueue-like cohort with one ClusterQueue per workspace on the same shares: idle capacity is borrowed by anyone, and a queue below its nominal reclaims it by evicting borrowers chosen by quota alone (lowest priority, newest first, not node-aware), after the count has risen.",
+	"gputide":      "**gputide**: the real planning core on the scenario's quota tree: idle jobs borrow any unused GPU (L4), entitled jobs preempt idle work first and then by the laws L5-L6 on the node that frees the fewest GPUs, and the core pre-warms scheduled scale-ups: it stops borrowers at the boundary less their kill_timeout and the drain margin and holds the GPUs for the replicas (L5 pre-warm). It asks for DESIGN L14's fair lending of idle GPUs (idle jobs by borrowed share, rule L14.fair), which the core does not build yet: until it does, it decides as gputide-fifo.",
+	"gputide-fifo": "**gputide-fifo**: the same core with idle jobs decided in L3 order (priority, then submission) on free GPUs only, with no give-back: the core before DESIGN L14.",
+}
+
+// whyOf is why policy wins metric m: its own text, or, for gputide-fifo,
+// gputide's (the same core).
+func whyOf(m metric, policy string) string {
+	if t, ok := m.why[policy]; ok {
+		return t
+	}
+	if policy == "gputide-fifo" {
+		return m.why["gputide"]
+	}
+	return ""
 }
 
 // metric is one row of the comparison: its value per run, how it is shown,
@@ -185,23 +198,33 @@ func Comparison(d *doc, rs []*sim.Result) {
 		case len(ws) == len(rs):
 			why = "all equal"
 		case len(ws) == 1 && ws[0].Label == "":
-			why = m.why[ws[0].Policy]
+			why = whyOf(m, ws[0].Policy)
 			if other := treePeer(ws[0], rs); other != nil {
 				// Against a run of the same policy only the tree differs:
 				// the policy's mechanism does not explain that win.
 				why = "its quota tree"
-				if !samePolicy(rs) && m.why[ws[0].Policy] != "" {
-					why = m.why[ws[0].Policy] + "; over " + Label(other) + ": its quota tree"
+				if !samePolicy(rs) && whyOf(m, ws[0].Policy) != "" {
+					why = whyOf(m, ws[0].Policy) + "; over " + Label(other) + ": its quota tree"
 				}
 			}
 		case len(ws) == 1:
 			why = "its quota tree"
 		default:
+			// Winners with the same reason (gputide and gputide-fifo:
+			// one core) share one part, named together.
 			var parts []string
+			named := map[string]int{}
 			for _, w := range ws {
-				if t := m.why[w.Policy]; t != "" && w.Label == "" {
-					parts = append(parts, Label(w)+": "+t)
+				t := whyOf(m, w.Policy)
+				if t == "" || w.Label != "" {
+					continue
 				}
+				if i, ok := named[t]; ok {
+					parts[i] = strings.Replace(parts[i], ": ", ", "+Label(w)+": ", 1)
+					continue
+				}
+				named[t] = len(parts)
+				parts = append(parts, Label(w)+": "+t)
 			}
 			why = strings.Join(parts, "; ")
 		}

@@ -51,12 +51,12 @@ func chartFile(stem, label string) string {
 }
 
 // CompareFiles are the charts of the compared policies (-compare), named
-// <chart>-<policy>.svg, and of a compared quota tree (-compare-quota),
+// <chart>-<policy>.svg (gputide's when the main run is gputide-fifo's), and of a compared quota tree (-compare-quota),
 // <chart>-whatif.svg. Write removes those a run without them leaves from an
 // earlier run in the same folder.
 var CompareFiles = func() []string {
 	var out []string
-	for _, label := range []string{"static", "kueue", "whatif"} {
+	for _, label := range []string{"static", "kueue", "gputide-fifo", "gputide", "whatif"} {
 		for _, k := range chartKinds {
 			out = append(out, chartFile(k.stem, label))
 		}
@@ -239,6 +239,7 @@ func build(r *sim.Result, compared []*sim.Result, notes []string, charts []Chart
 	utilisation(d, r)
 	quotas(d, r)
 	workspaces(d, r)
+	fairLending(d, r, compared)
 	whyWaited(d, r)
 	preemptions(d, r)
 	scaleUps(d, r)
@@ -255,6 +256,9 @@ func whatRan(d *doc, r *sim.Result, notes []string, wall bool) {
 	cluster := fmt.Sprintf("Cluster: %d GPUs", r.Capacity)
 	for _, g := range sc.Nodes {
 		cluster += fmt.Sprintf("; %d nodes x %d %s (%s, pool %s)", g.Count, g.GPUs, g.Model, g.Datacenter, g.NodePool)
+		if m := g.MIG; m != nil {
+			cluster += fmt.Sprintf(", %d GPUs of each cut into %d MIG %s slices (%d devices a node)", m.GPUs, m.Slices, m.Profile, g.Devices())
+		}
 	}
 	items := []string{
 		fmt.Sprintf("Scenario: `%s` (%s); policy **%s**; seed %d", sc.File, sc.Name, r.Policy, sc.Seed),
@@ -372,6 +376,76 @@ func workspaces(d *doc, r *sim.Result) {
 		"*(all)* counts every job, one that never started with its wait so far (to the end of the run, or to its expiry). "+
 		"Over all workspaces: %s mean over all %d jobs, %s mean over the %d that started.",
 		Dur(r.TrainingWait()), sn+r.Waiting(), Dur(sw), sn)
+}
+
+// fairLending writes the section "Fair lending" (DESIGN L14): per
+// workspace, the time integrals of its quota node's fair share, of what
+// the node's subtree held, and of the fair share it did not hold, over the
+// instants where L14 defines the node's fair share; with compared runs,
+// the last figure per run.
+func fairLending(d *doc, r *sim.Result, compared []*sim.Result) {
+	d.h(2, "Fair lending")
+	t := d.table("workspace", "quota", "fair share GPU-h>", "held GPU-h>", "below fair share GPU-h>")
+	var roots []string
+	for _, ws := range r.WS {
+		q := quotaStats(r, ws.Quota)
+		if q == nil || q.FairTime == 0 {
+			t.row(ws.Namespace, ws.Quota, "n/a", "n/a", "n/a")
+			if q != nil && r.Scenario != nil && r.Scenario.Quota != nil && r.Scenario.Quota.Name == q.Quota {
+				roots = append(roots, fmt.Sprintf("`%s` (%s)", ws.Namespace, q.Quota))
+			}
+			continue
+		}
+		t.row(ws.Namespace, ws.Quota, gpuh(q.FairShare), gpuh(q.FairHeld), gpuh(q.FairBelow))
+	}
+	d.p("A quota node's *fair share* (DESIGN L14) is its base, max(non-idle, min(nominal, demand)), plus its part, by weight, of the GPUs its parent lends: " +
+		"the parent's nominal less its own non-idle use and its children's bases, shared by water-filling among the children that want more (demand: GPUs held or asked for, pending included). " +
+		"Each figure is a time integral over the instants where L14 defines the node's fair share: not for the root, which has no parent, nor while the children's bases exceed what the parent's own non-idle use leaves of its nominal (by day, when the parent's inference takes their GPUs). " +
+		"*Held* is what the node's subtree held then (L2: every allocation, idle or not, stopping included), and *below fair share* the integral of max(0, fair share - held). " +
+		"Figures are the quota node's, over its subtree; weights are the defaults (each node's nominal); the one flavor is the implicit `gpu`.")
+	if len(roots) > 0 {
+		d.p("n/a: %s bound to the root, which L14 gives no fair share.", strings.Join(roots, ", "))
+	}
+	var spans []string
+	for _, ws := range r.WS {
+		if q := quotaStats(r, ws.Quota); q != nil && q.FairTime > 0 {
+			spans = append(spans, fmt.Sprintf("%s %s", ws.Namespace, Dur(secs(q.FairTime))))
+		}
+	}
+	if len(spans) > 0 {
+		d.p("Fair shares were defined for %s of the %s simulated.", strings.Join(spans, ", "), Dur(r.End.Sub(r.Start)))
+	}
+	if len(compared) < 2 {
+		return
+	}
+	head := []string{"below fair share GPU-h", "quota"}
+	for _, c := range compared {
+		head = append(head, Label(c)+">")
+	}
+	ct := d.table(head...)
+	for _, ws := range r.WS {
+		cells := []string{ws.Namespace, ws.Quota}
+		for _, c := range compared {
+			q := quotaStats(c, ws.Quota)
+			if q == nil || q.FairTime == 0 {
+				cells = append(cells, "n/a")
+				continue
+			}
+			cells = append(cells, fmt.Sprintf("%s of %s in %s", gpuh(q.FairBelow), gpuh(q.FairShare), Dur(secs(q.FairTime))))
+		}
+		ct.row(cells...)
+	}
+	d.p("Per compared run: the GPU-hours of fair share the workspace's quota did not hold, of its fair share GPU-hours, in the time its fair share was defined. Every run is measured against the same tree, but the instants where L14 defines the shares depend on what each policy ran (its children's non-idle use), so the spans differ.")
+}
+
+// quotaStats returns r's figures of the quota node called name, or nil.
+func quotaStats(r *sim.Result, name string) *sim.QuotaStats {
+	for _, q := range r.Quotas {
+		if q.Quota == name {
+			return q
+		}
+	}
+	return nil
 }
 
 // kind names idle and non-idle jobs.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -87,11 +88,17 @@ func clip(s string) string {
 }
 
 // header maps the column names of a CSV header line to their index and
-// checks that every required column is there.
+// checks that every required column is there, once. A UTF-8 byte order
+// mark before the first name is not part of it.
 func header(file string, no int, line string, required ...string) (map[string]int, error) {
 	cols := map[string]int{}
-	for i, c := range strings.Split(line, ",") {
-		cols[strings.TrimSpace(c)] = i
+	for i, c := range strings.Split(strings.TrimPrefix(line, "\ufeff"), ",") {
+		c = strings.TrimSpace(c)
+		if first, dup := cols[c]; dup && slices.Contains(required, c) {
+			return nil, &Error{File: file, Line: no, Msg: fmt.Sprintf("header %q names column %q twice (columns %d and %d)",
+				clip(line), c, first+1, i+1)}
+		}
+		cols[c] = i
 	}
 	for _, r := range required {
 		if _, ok := cols[r]; !ok {
