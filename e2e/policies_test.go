@@ -137,7 +137,7 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	if _, err := (&build.PolicyWatcher{Client: c, Policies: pols, Logger: log}).Sync(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	tree := &quota.Node{Name: "Root", GPUs: 8, Namespaces: []string{"default"}}
+	tree := &quota.Node{Name: "Root", GPUs: quota.Plain(8), Namespaces: []string{"default"}}
 	now := time.Now()
 	actor := &act.Actor{Client: c, Logger: log, Now: func() time.Time { return now }}
 	// since is the broker's record of when the group was first seen

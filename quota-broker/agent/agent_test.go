@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -640,7 +641,7 @@ func TestQuotaReloadReachesTheAPIStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := g.Tree.Root.Find("Quota1.1"); n == nil || n.GPUs != 4 || n.ChangedAt.IsZero() {
+	if n := g.Tree.Root.Find("Quota1.1"); n == nil || n.GPUs.Of(quota.ImplicitFlavor) != 4 || n.ChangedAt.IsZero() {
 		t.Fatalf("store tree Quota1.1 = %+v, want 4 GPUs with a change time", n)
 	}
 }

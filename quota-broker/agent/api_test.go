@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
@@ -155,7 +156,7 @@ func TestAPIQuotaWriteWithConsulReachesTheAgentsTree(t *testing.T) {
 		if a.tree == nil {
 			return -1
 		}
-		return a.tree.Find("Quota1.1").GPUs
+		return a.tree.Find("Quota1.1").GPUs.Of(quota.ImplicitFlavor)
 	}
 	until(t, "the seeded tree", 10*time.Second, func() bool { return gpus() == 3 })
 	if h := healthOf(t, a); h.Store != "consul" {
@@ -169,7 +170,7 @@ func TestAPIQuotaWriteWithConsulReachesTheAgentsTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := g.Tree.Root.Find("Quota1.1"); n == nil || n.GPUs != 2 {
+	if n := g.Tree.Root.Find("Quota1.1"); n == nil || n.GPUs.Of(quota.ImplicitFlavor) != 2 {
 		t.Fatalf("store tree Quota1.1 = %+v, want 2 GPUs", n)
 	}
 	until(t, "the written tree", 10*time.Second, func() bool { return gpus() == 2 })

@@ -261,7 +261,7 @@ http_bind  = "127.0.0.1:0"
 		if a.tree == nil {
 			return -1
 		}
-		return a.tree.Find(name).GPUs
+		return a.tree.Find(name).GPUs.Of(quota.ImplicitFlavor)
 	}
 	until(t, "the store's tree", 10*time.Second, func() bool { return gpus("Quota1.1") == 2 })
 	if h := a.Health(); h.Store != "consul" {

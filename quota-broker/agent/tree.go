@@ -63,11 +63,11 @@ func (a *Agent) useTree(tree *quota.Node, settings quota.Settings, bookings []re
 			if n.ChangedAt.IsZero() {
 				n.ChangedAt = o.ChangedAt
 			}
-			if o.GPUs != n.GPUs {
+			if !maps.Equal(o.GPUs, n.GPUs) {
 				if !n.ChangedAt.After(o.ChangedAt) {
 					n.ChangedAt = now
 				}
-				a.log.Info("quota changed", "quota", n.Name, "old_gpus", o.GPUs, "new_gpus", n.GPUs, "source", source)
+				a.log.Info("quota changed", "quota", n.Name, "old_gpus", o.GPUs.String(), "new_gpus", n.GPUs.String(), "source", source)
 			}
 		})
 	}
@@ -192,8 +192,10 @@ func treeDiff(file *quota.Node, fs quota.Settings, stored *quota.Node, ss quota.
 			return ""
 		case f.Name != s.Name:
 			return fmt.Sprintf("node %q in the file, %q in the store", f.Name, s.Name)
-		case f.GPUs != s.GPUs:
-			return fmt.Sprintf("%s: %d GPUs in the file, %d in the store", f.Name, f.GPUs, s.GPUs)
+		case !maps.Equal(f.GPUs, s.GPUs):
+			return fmt.Sprintf("%s: %s GPUs in the file, %s in the store", f.Name, f.GPUs, s.GPUs)
+		case !quota.SameFlavors(f.Flavors, s.Flavors):
+			return fmt.Sprintf("%s: flavors differ", f.Name)
 		case f.ChildPreemption != s.ChildPreemption || f.PriorityPreemption != s.PriorityPreemption:
 			return fmt.Sprintf("%s: preemption flags differ", f.Name)
 		case !slices.Equal(f.Namespaces, s.Namespaces):

@@ -12,10 +12,10 @@ import (
 // (issue 10 item 1). treeDiff finds it, ignoring change times.
 func TestTreeDiffNamesTheFirstDifference(t *testing.T) {
 	tree := func(b1, b2 int) *quota.Node {
-		return &quota.Node{Name: "Quota1", GPUs: 128, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+		return &quota.Node{Name: "Quota1", GPUs: quota.Plain(128), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 			Children: []*quota.Node{
-				{Name: "Quota1.1", GPUs: b1, Namespaces: []string{"workspace-b"}},
-				{Name: "Quota1.2", GPUs: b2, Namespaces: []string{"workspace-c"}, ChangedAt: time.Now()},
+				{Name: "Quota1.1", GPUs: quota.Plain(b1), Namespaces: []string{"workspace-b"}},
+				{Name: "Quota1.2", GPUs: quota.Plain(b2), Namespaces: []string{"workspace-c"}, ChangedAt: time.Now()},
 			}}
 	}
 	s := quota.DefaultSettings()

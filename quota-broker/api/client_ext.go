@@ -84,16 +84,30 @@ func (c *Client) Plan(ctx context.Context, body []byte) (*PlanResponse, error) {
 	return &out, c.Send(ctx, http.MethodPost, "/v1/plan", nil, body, "application/json", &out)
 }
 
-// QuotaMove moves gpus of nominal from one quota node to another.
+// QuotaMove moves gpus of nominal from one quota node to another, in a
+// tree of one flavor (QuotaMoveFlavor names the flavor).
 func (c *Client) QuotaMove(ctx context.Context, from, to string, gpus int) (*TreeWriteResponse, error) {
-	var out TreeWriteResponse
-	return &out, c.Send(ctx, http.MethodPost, "/v1/quota/move", nil, jsonBody(MoveRequest{From: from, To: to, GPUs: gpus}), "application/json", &out)
+	return c.QuotaMoveFlavor(ctx, from, to, "", gpus)
 }
 
-// QuotaScale sets one node's nominal (PUT /v1/quota/<name>).
-func (c *Client) QuotaScale(ctx context.Context, name string, gpus int) (*TreeWriteResponse, error) {
+// QuotaMoveFlavor moves gpus of flavor's nominal from one quota node to
+// another (DESIGN L13; flavor "" in a tree of one flavor).
+func (c *Client) QuotaMoveFlavor(ctx context.Context, from, to, flavor string, gpus int) (*TreeWriteResponse, error) {
 	var out TreeWriteResponse
-	return &out, c.Send(ctx, http.MethodPut, "/v1/quota/"+url.PathEscape(name), nil, jsonBody(ScaleRequest{GPUs: &gpus}), "application/json", &out)
+	return &out, c.Send(ctx, http.MethodPost, "/v1/quota/move", nil, jsonBody(MoveRequest{From: from, To: to, GPUs: gpus, Flavor: flavor}), "application/json", &out)
+}
+
+// QuotaScale sets one node's nominal (PUT /v1/quota/<name>) in a tree of
+// one flavor (QuotaScaleFlavor names the flavor).
+func (c *Client) QuotaScale(ctx context.Context, name string, gpus int) (*TreeWriteResponse, error) {
+	return c.QuotaScaleFlavor(ctx, name, "", gpus)
+}
+
+// QuotaScaleFlavor sets one node's nominal of flavor (DESIGN L13; ""
+// in a tree of one flavor).
+func (c *Client) QuotaScaleFlavor(ctx context.Context, name, flavor string, gpus int) (*TreeWriteResponse, error) {
+	var out TreeWriteResponse
+	return &out, c.Send(ctx, http.MethodPut, "/v1/quota/"+url.PathEscape(name), nil, jsonBody(ScaleRequest{GPUs: &gpus, Flavor: flavor}), "application/json", &out)
 }
 
 // QuotaApply writes a whole tree (PUT /v1/quotas): HCL, or JSON when

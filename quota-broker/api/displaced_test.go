@@ -10,9 +10,9 @@ import (
 
 // displaced_gpus is the core's per-node figure (plan.Usage.Displaced, L10).
 func TestQuotaFiguresDisplacedFromThePlan(t *testing.T) {
-	root := &quota.Node{Name: "Quota1", GPUs: 8, Namespaces: []string{"workspace-a"}, Children: []*quota.Node{
-		{Name: "Quota1.1", GPUs: 3, Namespaces: []string{"workspace-b"}},
-		{Name: "Quota1.2", GPUs: 5, Namespaces: []string{"workspace-c"}},
+	root := &quota.Node{Name: "Quota1", GPUs: quota.Plain(8), Namespaces: []string{"workspace-a"}, Children: []*quota.Node{
+		{Name: "Quota1.1", GPUs: quota.Plain(3), Namespaces: []string{"workspace-b"}},
+		{Name: "Quota1.2", GPUs: quota.Plain(5), Namespaces: []string{"workspace-c"}},
 	}}
 	p := &plan.Plan{Usage: []plan.Usage{
 		{Quota: "Quota1", Nominal: 8, Used: 6},

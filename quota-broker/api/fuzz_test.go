@@ -52,7 +52,7 @@ func FuzzDecoders(f *testing.F) {
 		}
 		_, err = DecodeMove(data)
 		checkDecodeError(t, "DecodeMove", data, err)
-		_, err = DecodeScale(data)
+		_, _, err = DecodeScale(data)
 		checkDecodeError(t, "DecodeScale", data, err)
 		_, err = DecodePlanRequest(data)
 		checkDecodeError(t, "DecodePlanRequest", data, err)

@@ -49,11 +49,17 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 // the pending groups of the subtree's namespaces; displaced is the core's
 // figure (plan.Usage.Displaced); stopping = GPUs of the subtree's
 // allocations already being stopped (StoppingFor set).
+//
+// The figures are those of the tree's first flavor (its only one, or the
+// implicit "gpu"): a column per flavor is issue 17 item 5.
 func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
+	flavor := quota.FlavorNames(snap.Quota)[0]
 	usage := map[string]plan.Usage{}
 	if p != nil {
 		for _, u := range p.Usage {
-			usage[u.Quota] = u
+			if u.Flavor == flavor || u.Flavor == "" {
+				usage[u.Quota] = u
+			}
 		}
 	}
 	ownBooked := map[string]int{}
@@ -80,7 +86,7 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	walk = func(n *quota.Node, parent string) (int, int, int) {
 		i := len(out)
 		u := usage[n.Name]
-		out = append(out, Quota{Name: n.Name, Parent: parent, NominalGPUs: n.GPUs, UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
+		out = append(out, Quota{Name: n.Name, Parent: parent, NominalGPUs: n.GPUs.Of(flavor), UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
 			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, DisplacedGPUs: u.Displaced, LendableGPUs: u.Lendable, Workspaces: slices.Clone(n.Namespaces)})
 		booked, queued, stopping := ownBooked[n.Name], ownQueued[n.Name], ownStopping[n.Name]
 		for _, ch := range n.Children {

@@ -377,8 +377,8 @@ func TestQuotaMove(t *testing.T) {
 	}
 	root := h.tree(t)
 	q11, q12 := root.Find("Quota1.1"), root.Find("Quota1.2")
-	if q11.GPUs != 56 || q12.GPUs != 72 || !q11.ChangedAt.Equal(clock) || !q12.ChangedAt.Equal(clock) {
-		t.Errorf("after move: Quota1.1 %d @%v, Quota1.2 %d @%v", q11.GPUs, q11.ChangedAt, q12.GPUs, q12.ChangedAt)
+	if q11.GPUs.Of(quota.ImplicitFlavor) != 56 || q12.GPUs.Of(quota.ImplicitFlavor) != 72 || !q11.ChangedAt.Equal(clock) || !q12.ChangedAt.Equal(clock) {
+		t.Errorf("after move: Quota1.1 %v @%v, Quota1.2 %v @%v", q11.GPUs, q11.ChangedAt, q12.GPUs, q12.ChangedAt)
 	}
 	recs, err := h.kv.ChangeRecords(context.Background())
 	if err != nil {
@@ -451,7 +451,7 @@ func TestQuotaApplyAndScale(t *testing.T) {
 		t.Fatalf("apply: %d %s", code, body)
 	}
 	root := h.tree(t)
-	if root.Find("Quota1.2").GPUs != 64 || !root.Find("Quota1.2").ChangedAt.Equal(clock) || !root.Find("Quota1.1").ChangedAt.IsZero() {
+	if root.Find("Quota1.2").GPUs.Of(quota.ImplicitFlavor) != 64 || !root.Find("Quota1.2").ChangedAt.Equal(clock) || !root.Find("Quota1.1").ChangedAt.IsZero() {
 		t.Errorf("after apply: %+v %+v", root.Find("Quota1.2"), root.Find("Quota1.1"))
 	}
 	recs, _ := h.kv.ChangeRecords(context.Background())
@@ -747,7 +747,7 @@ func TestMoveRefusedByBookings(t *testing.T) {
 	if code != 409 || !strings.Contains(errOf(t, body).Error, "L10") || !strings.Contains(errOf(t, body).Error, "Quota1.1") {
 		t.Errorf("%d %s", code, body)
 	}
-	if h.tree(t).Find("Quota1.1").GPUs != 48 {
+	if h.tree(t).Find("Quota1.1").GPUs.Of(quota.ImplicitFlavor) != 48 {
 		t.Errorf("tree changed")
 	}
 }
@@ -1245,7 +1245,7 @@ func TestTreeNamesAndJSONSpelling(t *testing.T) {
 	if err := json.Unmarshal(body, &res); err != nil {
 		t.Fatal(err)
 	}
-	if n := res.Root.Find("Quota1.1"); n == nil || n.GPUs != 48 || res.Guard != h.base+1 {
+	if n := res.Root.Find("Quota1.1"); n == nil || n.GPUs.Of(quota.ImplicitFlavor) != 48 || res.Guard != h.base+1 {
 		t.Errorf("the client's reading of the answer: %+v", res)
 	}
 	// The answer, sent back as it is (root only), is a valid tree.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"reflect"
@@ -27,11 +28,17 @@ type MoveRequest struct {
 	From string `json:"from"`
 	To   string `json:"to"`
 	GPUs int    `json:"gpus"`
+	// Flavor is the flavor whose nominal moves (DESIGN L13); it may be
+	// left out in a tree of one flavor, else it is required.
+	Flavor string `json:"flavor,omitempty"`
 }
 
 // ScaleRequest is the body of PUT /v1/quota/<name>: set one nominal.
 type ScaleRequest struct {
 	GPUs *int `json:"gpus"`
+	// Flavor is the flavor whose nominal is set (DESIGN L13); it may be
+	// left out in a tree of one flavor, else it is required.
+	Flavor string `json:"flavor,omitempty"`
 }
 
 // TreeWriteResponse answers a quota write: the tree as written, "root" in
@@ -329,19 +336,40 @@ func DecodeMove(data []byte) (MoveRequest, error) {
 	return m, nil
 }
 
-// DecodeScale reads and checks a scale body: 0 <= gpus <= quota.MaxGPUs.
-func DecodeScale(data []byte) (int, error) {
+// DecodeScale reads and checks a scale body: 0 <= gpus <= quota.MaxGPUs,
+// and its flavor ("" when left out; the tree decides, treeFlavor).
+func DecodeScale(data []byte) (int, string, error) {
 	var m ScaleRequest
 	if err := decodeStrict(data, &m); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if m.GPUs == nil {
-		return 0, badInput("gpus", "", "is missing")
+		return 0, "", badInput("gpus", "", "is missing")
 	}
 	if *m.GPUs < 0 || *m.GPUs > quota.MaxGPUs {
-		return 0, badInput("gpus", strconv.Itoa(*m.GPUs), "must be from 0 to %d", quota.MaxGPUs)
+		return 0, "", badInput("gpus", strconv.Itoa(*m.GPUs), "must be from 0 to %d", quota.MaxGPUs)
 	}
-	return *m.GPUs, nil
+	return *m.GPUs, m.Flavor, nil
+}
+
+// treeFlavor returns the flavor a move or scale acts on (DESIGN L13): the
+// one named, or the tree's only one; a bad input naming field flavor
+// otherwise, with the tree's flavors.
+func treeFlavor(root *quota.Node, flavor string) (string, error) {
+	f, err := quota.FlavorChoice(root, flavor)
+	if err != nil {
+		return "", badInput("flavor", flavor, "%s", strings.TrimPrefix(err.Error(), fmt.Sprintf("flavor %q ", flavor)))
+	}
+	return f, nil
+}
+
+// flavorText names a flavor in a message of a tree of several ("" in a
+// one-flavor tree, whose messages read as before flavors).
+func flavorText(root *quota.Node, flavor string) string {
+	if len(root.Flavors) == 0 {
+		return ""
+	}
+	return " of flavor " + strconv.Quote(flavor)
 }
 
 // DecodeTree reads a whole tree: HCL (the quota file format) unless
@@ -385,7 +413,7 @@ func DecodeTree(data []byte, contentType string) (*quota.Node, *quota.Settings, 
 // l1Sums checks law L1's sums at the parents of the changed nodes and at
 // the changed nodes themselves, with the numbers in the CLI's words:
 // "Quota1: children 56 + 80 = 136 > 128".
-func l1Sums(root *quota.Node, changed ...string) error {
+func l1Sums(root *quota.Node, flavor string, changed ...string) error {
 	parents := map[string]*quota.Node{}
 	root.Walk(func(n *quota.Node) {
 		for _, c := range n.Children {
@@ -398,12 +426,12 @@ func l1Sums(root *quota.Node, changed ...string) error {
 		}
 		sum, parts := 0, make([]string, 0, len(n.Children))
 		for _, c := range n.Children {
-			sum += c.GPUs
-			parts = append(parts, strconv.Itoa(c.GPUs))
+			sum += c.GPUs.Of(flavor)
+			parts = append(parts, strconv.Itoa(c.GPUs.Of(flavor)))
 		}
-		if sum > n.GPUs {
-			return conflict("L1: %s: children %s = %d > %d; move GPUs between nodes with `gputide quota move`",
-				n.Name, strings.Join(parts, " + "), sum, n.GPUs)
+		if sum > n.GPUs.Of(flavor) {
+			return conflict("L1: %s%s: children %s = %d > %d; move GPUs between nodes with `gputide quota move`",
+				n.Name, flavorText(root, flavor), strings.Join(parts, " + "), sum, n.GPUs.Of(flavor))
 		}
 		return nil
 	}
@@ -499,21 +527,24 @@ func (s *Server) quotaMove(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	g, err := s.writeTree(r.Context(), c, "quota move", nil, func(root *quota.Node, now time.Time) (string, string, error) {
 		from, to := root.Find(m.From), root.Find(m.To)
+		flavor, err := treeFlavor(root, m.Flavor)
 		switch {
 		case from == nil:
 			return "", "", &Problem{Status: http.StatusNotFound, Field: "from", Msg: fmt.Sprintf("from %q: no such quota node", m.From)}
 		case to == nil:
 			return "", "", &Problem{Status: http.StatusNotFound, Field: "to", Msg: fmt.Sprintf("to %q: no such quota node", m.To)}
-		case from.GPUs < m.GPUs:
-			return "", "", conflict("L1: %s has %d GPUs nominal, %d asked to move", m.From, from.GPUs, m.GPUs)
+		case err != nil:
+			return "", "", err
+		case from.GPUs.Of(flavor) < m.GPUs:
+			return "", "", conflict("L1: %s has %d GPUs%s nominal, %d asked to move", m.From, from.GPUs.Of(flavor), flavorText(root, flavor), m.GPUs)
 		}
-		from.GPUs -= m.GPUs
-		to.GPUs += m.GPUs
+		from.GPUs = from.GPUs.Set(flavor, from.GPUs.Of(flavor)-m.GPUs)
+		to.GPUs = to.GPUs.Set(flavor, to.GPUs.Of(flavor)+m.GPUs)
 		from.ChangedAt, to.ChangedAt = now, now
-		if err := l1Sums(root, m.From, m.To); err != nil {
+		if err := l1Sums(root, flavor, m.From, m.To); err != nil {
 			return "", "", err
 		}
-		return m.From + "," + m.To, fmt.Sprintf("%s -> %s: %d GPUs", m.From, m.To, m.GPUs), nil
+		return m.From + "," + m.To, fmt.Sprintf("%s -> %s: %d GPUs%s", m.From, m.To, m.GPUs, flavorText(root, flavor)), nil
 	})
 	s.answerTree(w, g, err)
 }
@@ -527,7 +558,7 @@ func (s *Server) quotaScale(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeError(w, err)
 		return
 	}
-	gpus, err := DecodeScale(data)
+	gpus, flavorName, err := DecodeScale(data)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -537,12 +568,16 @@ func (s *Server) quotaScale(w http.ResponseWriter, r *http.Request, c *caller) {
 		if n == nil {
 			return "", "", notFound("quota %q: no such quota node", name)
 		}
-		old := n.GPUs
-		n.GPUs, n.ChangedAt = gpus, now
-		if err := l1Sums(root, name); err != nil {
+		flavor, err := treeFlavor(root, flavorName)
+		if err != nil {
 			return "", "", err
 		}
-		return name, fmt.Sprintf("%s: %d -> %d GPUs", name, old, gpus), nil
+		old := n.GPUs.Of(flavor)
+		n.GPUs, n.ChangedAt = n.GPUs.Set(flavor, gpus), now
+		if err := l1Sums(root, flavor, name); err != nil {
+			return "", "", err
+		}
+		return name, fmt.Sprintf("%s: %d -> %d GPUs%s", name, old, gpus, flavorText(root, flavor)), nil
 	})
 	s.answerTree(w, g, err)
 }
@@ -564,7 +599,7 @@ func (s *Server) quotaApply(w http.ResponseWriter, r *http.Request, c *caller) {
 		next := newRoot.Clone()
 		changed := 0
 		next.Walk(func(n *quota.Node) {
-			if old := root.Find(n.Name); old != nil && old.GPUs == n.GPUs {
+			if old := root.Find(n.Name); old != nil && maps.Equal(old.GPUs, n.GPUs) {
 				n.ChangedAt = old.ChangedAt
 			} else {
 				n.ChangedAt = now

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gputide/gputide/internal/redact"
 	"github.com/gputide/gputide/quota-broker/api"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/scalingpolicy"
 )
 
@@ -124,15 +125,18 @@ Options:
   -from NODE   The node that gives GPUs. Required.
   -to NODE     The node that gets them. Required.
   -gpus N      How many, at least 1. Required.
+  -flavor F    The flavor whose nominal moves (DESIGN L13). Required in a
+               tree of several flavors; the error lists them.
 ` + apiHelp)
 }
 
 func (c *QuotaMoveCommand) Run(args []string) int {
 	f := c.init("quota move")
-	var from, to, gpus string
+	var from, to, gpus, flavor string
 	f.StringVar(&from, "from", "", "")
 	f.StringVar(&to, "to", "", "")
 	f.StringVar(&gpus, "gpus", "", "")
+	f.StringVar(&flavor, "flavor", "", "")
 	if _, code, ok := c.parse(args, 0, ""); !ok {
 		return code
 	}
@@ -144,7 +148,7 @@ func (c *QuotaMoveCommand) Run(args []string) int {
 		return c.usage(err.Error())
 	}
 	return c.call(func(ctx context.Context, cl *api.Client) error {
-		res, err := cl.QuotaMove(ctx, from, to, n)
+		res, err := cl.QuotaMoveFlavor(ctx, from, to, flavor, n)
 		if err != nil {
 			return err
 		}
@@ -152,17 +156,35 @@ func (c *QuotaMoveCommand) Run(args []string) int {
 			c.printJSON(res)
 			return nil
 		}
-		c.Ui.Output(fmt.Sprintf("Moved %d GPUs from %s to %s (%s now %d, %s now %d) at %s",
-			n, from, to, from, nominalOf(res, from), to, nominalOf(res, to), res.ChangedAt.Format(time.RFC3339)))
+		c.Ui.Output(fmt.Sprintf("Moved %d GPUs%s from %s to %s (%s now %d, %s now %d) at %s",
+			n, flavorWords(res, flavor), from, to, from, nominalOf(res, from, flavor), to, nominalOf(res, to, flavor),
+			res.ChangedAt.Format(time.RFC3339)))
 		return nil
 	})
 }
 
-func nominalOf(res *api.TreeWriteResponse, name string) int {
+// nominalOf returns node name's nominal of flavor in a write's answer
+// ("" for the tree's only flavor).
+func nominalOf(res *api.TreeWriteResponse, name, flavor string) int {
+	if flavor == "" {
+		flavor, _ = quota.OnlyFlavor(res.Root)
+	}
 	if n := res.Root.Find(name); n != nil {
-		return n.GPUs
+		return n.GPUs.Of(flavor)
 	}
 	return 0
+}
+
+// flavorWords names the flavor in an answer of a tree that declares
+// flavors (" of flavor h100"), "" otherwise.
+func flavorWords(res *api.TreeWriteResponse, flavor string) string {
+	if res.Root == nil || len(res.Root.Flavors) == 0 {
+		return ""
+	}
+	if flavor == "" {
+		flavor, _ = quota.OnlyFlavor(res.Root)
+	}
+	return fmt.Sprintf(" of flavor %s", flavor)
 }
 
 // QuotaScaleCommand is "gputide quota scale NAME -gpus N".
@@ -179,14 +201,17 @@ Usage: gputide quota scale NAME -gpus N [options]
 
 Options:
 
-  -gpus N   The new nominal, at least 0. Required.
+  -gpus N     The new nominal, at least 0. Required.
+  -flavor F   The flavor whose nominal is set (DESIGN L13). Required in a
+              tree of several flavors; the error lists them.
 ` + apiHelp)
 }
 
 func (c *QuotaScaleCommand) Run(args []string) int {
 	f := c.init("quota scale")
-	var gpus string
+	var gpus, flavor string
 	f.StringVar(&gpus, "gpus", "", "")
+	f.StringVar(&flavor, "flavor", "", "")
 	rest, code, ok := c.parse(args, 1, "the quota node's name")
 	if !ok {
 		return code
@@ -199,7 +224,7 @@ func (c *QuotaScaleCommand) Run(args []string) int {
 		return c.usage(err.Error())
 	}
 	return c.call(func(ctx context.Context, cl *api.Client) error {
-		res, err := cl.QuotaScale(ctx, rest[0], n)
+		res, err := cl.QuotaScaleFlavor(ctx, rest[0], flavor, n)
 		if err != nil {
 			return err
 		}
@@ -207,7 +232,7 @@ func (c *QuotaScaleCommand) Run(args []string) int {
 			c.printJSON(res)
 			return nil
 		}
-		c.Ui.Output(fmt.Sprintf("%s now has %d GPUs nominal (at %s)", rest[0], n, res.ChangedAt.Format(time.RFC3339)))
+		c.Ui.Output(fmt.Sprintf("%s now has %d GPUs%s nominal (at %s)", rest[0], n, flavorWords(res, flavor), res.ChangedAt.Format(time.RFC3339)))
 		return nil
 	})
 }

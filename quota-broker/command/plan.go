@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -156,9 +157,18 @@ func formatPlan(snap *plan.Snapshot, p *plan.Plan, verbose bool) string {
 
 	b.WriteString("\nUsage\n")
 	rows := [][]string{{"Quota", "Nominal", "Used", "NonIdle", "Borrowed", "Debt", "Lendable"}}
+	// A tree with flavors has a row per node and flavor (DESIGN L13).
+	flavors := slices.ContainsFunc(p.Usage, func(u plan.Usage) bool { return u.Flavor != "" })
+	if flavors {
+		rows[0] = slices.Insert(rows[0], 1, "Flavor")
+	}
 	for _, u := range p.Usage {
-		rows = append(rows, []string{u.Quota, strconv.Itoa(u.Nominal), strconv.Itoa(u.Used),
-			strconv.Itoa(u.NonIdle), strconv.Itoa(u.Borrowed), strconv.Itoa(u.Debt), strconv.Itoa(u.Lendable)})
+		row := []string{u.Quota, strconv.Itoa(u.Nominal), strconv.Itoa(u.Used),
+			strconv.Itoa(u.NonIdle), strconv.Itoa(u.Borrowed), strconv.Itoa(u.Debt), strconv.Itoa(u.Lendable)}
+		if flavors {
+			row = slices.Insert(row, 1, printable(u.Flavor))
+		}
+		rows = append(rows, row)
 	}
 	b.WriteString(formatList(rows))
 	b.WriteString("\n")

@@ -90,7 +90,15 @@ func (m *Metrics) ObservePlan(p *plan.Plan) {
 		}
 	}
 	m.WaitingActions.Set(float64(waiting))
+	// A tree with flavors has a row per quota node and flavor, the tree's
+	// first flavor first (DESIGN L13): the gauges show that one until they
+	// get a flavor label (issue 17 item 5).
+	seen := map[string]bool{}
 	for _, u := range p.Usage {
+		if seen[u.Quota] {
+			continue
+		}
+		seen[u.Quota] = true
 		m.QuotaNominal.WithLabelValues(u.Quota).Set(float64(u.Nominal))
 		m.QuotaUsed.WithLabelValues(u.Quota).Set(float64(u.Used))
 		m.QuotaNonIdle.WithLabelValues(u.Quota).Set(float64(u.NonIdle))

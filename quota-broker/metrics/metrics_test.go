@@ -77,3 +77,23 @@ gputide_waiting_groups 2
 		t.Fatal(err)
 	}
 }
+
+// TestObservePlanShowsTheFirstFlavor: with flavors the plan has a row per
+// quota node and flavor (DESIGN L13); until the gauges get a flavor label
+// they show the tree's first flavor, the first row of each node.
+func TestObservePlanShowsTheFirstFlavor(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.ObservePlan(&plan.Plan{Usage: []plan.Usage{
+		{Quota: "Quota1", Flavor: "h100", Nominal: 16, Used: 12},
+		{Quota: "Quota1", Flavor: "a100", Nominal: 32, Used: 5},
+	}})
+	want := `
+# HELP gputide_quota_used_gpus GPUs in use in the quota node's subtree.
+# TYPE gputide_quota_used_gpus gauge
+gputide_quota_used_gpus{quota="Quota1"} 12
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gputide_quota_used_gpus"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -50,6 +50,29 @@ func (j *job) maxRun() time.Duration {
 //  3. earlier submission;
 //  4. namespace, then job name (group names order the groups of a job).
 func (p *planner) pendingJobs() []*job {
+	jobs := p.pendingJobList()
+	sort.SliceStable(jobs, func(a, b int) bool {
+		x, y := jobs[a], jobs[b]
+		if x.priority != y.priority {
+			return x.priority > y.priority
+		}
+		if x.maxRun() != y.maxRun() {
+			return x.maxRun() < y.maxRun()
+		}
+		if !x.submitted.Equal(y.submitted) {
+			return x.submitted.Before(y.submitted)
+		}
+		if x.namespace != y.namespace {
+			return x.namespace < y.namespace
+		}
+		return x.name < y.name
+	})
+	return jobs
+}
+
+// pendingJobList returns the pending jobs by job key, not yet in L3
+// order (pendingJobs).
+func (p *planner) pendingJobList() []*job {
 	byKey := map[JobKey]*job{}
 	for i := range p.snap.Pending {
 		g := &p.snap.Pending[i]
@@ -83,22 +106,6 @@ func (p *planner) pendingJobs() []*job {
 		}
 		jobs = append(jobs, j)
 	}
-	sort.SliceStable(jobs, func(a, b int) bool {
-		x, y := jobs[a], jobs[b]
-		if x.priority != y.priority {
-			return x.priority > y.priority
-		}
-		if x.maxRun() != y.maxRun() {
-			return x.maxRun() < y.maxRun()
-		}
-		if !x.submitted.Equal(y.submitted) {
-			return x.submitted.Before(y.submitted)
-		}
-		if x.namespace != y.namespace {
-			return x.namespace < y.namespace
-		}
-		return x.name < y.name
-	})
 	return jobs
 }
 
@@ -170,9 +177,9 @@ func (p *planner) entitlement(q *qnode, gpus int, y yielded, booked []int) (boun
 // lowered returns q's nominal less booked(q) (L10; booked may be nil).
 func lowered(q *qnode, booked []int) int {
 	if booked == nil {
-		return q.node.GPUs
+		return q.nominal
 	}
-	return q.node.GPUs - booked[q.index]
+	return q.nominal - booked[q.index]
 }
 
 // inUseText writes q's usage against its lowered nominal for a reason,
@@ -181,10 +188,10 @@ func lowered(q *qnode, booked []int) int {
 // are booked" (issue 20: "40 of 16 (48 less 32 booked)" read as nonsense).
 func inUseText(q *qnode, booked []int, used int, scope string) string {
 	if booked == nil || booked[q.index] == 0 {
-		return fmt.Sprintf("%d of %d GPUs in use%s", used, q.node.GPUs, scope)
+		return fmt.Sprintf("%d of %d GPUs in use%s", used, q.nominal, scope)
 	}
 	b := booked[q.index]
-	return fmt.Sprintf("%d GPUs in use%s, of the %d it may use while %d of its %d are booked", used, scope, q.node.GPUs-b, b, q.node.GPUs)
+	return fmt.Sprintf("%d GPUs in use%s, of the %d it may use while %d of its %d are booked", used, scope, q.nominal-b, b, q.nominal)
 }
 
 // entitled decides DESIGN L3 for non-idle job j: it returns "" and what

@@ -21,10 +21,10 @@ func cpuTime() time.Duration {
 // benchTree scales the reference tree to a cluster of gpus GPUs: Quota1 =
 // all of them with child-level preemption, Quota1.1 = 3/8, Quota1.2 = 5/8.
 func benchTree(gpus int) *quota.Node {
-	return &quota.Node{Name: "Quota1", GPUs: gpus, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+	return &quota.Node{Name: "Quota1", GPUs: quota.Plain(gpus), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 		Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: gpus * 3 / 8, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: gpus * 5 / 8, Namespaces: []string{"workspace-c"}},
+			{Name: "Quota1.1", GPUs: quota.Plain(gpus * 3 / 8), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(gpus * 5 / 8), Namespaces: []string{"workspace-c"}},
 		}}
 }
 
@@ -101,7 +101,7 @@ func admissionSnapshot(n int) *Snapshot {
 			NodePool: "default", SubmittedAt: t0.Add(-time.Duration(j) * time.Second)})
 	}
 	// Make the quotas large enough that every job is entitled.
-	s.Quota.Children[0].GPUs, s.Quota.Children[1].GPUs = jobs, 8*n-jobs
+	s.Quota.Children[0].GPUs, s.Quota.Children[1].GPUs = quota.Plain(jobs), quota.Plain(8*n-jobs)
 	return s
 }
 
@@ -161,6 +161,56 @@ func withBookings(s *Snapshot) *Snapshot {
 	return s
 }
 
+// benchModels are the models of threeFlavors' flavors.
+var benchModels = []string{h100, "NVIDIA A100-SXM4-80GB", "NVIDIA L40S"}
+
+// threeFlavors turns s into a cluster of three flavors (DESIGN L13,
+// issue 17's benchmark): the first third of the nodes (in ID order) have
+// GPUs of model benchModels[0], flavor h100, the second a100, the last
+// l40s (racks of one model named in sequence; with the models
+// interleaved node by node, interleavedFlavors, the planners' walks
+// over nodes and allocations stride through memory and cost more on a
+// busy machine, docs/benchmarks.md), and each quota node's nominal is split
+// between the flavors in proportion to their GPUs (the tree's shares
+// kept, each flavor's children within its parent). Pending jobs allow
+// every flavor, in tree order.
+func threeFlavors(s *Snapshot) *Snapshot {
+	return flavorsOf(s, func(i int) int { return i * 3 / len(s.Nodes) })
+}
+
+// interleavedFlavors is threeFlavors with node i of flavor i%3.
+func interleavedFlavors(s *Snapshot) *Snapshot {
+	return flavorsOf(s, func(i int) int { return i % 3 })
+}
+
+func flavorsOf(s *Snapshot, flavorOf func(node int) int) *Snapshot {
+	names := []string{"h100", "a100", "l40s"}
+	capacity := make([]int, 3)
+	for i := range s.Nodes {
+		f := flavorOf(i)
+		gpus := make([]GPU, len(s.Nodes[i].GPUs))
+		for k, g := range s.Nodes[i].GPUs {
+			g.Model = benchModels[f]
+			gpus[k] = g
+		}
+		s.Nodes[i].GPUs = gpus
+		capacity[f] += len(gpus)
+	}
+	total := s.Quota.GPUs.Total()
+	s.Quota.Flavors = nil
+	for f, name := range names {
+		s.Quota.Flavors = append(s.Quota.Flavors, quota.Flavor{Name: name, Models: []string{benchModels[f]}})
+	}
+	s.Quota.Walk(func(n *quota.Node) {
+		nominal := quota.Nominal{}
+		for f, name := range names {
+			nominal[name] = int(int64(n.GPUs.Total()) * int64(capacity[f]) / int64(max(total, 1)))
+		}
+		n.GPUs = nominal
+	})
+	return s
+}
+
 // BenchmarkPreemptionPlan: DESIGN's benchmark (a). Allocations of 4, 2, 1
 // and 1 GPUs (4 per node, 20,000 at 5,000 nodes), and, as "alloc=8", whole-
 // node allocations (one per node).
@@ -169,12 +219,22 @@ func BenchmarkPreemptionPlan(b *testing.B) {
 		n        int
 		sizes    []int
 		bookings bool
-	}{{100, nil, false}, {1000, nil, false}, {5000, nil, false}, {5000, []int{8}, false}, {5000, nil, true}} {
+		flavors  int // 0: none; 1: three flavors in blocks; 2: interleaved
+	}{{100, nil, false, 0}, {1000, nil, false, 0}, {5000, nil, false, 0}, {5000, nil, false, 1}, {5000, nil, false, 2},
+		{5000, []int{8}, false, 0}, {5000, nil, true, 0}} {
 		n := tc.n
 		s := preemptionSnapshot(n, tc.sizes...)
 		name := fmt.Sprintf("nodes=%d", n)
 		if tc.sizes != nil {
 			name += "/alloc=8"
+		}
+		switch tc.flavors {
+		case 1:
+			s = threeFlavors(s)
+			name += "/flavors=3"
+		case 2:
+			s = interleavedFlavors(s)
+			name += "/flavors=3-interleaved"
 		}
 		if tc.bookings {
 			s = withBookings(s)
@@ -199,10 +259,19 @@ func BenchmarkAdmissionPlan(b *testing.B) {
 	for _, tc := range []struct {
 		n        int
 		bookings bool
-	}{{100, false}, {1000, false}, {5000, false}, {5000, true}} {
+		flavors  int // as in BenchmarkPreemptionPlan
+	}{{100, false, 0}, {1000, false, 0}, {5000, false, 0}, {5000, false, 1}, {5000, false, 2}, {5000, true, 0}} {
 		n := tc.n
 		s := admissionSnapshot(n)
 		name := fmt.Sprintf("nodes=%d", n)
+		switch tc.flavors {
+		case 1:
+			s = threeFlavors(s)
+			name += "/flavors=3"
+		case 2:
+			s = interleavedFlavors(s)
+			name += "/flavors=3-interleaved"
+		}
 		if tc.bookings {
 			s = withBookings(s)
 			name += "/bookings=10000"

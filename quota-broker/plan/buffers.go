@@ -37,6 +37,10 @@ type buffers struct {
 	// how many nodes it indexed last.
 	nodeByID    map[string]int
 	nodeByIDLen int
+	// proj* back the snapshot's projection onto a flavor (DESIGN L13,
+	// projectAll), reused across plans like the rest.
+	projNodes  []*Node
+	projAllocs []*Allocation
 }
 
 // nodeIndex returns the empty map of node IDs for a plan of n nodes.

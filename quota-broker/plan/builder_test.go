@@ -25,10 +25,10 @@ type snapBuilder struct {
 // preemption (workspace-a), Quota1.1 48 (workspace-b), Quota1.2 80
 // (workspace-c).
 func referenceTree() *quota.Node {
-	return &quota.Node{Name: "Quota1", GPUs: 128, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+	return &quota.Node{Name: "Quota1", GPUs: quota.Plain(128), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 		Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: 80, Namespaces: []string{"workspace-c"}},
+			{Name: "Quota1.1", GPUs: quota.Plain(48), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(80), Namespaces: []string{"workspace-c"}},
 		}}
 }
 

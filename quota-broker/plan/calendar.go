@@ -296,7 +296,7 @@ func (p *planner) displace(booked []int) []*qnode {
 		if booked[q.index] == 0 {
 			continue
 		}
-		room := q.node.GPUs - booked[q.index]
+		room := q.nominal - booked[q.index]
 		l := p.st.ledger
 		if l.nonIdle[q.index]-l.reserved[q.index]-l.debt[q.index] <= room {
 			continue // every candidate fits, and so does every subset of them

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 func pReservation(id string) pendOpt { return func(p *Pending) { p.Reservation = id } }
@@ -264,7 +265,7 @@ func TestL10EndStopsExactlyTheBookingsJobs(t *testing.T) {
 // max_wait and a reservation's drain; none of them gives no wake_at.
 func TestL12WakeAt(t *testing.T) {
 	tree := referenceTree()
-	tree.Children[0].GPUs, tree.Children[1].GPUs = 8, 120
+	tree.Children[0].GPUs, tree.Children[1].GPUs = quota.Plain(8), quota.Plain(120)
 	tree.Children[0].ChangedAt = t0.Add(-4 * time.Minute) // debt grace 10m: ends at t0 + 6m
 	build := func() *snapBuilder {
 		return newSnap(tree).nodes(4, 8, h100).

@@ -372,7 +372,7 @@ func TestIdleFitRefusesNoSnapshotAndABadTree(t *testing.T) {
 	if _, err := IdleFit(nil); err == nil {
 		t.Fatal("IdleFit(nil): no error")
 	}
-	bad := newSnap(&quota.Node{Name: "Root", GPUs: 4, Children: []*quota.Node{{Name: "A", GPUs: 8}}}).build()
+	bad := newSnap(&quota.Node{Name: "Root", GPUs: quota.Plain(4), Children: []*quota.Node{{Name: "A", GPUs: quota.Plain(8)}}}).build()
 	if _, err := IdleFit(bad); err == nil {
 		t.Fatal("IdleFit with children above their parent (L1): no error")
 	}

@@ -75,9 +75,9 @@ func TestL3EntitlementAndReasons(t *testing.T) {
 		},
 		"an ancestor's limit excludes debt but counts siblings": {
 			build: func() *Snapshot {
-				tree := &quota.Node{Name: "root", GPUs: 16, Children: []*quota.Node{
-					{Name: "x", GPUs: 8, Namespaces: []string{"ns-x"}},
-					{Name: "y", GPUs: 8, Namespaces: []string{"ns-y"}},
+				tree := &quota.Node{Name: "root", GPUs: quota.Plain(16), Children: []*quota.Node{
+					{Name: "x", GPUs: quota.Plain(8), Namespaces: []string{"ns-x"}},
+					{Name: "y", GPUs: quota.Plain(8), Namespaces: []string{"ns-y"}},
 				}, Namespaces: []string{"ns-root"}}
 				return newSnap(tree).nodes(4, 8, h100).
 					alloc("r1", "ns-root", "own", "node-01", 8).
@@ -421,8 +421,8 @@ func TestL4UsageFigures(t *testing.T) {
 // 48; a Quota1.1 job asks for 8.
 func debtCluster(changed time.Time) *Snapshot {
 	tree := referenceTree()
-	tree.Children[0].GPUs, tree.Children[0].ChangedAt = 56, changed
-	tree.Children[1].GPUs, tree.Children[1].ChangedAt = 72, changed
+	tree.Children[0].GPUs, tree.Children[0].ChangedAt = quota.Plain(56), changed
+	tree.Children[1].GPUs, tree.Children[1].ChangedAt = quota.Plain(72), changed
 	b := newSnap(tree).nodes(16, 8, h100)
 	for i := 1; i <= 6; i++ {
 		b.alloc(id("b", i), "workspace-b", id("tb", i), nodeFor(i), 8, started(time.Duration(20-i)*time.Hour))
@@ -563,7 +563,7 @@ func TestL3ModelAndPlaceConstraints(t *testing.T) {
 
 func TestL1InvalidTreeIsAnError(t *testing.T) {
 	tree := referenceTree()
-	tree.Children[0].GPUs = 56
+	tree.Children[0].GPUs = quota.Plain(56)
 	_, err := Compute(newSnap(tree).build())
 	want := `quota "Quota1": children's nominal GPUs sum to 136 (Quota1.1 56 + Quota1.2 80), more than its nominal 128`
 	if err == nil || err.Error() != want {
@@ -581,9 +581,9 @@ func TestL1CapacityWarning(t *testing.T) {
 func TestL5BatchUnitWithIdleAndDebtAllocations(t *testing.T) {
 	// One batch job with a debt allocation (its quota B has nominal 0) and
 	// an idle one: the unit's key is the debt's, and both stop together.
-	tree := &quota.Node{Name: "R", GPUs: 8, Children: []*quota.Node{
-		{Name: "B", GPUs: 0, Namespaces: []string{"b"}},
-		{Name: "A", GPUs: 8, Namespaces: []string{"a"}},
+	tree := &quota.Node{Name: "R", GPUs: quota.Plain(8), Children: []*quota.Node{
+		{Name: "B", GPUs: quota.Plain(0), Namespaces: []string{"b"}},
+		{Name: "A", GPUs: quota.Plain(8), Namespaces: []string{"a"}},
 	}}
 	s := newSnap(tree).nodes(1, 2, h100).
 		alloc("x1", "b", "train", "node-01", 1).

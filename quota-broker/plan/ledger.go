@@ -13,9 +13,25 @@ import (
 // planner holds the indexed, read-only view of a snapshot and the mutable
 // state of the plan being built.
 type planner struct {
-	snap     *Snapshot
-	now      time.Time
-	settings quota.Settings
+	// flavor is the flavor this planner plans (DESIGN L13): the snapshot
+	// it sees holds only that flavor's devices (flavors.go).
+	flavor string
+	// label is the flavor named in actions and usage rows: flavor, or ""
+	// in a tree without flavor blocks (the implicit one).
+	label string
+	// freeOnly makes decide admit on free GPUs only, stopping nothing and
+	// leaving a job entitled on what yields to it undecided: the driver
+	// of several flavors tries a job so (flavors.go, DESIGN L13 Choice).
+	freeOnly bool
+	// nodeList and allocList, when not nil, are the nodes and
+	// allocations planned instead of the snapshot's: a flavor's
+	// projection points at the snapshot's own where they are wholly of
+	// the flavor (projectAll).
+	nodeList  []*Node
+	allocList []*Allocation
+	snap      *Snapshot
+	now       time.Time
+	settings  quota.Settings
 
 	quotas   []*qnode // pre-order
 	byNS     map[string]*qnode
@@ -84,13 +100,30 @@ type planner struct {
 // newPlanner indexes the snapshot and builds the ledger (L2: derived from
 // the live allocations only) and the debt of lowered quotas (L9).
 func newPlanner(s *Snapshot, buf *buffers) *planner {
+	return newPlannerOf(s, buf, flavorOfSnapshot(s), flavorLabel(s))
+}
+
+// newPlannerOf is newPlanner for the planner of one flavor (DESIGN L13),
+// named label in actions and usage rows ("" in a tree without flavor
+// blocks); s is the snapshot's projection onto it (project).
+func newPlannerOf(s *Snapshot, buf *buffers, flavor, label string) *planner {
+	return newPlannerLists(s, nil, nil, buf, flavor, label)
+}
+
+// newPlannerLists is newPlannerOf on the nodes and allocations given
+// (planner.nodeList, allocList) instead of s's.
+func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buffers, flavor, label string) *planner {
 	p := &planner{
+		nodeList:  nodes,
+		allocList: allocs,
+		flavor:    flavor,
+		label:     label,
 		buf:       buf,
 		snap:      s,
 		now:       s.Time,
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
-		nodeByID:  buf.nodeIndex(len(s.Nodes)),
+		nodeByID:  buf.nodeIndex(max(len(s.Nodes), len(nodes))),
 		claimants: map[HoldOwner]int32{},
 		byName:    map[string]*qnode{},
 		vc:        &buf.victims,
@@ -145,14 +178,14 @@ func newPlanner(s *Snapshot, buf *buffers) *planner {
 			}
 		}
 	}
-	if w := quota.CapacityWarning(s.Quota, p.healthyGPUs()); w != "" {
+	if w := quota.FlavorCapacityWarning(s.Quota, p.flavor, p.healthyGPUs()); w != "" {
 		p.warnings = append(p.warnings, "L1: "+w)
 	}
 	return p
 }
 
 func (p *planner) indexTree(n *quota.Node, parent *qnode) {
-	q := &qnode{node: n, index: len(p.quotas), parent: parent}
+	q := &qnode{node: n, index: len(p.quotas), parent: parent, nominal: n.GPUs.Of(p.flavor)}
 	q.first = q.index
 	if parent != nil {
 		parent.children = append(parent.children, q)
@@ -169,8 +202,40 @@ func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 	q.last = len(p.quotas) - 1
 }
 
+// nodeCount and nodeAt give the snapshot's nodes, or the projection's
+// (planner.nodeList, DESIGN L13).
+func (p *planner) nodeCount() int {
+	if p.nodeList != nil {
+		return len(p.nodeList)
+	}
+	return len(p.snap.Nodes)
+}
+
+func (p *planner) nodeAt(i int) *Node {
+	if p.nodeList != nil {
+		return p.nodeList[i]
+	}
+	return &p.snap.Nodes[i]
+}
+
+// allocCount and allocAt give the snapshot's allocations, or the
+// projection's (planner.allocList).
+func (p *planner) allocCount() int {
+	if p.allocList != nil {
+		return len(p.allocList)
+	}
+	return len(p.snap.Allocations)
+}
+
+func (p *planner) allocAt(i int) *Allocation {
+	if p.allocList != nil {
+		return p.allocList[i]
+	}
+	return &p.snap.Allocations[i]
+}
+
 func (p *planner) indexNodes() {
-	order := grown(p.buf.order, len(p.snap.Nodes))
+	order := grown(p.buf.order, p.nodeCount())
 	p.buf.order = order
 	for i := range order {
 		order[i] = i
@@ -178,18 +243,18 @@ func (p *planner) indexNodes() {
 	// Nodes listed in ID order, each once (the usual case), need neither
 	// sorting nor a check for nodes listed twice.
 	dups := false
-	for i := 1; i < len(p.snap.Nodes); i++ {
-		c := strings.Compare(p.snap.Nodes[i-1].ID, p.snap.Nodes[i].ID)
+	for i := 1; i < p.nodeCount(); i++ {
+		c := strings.Compare(p.nodeAt(i-1).ID, p.nodeAt(i).ID)
 		if c > 0 {
-			sort.SliceStable(order, func(a, b int) bool { return p.snap.Nodes[order[a]].ID < p.snap.Nodes[order[b]].ID })
+			sort.SliceStable(order, func(a, b int) bool { return p.nodeAt(order[a]).ID < p.nodeAt(order[b]).ID })
 			dups = true // not known
 			break
 		}
 		dups = dups || c == 0
 	}
 	total := 0
-	for i := range p.snap.Nodes {
-		total += len(p.snap.Nodes[i].GPUs)
+	for i := 0; i < p.nodeCount(); i++ {
+		total += len(p.nodeAt(i).GPUs)
 	}
 	p.gpus = grown(p.buf.gpus, total)[:0]
 	gpuPool := grown(p.buf.nodeGPUs, total)
@@ -197,8 +262,8 @@ func (p *planner) indexNodes() {
 	p.nodes = grown(p.buf.nodes, len(order))[:0]
 	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
 	for k, i := range order {
-		n := &p.snap.Nodes[i]
-		if dups && k > 0 && n.ID == p.snap.Nodes[order[k-1]].ID { // sorted: a node listed twice is next to the first
+		n := p.nodeAt(i)
+		if dups && k > 0 && n.ID == p.nodeAt(order[k-1]).ID { // sorted: a node listed twice is next to the first
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
@@ -255,7 +320,7 @@ func (p *planner) gpu(g int32) *GPU {
 // allocations need, so that they read only the planner's smaller array.
 func (p *planner) indexAllocations() {
 	p.indexReservations()
-	n := len(p.snap.Allocations)
+	n := p.allocCount()
 	store := grown(p.buf.allocStore, n)
 	p.allocs = store[:0]
 	perNode := sized(p.buf.perNode, len(p.nodes))
@@ -274,8 +339,8 @@ func (p *planner) indexAllocations() {
 	if q, ok := p.byNS[""]; ok {
 		lastQ = q // so that the cache is right from the first allocation
 	}
-	for i := range p.snap.Allocations {
-		a := &p.snap.Allocations[i]
+	for i := 0; i < n; i++ {
+		a := p.allocAt(i)
 		if a.Node != lastID || i == 0 {
 			lastID, lastNode = a.Node, -1
 			if ni, ok := p.nodeByID[a.Node]; ok {
@@ -497,7 +562,7 @@ func numberUnit(wholeJob bool, a *Allocation, jobs *map[JobKey]int, sizes []int)
 func (p *planner) deriveDebt() []*qnode {
 	over := false
 	for _, q := range p.quotas {
-		over = over || p.st.ledger.nonIdle[q.index] > q.node.GPUs
+		over = over || p.st.ledger.nonIdle[q.index] > q.nominal
 	}
 	if !over {
 		return nil
@@ -512,7 +577,7 @@ func (p *planner) deriveDebt() []*qnode {
 	}
 	for i := len(p.quotas) - 1; i >= 0; i-- { // reverse pre-order: children first
 		q := p.quotas[i]
-		if p.st.ledger.nonIdle[q.index] <= q.node.GPUs {
+		if p.st.ledger.nonIdle[q.index] <= q.nominal {
 			continue // within its nominal, so is every subset of it
 		}
 		var members []*alloc
@@ -527,7 +592,7 @@ func (p *planner) deriveDebt() []*qnode {
 		for _, a := range members {
 			total += a.count
 		}
-		if total <= q.node.GPUs {
+		if total <= q.nominal {
 			continue
 		}
 		sort.Slice(members, func(x, y int) bool {
@@ -538,7 +603,7 @@ func (p *planner) deriveDebt() []*qnode {
 		})
 		filled := 0
 		for _, a := range members {
-			if filled+a.count <= q.node.GPUs {
+			if filled+a.count <= q.nominal {
 				filled += a.count
 				continue
 			}
@@ -644,12 +709,13 @@ func (p *planner) usage() []Usage {
 		i := q.index
 		out = append(out, Usage{
 			Quota:     q.node.Name,
-			Nominal:   q.node.GPUs,
+			Flavor:    p.label,
+			Nominal:   q.nominal,
 			Used:      l.used[i],
 			NonIdle:   l.nonIdle[i],
-			Borrowed:  max(0, l.used[i]-max(q.node.GPUs, l.nonIdle[i])),
+			Borrowed:  max(0, l.used[i]-max(q.nominal, l.nonIdle[i])),
 			Debt:      l.debt[i],
-			Lendable:  max(0, q.node.GPUs-l.used[i]),
+			Lendable:  max(0, q.nominal-l.used[i]),
 			Booked:    p.cal.activeBooked[i],
 			Displaced: displaced[i],
 		})

@@ -96,6 +96,11 @@ func Compute(s *Snapshot) (*Plan, error) {
 	if err := quota.Validate(s.Quota); err != nil {
 		return nil, err
 	}
+	// DESIGN L13: a tree of several flavors, or with devices of no
+	// flavor, is planned flavor by flavor (flavors.go).
+	if flavors := quota.TreeFlavors(s.Quota); len(flavors) > 1 || !governed(s, &flavors[0]) {
+		return computeFlavors(s, flavors, newFlavorIndex(s, flavors)), nil
+	}
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
@@ -117,6 +122,11 @@ func (p *planner) run() *Plan {
 			if j.idle == idlePass && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
 				p.decide(j, cache)
 			}
+		}
+	}
+	if p.label != "" { // a tree of one declared flavor: actions name it (DESIGN L13)
+		for i := range p.st.actions {
+			p.st.actions[i].Flavor = p.label
 		}
 	}
 	pl := &Plan{Actions: p.st.actions, Usage: p.usage(), Warnings: p.planWarnings(), WakeAt: p.wakeAt}
@@ -174,6 +184,9 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 			p.waitAllBound(j, RuleAdmission, bound, reason)
 			return
 		}
+		if p.freeOnly && y.gpus > 0 {
+			return // entitled only on what yields to it: not on free GPUs
+		}
 	}
 	if j.flex == nil && y.gpus == 0 {
 		p.placeJob(j, cache)
@@ -207,7 +220,7 @@ func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) 
 		p.st = saved
 		p.rebook(resolved)
 		p.waitAll(j, RuleAdmission, fmt.Sprintf("%s: too few allocations of lower priority to stop to restore its nominal of %d GPUs",
-			j.q.node.Name, j.q.node.GPUs))
+			j.q.node.Name, j.q.nominal))
 		return
 	}
 	for i := start; i < len(p.st.actions); i++ {
@@ -283,6 +296,9 @@ func (p *planner) placeOne(c *claim) (int, string) {
 		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt%s",
 			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
 	}
+	if p.freeOnly {
+		return -1, fmt.Sprintf("no node has %s%s%s", gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
+	}
 	set, keys := p.findVictims(c)
 	if set == nil {
 		return -1, fmt.Sprintf("no node has %s%s%s, even with preemption%s",
@@ -335,9 +351,9 @@ func (p *planner) admitReason(j *job) string {
 	l := p.st.ledger
 	if j.q.node.ChildPreemption {
 		return fmt.Sprintf("%s: %d of %d GPUs in use by its own namespaces after admission",
-			j.q.node.Name, l.ownNonIdle[j.q.index], j.q.node.GPUs)
+			j.q.node.Name, l.ownNonIdle[j.q.index], j.q.nominal)
 	}
-	return fmt.Sprintf("%s: %d of %d GPUs in use after admission", j.q.node.Name, l.nonIdle[j.q.index], j.q.node.GPUs)
+	return fmt.Sprintf("%s: %d of %d GPUs in use after admission", j.q.node.Name, l.nonIdle[j.q.index], j.q.nominal)
 }
 
 // waitAll makes every group of j wait with the same reason.

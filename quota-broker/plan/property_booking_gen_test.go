@@ -208,10 +208,10 @@ func (g *bookingGen) debt() {
 		}
 		kids := 0
 		for _, c := range n.Children {
-			kids += c.GPUs
+			kids += c.GPUs.Total()
 		}
-		if hi := min(used-1, n.GPUs-1); hi >= kids {
-			n.GPUs = kids + r.IntN(hi-kids+1)
+		if hi := min(used-1, n.GPUs.Total()-1); hi >= kids {
+			n.GPUs = quota.Plain(kids + r.IntN(hi-kids+1))
 		}
 		grace := s.Settings.DebtGrace
 		n.ChangedAt = []time.Time{{}, s.Time.Add(-grace / 5), s.Time.Add(-grace + time.Second), s.Time.Add(-grace),
@@ -232,7 +232,7 @@ func (g *bookingGen) activeBooking(k int) {
 	shape := []int{1, 2, 4, 8}[r.IntN(4)]
 	n := 1 + r.IntN(3)
 	if r.IntN(5) != 0 { // within the nominal
-		n = min(n, q.GPUs/shape)
+		n = min(n, q.GPUs.Total()/shape)
 	}
 	if n == 0 {
 		return

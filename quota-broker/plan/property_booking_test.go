@@ -349,7 +349,7 @@ func describeSnapshot(s *Snapshot) string {
 		s.Settings.DrainMargin, s.Settings.DrainHorizon)
 	var tree func(n *quota.Node, depth int)
 	tree = func(n *quota.Node, depth int) {
-		fmt.Fprintf(&b, "%squota %s gpus %d ns %v", strings.Repeat("  ", depth), n.Name, n.GPUs, n.Namespaces)
+		fmt.Fprintf(&b, "%squota %s gpus %v ns %v", strings.Repeat("  ", depth), n.Name, n.GPUs, n.Namespaces)
 		if n.ChildPreemption {
 			b.WriteString(" child-preemption")
 		}
@@ -625,7 +625,7 @@ func checkDebtStops(s *Snapshot, p *Plan) (int, error) {
 		// grace over.
 		ok := false
 		for n := byName[owner[v.Namespace]]; n != nil; n = parent[n.Name] {
-			if nonIdleUnder(&rest, n) > n.GPUs && (n.ChangedAt.IsZero() || !s.Time.Before(n.ChangedAt.Add(s.Settings.DebtGrace))) {
+			if nonIdleUnder(&rest, n) > n.GPUs.Total() && (n.ChangedAt.IsZero() || !s.Time.Before(n.ChangedAt.Add(s.Settings.DebtGrace))) {
 				ok = true
 			}
 		}
@@ -663,7 +663,7 @@ func usageText(s *Snapshot, q string, byName, parent map[string]*quota.Node) str
 		if !n.ChangedAt.IsZero() {
 			changed = "changed " + n.ChangedAt.Sub(s.Time).String()
 		}
-		parts = append(parts, fmt.Sprintf("%s holds %d non-idle of nominal %d (%s)", n.Name, nonIdleUnder(s, n), n.GPUs, changed))
+		parts = append(parts, fmt.Sprintf("%s holds %d non-idle of nominal %v (%s)", n.Name, nonIdleUnder(s, n), n.GPUs, changed))
 	}
 	return strings.Join(parts, "; ")
 }

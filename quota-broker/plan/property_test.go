@@ -25,7 +25,7 @@ func randomSnapshot(r *rand.Rand) *Snapshot {
 	names := 0
 	mk = func(depth, budget int) *quota.Node {
 		names++
-		n := &quota.Node{Name: fmt.Sprintf("q%d", names), GPUs: budget,
+		n := &quota.Node{Name: fmt.Sprintf("q%d", names), GPUs: quota.Plain(budget),
 			ChildPreemption: r.IntN(2) == 0, PriorityPreemption: r.IntN(3) == 0}
 		for k := r.IntN(2) + 1; k > 0; k-- {
 			nsCount++
@@ -118,9 +118,9 @@ func randomSnapshot(r *rand.Rand) *Snapshot {
 		c := root.Children[0]
 		sum := 0
 		for _, g := range c.Children {
-			sum += g.GPUs
+			sum += g.GPUs.Total()
 		}
-		c.GPUs = max(sum, c.GPUs-8)
+		c.GPUs = quota.Plain(max(sum, c.GPUs.Total()-8))
 	}
 	return s
 }
@@ -356,8 +356,8 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		if n.ChildPreemption {
 			used = ownNonIdle[q]
 		}
-		if used > n.GPUs {
-			return fmt.Errorf("L3: %s holds %d non-idle GPUs after the plan, nominal %d", q, used, n.GPUs)
+		if used > n.GPUs.Total() {
+			return fmt.Errorf("L3: %s holds %d non-idle GPUs after the plan, nominal %d", q, used, n.GPUs.Total())
 		}
 		for a := parent[q]; a != ""; a = parent[a] {
 			if byName[a].ChildPreemption {
@@ -367,8 +367,8 @@ func checkPlan(s *Snapshot, p *Plan) error {
 				// on capacity beyond it.
 				continue
 			}
-			if nonIdle[a]-debtSub[a] > byName[a].GPUs {
-				return fmt.Errorf("L3: ancestor %s of %s holds %d, nominal %d", a, q, nonIdle[a]-debtSub[a], byName[a].GPUs)
+			if nonIdle[a]-debtSub[a] > byName[a].GPUs.Total() {
+				return fmt.Errorf("L3: ancestor %s of %s holds %d, nominal %d", a, q, nonIdle[a]-debtSub[a], byName[a].GPUs.Total())
 			}
 		}
 	}
@@ -402,13 +402,13 @@ func debtOf(s *Snapshot) map[string]bool {
 		for _, a := range members {
 			total += len(a.GPUIDs)
 		}
-		if total <= n.GPUs {
+		if total <= n.GPUs.Total() {
 			return members
 		}
 		var keep []*Allocation
 		filled := 0
 		for _, a := range members {
-			if filled+len(a.GPUIDs) <= n.GPUs {
+			if filled+len(a.GPUIDs) <= n.GPUs.Total() {
 				filled += len(a.GPUIDs)
 				keep = append(keep, a)
 			} else {

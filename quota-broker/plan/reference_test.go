@@ -121,14 +121,14 @@ func TestUseCase2QuotaMove(t *testing.T) {
 	}
 	moved := root.Clone()
 	changed := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
-	moved.Find("Quota1.1").GPUs, moved.Find("Quota1.1").ChangedAt = 56, changed
-	moved.Find("Quota1.2").GPUs, moved.Find("Quota1.2").ChangedAt = 72, changed
+	moved.Find("Quota1.1").GPUs, moved.Find("Quota1.1").ChangedAt = quota.Plain(56), changed
+	moved.Find("Quota1.2").GPUs, moved.Find("Quota1.2").ChangedAt = quota.Plain(72), changed
 	if err := quota.Validate(moved); err != nil {
 		t.Fatalf("the move must be valid: %v", err)
 	}
 	// Moving without lowering the sibling breaks L1 and names the numbers.
 	bad := root.Clone()
-	bad.Find("Quota1.1").GPUs = 56
+	bad.Find("Quota1.1").GPUs = quota.Plain(56)
 	if err := quota.Validate(bad); err == nil || !strings.Contains(err.Error(), "sum to 136") {
 		t.Fatalf("want an L1 error naming 136, got %v", err)
 	}

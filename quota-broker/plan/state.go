@@ -17,7 +17,10 @@ const noClaimant int32 = -1
 
 // qnode is a quota node with its place in the tree and its ledger.
 type qnode struct {
-	node     *quota.Node
+	node *quota.Node
+	// nominal is the node's nominal of the planner's flavor (DESIGN L13):
+	// node.GPUs.Of(planner.flavor).
+	nominal  int
 	index    int
 	parent   *qnode
 	children []*qnode

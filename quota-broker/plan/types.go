@@ -76,7 +76,7 @@ func (k GroupKey) Compare(o GroupKey) int {
 // GPU is one GPU device instance of a node.
 type GPU struct {
 	ID      string // device instance ID (UUID), unique in the cluster
-	Model   string // e.g. "NVIDIA H100 80GB HBM3"
+	Model   string // e.g. "NVIDIA H100 80GB HBM3"; a MIG instance's GPU's model
 	Healthy bool   // unhealthy GPUs are never free
 
 	// MIGProfile is a MIG instance's profile, e.g. "1g.5gb", Model being
@@ -238,6 +238,13 @@ type Pending struct {
 	Idle        bool
 	Elastic     bool
 	Reservation string
+	// Flavors are the flavors the group may use, in the order it tries
+	// them (DESIGN L13: meta gputide_flavors, else tree order; the Nomad
+	// adapter writes the list its device request allows). Nil: every
+	// flavor of the tree, in tree order. All GPU groups of one job take
+	// one flavor, chosen on the job's total; a job takes the flavors its
+	// groups all allow, in its first group's order.
+	Flavors []string
 	// SubmittedAt is the first time the broker saw the job (first_seen in
 	// the store; its place in the order of L3).
 	SubmittedAt time.Time
@@ -276,8 +283,11 @@ type Reservation struct {
 	AllocGPUs int
 	Model     string // "" = any model
 	NodePool  string // "" = default
-	Start     time.Time
-	End       time.Time // exclusive
+	// Flavor is the flavor the booking is of (DESIGN L13): required in a
+	// tree that declares flavors, "" = the tree's only flavor otherwise.
+	Flavor string
+	Start  time.Time
+	End    time.Time // exclusive
 }
 
 // Shape returns the booking's GPUs per allocation and the number of
@@ -457,13 +467,34 @@ type Action struct {
 	// Until is, for a hold, when it ends.
 	Until  time.Time `json:"until,omitzero"`
 	Reason string    `json:"reason,omitempty"`
+	// Flavor is the flavor of an admit, a hold, a stop (the victim's
+	// devices freed), and of a wait when the job tried one flavor
+	// (DESIGN L13); empty in a tree without flavor blocks.
+	Flavor string `json:"flavor,omitempty"`
+	// Reasons are, for a wait of a job that tried several flavors, the
+	// reason of each, in the order tried (Reason then joins them).
+	Reasons []FlavorReason `json:"reasons,omitempty"`
+}
+
+// FlavorReason is why a job waits in one flavor (DESIGN L13), with the
+// quota node whose nominal bound it there (Action.Quota's meaning), if
+// any.
+type FlavorReason struct {
+	Flavor string `json:"flavor"`
+	Rule   Rule   `json:"rule"`
+	Quota  string `json:"quota,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Usage is a quota node's accounting after the plan (DESIGN L4, L9). All
 // figures are GPUs over the node's subtree, except Debt, which is the node's
 // own (its namespaces').
 type Usage struct {
-	Quota    string `json:"quota"`
+	Quota string `json:"quota"`
+	// Flavor is the flavor the row counts (DESIGN L13): one row per quota
+	// node and flavor; "" in a tree without flavor blocks, which the
+	// snapshot format writes "gpu" (the implicit flavor).
+	Flavor   string `json:"flavor,omitempty"`
 	Nominal  int    `json:"nominal"`
 	Used     int    `json:"used"`
 	NonIdle  int    `json:"nonidle"`

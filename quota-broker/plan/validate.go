@@ -3,7 +3,9 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -248,7 +250,11 @@ func (c *checker) fatal() *Fault {
 	if err := quota.Validate(s.Quota); err != nil {
 		var verr *quota.ValidationError
 		if errors.As(err, &verr) {
-			return &Fault{Path: verr.Pos, Item: ItemTree, Message: fmt.Sprintf("quota %q: %s", verr.Node, verr.Message), Err: err}
+			kind := "quota"
+			if verr.Flavor {
+				kind = "flavor"
+			}
+			return &Fault{Path: verr.Pos, Item: ItemTree, Message: fmt.Sprintf("%s %q: %s", kind, verr.Node, verr.Message), Err: err}
 		}
 		return &Fault{Path: "quota", Item: ItemTree, Message: err.Error(), Err: err}
 	}
@@ -556,6 +562,14 @@ func (c *checker) group(i int, jobs map[JobKey]pendingJob) *Fault {
 	if n := int64(g.Count) * int64(g.GPUs); n > quota.MaxGPUs {
 		return bad("", "count %d x gpus %d asks for %d GPUs, more than %d", g.Count, g.GPUs, n, quota.MaxGPUs)
 	}
+	for k, f := range g.Flavors {
+		if !slices.Contains(quota.FlavorNames(c.s.Quota), f) {
+			return bad(".flavors["+strconv.Itoa(k)+"]", "%s is not a flavor of the tree (%s)", Quote(f), strings.Join(quota.FlavorNames(c.s.Quota), ", "))
+		}
+		if slices.Index(g.Flavors, f) < k {
+			return bad(".flavors["+strconv.Itoa(k)+"]", "flavor %s is listed twice", Quote(f))
+		}
+	}
 	if p, msg := datacenters("", g.Datacenters); msg != "" {
 		return bad(p, "%s", msg)
 	}
@@ -663,6 +677,17 @@ func (c *checker) reservation(i int, ids map[string]int) *Fault {
 	}
 	if r.AllocGPUs < 0 || (r.AllocGPUs > 0 && r.GPUs%r.AllocGPUs != 0) {
 		return bad(path+".alloc_gpus", "%d does not divide gpus %d", r.AllocGPUs, r.GPUs)
+	}
+	// DESIGN L13: a booking is of one flavor, named when the tree declares
+	// flavors; it gives flavor or model, not both.
+	flavors := quota.FlavorNames(c.s.Quota)
+	switch {
+	case r.Flavor != "" && !slices.Contains(flavors, r.Flavor):
+		return bad(path+".flavor", "%s is not a flavor of the tree (%s)", Quote(r.Flavor), strings.Join(flavors, ", "))
+	case r.Flavor == "" && len(c.s.Quota.Flavors) > 0:
+		return bad(path+".flavor", "is missing: the tree declares flavors (%s), and a booking names one", strings.Join(flavors, ", "))
+	case r.Flavor != "" && r.Model != "":
+		return bad(path+".model", "%s with flavor %s: a booking gives flavor or model, not both", Quote(r.Model), Quote(r.Flavor))
 	}
 	return nil
 }

@@ -135,7 +135,7 @@ func TestValidateNamesTheFieldAndTheValue(t *testing.T) {
 
 func TestCheckSeparatesFatalFaultsFromItems(t *testing.T) {
 	s := validSnap()
-	s.Quota.Children[0].GPUs = 200 // children above their parent: L1
+	s.Quota.Children[0].GPUs = quota.Plain(200) // children above their parent: L1
 	s.Pending[0].Namespace = "x\x00"
 	fatal, items := s.Check()
 	if fatal == nil || fatal.Item != ItemTree || !fatal.Item.Fatal() || items != nil {

@@ -24,10 +24,10 @@ import (
 func heldSnapshot(nodes, count int) *Snapshot {
 	gpus := 8 * nodes
 	s := &Snapshot{Time: t0, Nodes: benchNodes(nodes),
-		Quota: &quota.Node{Name: "Quota1", GPUs: gpus, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+		Quota: &quota.Node{Name: "Quota1", GPUs: quota.Plain(gpus), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 			Children: []*quota.Node{
-				{Name: "Quota1.1", GPUs: gpus * 3 / 8, Namespaces: []string{"workspace-b"}},
-				{Name: "Quota1.2", GPUs: gpus - gpus*3/8, Namespaces: []string{"workspace-c"}},
+				{Name: "Quota1.1", GPUs: quota.Plain(gpus * 3 / 8), Namespaces: []string{"workspace-b"}},
+				{Name: "Quota1.2", GPUs: quota.Plain(gpus - gpus*3/8), Namespaces: []string{"workspace-c"}},
 			}},
 		Settings: quota.Settings{MinRuntime: 0, DebtGrace: 10 * time.Minute}}
 	s.Allocations = make([]Allocation, 0, gpus)
@@ -65,12 +65,12 @@ func mixedSnapshot(seed uint64, nodes int) *Snapshot {
 		gpus += size
 		s.Nodes = append(s.Nodes, n)
 	}
-	s.Quota = &quota.Node{Name: "root", GPUs: gpus, ChildPreemption: true, Namespaces: []string{"a"},
+	s.Quota = &quota.Node{Name: "root", GPUs: quota.Plain(gpus), ChildPreemption: true, Namespaces: []string{"a"},
 		Children: []*quota.Node{
-			{Name: "b", GPUs: gpus * 3 / 8, PriorityPreemption: true, Namespaces: []string{"b"},
-				Children: []*quota.Node{{Name: "b1", GPUs: gpus / 8, Namespaces: []string{"b1"}, ChangedAt: t0.Add(-time.Hour)}}},
-			{Name: "c", GPUs: gpus * 3 / 8, ChildPreemption: true, PriorityPreemption: true, Namespaces: []string{"c"},
-				Children: []*quota.Node{{Name: "c1", GPUs: gpus / 8, Namespaces: []string{"c1"}}}},
+			{Name: "b", GPUs: quota.Plain(gpus * 3 / 8), PriorityPreemption: true, Namespaces: []string{"b"},
+				Children: []*quota.Node{{Name: "b1", GPUs: quota.Plain(gpus / 8), Namespaces: []string{"b1"}, ChangedAt: t0.Add(-time.Hour)}}},
+			{Name: "c", GPUs: quota.Plain(gpus * 3 / 8), ChildPreemption: true, PriorityPreemption: true, Namespaces: []string{"c"},
+				Children: []*quota.Node{{Name: "c1", GPUs: quota.Plain(gpus / 8), Namespaces: []string{"c1"}}}},
 		}}
 	ns := []string{"a", "b", "b1", "c", "c1", "outside"}
 	types := []JobType{JobService, JobBatch, JobBatch, JobSystem}
@@ -109,7 +109,7 @@ func mixedSnapshot(seed uint64, nodes int) *Snapshot {
 			used += len(a.GPUIDs)
 		}
 	}
-	s.Quota.Children[0].Children[0].GPUs = max(0, min(gpus/8, used-8))
+	s.Quota.Children[0].Children[0].GPUs = quota.Plain(max(0, min(gpus/8, used-8)))
 	for i := 0; i < 12+r.IntN(8); i++ {
 		p := Pending{Namespace: []string{"a", "a", "b", "b1", "c", "c", "c1"}[r.IntN(7)], Job: fmt.Sprintf("p%d", i), Group: "g",
 			Type: []JobType{JobService, JobBatch}[r.IntN(2)], Priority: 10*(r.IntN(9)+1) + 5,

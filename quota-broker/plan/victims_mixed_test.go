@@ -13,19 +13,19 @@ import (
 // Quota1.1 (8, workspace-b) and Quota1.2 (8, workspace-c), as the repro
 // snapshots of issue 16 have it.
 func twoChildTree() *quota.Node {
-	return &quota.Node{Name: "Quota1", GPUs: 16, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+	return &quota.Node{Name: "Quota1", GPUs: quota.Plain(16), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 		Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 8, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: 8, Namespaces: []string{"workspace-c"}},
+			{Name: "Quota1.1", GPUs: quota.Plain(8), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(8), Namespaces: []string{"workspace-c"}},
 		}}
 }
 
 // priorityTree is R (16, namespace r) over Q (8, priority preemption,
 // namespace q) and S (8, namespace s).
 func priorityTree() *quota.Node {
-	return &quota.Node{Name: "R", GPUs: 16, Namespaces: []string{"r"}, Children: []*quota.Node{
-		{Name: "Q", GPUs: 8, PriorityPreemption: true, Namespaces: []string{"q"}},
-		{Name: "S", GPUs: 8, Namespaces: []string{"s"}},
+	return &quota.Node{Name: "R", GPUs: quota.Plain(16), Namespaces: []string{"r"}, Children: []*quota.Node{
+		{Name: "Q", GPUs: quota.Plain(8), PriorityPreemption: true, Namespaces: []string{"q"}},
+		{Name: "S", GPUs: quota.Plain(8), Namespaces: []string{"s"}},
 	}}
 }
 
@@ -328,9 +328,9 @@ func TestL10BatchJobDisplacedWhole(t *testing.T) {
 // (12 of 16, 12 of 24), only G is over (44 of 40): the most recently
 // started yielding job, q2, is stopped (L5.3) and G is at 40 again.
 func TestL3RestoresEveryAncestor(t *testing.T) {
-	tree := &quota.Node{Name: "G", GPUs: 40, Namespaces: []string{"g"}, Children: []*quota.Node{
-		{Name: "P", GPUs: 24, Children: []*quota.Node{
-			{Name: "Q", GPUs: 16, PriorityPreemption: true, Namespaces: []string{"q"}},
+	tree := &quota.Node{Name: "G", GPUs: quota.Plain(40), Namespaces: []string{"g"}, Children: []*quota.Node{
+		{Name: "P", GPUs: quota.Plain(24), Children: []*quota.Node{
+			{Name: "Q", GPUs: quota.Plain(16), PriorityPreemption: true, Namespaces: []string{"q"}},
 		}},
 	}}
 	b := newSnap(tree).nodes(6, 8, h100).

@@ -146,7 +146,7 @@ func startedAt(hh, mm int) allocOpt {
 // preemption.
 func yieldTree() *quota.Node {
 	tree := referenceTree()
-	tree.Children[0].GPUs, tree.Children[0].PriorityPreemption = 24, true
+	tree.Children[0].GPUs, tree.Children[0].PriorityPreemption = quota.Plain(24), true
 	return tree
 }
 
@@ -280,9 +280,9 @@ func TestL3PriorityPreemptionYieldsInAncestorsToo(t *testing.T) {
 	// R (32) holds Q (24, priority preemption) and S (8), both full. The
 	// lower-priority jobs of Q are left out of R's figure as well: the
 	// priority-90 job is entitled, and one of them is stopped.
-	tree := &quota.Node{Name: "R", GPUs: 32, Children: []*quota.Node{
-		{Name: "Q", GPUs: 24, PriorityPreemption: true, Namespaces: []string{"q"}},
-		{Name: "S", GPUs: 8, Namespaces: []string{"s"}},
+	tree := &quota.Node{Name: "R", GPUs: quota.Plain(32), Children: []*quota.Node{
+		{Name: "Q", GPUs: quota.Plain(24), PriorityPreemption: true, Namespaces: []string{"q"}},
+		{Name: "S", GPUs: quota.Plain(8), Namespaces: []string{"s"}},
 	}}
 	b := newSnap(tree).nodes(5, 8, h100).
 		alloc("q1", "q", "q1", "node-01", 8, priority(20), started(3*time.Hour)).
@@ -310,8 +310,8 @@ func TestL6PriorityPreemptionRestoresAncestorsToo(t *testing.T) {
 	// 8 + 4 = 28), and after it is placed Q is within its nominal (12 of
 	// 16) but R is not (36 of 32): one 4-GPU job is stopped so that R is
 	// restored too. The claimant goes to the free node-05.
-	tree := &quota.Node{Name: "R", GPUs: 32, Namespaces: []string{"r"}, Children: []*quota.Node{
-		{Name: "Q", GPUs: 16, PriorityPreemption: true, Namespaces: []string{"q"}},
+	tree := &quota.Node{Name: "R", GPUs: quota.Plain(32), Namespaces: []string{"r"}, Children: []*quota.Node{
+		{Name: "Q", GPUs: quota.Plain(16), PriorityPreemption: true, Namespaces: []string{"q"}},
 	}}
 	b := newSnap(tree).nodes(5, 8, h100).
 		alloc("r1", "r", "r1", "node-01", 8).

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,6 +94,18 @@ func LoadFile(path string) (*Node, Settings, error) {
 //	  namespaces          = ["workspace-a"]  # optional
 //	  quota "Quota1.1" { gpus = 48 }         # children, at most MaxDepth levels in all
 //	}
+//	flavor "h100" {                # optional, any number, in order (DESIGN L13)
+//	  models      = ["NVIDIA H100 80GB HBM3"]  # required: Nomad device names
+//	  mig_profile = "1g.10gb"      # optional: MIG instances of that profile
+//	}
+//
+// With flavor blocks, a node's gpus is an object by flavor, gpus = {
+// h100 = 16, a100 = 32 } (a flavor left out is 0); a plain number is
+// allowed only in a tree of one flavor (the implicit "gpu", every whole
+// GPU, when the file declares none). Errors name the flavor and the
+// file:line: a flavor without models, mig_profile without models, a
+// model (with its profile) in two flavors, a flavor named twice, gpus
+// naming an undeclared flavor, a plain number in a tree of several.
 //
 // Every Node.Pos is "filename:line" of its block. gpus may be written as
 // any constant expression HCL turns into a whole number ("8", 4 * 2). Unknown attributes and
@@ -108,10 +121,22 @@ func Parse(src []byte, filename string) (*Node, Settings, error) {
 	if err := firstError(diags, ""); err != nil {
 		return nil, Settings{}, err
 	}
-	d := decoder{src: src}
+	d := &decoder{src: src, flavorNames: map[string]bool{}}
 	content, diags := file.Body.Content(topSchema)
 	if err := firstError(diags, ""); err != nil {
 		return nil, Settings{}, err
+	}
+	// Flavor blocks first, wherever they stand: a quota's gpus names them.
+	for _, b := range content.Blocks {
+		if b.Type != "flavor" {
+			continue
+		}
+		f, err := d.flavor(b)
+		if err != nil {
+			return nil, Settings{}, err
+		}
+		d.flavors = append(d.flavors, f)
+		d.flavorNames[f.Name] = true
 	}
 	var root *Node
 	seenSettings := false
@@ -140,6 +165,13 @@ func Parse(src []byte, filename string) (*Node, Settings, error) {
 	if root == nil {
 		return nil, Settings{}, &ParseError{Pos: filename, Message: "no quota block; the tree needs exactly one root quota block"}
 	}
+	if err := checkFlavors(d.flavors); err != nil {
+		return nil, Settings{}, err
+	}
+	if err := d.resolvePlain(); err != nil {
+		return nil, Settings{}, err
+	}
+	root.Flavors = d.flavors
 	if err := Validate(root); err != nil {
 		return nil, Settings{}, err
 	}
@@ -209,6 +241,14 @@ var topSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "quota", LabelNames: []string{"name"}},
 		{Type: "settings"},
+		{Type: "flavor", LabelNames: []string{"name"}},
+	},
+}
+
+var flavorSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "models", Required: true},
+		{Name: "mig_profile"},
 	},
 }
 
@@ -241,11 +281,16 @@ var settingsSchema = &hcl.BodySchema{
 // decoder decodes the blocks of one source text.
 type decoder struct {
 	src []byte
+	// flavors are the file's flavor blocks in order, flavorNames their
+	// names; plain the nodes whose gpus is a plain number.
+	flavors     []Flavor
+	flavorNames map[string]bool
+	plain       []plainGPUs
 }
 
 // quota turns one quota block, at level depth of the tree (the root is at
 // 1), and its nested blocks into a Node.
-func (d decoder) quota(b *hcl.Block, depth int) (*Node, error) {
+func (d *decoder) quota(b *hcl.Block, depth int) (*Node, error) {
 	n := &Node{Name: b.Labels[0], Pos: pos(b.DefRange)}
 	if depth > MaxDepth {
 		return nil, &ParseError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
@@ -285,17 +330,39 @@ func (d decoder) quota(b *hcl.Block, depth int) (*Node, error) {
 	return n, nil
 }
 
-// gpus reads a node's nominal: a whole number, at most MaxGPUs. Values
-// beyond the range of an int are reported here with their text; negative
-// ones that fit are left to Validate, which reports them under law L1.
-func (d decoder) gpus(a *hcl.Attribute, n *Node) error {
+// gpus reads a node's nominal (DESIGN L13): a whole number, at most
+// MaxGPUs, the nominal of the tree's only flavor (kept under the key ""
+// until Parse knows the flavors, resolvePlain), or an object by flavor,
+// gpus = { h100 = 16, a100 = 32 }, each a whole number. Values beyond the
+// range of an int are reported here with their text; negative ones that
+// fit are left to Validate, which reports them under law L1.
+func (d *decoder) gpus(a *hcl.Attribute, n *Node) error {
 	var val cty.Value
 	if err := d.attr(a, n.Name, &val); err != nil {
 		return err
 	}
+	text := d.text(a.Expr.Range())
 	unsuitable := func(why string) error {
 		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(
-			"gpus = %s: Unsuitable value type; Unsuitable value: %s", d.text(a.Expr.Range()), why)}
+			"gpus = %s: Unsuitable value type; Unsuitable value: %s", text, why)}
+	}
+	if ty := val.Type(); !val.IsNull() && val.IsWhollyKnown() && (ty.IsObjectType() || ty.IsMapType()) {
+		n.GPUs = Nominal{}
+		for it := val.ElementIterator(); it.Next(); {
+			k, v := it.Element()
+			name := k.AsString()
+			if !d.flavorNames[name] && (len(d.flavors) > 0 || name != ImplicitFlavor) {
+				return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(
+					"gpus names flavor %s, which the file does not declare (flavors: %s)", nameText(name), d.declared())}
+			}
+			i, err := wholeGPUs(v, "gpus."+name, text)
+			if err != nil {
+				err.Pos, err.Node = pos(a.Range), n.Name
+				return err
+			}
+			n.GPUs[name] = i
+		}
+		return nil
 	}
 	val, err := convert.Convert(val, cty.Number)
 	switch {
@@ -306,20 +373,124 @@ func (d decoder) gpus(a *hcl.Attribute, n *Node) error {
 	case !val.IsWhollyKnown():
 		return unsuitable("the value is not known")
 	}
+	i, perr := wholeGPUs(val, "gpus", text)
+	if perr != nil {
+		perr.Pos, perr.Node = pos(a.Range), n.Name
+		return perr
+	}
+	n.GPUs = Nominal{"": i}
+	d.plain = append(d.plain, plainGPUs{node: n, pos: pos(a.Range), text: text})
+	return nil
+}
+
+// wholeGPUs reads one nominal value: a whole number from -MaxGPUs to
+// MaxGPUs (negative ones are left to Validate); name and text are the
+// attribute and its source for the message.
+func wholeGPUs(val cty.Value, name, text string) (int, *ParseError) {
+	if val.IsNull() || !val.IsWhollyKnown() {
+		return 0, &ParseError{Message: fmt.Sprintf("%s in gpus = %s is not a whole number", name, text)}
+	}
+	val, err := convert.Convert(val, cty.Number)
+	if err != nil {
+		return 0, &ParseError{Message: fmt.Sprintf("%s in gpus = %s is not a number", name, text)}
+	}
 	v := val.AsBigFloat()
-	text := d.text(a.Expr.Range())
 	if !v.IsInt() {
-		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf("gpus = %s is not a whole number", text)}
+		return 0, &ParseError{Message: fmt.Sprintf("%s = %s is not a whole number", name, text)}
 	}
 	if v.Cmp(big.NewFloat(MaxGPUs)) > 0 {
-		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf("gpus = %s is too large (at most %d)", text, MaxGPUs)}
+		return 0, &ParseError{Message: fmt.Sprintf("%s = %s is too large (at most %d)", name, text, MaxGPUs)}
 	}
 	if v.Cmp(big.NewFloat(-MaxGPUs)) < 0 {
-		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf("gpus = %s is negative", text)}
+		return 0, &ParseError{Message: fmt.Sprintf("%s = %s is negative", name, text)}
 	}
 	i, _ := v.Int64()
-	n.GPUs = int(i)
+	return int(i), nil
+}
+
+// plainGPUs is a node whose gpus is a plain number, resolved to the
+// tree's only flavor once the file is read.
+type plainGPUs struct {
+	node      *Node
+	pos, text string
+}
+
+// declared lists the file's flavors for a message: "h100, a100", or
+// "none declared; the implicit gpu".
+func (d *decoder) declared() string {
+	if len(d.flavors) == 0 {
+		return "none declared, the tree's one flavor is the implicit " + strconv.Quote(ImplicitFlavor)
+	}
+	names := make([]string, len(d.flavors))
+	for i := range d.flavors {
+		names[i] = d.flavors[i].Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// resolvePlain gives each plain `gpus = N` to the tree's only flavor; in
+// a tree of several flavors it is an error at its file:line.
+func (d *decoder) resolvePlain() error {
+	only := ImplicitFlavor
+	if len(d.flavors) == 1 {
+		only = d.flavors[0].Name
+	}
+	for _, p := range d.plain {
+		if len(d.flavors) > 1 {
+			return &ParseError{Pos: p.pos, Node: p.node.Name, Message: fmt.Sprintf(
+				"gpus = %s is a plain number, but the tree declares %d flavors (%s): write gpus = { %s = ... } by flavor",
+				p.text, len(d.flavors), d.declared(), d.flavors[0].Name)}
+		}
+		v := p.node.GPUs[""]
+		p.node.GPUs = Nominal{only: v}
+	}
 	return nil
+}
+
+// flavor reads one flavor block (DESIGN L13):
+//
+//	flavor "a100-1g" {
+//	  models      = ["NVIDIA A100-SXM4-40GB"]   # required, Nomad device names
+//	  mig_profile = "1g.5gb"                      # optional: MIG instances of it
+//	}
+func (d *decoder) flavor(b *hcl.Block) (Flavor, error) {
+	f := Flavor{Name: b.Labels[0], Pos: pos(b.DefRange)}
+	content, diags := b.Body.Content(flavorSchema)
+	if err := firstError(diags, ""); err != nil {
+		err.(*ParseError).Message = fmt.Sprintf("flavor %s: %s", nameText(f.Name), err.(*ParseError).Message)
+		return f, err
+	}
+	bad := func(a *hcl.Attribute, format string, args ...any) error {
+		return &ParseError{Pos: pos(a.Range), Message: fmt.Sprintf("flavor %s: ", nameText(f.Name)) + fmt.Sprintf(format, args...)}
+	}
+	if a, ok := content.Attributes["models"]; ok {
+		val, diags := a.Expr.Value(nil)
+		if diags.HasErrors() {
+			return f, bad(a, "models = %s: %s", d.text(a.Expr.Range()), diags[0].Summary)
+		}
+		ty := val.Type()
+		if val.IsNull() || !val.IsWhollyKnown() || !(ty.IsTupleType() || ty.IsListType() || ty.IsSetType()) {
+			return f, bad(a, "models = %s: want a list of device model names", d.text(a.Expr.Range()))
+		}
+		for i, it := 0, val.ElementIterator(); it.Next(); i++ {
+			_, el := it.Element()
+			if el.IsNull() || !el.IsKnown() || el.Type() != cty.String {
+				return f, bad(a, "models = %s: element %d is not a string", d.text(a.Expr.Range()), i)
+			}
+			f.Models = append(f.Models, el.AsString())
+		}
+	}
+	if a, ok := content.Attributes["mig_profile"]; ok {
+		val, diags := a.Expr.Value(nil)
+		if diags.HasErrors() || val.IsNull() || !val.IsWhollyKnown() || val.Type() != cty.String {
+			return f, bad(a, "mig_profile = %s: want a string such as \"1g.10gb\"", d.text(a.Expr.Range()))
+		}
+		f.MIGProfile = val.AsString()
+		if f.MIGProfile == "" {
+			return f, bad(a, "mig_profile = \"\": leave mig_profile out for whole GPUs")
+		}
+	}
+	return f, nil
 }
 
 // namespaces reads a node's namespaces: a list of strings (null for none).
@@ -327,7 +498,7 @@ func (d decoder) gpus(a *hcl.Attribute, n *Node) error {
 // not converted ([1] is not namespace "1"). It reads element by element: go-cty's conversion of a whole tuple to a
 // list unifies the element types in quadratic time (20,000 namespaces
 // took 4 s).
-func (d decoder) namespaces(a *hcl.Attribute, n *Node) error {
+func (d *decoder) namespaces(a *hcl.Attribute, n *Node) error {
 	var val cty.Value
 	if err := d.attr(a, n.Name, &val); err != nil {
 		return err
@@ -366,7 +537,7 @@ func (d decoder) namespaces(a *hcl.Attribute, n *Node) error {
 
 // settings fills s from a settings block; absent attributes keep their
 // value.
-func (d decoder) settings(b *hcl.Block, s *Settings) error {
+func (d *decoder) settings(b *hcl.Block, s *Settings) error {
 	content, diags := b.Body.Content(settingsSchema)
 	if err := firstError(diags, ""); err != nil {
 		return err
@@ -410,7 +581,7 @@ func (d decoder) settings(b *hcl.Block, s *Settings) error {
 // maxPerNamespace reads settings.reservation_max_per_namespace: a whole
 // number from 1 to MaxReservationMaxPerNamespace (a string, even "5", is
 // refused, as a number is where a duration goes).
-func (d decoder) maxPerNamespace(a *hcl.Attribute, s *Settings) error {
+func (d *decoder) maxPerNamespace(a *hcl.Attribute, s *Settings) error {
 	bad := func() error {
 		return &ParseError{Pos: pos(a.Range), Message: fmt.Sprintf("settings.%s = %s %s",
 			a.Name, d.text(a.Expr.Range()), CheckMaxPerNamespace(0))}
@@ -433,7 +604,7 @@ func (d decoder) maxPerNamespace(a *hcl.Attribute, s *Settings) error {
 
 // attr evaluates a constant attribute (no variables, no functions) into
 // dst, naming the attribute and its source text in the error.
-func (d decoder) attr(a *hcl.Attribute, node string, dst any) error {
+func (d *decoder) attr(a *hcl.Attribute, node string, dst any) error {
 	diags := gohcl.DecodeExpression(a.Expr, nil, dst)
 	if !diags.HasErrors() {
 		return nil
@@ -445,7 +616,7 @@ func (d decoder) attr(a *hcl.Attribute, node string, dst any) error {
 
 // text returns the source text of r, shortened to one line of at most 40
 // bytes.
-func (d decoder) text(r hcl.Range) string {
+func (d *decoder) text(r hcl.Range) string {
 	if r.Start.Byte < 0 || r.End.Byte > len(d.src) || r.Start.Byte > r.End.Byte {
 		return "?"
 	}

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestLoadFileReadsTheReferenceTree(t *testing.T) {
@@ -19,11 +22,11 @@ func TestLoadFileReadsTheReferenceTree(t *testing.T) {
 	}
 	path := filepath.Join("..", "..", "examples", "reference", "quota.hcl")
 	want := &Node{
-		Name: "Quota1", GPUs: 128, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+		Name: "Quota1", GPUs: Plain(128), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 		Pos: path + ":27",
 		Children: []*Node{
-			{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}, Pos: path + ":32"},
-			{Name: "Quota1.2", GPUs: 80, Namespaces: []string{"workspace-c"}, Pos: path + ":37"},
+			{Name: "Quota1.1", GPUs: Plain(48), Namespaces: []string{"workspace-b"}, Pos: path + ":32"},
+			{Name: "Quota1.2", GPUs: Plain(80), Namespaces: []string{"workspace-c"}, Pos: path + ":37"},
 		},
 	}
 	if !reflect.DeepEqual(root, want) {
@@ -88,7 +91,7 @@ quota "root" {
 		t.Errorf("nodes = %v, want %v", got, want)
 	}
 	a := root.Find("a")
-	if !a.PriorityPreemption || a.ChildPreemption || a.GPUs != 32 {
+	if !a.PriorityPreemption || a.ChildPreemption || a.GPUs.Of(ImplicitFlavor) != 32 {
 		t.Errorf("a = %+v, want 32 GPUs, priority preemption only", *a)
 	}
 	a1 := root.Find("a.1")
@@ -98,7 +101,7 @@ quota "root" {
 	if x := root.Find("a.1.x"); !reflect.DeepEqual(x.Namespaces, []string{"deep-1", "deep-2"}) {
 		t.Errorf("a.1.x namespaces = %v", x.Namespaces)
 	}
-	if b := root.Find("b"); b.GPUs != 0 || b.Children != nil {
+	if b := root.Find("b"); b.GPUs.Of(ImplicitFlavor) != 0 || b.Children != nil {
 		t.Errorf("b = %+v, want 0 GPUs and no children", *b)
 	}
 }
@@ -388,6 +391,13 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("quota \"a\u202eb\" { gpus = 1 }\nquota \"\" { gpus = 1 }"))
 	f.Add([]byte(`quota "team a" { gpus = 1 }`))
 	f.Add([]byte(`quota "` + strings.Repeat("x", 129) + `" { gpus = 1 }`))
+	// Flavors (DESIGN L13): declared in order, nominals by flavor, and the
+	// bad inputs of issue 17.
+	f.Add([]byte(flavorFile))
+	f.Add([]byte("flavor \"h\" { models = [\"H\"] }\nquota \"a\" { gpus = 3 }"))
+	f.Add([]byte("flavor \"h\" { models = [\"H\"] }\nflavor \"g\" { models = [\"H\"] }\nquota \"a\" { gpus = { h = 1 } }"))
+	f.Add([]byte("flavor \"m\" { models = [] \n mig_profile = \"1g.5gb\" }\nquota \"a\" { gpus = { m = 1, x = 2 } }"))
+	f.Add([]byte("flavor \"h\" { models = [\"H\", 1] }\nquota \"a\" { gpus = { h = -1 } }"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		root, _, err := Parse(src, "fuzz.hcl")
 		if err != nil {
@@ -491,16 +501,16 @@ func TestParseRejectsSourcesThatWouldOverflowTheParsersStack(t *testing.T) {
 }
 
 func TestValidateBoundsDepthNamesAndMessages(t *testing.T) {
-	deep := &Node{Name: "n0", GPUs: 1}
+	deep := &Node{Name: "n0", GPUs: Plain(1)}
 	n := deep
 	for i := 1; i <= MaxDepth; i++ { // MaxDepth+1 levels
-		c := &Node{Name: fmt.Sprintf("n%d", i), GPUs: 1}
+		c := &Node{Name: fmt.Sprintf("n%d", i), GPUs: Plain(1)}
 		n.Children = []*Node{c}
 		n = c
 	}
-	wide := &Node{Name: "wide", GPUs: 10}
+	wide := &Node{Name: "wide", GPUs: Plain(10)}
 	for i := 0; i < 20; i++ {
-		wide.Children = append(wide.Children, &Node{Name: fmt.Sprintf("c%02d", i), GPUs: 1})
+		wide.Children = append(wide.Children, &Node{Name: fmt.Sprintf("c%02d", i), GPUs: Plain(1)})
 	}
 	cases := []struct {
 		name string
@@ -508,7 +518,7 @@ func TestValidateBoundsDepthNamesAndMessages(t *testing.T) {
 		want string
 	}{
 		{"a tree deeper than MaxDepth is rejected", deep, `quota "n32": the tree is deeper than 32 levels`},
-		{"a namespace with spaces is rejected", &Node{Name: "r", GPUs: 1, Namespaces: []string{" x"}},
+		{"a namespace with spaces is rejected", &Node{Name: "r", GPUs: Plain(1), Namespaces: []string{" x"}},
 			`quota "r": namespaces[0] = " x" is not a namespace name (empty, or with leading or trailing space)`},
 		{"a wide sum names the first eight children", wide,
 			`quota "wide": children's nominal GPUs sum to 20 (c00 1 + c01 1 + c02 1 + c03 1 + c04 1 + c05 1 + c06 1 + c07 1 + 12 more), more than its nominal 10`},
@@ -586,7 +596,7 @@ func TestNodeNames(t *testing.T) {
 		{strings.Repeat("x", 129), false, `name "` + strings.Repeat("x", 64) + `"... (129 bytes) is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
 		{long, false, `name "` + strings.Repeat("a", 64) + `"... (5000 bytes) is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'`},
 	} {
-		err := Validate(&Node{Name: "root", GPUs: 8, Pos: "t.hcl:1", Children: []*Node{{Name: tc.name, GPUs: 1, Pos: "t.hcl:2"}}})
+		err := Validate(&Node{Name: "root", GPUs: Plain(8), Pos: "t.hcl:1", Children: []*Node{{Name: tc.name, GPUs: Plain(1), Pos: "t.hcl:2"}}})
 		if tc.ok {
 			if err != nil {
 				t.Errorf("name %q: %v", tc.name, err)
@@ -602,5 +612,218 @@ func TestNodeNames(t *testing.T) {
 	_, _, err := Parse([]byte("quota \"root\" {\n  gpus = 8\n  quota \"a\\nb\" { gpus = 1 }\n}\n"), "q.hcl")
 	if err == nil || err.Error() != `q.hcl:3: name "a\nb" is not a quota node name: want 1 to 128 letters, digits, '.', '_' or '-'` {
 		t.Errorf("HCL label with a newline: %v", err)
+	}
+}
+
+// flavorFile is a quota file with three flavors (DESIGN L13): two models,
+// MIG slices of one of them, nominals by flavor with one left out.
+const flavorFile = `flavor "h100" {
+  models = ["NVIDIA H100 80GB HBM3"]
+}
+quota "Quota1" {
+  gpus = { h100 = 64, a100 = 48, a100-1g = 14 }
+  child_preemption = true
+  quota "Quota1.1" {
+    gpus = { h100 = 16, a100 = 32 }
+  }
+  quota "Quota1.2" {
+    gpus = { "h100" = 48, a100-1g = 14 }
+  }
+}
+flavor "a100-1g" {
+  models      = ["NVIDIA A100-SXM4-40GB"]
+  mig_profile = "1g.5gb"
+}
+flavor "a100" {
+  models = ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB"]
+}
+`
+
+func TestParseFlavors(t *testing.T) {
+	root, _, err := Parse([]byte(flavorFile), "quota.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Flavor{
+		{Name: "h100", Models: []string{"NVIDIA H100 80GB HBM3"}, Pos: "quota.hcl:1"},
+		{Name: "a100-1g", Models: []string{"NVIDIA A100-SXM4-40GB"}, MIGProfile: "1g.5gb", Pos: "quota.hcl:14"},
+		{Name: "a100", Models: []string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB"}, Pos: "quota.hcl:18"},
+	}
+	if diff := cmp.Diff(want, root.Flavors); diff != "" {
+		t.Errorf("flavors, in file order (-want +got):\n%s", diff)
+	}
+	got := map[string]Nominal{}
+	root.Walk(func(n *Node) { got[n.Name] = n.GPUs })
+	wantGPUs := map[string]Nominal{
+		"Quota1":   {"h100": 64, "a100": 48, "a100-1g": 14},
+		"Quota1.1": {"h100": 16, "a100": 32},
+		"Quota1.2": {"h100": 48, "a100-1g": 14},
+	}
+	if diff := cmp.Diff(wantGPUs, got); diff != "" {
+		t.Errorf("nominals by flavor (-want +got):\n%s", diff)
+	}
+	if g := root.Find("Quota1.1").GPUs.Of("a100-1g"); g != 0 {
+		t.Errorf("a flavor left out = %d, want 0", g)
+	}
+	if diff := cmp.Diff([]string{"h100", "a100-1g", "a100"}, FlavorNames(root)); diff != "" {
+		t.Errorf("FlavorNames (-want +got):\n%s", diff)
+	}
+	// The tree's flavors decide which devices it counts (FlavorOf).
+	if f, ok := FlavorOf(root.Flavors, "NVIDIA A100-SXM4-40GB", "1g.5gb"); f != "a100-1g" || !ok {
+		t.Errorf("FlavorOf(A100 MIG 1g.5gb) = %q, %v", f, ok)
+	}
+	if f, ok := FlavorOf(root.Flavors, "NVIDIA A100-SXM4-40GB", "2g.10gb"); ok {
+		t.Errorf("FlavorOf(A100 MIG 2g.10gb) = %q, want ungoverned", f)
+	}
+}
+
+func TestParsePlainGPUsOfTheOnlyFlavor(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      Nominal
+	}{
+		{"no flavor block: the implicit gpu", `quota "a" { gpus = 8 }`, Nominal{"gpu": 8}},
+		{"one declared flavor", "flavor \"h100\" { models = [\"H\"] }\nquota \"a\" { gpus = 8 }", Nominal{"h100": 8}},
+		{"the implicit flavor by name", `quota "a" { gpus = { gpu = 8 } }`, Nominal{"gpu": 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, _, err := Parse([]byte(tc.src), "q.hcl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, root.GPUs); diff != "" {
+				t.Errorf("gpus (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParseRejectsBadFlavors covers issue 17's bad input: each error names
+// the flavor (or the node) and the file:line.
+func TestParseRejectsBadFlavors(t *testing.T) {
+	const h = "flavor \"h100\" {\n  models = [\"NVIDIA H100\"]\n}\n"
+	const a = "flavor \"a100\" {\n  models = [\"NVIDIA A100\"]\n}\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"a model in two flavors",
+			h + "flavor \"hbis\" {\n  models = [\"NVIDIA H100\"]\n}\nquota \"a\" { gpus = { h100 = 1 } }\n",
+			`q.hcl:4: flavor "hbis": model "NVIDIA H100" is already in flavor "h100" (q.hcl:1): a device belongs to one flavor`},
+		{"a MIG model with its profile in two flavors",
+			"flavor \"x\" {\n  models = [\"A\"]\n  mig_profile = \"1g.5gb\"\n}\nflavor \"y\" {\n  models = [\"A\"]\n  mig_profile = \"1g.5gb\"\n}\nquota \"a\" { gpus = { x = 1 } }\n",
+			`q.hcl:5: flavor "y": model "A" with mig_profile "1g.5gb" is already in flavor "x" (q.hcl:1): a device belongs to one flavor`},
+		{"an unknown flavor in gpus",
+			h + a + "quota \"a\" {\n  gpus = { h100 = 1, b200 = 2 }\n}\n",
+			`q.hcl:8: quota "a": gpus names flavor "b200", which the file does not declare (flavors: h100, a100)`},
+		{"a flavor in gpus of a file without flavor blocks",
+			"quota \"a\" {\n  gpus = { h100 = 1 }\n}\n",
+			`q.hcl:2: quota "a": gpus names flavor "h100", which the file does not declare (flavors: none declared, the tree's one flavor is the implicit "gpu")`},
+		{"mig_profile without models",
+			"flavor \"m\" {\n  models = []\n  mig_profile = \"1g.10gb\"\n}\nquota \"a\" { gpus = 1 }\n",
+			`q.hcl:1: flavor "m": mig_profile = "1g.10gb" without models: a MIG flavor names the models of the GPUs it cuts`},
+		{"a flavor without models",
+			"flavor \"m\" {\n  models = []\n}\nquota \"a\" { gpus = 1 }\n",
+			`q.hcl:1: flavor "m": has no models: a flavor names the device models it takes (models = ["NVIDIA H100 80GB HBM3"])`},
+		{"a flavor declared twice",
+			h + "flavor \"h100\" {\n  models = [\"other\"]\n}\nquota \"a\" { gpus = 1 }\n",
+			`q.hcl:4: flavor "h100": declared twice (first at q.hcl:1)`},
+		{"a plain number in a tree of two flavors",
+			h + a + "quota \"a\" {\n  gpus = 8\n}\n",
+			`q.hcl:8: quota "a": gpus = 8 is a plain number, but the tree declares 2 flavors (h100, a100): write gpus = { h100 = ... } by flavor`},
+		{"a fractional nominal of a flavor",
+			h + "quota \"a\" {\n  gpus = { h100 = 1.5 }\n}\n",
+			`q.hcl:5: quota "a": gpus.h100 = { h100 = 1.5 } is not a whole number`},
+		{"a string in models",
+			"flavor \"m\" {\n  models = [\"A\", 3]\n}\nquota \"a\" { gpus = 1 }\n",
+			`q.hcl:2: flavor "m": models = ["A", 3]: element 1 is not a string`},
+		{"a bad flavor name",
+			"flavor \"h 100\" {\n  models = [\"A\"]\n}\nquota \"a\" { gpus = 1 }\n",
+			`q.hcl:1: flavor "h 100": is not a flavor name: want 1 to 128 letters, digits, '.', '_' or '-'`},
+		{"L1 per flavor: children above the parent in one flavor",
+			h + a + "quota \"r\" {\n  gpus = { h100 = 8, a100 = 8 }\n  quota \"c1\" { gpus = { h100 = 8, a100 = 4 } }\n  quota \"c2\" { gpus = { a100 = 5 } }\n}\n",
+			`q.hcl:7: quota "r": children's nominal GPUs of flavor "a100" sum to 9 (c1 4 + c2 5), more than its nominal 8`},
+		{"L1 per flavor: a negative nominal names the flavor",
+			h + "quota \"r\" {\n  gpus = { h100 = -2 }\n}\n",
+			`q.hcl:4: quota "r": gpus of flavor "h100" = -2 is negative`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, _, err := Parse([]byte(tc.src), "q.hcl")
+			if err == nil {
+				t.Fatalf("no error; tree %+v", dump(root))
+			}
+			if err.Error() != tc.want {
+				t.Errorf("err =\n%s\nwant\n%s", err, tc.want)
+			}
+			if root != nil {
+				t.Errorf("a tree came back with the error")
+			}
+		})
+	}
+}
+
+func TestValidateFlavorsOnTheRootOnly(t *testing.T) {
+	root := &Node{Name: "r", GPUs: Plain(2), Children: []*Node{
+		{Name: "c", GPUs: Plain(1), Flavors: []Flavor{{Name: "x", Models: []string{"X"}}}},
+	}}
+	err := Validate(root)
+	if err == nil || err.Error() != `quota "c": declares flavors; only the tree (its root) does` {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
+func TestFlavorCapacityWarning(t *testing.T) {
+	root, _, err := Parse([]byte(flavorFile), "quota.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := FlavorCapacityWarning(root, "h100", 64); w != "" {
+		t.Errorf("64 of 64: %q", w)
+	}
+	want := `quota "Quota1": nominal 48 GPUs of flavor "a100" exceeds the 40 healthy GPUs of that flavor in the cluster`
+	if w := FlavorCapacityWarning(root, "a100", 40); w != want {
+		t.Errorf("warning =\n%s\nwant\n%s", w, want)
+	}
+	plain := &Node{Name: "Quota1", GPUs: Plain(128)}
+	if w := CapacityWarning(plain, 120); w != `quota "Quota1": nominal 128 GPUs exceeds the 120 healthy GPUs in the cluster` {
+		t.Errorf("one-flavor warning = %q", w)
+	}
+}
+
+func TestNominalJSON(t *testing.T) {
+	// A tree record stored before flavors wrote the nominal as a number.
+	var n Nominal
+	if err := json.Unmarshal([]byte(`48`), &n); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Plain(48), n); diff != "" {
+		t.Errorf("old number (-want +got):\n%s", diff)
+	}
+	data, err := json.Marshal(Nominal{"h100": 16, "a100": 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != `{"a100":32,"h100":16}` {
+		t.Errorf("Marshal = %s", data)
+	}
+	var back Nominal
+	if err := json.Unmarshal(data, &back); err != nil || back.Of("h100") != 16 || back.Of("a100") != 32 {
+		t.Errorf("round trip = %v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`"x"`), &back); err == nil {
+		t.Errorf("a string nominal was accepted")
+	}
+}
+
+func TestFlavorChoice(t *testing.T) {
+	root, _, err := Parse([]byte(flavorFile), "quota.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FlavorChoice(root, ""); err == nil || err.Error() != "the tree has 3 flavors (h100, a100-1g, a100): name one (flavor)" {
+		t.Errorf("no flavor in a tree of three: %v", err)
+	}
+	if _, err := FlavorChoice(root, "b200"); err == nil || err.Error() != `flavor "b200" is not a flavor of the tree (h100, a100-1g, a100)` {
+		t.Errorf("unknown flavor: %v", err)
+	}
+	if f, err := FlavorChoice(&Node{Name: "r", GPUs: Plain(1)}, ""); f != "gpu" || err != nil {
+		t.Errorf("one-flavor tree: %q, %v", f, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,8 +43,10 @@ const (
 type Node struct {
 	// Name is unique in the tree, e.g. "Quota1.1".
 	Name string
-	// GPUs is the node's nominal quota in GPUs: what it is guaranteed.
-	GPUs int
+	// GPUs is the node's nominal quota per flavor: the devices of each
+	// flavor it is guaranteed (DESIGN L13; Plain(n) in a tree without
+	// flavor blocks). Keys are flavors of the tree (Validate).
+	GPUs Nominal
 	// ChildPreemption lets jobs bound to this node preempt the non-idle
 	// allocations of its descendants (DESIGN L5 step 2).
 	ChildPreemption bool
@@ -58,6 +61,10 @@ type Node struct {
 	ChangedAt time.Time
 	// Children are the node's child quotas.
 	Children []*Node
+	// Flavors are the tree's declared flavors in file order (DESIGN L13),
+	// on the root only; nil for a tree without flavor blocks, whose one
+	// flavor is the implicit ImplicitFlavor (TreeFlavors).
+	Flavors []Flavor
 	// Pos is where the node was declared ("quota.hcl:3" or a JSON path), used
 	// to prefix validation errors. Optional.
 	Pos string
@@ -192,6 +199,14 @@ func (n *Node) Clone() *Node {
 	}
 	c := *n
 	c.Namespaces = append([]string(nil), n.Namespaces...)
+	c.GPUs = n.GPUs.Clone()
+	if n.Flavors != nil {
+		c.Flavors = make([]Flavor, len(n.Flavors))
+		for i, f := range n.Flavors {
+			f.Models = slices.Clone(f.Models)
+			c.Flavors[i] = f
+		}
+	}
 	c.Children = make([]*Node, len(n.Children))
 	for i, ch := range n.Children {
 		c.Children[i] = ch.Clone()
@@ -264,6 +279,8 @@ type ValidationError struct {
 	// BadNamespace: a namespace name outside ValidNamespace, bad input
 	// (HTTP 400 on field "namespaces") like BadName.
 	BadNamespace bool
+	// Flavor: Node names a flavor block, not a quota node (DESIGN L13).
+	Flavor bool
 }
 
 func (e *ValidationError) Error() string {
@@ -274,23 +291,44 @@ func (e *ValidationError) Error() string {
 		}
 		return msg
 	}
-	if e.Pos != "" {
-		return fmt.Sprintf("%s: quota %q: %s", e.Pos, e.Node, e.Message)
+	kind := "quota"
+	if e.Flavor {
+		kind = "flavor"
 	}
-	return fmt.Sprintf("quota %q: %s", e.Node, e.Message)
+	if e.Pos != "" {
+		return fmt.Sprintf("%s: %s %q: %s", e.Pos, kind, e.Node, e.Message)
+	}
+	return fmt.Sprintf("%s %q: %s", kind, e.Node, e.Message)
 }
 
-// Validate checks law L1 on the tree rooted at root: names are valid
-// (ValidName; BadName otherwise) and unique, nominal GPUs are not negative, the children's nominal GPUs sum to
-// at most their parent's, and a namespace is bound to at most one node. The
-// first violation found (parents before children) is returned as a
-// *ValidationError.
+// Validate checks law L1 on the tree rooted at root, per flavor (DESIGN
+// L13): the declared flavors are well formed (checkFlavors), names are
+// valid (ValidName; BadName otherwise) and unique, every nominal names a
+// flavor of the tree and is from 0 to MaxGPUs, for each flavor the
+// children's nominals sum to at most their parent's, and a namespace is
+// bound to at most one node. The first violation found (flavors, then
+// parents before children, flavors in tree order) is returned as a
+// *ValidationError naming the node, the flavor (in a tree of several)
+// and the numbers.
 //
 // L1's other half, "root nominal <= healthy GPUs in the cluster", is a
 // warning, not an error: see CapacityWarning.
 func Validate(root *Node) error {
 	if root == nil {
 		return &ValidationError{Message: "the quota tree has no root"}
+	}
+	if err := checkFlavors(root.Flavors); err != nil {
+		return err
+	}
+	flavors := FlavorNames(root)
+	many := len(root.Flavors) > 0
+	// of names a flavor in a message: "" in a tree without flavor blocks,
+	// so that its messages read as they did before flavors.
+	of := func(f string) string {
+		if !many {
+			return ""
+		}
+		return " of flavor " + strconv.Quote(f)
 	}
 	names := map[string]*Node{}
 	namespaces := map[string]string{}
@@ -311,11 +349,23 @@ func Validate(root *Node) error {
 			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: msg}
 		}
 		names[n.Name] = n
-		if n.GPUs < 0 {
-			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus = %d is negative", n.GPUs)}
+		if n != root && n.Flavors != nil {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "declares flavors; only the tree (its root) does"}
 		}
-		if n.GPUs > MaxGPUs {
-			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus = %d is more than %d", n.GPUs, MaxGPUs)}
+		for _, f := range slices.Sorted(maps.Keys(n.GPUs)) {
+			if !slices.Contains(flavors, f) {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
+					"gpus names flavor %s, which the tree does not declare (flavors: %s)", nameText(f), strings.Join(flavors, ", "))}
+			}
+		}
+		for _, f := range flavors {
+			v := n.GPUs.Of(f)
+			if v < 0 {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus%s = %d is negative", of(f), v)}
+			}
+			if v > MaxGPUs {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus%s = %d is more than %d", of(f), v, MaxGPUs)}
+			}
 		}
 		for i, ns := range n.Namespaces {
 			if ns == "" || strings.TrimSpace(ns) != ns {
@@ -332,24 +382,28 @@ func Validate(root *Node) error {
 			}
 			namespaces[ns] = n.Name
 		}
-		sum := 0
-		parts := make([]string, 0, min(len(n.Children), maxListedChildren+1))
-		for i, c := range n.Children {
+		for _, c := range n.Children {
 			if c == nil {
 				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: "nil child"}
 			}
-			sum += min(max(c.GPUs, 0), MaxGPUs)
-			switch {
-			case i < maxListedChildren:
-				parts = append(parts, fmt.Sprintf("%s %d", c.Name, c.GPUs))
-			case i == maxListedChildren:
-				parts = append(parts, fmt.Sprintf("%d more", len(n.Children)-maxListedChildren))
-			}
 		}
-		if sum > n.GPUs {
-			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
-				"children's nominal GPUs sum to %d (%s), more than its nominal %d",
-				sum, strings.Join(parts, " + "), n.GPUs)}
+		for _, f := range flavors {
+			sum := 0
+			parts := make([]string, 0, min(len(n.Children), maxListedChildren+1))
+			for i, c := range n.Children {
+				sum += min(max(c.GPUs.Of(f), 0), MaxGPUs)
+				switch {
+				case i < maxListedChildren:
+					parts = append(parts, fmt.Sprintf("%s %d", c.Name, c.GPUs.Of(f)))
+				case i == maxListedChildren:
+					parts = append(parts, fmt.Sprintf("%d more", len(n.Children)-maxListedChildren))
+				}
+			}
+			if sum > n.GPUs.Of(f) {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
+					"children's nominal GPUs%s sum to %d (%s), more than its nominal %d",
+					of(f), sum, strings.Join(parts, " + "), n.GPUs.Of(f))}
+			}
 		}
 		for _, c := range n.Children {
 			if err := check(c, depth+1); err != nil {
@@ -363,11 +417,39 @@ func Validate(root *Node) error {
 
 // CapacityWarning returns a warning text when the root's nominal exceeds the
 // healthy GPUs in the cluster (L1: warn, never fail), or "" when it fits.
+// It is the check of a one-flavor tree, on its only flavor; see
+// FlavorCapacityWarning for one flavor of several.
 func CapacityWarning(root *Node, healthyGPUs int) string {
-	if root == nil || root.GPUs <= healthyGPUs {
+	if root == nil {
 		return ""
 	}
-	return fmt.Sprintf("quota %q: nominal %d GPUs exceeds the %d healthy GPUs in the cluster", root.Name, root.GPUs, healthyGPUs)
+	f, _ := OnlyFlavor(root)
+	if len(root.Flavors) > 1 {
+		f = ""
+	}
+	return FlavorCapacityWarning(root, f, healthyGPUs)
+}
+
+// FlavorCapacityWarning is CapacityWarning for one flavor (DESIGN L13: the
+// root against the healthy devices of that flavor). The flavor is named
+// in the text in a tree that declares flavors; flavor "" compares the
+// root's total.
+func FlavorCapacityWarning(root *Node, flavor string, healthy int) string {
+	if root == nil {
+		return ""
+	}
+	nominal := root.GPUs.Total()
+	if flavor != "" {
+		nominal = root.GPUs.Of(flavor)
+	}
+	if nominal <= healthy {
+		return ""
+	}
+	if len(root.Flavors) == 0 {
+		return fmt.Sprintf("quota %q: nominal %d GPUs exceeds the %d healthy GPUs in the cluster", root.Name, nominal, healthy)
+	}
+	return fmt.Sprintf("quota %q: nominal %d GPUs of flavor %q exceeds the %d healthy GPUs of that flavor in the cluster",
+		root.Name, nominal, flavor, healthy)
 }
 
 // Namespaces returns the namespace -> node name binding of the tree, sorted

@@ -32,11 +32,11 @@ func loop(b *testing.B, fn func()) {
 // benchTree is a 3-level tree: a root of 10,000 GPUs, 10 children of
 // 1,000, each with 10 leaves of 100 (111 nodes, one namespace per leaf).
 func benchTree(b *testing.B) *Tree {
-	root := &quota.Node{Name: "root", GPUs: 10000}
+	root := &quota.Node{Name: "root", GPUs: quota.Plain(10000)}
 	for i := range 10 {
-		c := &quota.Node{Name: fmt.Sprint("q", i), GPUs: 1000}
+		c := &quota.Node{Name: fmt.Sprint("q", i), GPUs: quota.Plain(1000)}
 		for j := range 10 {
-			c.Children = append(c.Children, &quota.Node{Name: fmt.Sprintf("q%d.%d", i, j), GPUs: 100, Namespaces: []string{fmt.Sprintf("ns-%d-%d", i, j)}})
+			c.Children = append(c.Children, &quota.Node{Name: fmt.Sprintf("q%d.%d", i, j), GPUs: quota.Plain(100), Namespaces: []string{fmt.Sprintf("ns-%d-%d", i, j)}})
 		}
 		root.Children = append(root.Children, c)
 	}

@@ -30,6 +30,10 @@ func NewTree(root *quota.Node) (*Tree, error) {
 		return nil, fmt.Errorf("reservation: the quota tree has no root")
 	}
 	t := &Tree{index: map[string]int32{}, ns: map[string]string{}}
+	// Bookings count the tree's first flavor (its only one, or the
+	// implicit "gpu"): per-flavor bookings (a booking's shape names a
+	// flavor, DESIGN L13) are issue 17 item 4.
+	flavor := quota.FlavorNames(root)[0]
 	var add func(n *quota.Node, parent, depth int32) error
 	add = func(n *quota.Node, parent, depth int32) error {
 		if _, dup := t.index[n.Name]; dup {
@@ -41,7 +45,7 @@ func NewTree(root *quota.Node) (*Tree, error) {
 		i := int32(len(t.names))
 		t.index[n.Name] = i
 		t.names = append(t.names, n.Name)
-		t.nominal = append(t.nominal, n.GPUs)
+		t.nominal = append(t.nominal, n.GPUs.Of(flavor))
 		t.parent = append(t.parent, parent)
 		t.depth = append(t.depth, depth)
 		for _, ns := range n.Namespaces {

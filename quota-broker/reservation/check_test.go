@@ -17,11 +17,11 @@ import (
 // workspace-a).
 func testTree(t testing.TB) *Tree {
 	t.Helper()
-	root := &quota.Node{Name: "Quota1", GPUs: 96, Children: []*quota.Node{
-		{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}, Children: []*quota.Node{
-			{Name: "Quota1.1.1", GPUs: 16, Namespaces: []string{"workspace-c"}},
+	root := &quota.Node{Name: "Quota1", GPUs: quota.Plain(96), Children: []*quota.Node{
+		{Name: "Quota1.1", GPUs: quota.Plain(48), Namespaces: []string{"workspace-b"}, Children: []*quota.Node{
+			{Name: "Quota1.1.1", GPUs: quota.Plain(16), Namespaces: []string{"workspace-c"}},
 		}},
-		{Name: "Quota1.2", GPUs: 48, Namespaces: []string{"workspace-a"}},
+		{Name: "Quota1.2", GPUs: quota.Plain(48), Namespaces: []string{"workspace-a"}},
 	}}
 	tr, err := NewTree(root)
 	if err != nil {
@@ -292,11 +292,11 @@ func TestFits(t *testing.T) {
 	}
 	// The same bookings under a move of 16 GPUs from Quota1.1 to Quota1.2:
 	// Quota1.1 (32) holds 48 on the 8th.
-	moved := &quota.Node{Name: "Quota1", GPUs: 96, Children: []*quota.Node{
-		{Name: "Quota1.1", GPUs: 32, Namespaces: []string{"workspace-b"}, Children: []*quota.Node{
-			{Name: "Quota1.1.1", GPUs: 16, Namespaces: []string{"workspace-c"}},
+	moved := &quota.Node{Name: "Quota1", GPUs: quota.Plain(96), Children: []*quota.Node{
+		{Name: "Quota1.1", GPUs: quota.Plain(32), Namespaces: []string{"workspace-b"}, Children: []*quota.Node{
+			{Name: "Quota1.1.1", GPUs: quota.Plain(16), Namespaces: []string{"workspace-c"}},
 		}},
-		{Name: "Quota1.2", GPUs: 64, Namespaces: []string{"workspace-a"}},
+		{Name: "Quota1.2", GPUs: quota.Plain(64), Namespaces: []string{"workspace-a"}},
 	}}
 	mt, err := NewTree(moved)
 	if err != nil {

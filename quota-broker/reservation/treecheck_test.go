@@ -16,9 +16,9 @@ import (
 func TestCheckTreeAgainstTheBookings(t *testing.T) {
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	tree := func(mod func(root *quota.Node)) *quota.Node {
-		root := &quota.Node{Name: "Quota1", GPUs: 8, Namespaces: []string{"workspace-a"}, Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 3, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: 5, Namespaces: []string{"workspace-c"}},
+		root := &quota.Node{Name: "Quota1", GPUs: quota.Plain(8), Namespaces: []string{"workspace-a"}, Children: []*quota.Node{
+			{Name: "Quota1.1", GPUs: quota.Plain(3), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(5), Namespaces: []string{"workspace-c"}},
 		}}
 		if mod != nil {
 			mod(root)
@@ -48,11 +48,11 @@ func TestCheckTreeAgainstTheBookings(t *testing.T) {
 			[]Booking{c}, ErrUnbound, `namespace "workspace-c": its booking "r-c" is in quota "Quota1.2", which this tree removes`},
 		{"bound below the node", tree(func(r *quota.Node) {
 			r.Children[1].Namespaces = nil
-			r.Children[1].Children = []*quota.Node{{Name: "Quota1.2.1", GPUs: 5, Namespaces: []string{"workspace-c"}}}
+			r.Children[1].Children = []*quota.Node{{Name: "Quota1.2.1", GPUs: quota.Plain(5), Namespaces: []string{"workspace-c"}}}
 		}), []Booking{c}, nil, ""},
-		{"above a nominal", tree(func(r *quota.Node) { r.Children[1].GPUs = 3 }), []Booking{c}, ErrRefused,
+		{"above a nominal", tree(func(r *quota.Node) { r.Children[1].GPUs = quota.Plain(3) }), []Booking{c}, ErrRefused,
 			"Quota1.2 at 2026-12-01T09:00Z: 4 of 3 GPUs booked"},
-		{"L1", tree(func(r *quota.Node) { r.Children[1].GPUs = 6 }), []Booking{c}, nil, `quota "Quota1": `},
+		{"L1", tree(func(r *quota.Node) { r.Children[1].GPUs = quota.Plain(6) }), []Booking{c}, nil, `quota "Quota1": `},
 		{"an ended booking does not count", tree(func(r *quota.Node) { r.Children[1].Namespaces = []string{"workspace-x"} }),
 			[]Booking{ended}, nil, ""},
 	} {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // sharedOpenb is the openb pod list beside the repository
@@ -272,9 +273,9 @@ func TestOpenbExample(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("models (-want +got):\n%s", d)
 	}
-	if n, g := inv.Total(); n != 1213 || g != 6212 || inv.ScaleDown != 150 || sc.GPUs() != 45 || sc.Quota.GPUs != 45 {
+	if n, g := inv.Total(); n != 1213 || g != 6212 || inv.ScaleDown != 150 || sc.GPUs() != 45 || sc.Quota.GPUs.Of(quota.ImplicitFlavor) != 45 {
 		t.Errorf("inventory %d nodes, %d GPUs, scale_down %d, cluster %d GPUs, root quota %d; want 1213, 6212, 150, 45, 45",
-			n, g, inv.ScaleDown, sc.GPUs(), sc.Quota.GPUs)
+			n, g, inv.ScaleDown, sc.GPUs(), sc.Quota.GPUs.Of(quota.ImplicitFlavor))
 	}
 	// The flavored root that quota.hcl's comment gives for when the quota
 	// file has flavors holds each model's kept GPUs.

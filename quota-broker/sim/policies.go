@@ -67,8 +67,8 @@ func PolicyShares(sc *Scenario, w *Workload) *Shares {
 	sc.Quota.Walk(func(q *quotaNode) {
 		for _, n := range q.Namespaces {
 			if !isInfer[n] {
-				weights[idx[n]] = q.GPUs
-				sum += q.GPUs
+				weights[idx[n]] = q.GPUs.Total() // issue 17 item 6: per flavor
+				sum += q.GPUs.Total()
 			}
 		}
 	})

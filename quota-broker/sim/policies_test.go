@@ -15,10 +15,10 @@ var t0 = time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
 // one-GPU jobs, 7 a node (started one minute apart, the newest last), and
 // workspace-a asks for one 8-GPU replica.
 func fourNodes() *plan.Snapshot {
-	tree := &quota.Node{Name: "Quota1", GPUs: 32, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+	tree := &quota.Node{Name: "Quota1", GPUs: quota.Plain(32), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 		Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 8, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: 16, Namespaces: []string{"workspace-c"}},
+			{Name: "Quota1.1", GPUs: quota.Plain(8), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(16), Namespaces: []string{"workspace-c"}},
 		}}
 	s := &plan.Snapshot{Time: t0, Quota: tree, Settings: quota.DefaultSettings()}
 	for n := 1; n <= 4; n++ {

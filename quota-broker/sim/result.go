@@ -205,7 +205,7 @@ func newResult(s *sim) *Result {
 		r.WS = append(r.WS, &WSStats{Namespace: n})
 	}
 	for _, q := range s.qs {
-		r.Quotas = append(r.Quotas, &QuotaStats{Quota: q.node.Name, Nominal: q.node.GPUs})
+		r.Quotas = append(r.Quotas, &QuotaStats{Quota: q.node.Name, Nominal: q.node.GPUs.Total()})
 		for _, i := range q.own {
 			r.WS[i].Quota = q.node.Name
 		}
@@ -350,7 +350,7 @@ func (s *sim) advance(t int64) {
 	r.FreeGPUs += float64(s.capacity-total) * dt
 	for qi, q := range s.qs {
 		used, nonidle, debt := s.quotaFigures(q)
-		nom := q.node.GPUs
+		nom := q.node.GPUs.Total() // one flavor until issue 17 item 6
 		x := r.Quotas[qi]
 		x.NominalTime += float64(nom) * dt
 		x.Used += float64(used) * dt
@@ -447,7 +447,7 @@ func (s *sim) quotaFigures(q *qinfo) (used, nonidle, debt int) {
 		used += ni + o[placing][1] + o[running][1] + o[stopping][1]
 	}
 	if q.leaf {
-		debt = max(0, nonidle-q.node.GPUs)
+		debt = max(0, nonidle-q.node.GPUs.Total())
 	}
 	return used, nonidle, debt
 }
@@ -488,7 +488,7 @@ func (s *sim) sample(t int64) {
 	}
 	for _, q := range s.qs {
 		used, nonidle, _ := s.quotaFigures(q)
-		x.Nominal = append(x.Nominal, q.node.GPUs)
+		x.Nominal = append(x.Nominal, q.node.GPUs.Total())
 		x.NonIdle = append(x.NonIdle, nonidle)
 		x.Used = append(x.Used, used)
 		if q.leaf && len(q.own) > 0 {
@@ -500,7 +500,7 @@ func (s *sim) sample(t int64) {
 				act += o[placing][0] + o[placing][1] + o[running][0] + o[running][1]
 				ni += o[placing][0] + o[running][0]
 			}
-			x.Borrowed[q.own[0]] = max(0, act-max(q.node.GPUs, ni))
+			x.Borrowed[q.own[0]] = max(0, act-max(q.node.GPUs.Total(), ni))
 		}
 	}
 	s.res.Samples = append(s.res.Samples, x)

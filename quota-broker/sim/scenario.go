@@ -761,7 +761,8 @@ func (s *Scenario) check() error {
 			return &Error{Pos: m.Pos, Msg: fmt.Sprintf("quota_move %q: at %s is before the start %s", m.Name, m.At, s.Start)}
 		}
 		for _, g := range m.GPUs {
-			tree.Find(g.Quota).GPUs = g.GPUs
+			n := tree.Find(g.Quota)
+			n.GPUs = n.GPUs.Clone().Set(quota.FlavorNames(tree)[0], g.GPUs) // one flavor until issue 17 item 6
 		}
 		if err := quota.Validate(tree); err != nil {
 			return &Error{Pos: m.Pos, Msg: fmt.Sprintf("quota_move %q breaks the tree: %v", m.Name, err)}

@@ -661,8 +661,10 @@ func (s *sim) move(m *QuotaMove) {
 	rec := MoveRecord{Name: m.Name, At: at}
 	for _, g := range m.GPUs {
 		n := s.tree.Find(g.Quota)
-		from, to := n.GPUs, g.GPUs
-		n.GPUs, n.ChangedAt = g.GPUs, at
+		// The tree's first flavor: moves per flavor are issue 17 item 6.
+		flavor := quota.FlavorNames(s.tree)[0]
+		from, to := n.GPUs.Of(flavor), g.GPUs
+		n.GPUs, n.ChangedAt = n.GPUs.Clone().Set(flavor, g.GPUs), at
 		s.record(Event{Event: "quota_move", Rule: "L9", Namespace: "", Job: g.Quota, From: &from, To: &to, Reason: m.Name})
 		rec.Changes = append(rec.Changes, QuotaChange{Quota: g.Quota, From: from, To: to})
 	}

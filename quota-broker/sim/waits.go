@@ -178,7 +178,7 @@ func (s *sim) boundQuota(name string) {
 	_, nonidle, _ := s.quotaFigures(q)
 	b.Events++
 	b.Used += float64(nonidle)
-	b.Nominal += float64(q.node.GPUs)
+	b.Nominal += float64(q.node.GPUs.Total())
 	for _, i := range q.sub {
 		o := &s.own[i]
 		b.Holders[i] += float64(o[placing][0] + o[running][0] + o[stopping][0])

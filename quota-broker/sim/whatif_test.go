@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // A what-if tree replaces the scenario's: the same cluster, workload and
@@ -24,10 +25,10 @@ func TestWithQuotaFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := w.Quota.Find("Quota1.1").GPUs; got != 56 {
+	if got := w.Quota.Find("Quota1.1").GPUs.Of(quota.ImplicitFlavor); got != 56 {
 		t.Errorf("what-if Quota1.1 = %d, want 56", got)
 	}
-	if sc.Quota.Find("Quota1.1").GPUs != 48 || len(w.Moves) != len(sc.Moves) || w.Length != sc.Length {
+	if sc.Quota.Find("Quota1.1").GPUs.Of(quota.ImplicitFlavor) != 48 || len(w.Moves) != len(sc.Moves) || w.Length != sc.Length {
 		t.Errorf("the scenario changed, or the copy lost its moves")
 	}
 	dir := t.TempDir()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,76 @@ func convert(w *wireSnapshot) (*plan.Snapshot, error) {
 // plan.Snapshot.Validate's, called on the result.
 type converter struct {
 	flexText map[string]string // JSON path of a flex duration -> its text
+	// flavors are the document's declared flavors (top-level "flavors"),
+	// read before the tree: a plain gpus number is the only flavor's.
+	flavors []quota.Flavor
+}
+
+// flavorList converts the declared flavors at path ("flavors"); their
+// rules (names, models, a model in one flavor) are quota.Validate's.
+func (c *converter) flavorList(ws []wireFlavor, path string) error {
+	if len(ws) > maxFlavors {
+		return errf(path, "%d flavors, more than %d", len(ws), maxFlavors)
+	}
+	for i, w := range ws {
+		c.flavors = append(c.flavors, quota.Flavor{Name: w.Name, Models: append([]string(nil), w.Models...),
+			MIGProfile: w.MIGProfile, Pos: fmt.Sprintf("%s[%d]", path, i)})
+	}
+	return nil
+}
+
+// maxFlavors bounds a tree's declared flavors: far above the models and
+// MIG profiles of any fleet, it keeps the planner's work per flavor
+// bounded.
+const maxFlavors = 64
+
+// nominal converts a node's gpus at path (DESIGN L13): a plain number is
+// the nominal of the tree's only flavor (an error in a tree of several);
+// an object names flavors of the tree.
+func (c *converter) nominal(w wireNominal, path string) (quota.Nominal, error) {
+	check := func(p string, v int64) error {
+		if v > quota.MaxGPUs {
+			return errf(p, "%d is too large (at most %d)", v, quota.MaxGPUs)
+		}
+		if v < -quota.MaxGPUs {
+			return errf(p, "%d is negative", v)
+		}
+		return nil
+	}
+	names := make([]string, 0, len(c.flavors))
+	for _, f := range c.flavors {
+		names = append(names, f.Name)
+	}
+	if w.Plain != nil {
+		if err := check(path, *w.Plain); err != nil {
+			return nil, err
+		}
+		switch len(c.flavors) {
+		case 0:
+			return quota.Plain(int(*w.Plain)), nil
+		case 1:
+			return quota.Nominal{c.flavors[0].Name: int(*w.Plain)}, nil
+		}
+		return nil, errf(path, "%d is a plain number, but the tree declares %d flavors (%s): give an object by flavor, {%q: %d}",
+			*w.Plain, len(c.flavors), strings.Join(names, ", "), names[0], *w.Plain)
+	}
+	n := quota.Nominal{}
+	for _, f := range w.ByFlavor {
+		p := path + "." + f.Flavor
+		known := slices.Contains(names, f.Flavor) || len(c.flavors) == 0 && f.Flavor == quota.ImplicitFlavor
+		if !known {
+			declared := "none declared: the tree's one flavor is the implicit \"gpu\""
+			if len(names) > 0 {
+				declared = strings.Join(names, ", ")
+			}
+			return nil, errf(p, "flavor %s is not a flavor of the tree (%s)", plan.Quote(f.Flavor), declared)
+		}
+		if err := check(p, f.GPUs); err != nil {
+			return nil, err
+		}
+		n[f.Flavor] = int(f.GPUs)
+	}
+	return n, nil
 }
 
 func errf(path, format string, args ...any) error {
@@ -167,6 +238,9 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	}
 	if w.Quota == nil {
 		return nil, errf("quota", "missing: a snapshot needs the quota tree")
+	}
+	if err := c.flavorList(w.Flavors, "flavors"); err != nil {
+		return nil, err
 	}
 	if s.Quota, err = c.quota(w.Quota, "quota", 1); err != nil {
 		return nil, err
@@ -257,15 +331,21 @@ func (c *converter) quota(w *wireQuota, path string, depth int) (*quota.Node, er
 	if depth > quota.MaxDepth {
 		return nil, errf(path, "the quota tree is more than %d levels deep", quota.MaxDepth)
 	}
-	if w.GPUs > quota.MaxGPUs {
-		return nil, errf(path+".gpus", "%d is too large (at most %d)", w.GPUs, quota.MaxGPUs)
+	if len(w.Flavors) > 0 {
+		if depth > 1 || len(c.flavors) > 0 {
+			return nil, errf(path+".flavors", "flavors are declared once, at the top level of the document (or on a quota object standing alone, its root)")
+		}
+		if err := c.flavorList(w.Flavors, path+".flavors"); err != nil {
+			return nil, err
+		}
 	}
-	if w.GPUs < -quota.MaxGPUs {
-		return nil, errf(path+".gpus", "%d is negative", w.GPUs)
+	gpus, err := c.nominal(w.GPUs, path+".gpus")
+	if err != nil {
+		return nil, err
 	}
 	n := &quota.Node{
 		Name:               w.Name,
-		GPUs:               int(w.GPUs),
+		GPUs:               gpus,
 		ChildPreemption:    w.ChildPreemption,
 		PriorityPreemption: w.PriorityPreemption,
 		Namespaces:         w.Namespaces,
@@ -284,6 +364,9 @@ func (c *converter) quota(w *wireQuota, path string, depth int) (*quota.Node, er
 			return nil, err
 		}
 		n.Children = append(n.Children, ch)
+	}
+	if depth == 1 && len(c.flavors) > 0 {
+		n.Flavors = c.flavors
 	}
 	return n, nil
 }
@@ -384,7 +467,7 @@ func (c *converter) pending(ws []wirePending) ([]plan.Pending, error) {
 		p := plan.Pending{
 			Namespace: w.Namespace, Job: w.Job, Group: w.Group, Type: plan.JobType(w.Type),
 			Priority: int(w.Priority), Count: int(w.Count), GPUs: int(w.GPUs),
-			Model: w.Model, Datacenters: nilIfEmpty(w.Datacenters),
+			Model: w.Model, Flavors: nilIfEmpty(w.Flavors), Datacenters: nilIfEmpty(w.Datacenters),
 			NodePool: w.NodePool, Idle: w.Idle, Elastic: w.Elastic,
 			Reservation: w.Reservation, SubmittedAt: submitted, QueuedAt: submitted,
 		}
@@ -443,7 +526,7 @@ func (c *converter) reservations(ws []wireReservation) ([]plan.Reservation, erro
 			return nil, err
 		}
 		r := plan.Reservation{ID: w.ID, Namespace: w.Namespace, Quota: w.Quota,
-			GPUs: int(w.GPUs), Model: w.Model, NodePool: w.NodePool, Start: start, End: end}
+			GPUs: int(w.GPUs), Model: w.Model, Flavor: w.Flavor, NodePool: w.NodePool, Start: start, End: end}
 		if w.AllocGPUs != nil {
 			if err := positive(path+".alloc_gpus", *w.AllocGPUs); err != nil {
 				return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -50,6 +51,17 @@ func EncodePlan(w io.Writer, p *plan.Plan) error {
 		if p.Usage != nil {
 			out.Usage = p.Usage
 		}
+		// DESIGN L13: every usage row names its flavor, "gpu" for the
+		// implicit one (the core leaves it "" in a tree without flavor
+		// blocks).
+		if slices.ContainsFunc(out.Usage, func(u plan.Usage) bool { return u.Flavor == "" }) {
+			out.Usage = slices.Clone(out.Usage)
+			for i := range out.Usage {
+				if out.Usage[i].Flavor == "" {
+					out.Usage[i].Flavor = quota.ImplicitFlavor
+				}
+			}
+		}
 	}
 	data, err := indent(out)
 	if err != nil {
@@ -80,8 +92,9 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 	st := s.Settings
 	maxPerNamespace := int64(st.MaxPerNamespace()) // as it applies: zero is the default
 	w := &wireSnapshot{
-		Time:  timeText(s.Time),
-		Quota: quotaToWire(s.Quota),
+		Time:    timeText(s.Time),
+		Quota:   quotaToWire(s.Quota, quota.TreeFlavors(s.Quota)),
+		Flavors: flavorsToWire(s.Quota),
 		Settings: &wireSettings{MinRuntime: text(st.MinRuntime), DebtGrace: text(st.DebtGrace),
 			Settle: text(st.Settle), DrainMargin: text(st.DrainMargin), DrainHorizon: text(st.DrainHorizon),
 			ReservationMaxAhead: text(st.ReservationMaxAhead), ReservationMinDuration: text(st.ReservationMinDuration),
@@ -124,7 +137,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		wp := wirePending{
 			Namespace: p.Namespace, Job: p.Job, Group: p.Group, Type: string(p.Type),
 			Priority: int64(p.Priority), Count: int64(p.Count), GPUs: int64(p.GPUs),
-			Model: p.Model, Datacenters: append([]string{}, p.Datacenters...),
+			Model: p.Model, Flavors: p.Flavors, Datacenters: append([]string{}, p.Datacenters...),
 			NodePool: p.NodePool, Idle: p.Idle, Elastic: p.Elastic,
 			Reservation: p.Reservation, SubmittedAt: timeText(p.SubmittedAt),
 		}
@@ -149,7 +162,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 		ag := int64(allocGPUs)
 		w.Reservations = append(w.Reservations, wireReservation{
 			ID: r.ID, Namespace: r.Namespace, Quota: r.Quota, GPUs: int64(r.GPUs),
-			AllocGPUs: &ag, Model: r.Model, NodePool: r.NodePool,
+			AllocGPUs: &ag, Model: r.Model, Flavor: r.Flavor, NodePool: r.NodePool,
 			Start: timeText(r.Start), End: timeText(r.End),
 		})
 	}
@@ -164,12 +177,15 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 	return w
 }
 
-func quotaToWire(n *quota.Node) *wireQuota {
+// quotaToWire writes the tree rooted at n, whose flavors are flavors
+// (quota.TreeFlavors of its root): gpus are plain numbers in a tree of
+// one flavor, else objects by flavor in the tree's order.
+func quotaToWire(n *quota.Node, flavors []quota.Flavor) *wireQuota {
 	if n == nil {
 		return nil
 	}
 	w := &wireQuota{
-		Name: n.Name, GPUs: int64(n.GPUs),
+		Name: n.Name, GPUs: nominalToWire(n.GPUs, flavors),
 		ChildPreemption: n.ChildPreemption, PriorityPreemption: n.PriorityPreemption,
 		Namespaces: append([]string(nil), n.Namespaces...),
 	}
@@ -178,7 +194,7 @@ func quotaToWire(n *quota.Node) *wireQuota {
 	}
 	for _, c := range n.Children {
 		if c != nil {
-			w.Children = append(w.Children, *quotaToWire(c))
+			w.Children = append(w.Children, *quotaToWire(c, flavors))
 		}
 	}
 	return w
@@ -191,4 +207,34 @@ func claimantToWire(k plan.GroupKey) wireClaimant {
 		return wireClaimant{}
 	}
 	return wireClaimant{Key: &wireGroupKey{Namespace: k.Namespace, Job: k.Job, Group: k.Group}}
+}
+
+// nominalToWire writes a nominal: a plain number in a tree of one flavor,
+// else an object by flavor in the tree's order, leaving out flavors at 0
+// (DESIGN L13: a flavor left out is 0) unless all are.
+func nominalToWire(n quota.Nominal, flavors []quota.Flavor) wireNominal {
+	if len(flavors) == 1 {
+		v := int64(n.Of(flavors[0].Name))
+		return wireNominal{Plain: &v}
+	}
+	w := wireNominal{ByFlavor: []wireFlavorGPUs{}}
+	for _, f := range flavors {
+		if v := n.Of(f.Name); v != 0 {
+			w.ByFlavor = append(w.ByFlavor, wireFlavorGPUs{Flavor: f.Name, GPUs: int64(v)})
+		}
+	}
+	return w
+}
+
+// flavorsToWire writes a tree's declared flavors (none for the implicit
+// one).
+func flavorsToWire(root *quota.Node) []wireFlavor {
+	if root == nil {
+		return nil
+	}
+	var out []wireFlavor
+	for _, f := range root.Flavors {
+		out = append(out, wireFlavor{Name: f.Name, Models: append([]string{}, f.Models...), MIGProfile: f.MIGProfile})
+	}
+	return out
 }

@@ -74,11 +74,11 @@ func TestUnmarshalFillsEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantQuota := &quota.Node{
-		Name: "Quota1", GPUs: 8, ChildPreemption: true, Namespaces: []string{"workspace-a"}, Pos: "quota",
+		Name: "Quota1", GPUs: quota.Plain(8), ChildPreemption: true, Namespaces: []string{"workspace-a"}, Pos: "quota",
 		Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 4, Namespaces: []string{"workspace-b"},
+			{Name: "Quota1.1", GPUs: quota.Plain(4), Namespaces: []string{"workspace-b"},
 				ChangedAt: mustTime(t, "2026-12-01T07:55:00Z"), Pos: "quota.children[0]"},
-			{Name: "Quota1.2", GPUs: 4, PriorityPreemption: true, Namespaces: []string{"workspace-c"},
+			{Name: "Quota1.2", GPUs: quota.Plain(4), PriorityPreemption: true, Namespaces: []string{"workspace-c"},
 				Pos: "quota.children[1]"},
 		},
 	}
@@ -636,7 +636,7 @@ func TestAClaimantWithSlashesNeedsAndSurvivesTheObjectForm(t *testing.T) {
 func TestEncodeWritesStableIndentedJSON(t *testing.T) {
 	s := &plan.Snapshot{
 		Time:     time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC),
-		Quota:    &quota.Node{Name: "Q", GPUs: 8, Namespaces: []string{"ns"}},
+		Quota:    &quota.Node{Name: "Q", GPUs: quota.Plain(8), Namespaces: []string{"ns"}},
 		Settings: quota.DefaultSettings(),
 		Nodes:    []plan.Node{{ID: "n1", Datacenter: "dc1", GPUs: []plan.GPU{{ID: "g0", Model: "m", Healthy: true}}}},
 		Pending: []plan.Pending{{Namespace: "ns", Job: "j", Group: "g", Type: plan.JobBatch, Priority: 50,
@@ -763,6 +763,7 @@ func TestEncodePlanWritesTheDocumentedShape(t *testing.T) {
   "usage": [
     {
       "quota": "Quota1",
+      "flavor": "gpu",
       "nominal": 128,
       "used": 120,
       "nonidle": 112,
@@ -828,7 +829,7 @@ func TestTheReferenceSnapshotDecodes(t *testing.T) {
 	if !found {
 		t.Errorf("no pending team A inference group of 16 GPUs at priority 80: %+v", s.Pending)
 	}
-	if s.Quota.Name != "Quota1" || s.Quota.GPUs != 128 || !s.Quota.ChildPreemption || len(s.Quota.Children) != 2 {
+	if s.Quota.Name != "Quota1" || s.Quota.GPUs.Of(quota.ImplicitFlavor) != 128 || !s.Quota.ChildPreemption || len(s.Quota.Children) != 2 {
 		t.Errorf("quota tree is not the reference tree: %+v", s.Quota)
 	}
 }
@@ -844,6 +845,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(ref)
 	f.Add([]byte(base))
 	f.Add([]byte(withIdle))
+	f.Add([]byte(flavorDoc))
+	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "flavors": [{"name": "x", "models": ["X"]}], "quota": {"name": "Q", "gpus": {"x": 1, "y": 2}}}`))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}}`))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}} []`))
 	f.Add([]byte(`[{"a": [1, 2.5, null, true, "x"]}]`))

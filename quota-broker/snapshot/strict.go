@@ -211,6 +211,9 @@ func (d *decoder) value(v reflect.Value, depth int) error {
 	if t == claimantType {
 		return d.claimant(v.Addr().Interface().(*wireClaimant), depth)
 	}
+	if t == nominalType {
+		return d.nominal(v.Addr().Interface().(*wireNominal), depth)
+	}
 	if t.Kind() == reflect.Pointer {
 		if !startsValue(c) {
 			return d.syntaxError("looking for beginning of value")
@@ -280,6 +283,91 @@ func (d *decoder) value(v reflect.Value, depth int) error {
 }
 
 var claimantType = reflect.TypeFor[wireClaimant]()
+
+var nominalType = reflect.TypeFor[wireNominal]()
+
+// nominal decodes a quota node's gpus: a whole number, or an object of
+// whole numbers by flavor, keys once each (DESIGN L13).
+func (d *decoder) nominal(n *wireNominal, depth int) error {
+	int64Type := reflect.TypeFor[int64]()
+	switch c := d.data[d.pos]; {
+	case c == '-' || c >= '0' && c <= '9':
+		var v int64
+		if err := d.value(reflect.ValueOf(&v).Elem(), depth); err != nil {
+			return err
+		}
+		n.Plain = &v
+		return nil
+	case c != '{':
+		if !startsValue(c) {
+			return d.syntaxError("looking for beginning of value")
+		}
+		err := d.mismatch(int64Type)
+		if e, ok := err.(*Error); ok {
+			e.Message += " (or an object by flavor, {\"h100\": 16})"
+		}
+		return err
+	}
+	if depth >= maxDepth {
+		return d.errorf("nested more than %d levels deep", maxDepth)
+	}
+	d.pos++ // '{'
+	n.ByFlavor = []wireFlavorGPUs{}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return nil
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return d.syntaxError("")
+		}
+		if d.data[d.pos] != '"' {
+			return d.syntaxError("looking for beginning of object key string")
+		}
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		d.pushKey(key)
+		for _, f := range n.ByFlavor {
+			if f.Flavor == key {
+				return d.errorf("key %q is given twice", key)
+			}
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+			d.pop()
+			return d.syntaxError("after object key")
+		}
+		d.pos++
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			d.pop()
+			return d.syntaxError("")
+		}
+		var v int64
+		if err := d.value(reflect.ValueOf(&v).Elem(), depth+1); err != nil {
+			return err
+		}
+		d.pop()
+		n.ByFlavor = append(n.ByFlavor, wireFlavorGPUs{Flavor: key, GPUs: v})
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return d.syntaxError("")
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return nil
+		default:
+			return d.syntaxError("after object key:value pair")
+		}
+	}
+}
 
 // claimant decodes a claimant reference: a string (the older form) or an
 // object {"namespace", "job", "group"}.

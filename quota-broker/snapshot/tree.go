@@ -18,6 +18,7 @@ import (
 // twice and wrong types are errors naming the key by its JSON path.
 
 type wireTree struct {
+	Flavors  []wireFlavor  `json:"flavors,omitempty"`
 	Root     *wireQuota    `json:"root" snap:"required"`
 	Settings *wireSettings `json:"settings,omitempty"`
 }
@@ -38,6 +39,9 @@ func DecodeTree(data []byte) (*quota.Node, *quota.Settings, error) {
 		return nil, nil, errf("root", "is missing: the document needs the tree's root node")
 	}
 	c := converter{}
+	if err := c.flavorList(w.Flavors, "flavors"); err != nil {
+		return nil, nil, err
+	}
 	root, err := c.quota(w.Root, "root", 1)
 	if err != nil {
 		return nil, nil, err
@@ -56,9 +60,15 @@ func DecodeTree(data []byte) (*quota.Node, *quota.Settings, error) {
 }
 
 // MarshalQuota writes the quota tree rooted at n as a snapshot's "quota"
-// object (snake_case keys; positions are left out).
+// object (snake_case keys; positions are left out), with the tree's
+// declared flavors in the root's "flavors" (DESIGN L13), since the object
+// stands alone.
 func MarshalQuota(n *quota.Node) ([]byte, error) {
-	return json.Marshal(quotaToWire(n))
+	w := quotaToWire(n, quota.TreeFlavors(n))
+	if w != nil {
+		w.Flavors = flavorsToWire(n)
+	}
+	return json.Marshal(w)
 }
 
 // UnmarshalQuota reads a quota object as MarshalQuota writes it (null: a

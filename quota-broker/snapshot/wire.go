@@ -15,7 +15,10 @@
 // Decoding never panics and never returns a snapshot together with an error.
 package snapshot
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // The wire types mirror the JSON document. Tags: `json` names the key;
 // `snap` options (comma-separated) are read by the strict walker:
@@ -27,6 +30,7 @@ import "encoding/json"
 
 type wireSnapshot struct {
 	Time         string            `json:"time" snap:"required"`
+	Flavors      []wireFlavor      `json:"flavors,omitempty"`
 	Quota        *wireQuota        `json:"quota" snap:"required"`
 	Settings     *wireSettings     `json:"settings,omitempty"`
 	Nodes        []wireNode        `json:"nodes"`
@@ -40,12 +44,58 @@ type wireSnapshot struct {
 
 type wireQuota struct {
 	Name               string      `json:"name" snap:"required"`
-	GPUs               int64       `json:"gpus" snap:"required"`
+	GPUs               wireNominal `json:"gpus" snap:"required"`
 	ChildPreemption    bool        `json:"child_preemption,omitempty"`
 	PriorityPreemption bool        `json:"priority_preemption,omitempty"`
 	Namespaces         []string    `json:"namespaces,omitempty"`
 	ChangedAt          string      `json:"changed_at,omitempty"`
 	Children           []wireQuota `json:"children,omitempty"`
+	// Flavors are the tree's flavors where the quota object stands alone
+	// (MarshalQuota); on the root only. A snapshot or a tree document
+	// gives them at its top level ("flavors").
+	Flavors []wireFlavor `json:"flavors,omitempty"`
+}
+
+// wireFlavor is a declared flavor (DESIGN L13): {"name", "models",
+// "mig_profile"}.
+type wireFlavor struct {
+	Name       string   `json:"name" snap:"required"`
+	Models     []string `json:"models" snap:"required"`
+	MIGProfile string   `json:"mig_profile,omitempty"`
+}
+
+// wireNominal is a quota node's gpus (DESIGN L13): a whole number (the
+// nominal of the tree's only flavor) or an object by flavor, {"h100": 16,
+// "a100": 32}, keys in document order. The strict reader decodes it by
+// hand (decoder.nominal).
+type wireNominal struct {
+	Plain    *int64
+	ByFlavor []wireFlavorGPUs
+}
+
+type wireFlavorGPUs struct {
+	Flavor string
+	GPUs   int64
+}
+
+// MarshalJSON writes the number, or the object in the order given.
+func (n wireNominal) MarshalJSON() ([]byte, error) {
+	if n.Plain != nil {
+		return json.Marshal(*n.Plain)
+	}
+	b := []byte{'{'}
+	for i, f := range n.ByFlavor {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(f.Flavor)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, k...), ':')
+		b = strconv.AppendInt(b, f.GPUs, 10)
+	}
+	return append(b, '}'), nil
 }
 
 type wireSettings struct {
@@ -74,8 +124,8 @@ type wireGPU struct {
 	ID      string `json:"id" snap:"required"`
 	Model   string `json:"model" snap:"intern"`
 	Healthy *bool  `json:"healthy"`
-	// MIGProfile: a MIG instance's profile (DESIGN L13); absent for a
-	// whole GPU.
+	// MIGProfile is a MIG instance's profile ("1g.10gb"); none for a whole
+	// GPU (DESIGN L13).
 	MIGProfile string `json:"mig_profile,omitempty" snap:"intern"`
 }
 
@@ -99,14 +149,17 @@ type wireAllocation struct {
 }
 
 type wirePending struct {
-	Namespace   string    `json:"namespace" snap:"required,intern"`
-	Job         string    `json:"job" snap:"required"`
-	Group       string    `json:"group" snap:"required,intern"`
-	Type        string    `json:"type" snap:"required,intern"`
-	Priority    int64     `json:"priority" snap:"required"`
-	Count       int64     `json:"count" snap:"required"`
-	GPUs        int64     `json:"gpus" snap:"required"`
-	Model       string    `json:"model" snap:"intern"`
+	Namespace string `json:"namespace" snap:"required,intern"`
+	Job       string `json:"job" snap:"required"`
+	Group     string `json:"group" snap:"required,intern"`
+	Type      string `json:"type" snap:"required,intern"`
+	Priority  int64  `json:"priority" snap:"required"`
+	Count     int64  `json:"count" snap:"required"`
+	GPUs      int64  `json:"gpus" snap:"required"`
+	Model     string `json:"model" snap:"intern"`
+	// Flavors are the group's allowed flavors in order (DESIGN L13);
+	// none: every flavor of the tree in tree order.
+	Flavors     []string  `json:"flavors,omitempty" snap:"intern,unique=flavor"`
 	Datacenters []string  `json:"datacenters" snap:"intern,unique=datacenter"`
 	NodePool    string    `json:"node_pool" snap:"intern"`
 	Idle        bool      `json:"idle"`
@@ -129,9 +182,12 @@ type wireReservation struct {
 	GPUs      int64  `json:"gpus" snap:"required"`
 	AllocGPUs *int64 `json:"alloc_gpus,omitempty"` // default: largest divisor of gpus up to 8
 	Model     string `json:"model,omitempty"`
-	NodePool  string `json:"node_pool,omitempty"`
-	Start     string `json:"start" snap:"required"`
-	End       string `json:"end" snap:"required"`
+	// Flavor is the booking's flavor (DESIGN L13): required when the tree
+	// declares flavors; not with model.
+	Flavor   string `json:"flavor,omitempty"`
+	NodePool string `json:"node_pool,omitempty"`
+	Start    string `json:"start" snap:"required"`
+	End      string `json:"end" snap:"required"`
 }
 
 // wireHold is a hold (DESIGN L10): GPUs of one node kept for an owner.

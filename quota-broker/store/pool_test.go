@@ -85,7 +85,7 @@ func TestConsul200ConcurrentWritesBoundedConnections(t *testing.T) {
 	if got, want := len(st.Reservations), n-n/10; got != want {
 		t.Errorf("%d bookings stored, want %d", got, want)
 	}
-	if got := st.Tree.Root.Find("Quota1.1").GPUs; got != 256+n/10 {
+	if got := st.Tree.Root.Find("Quota1.1").GPUs.Of(quota.ImplicitFlavor); got != 256+n/10 {
 		t.Errorf("Quota1.1 has %d GPUs after %d moves of 1, want %d", got, n/10, 256+n/10)
 	}
 	tr, _ := reservation.NewTree(st.Tree.Root)
@@ -109,9 +109,9 @@ type burst struct {
 func fire200(ctx context.Context, t *testing.T, s *KV, cc *connCounter) burst {
 	t.Helper()
 	putTree(ctx, t, s, TreeRecord{
-		Root: &quota.Node{Name: "Quota1", GPUs: 512, Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 256, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: 256, Namespaces: []string{"workspace-a"}},
+		Root: &quota.Node{Name: "Quota1", GPUs: quota.Plain(512), Children: []*quota.Node{
+			{Name: "Quota1.1", GPUs: quota.Plain(256), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(256), Namespaces: []string{"workspace-a"}},
 		}},
 		Settings: quota.DefaultSettings(), ChangedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 	})

@@ -65,9 +65,9 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // (48, workspace-a).
 func treeRec() TreeRecord {
 	return TreeRecord{
-		Root: &quota.Node{Name: "Quota1", GPUs: 96, Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 48, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: 48, Namespaces: []string{"workspace-a"}},
+		Root: &quota.Node{Name: "Quota1", GPUs: quota.Plain(96), Children: []*quota.Node{
+			{Name: "Quota1.1", GPUs: quota.Plain(48), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(48), Namespaces: []string{"workspace-a"}},
 		}},
 		Settings:  quota.DefaultSettings(),
 		ChangedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
@@ -123,8 +123,8 @@ func moveFn(from, to string, gpus int) ValidateFunc {
 		if f == nil || d == nil {
 			return nil, fmt.Errorf("no node %q or %q", from, to)
 		}
-		f.GPUs -= gpus
-		d.GPUs += gpus
+		f.GPUs = quota.Plain(f.GPUs.Of(quota.ImplicitFlavor) - gpus)
+		d.GPUs = quota.Plain(d.GPUs.Of(quota.ImplicitFlavor) + gpus)
 		if err := quota.Validate(rec.Root); err != nil {
 			return nil, err
 		}
@@ -820,10 +820,10 @@ func testSeedTree(t *testing.T, s *KV) {
 		t.Fatalf("seeded tree (-want +got):\n%s", d)
 	}
 	second := treeRec()
-	second.Root.GPUs = 200
+	second.Root.GPUs = quota.Plain(200)
 	got, seeded, err = s.SeedTree(ctx, second)
-	if err != nil || seeded || got.Root.GPUs != 96 {
-		t.Fatalf("second seed overwrote or failed: seeded %v, root %d, %v", seeded, got.Root.GPUs, err)
+	if err != nil || seeded || got.Root.GPUs.Of(quota.ImplicitFlavor) != 96 {
+		t.Fatalf("second seed overwrote or failed: seeded %v, root %v, %v", seeded, got.Root.GPUs, err)
 	}
 	st, _ := s.ReadGuarded(ctx)
 	if st.Counter != 1 {

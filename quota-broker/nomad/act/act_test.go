@@ -181,7 +181,7 @@ func TestExecuteSuspendsAStraightRegistrationL3DoesNotAdmit(t *testing.T) {
 	// workspace-c/training was registered straight into "default"; its
 	// quota (C) is now 1 GPU, so L3 does not admit its 4.
 	tree := claimTree()
-	tree.Children[0].GPUs = 1
+	tree.Children[0].GPUs = quota.Plain(1)
 	b := build.From(s, build.Input{Now: at(t), Quota: tree, Accepted: func(k plan.JobKey) bool { return k != (plan.JobKey{Namespace: "workspace-c", Job: "training"}) }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {

@@ -70,7 +70,7 @@ func TestBuildLeavesOutItemsThatBreakASnapshotRule(t *testing.T) {
 func TestBuildReportsAnInvalidTree(t *testing.T) {
 	_, s := listRecorded(t)
 	tree := e2eTree()
-	tree.Children[0].GPUs = tree.GPUs + 1
+	tree.Children[0].GPUs = quota.Plain(tree.GPUs.Of(quota.ImplicitFlavor) + 1)
 	b := From(s, Input{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
 		Stopping: map[string]plan.GroupKey{}, Accepted: func(plan.JobKey) bool { return true }})
 	if b.Invalid == nil || !strings.Contains(b.Invalid.Error(), "children's nominal GPUs sum to") {

@@ -282,9 +282,9 @@ func checkSVG(t *testing.T, name string, svg []byte) figure {
 // three-node tree, busy workspaces, a queue, losses and a quota move, drawn
 // from a fixed sequence (no randomness).
 func synthetic(start time.Time, length time.Duration, limits bool) *sim.Result {
-	tree := &quota.Node{Name: "Q", GPUs: 64, Namespaces: []string{"a"}, Children: []*quota.Node{
-		{Name: "Q.1", GPUs: 24, Namespaces: []string{"b"}},
-		{Name: "Q.2", GPUs: 40, Namespaces: []string{"c"}},
+	tree := &quota.Node{Name: "Q", GPUs: quota.Plain(64), Namespaces: []string{"a"}, Children: []*quota.Node{
+		{Name: "Q.1", GPUs: quota.Plain(24), Namespaces: []string{"b"}},
+		{Name: "Q.2", GPUs: quota.Plain(40), Namespaces: []string{"c"}},
 	}}
 	r := &sim.Result{Policy: "gputide", Scenario: &sim.Scenario{Name: "t", Zone: start.Location(), Quota: tree},
 		Start: start, End: start.Add(length), Capacity: 64, Namespaces: []string{"a", "b", "c"},

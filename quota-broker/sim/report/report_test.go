@@ -199,9 +199,9 @@ func TestShortRun(t *testing.T) {
 func handMade() *sim.Result {
 	zone := time.UTC
 	start := time.Date(2026, 12, 8, 10, 0, 0, 0, zone)
-	tree := &quota.Node{Name: "Q", GPUs: 16, Namespaces: []string{"a"}, Children: []*quota.Node{
-		{Name: "Q.1", GPUs: 6, Namespaces: []string{"b"}},
-		{Name: "Q.2", GPUs: 10, Namespaces: []string{"c"}},
+	tree := &quota.Node{Name: "Q", GPUs: quota.Plain(16), Namespaces: []string{"a"}, Children: []*quota.Node{
+		{Name: "Q.1", GPUs: quota.Plain(6), Namespaces: []string{"b"}},
+		{Name: "Q.2", GPUs: quota.Plain(10), Namespaces: []string{"c"}},
 	}}
 	h := 3600.0
 	r := &sim.Result{Policy: "gputide", Scenario: &sim.Scenario{Name: "t", Zone: zone, Quota: tree},

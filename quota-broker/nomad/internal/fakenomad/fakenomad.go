@@ -44,10 +44,10 @@ const (
 
 // E2ETree is the tree the recording was made with.
 func E2ETree() *quota.Node {
-	return &quota.Node{Name: "Quota1", GPUs: 8, ChildPreemption: true, Namespaces: []string{"workspace-a"},
+	return &quota.Node{Name: "Quota1", GPUs: quota.Plain(8), ChildPreemption: true, Namespaces: []string{"workspace-a"},
 		Children: []*quota.Node{
-			{Name: "Quota1.1", GPUs: 3, Namespaces: []string{"workspace-b"}},
-			{Name: "Quota1.2", GPUs: 5, Namespaces: []string{"workspace-c"}},
+			{Name: "Quota1.1", GPUs: quota.Plain(3), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(5), Namespaces: []string{"workspace-c"}},
 		}}
 }
 
@@ -64,10 +64,10 @@ func At(t *testing.T) time.Time {
 // workspace-c and workspace-a, so that the waiting workspace-b/training of
 // the recording may take GPUs back from them (L5 step 2).
 func ClaimTree() *quota.Node {
-	return &quota.Node{Name: "Root", GPUs: 8, ChildPreemption: true, Namespaces: []string{"workspace-b"},
+	return &quota.Node{Name: "Root", GPUs: quota.Plain(8), ChildPreemption: true, Namespaces: []string{"workspace-b"},
 		Children: []*quota.Node{
-			{Name: "C", GPUs: 4, Namespaces: []string{"workspace-c"}},
-			{Name: "A", GPUs: 4, Namespaces: []string{"workspace-a"}},
+			{Name: "C", GPUs: quota.Plain(4), Namespaces: []string{"workspace-c"}},
+			{Name: "A", GPUs: quota.Plain(4), Namespaces: []string{"workspace-a"}},
 		}}
 }
 

@@ -1,0 +1,790 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/quota"
+)
+
+// GPU flavors (DESIGN L13). Every law holds per flavor, independently: a
+// flavor's devices, nominals, usage, bookings and holds never meet
+// another's. So the core plans a tree of several flavors as one planner
+// per flavor, each on the snapshot's projection onto its flavor
+// (project): the nodes with only that flavor's GPUs, the allocations
+// with only their devices of it (an allocation counts in each flavor it
+// holds devices of, L2), the pending jobs that allow it, the bookings of
+// it, the holds on its GPUs. Devices of no flavor (ungoverned: MIG
+// instances under the implicit flavor, models no flavor names) are in no
+// projection: never counted, free, admitted through or stopped.
+//
+// The timed rules, holds, covers and drains run in each flavor's planner,
+// flavors in tree order; then the pending jobs are decided one at a time
+// in L3 order, each job by the choice rule across its allowed flavors
+// (decideAcross). A tree of one flavor has one planner on the snapshot
+// itself (or on its projection when it has ungoverned devices): it plans
+// exactly as before flavors.
+//
+// Known limits, left to the later items: a job that holds
+// devices of several flavors (placed before flavors, or outside the
+// broker) is a victim unit in each flavor apart, and a stop in one
+// flavor leaves its devices of the others counted until the next plan;
+// idle groups' idle fit and pre-warms are planned in the tree's first
+// flavor (item 5).
+
+// flavorOfSnapshot returns the flavor a planner of s plans: the tree's
+// first flavor (its only one, or the implicit quota.ImplicitFlavor). A
+// projection (project) keeps the whole tree, so its planner is told its
+// flavor instead (newFlavorPlanner).
+func flavorOfSnapshot(s *Snapshot) string {
+	return quota.FlavorNames(s.Quota)[0]
+}
+
+// flavorLabel returns the flavor a planner of s names in its actions and
+// usage rows: its flavor, or "" in a tree without flavor blocks.
+func flavorLabel(s *Snapshot) string {
+	if s.Quota == nil || len(s.Quota.Flavors) == 0 {
+		return ""
+	}
+	return flavorOfSnapshot(s)
+}
+
+// flavorIndex gives each GPU of the snapshot the index of its flavor in
+// flavors, or -1 for an ungoverned device (quota.FlavorOf): flavor[ni][k]
+// for GPU k of s.Nodes[ni].
+type flavorIndex struct {
+	flavors []quota.Flavor
+	flavor  [][]int8
+	// lastID and lastNode cache the last node found by split:
+	// allocations come node by node.
+	lastID   string
+	lastNode int
+	lastOK   bool
+	// one is, per node, the flavor all its GPUs share (-1: all
+	// ungoverned), or -2 when they differ or it has none.
+	one []int
+	// nodeIdx maps a node ID to its index in s.Nodes, built on first
+	// use (nodeOf): allocations usually come node by node, in the nodes'
+	// order, and are found by the cursor lastNode instead.
+	nodeIdx map[string]int
+	nodes   []Node
+}
+
+// nodeOf returns the index in s.Nodes of node id.
+func (fx *flavorIndex) nodeOf(id string) (int, bool) {
+	for _, ni := range [...]int{fx.lastNode, fx.lastNode + 1} {
+		if ni >= 0 && ni < len(fx.nodes) && fx.nodes[ni].ID == id {
+			return ni, true
+		}
+	}
+	if fx.nodeIdx == nil {
+		fx.nodeIdx = make(map[string]int, len(fx.nodes))
+		for i := range fx.nodes {
+			fx.nodeIdx[fx.nodes[i].ID] = i
+		}
+	}
+	ni, ok := fx.nodeIdx[id]
+	return ni, ok
+}
+
+func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
+	n := 0
+	for i := range s.Nodes {
+		n += len(s.Nodes[i].GPUs)
+	}
+	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)), nodes: s.Nodes}
+	all := make([]int8, n)
+	model, mig, fi := "", "", int8(-1)
+	for i := range s.Nodes {
+		gpus := s.Nodes[i].GPUs
+		fx.flavor[i], all = all[:len(gpus):len(gpus)], all[len(gpus):]
+		for k := range gpus {
+			g := &gpus[k]
+			if i == 0 && k == 0 || g.Model != model || g.MIGProfile != mig {
+				model, mig, fi = g.Model, g.MIGProfile, -1
+				for x := range flavors {
+					if flavors[x].Matches(model, mig) {
+						fi = int8(x)
+						break
+					}
+				}
+			}
+			fx.flavor[i][k] = fi
+		}
+		fx.one[i] = -2
+		if len(gpus) > 0 && !slices.ContainsFunc(fx.flavor[i], func(f int8) bool { return f != fx.flavor[i][0] }) {
+			fx.one[i] = int(fx.flavor[i][0])
+		}
+	}
+	return fx
+}
+
+// split returns the flavor of each of ids, GPUs of node (an ID of
+// s.Nodes) in fs (reused): -1 for an ungoverned device, and 0 (the first
+// flavor) for an ID on no node or not on that node, which Validate
+// reports and the first flavor's planner warns of, as a planner of the
+// whole snapshot does. one is the flavor all of them share, or -2.
+func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) (out []int8, one int) {
+	out = fs[:0]
+	if node != fx.lastID || fx.lastID == "" {
+		fx.lastID = node
+		var ni int
+		if ni, fx.lastOK = fx.nodeOf(node); fx.lastOK {
+			fx.lastNode = ni
+		}
+	}
+	ni, ok := fx.lastNode, fx.lastOK
+	if ok && fx.one[ni] != -2 {
+		// Every GPU of the node is of one flavor (or none): so are the
+		// allocation's (an ID not on the node is Validate's to refuse).
+		return out, fx.one[ni]
+	}
+	one = -3
+	pos := 0
+	for _, id := range ids {
+		fi := int8(0)
+		if ok {
+			gpus := s.Nodes[ni].GPUs
+			for k := range gpus {
+				x := (pos + k) % len(gpus)
+				if gpus[x].ID == id {
+					fi, pos = fx.flavor[ni][x], x+1
+					break
+				}
+			}
+		}
+		out = append(out, fi)
+		switch {
+		case one == -3:
+			one = int(fi)
+		case one != int(fi):
+			one = -2
+		}
+	}
+	return out, one
+}
+
+// governed reports whether every device of s is of flavor f, the tree's
+// only one: then the snapshot is its own projection.
+func governed(s *Snapshot, f *quota.Flavor) bool {
+	model, mig, ok := "", "", true
+	for i := range s.Nodes {
+		for k := range s.Nodes[i].GPUs {
+			g := &s.Nodes[i].GPUs[k]
+			if g.Model == model && g.MIGProfile == mig && k > 0 {
+				continue
+			}
+			model, mig = g.Model, g.MIGProfile
+			if ok = f.Matches(model, mig); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// allowedFlavors returns the indices of the flavors job j may take, in
+// the order it tries them (DESIGN L13): the flavors every group allows,
+// in its first group's order (by group name, as the planner orders
+// them); a group without a list allows every flavor, in tree order
+// (all, shared by such jobs).
+func allowedFlavors(j *job, names []string, all []int) []int {
+	if !slices.ContainsFunc(j.groups, func(g *Pending) bool { return g.Flavors != nil }) {
+		return all
+	}
+	var idx []int
+	order := names
+	if f := j.groups[0].Flavors; f != nil {
+		order = f
+	}
+	for _, f := range order {
+		i := slices.Index(names, f)
+		if i < 0 || slices.Contains(idx, i) {
+			continue
+		}
+		if !slices.ContainsFunc(j.groups, func(g *Pending) bool { return g.Flavors != nil && !slices.Contains(g.Flavors, f) }) {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// projection is the snapshot's projection onto one flavor (see above):
+// snap holds the same tree, time and settings, the pending groups of
+// the jobs that allow the flavor, its bookings, its holds (with only
+// their GPUs of the flavor), and, in the first flavor only, the idle
+// groups and pre-warms; nodes and allocs are the nodes with GPUs of the
+// flavor and the allocations with devices of it (pointers to the
+// snapshot's own where they are wholly of the flavor, else copies with
+// only those GPUs; the first flavor's also the allocations on no known
+// GPU, for the planner's warnings).
+type projection struct {
+	snap   *Snapshot
+	nodes  []*Node
+	allocs []*Allocation
+}
+
+// projectAll returns the snapshot's projection onto each flavor, backed
+// by the flavors' buffers.
+func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) []projection {
+	nf := len(fx.flavors)
+	out := make([]projection, nf)
+	for fi := range out {
+		out[fi].snap = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings}
+		out[fi].nodes = bufs[fi].projNodes[:0]
+		out[fi].allocs = bufs[fi].projAllocs[:0]
+	}
+	out[0].snap.IdleGroups, out[0].snap.Prewarm = s.IdleGroups, s.Prewarm
+	var fs []int8
+	// keep returns the IDs of flavor fi among ids, whose flavors are fs.
+	keep := func(ids []string, fs []int8, fi int) []string {
+		var kept []string
+		for k, id := range ids {
+			if int(fs[k]) == fi {
+				kept = append(kept, id)
+			}
+		}
+		return kept
+	}
+	// needed marks, per flavor, the nodes of mixed flavors its
+	// allocations and holds are on.
+	needed := make([][]bool, nf)
+	need := func(fi int, node string) {
+		if ni, ok := fx.nodeOf(node); ok && fx.one[ni] != fi {
+			if needed[fi] == nil {
+				needed[fi] = make([]bool, len(s.Nodes))
+			}
+			needed[fi][ni] = true
+		}
+	}
+	for i := range s.Allocations {
+		a := &s.Allocations[i]
+		var one int
+		fs, one = fx.split(s, a.Node, a.GPUIDs, fs)
+		switch {
+		case len(a.GPUIDs) == 0:
+			out[0].allocs = append(out[0].allocs, a)
+			need(0, a.Node)
+		case one >= 0:
+			out[one].allocs = append(out[one].allocs, a)
+		case one == -2: // devices of several flavors: counted in each (L2)
+			for fi := range out {
+				if ids := keep(a.GPUIDs, fs, fi); len(ids) > 0 {
+					c := *a
+					c.GPUIDs = ids
+					out[fi].allocs = append(out[fi].allocs, &c)
+					need(fi, a.Node)
+				}
+			}
+		}
+	}
+	for _, h := range s.Holds {
+		var one int
+		fs, one = fx.split(s, h.Node, h.GPUIDs, fs)
+		switch {
+		case len(h.GPUIDs) == 0:
+		case one >= 0:
+			out[one].snap.Holds = append(out[one].snap.Holds, h)
+		case one == -2:
+			for fi := range out {
+				if ids := keep(h.GPUIDs, fs, fi); len(ids) > 0 {
+					c := h
+					c.GPUIDs = ids
+					out[fi].snap.Holds = append(out[fi].snap.Holds, c)
+					need(fi, h.Node)
+				}
+			}
+		}
+	}
+	for ni := range s.Nodes {
+		n := &s.Nodes[ni]
+		if one := fx.one[ni]; one >= 0 {
+			out[one].nodes = append(out[one].nodes, n)
+			for fi := range out {
+				if fi != one && needed[fi] != nil && needed[fi][ni] {
+					c := *n
+					c.GPUs = nil
+					out[fi].nodes = append(out[fi].nodes, &c)
+				}
+			}
+			continue
+		}
+		for fi := range out {
+			var gpus []GPU
+			for k, f := range fx.flavor[ni] {
+				if int(f) == fi {
+					gpus = append(gpus, n.GPUs[k])
+				}
+			}
+			if len(gpus) > 0 || needed[fi] != nil && needed[fi][ni] {
+				c := *n
+				c.GPUs = gpus
+				out[fi].nodes = append(out[fi].nodes, &c)
+			}
+		}
+	}
+	for fi, b := range bufs {
+		b.projNodes, b.projAllocs = out[fi].nodes, out[fi].allocs
+	}
+	perFlavor := make([]int, nf)
+	for x, j := range order {
+		for _, fi := range fis[x] {
+			perFlavor[fi] += len(j.groups)
+		}
+	}
+	for fi := range out {
+		out[fi].snap.Pending = make([]Pending, 0, perFlavor[fi])
+	}
+	for x, j := range order {
+		for _, fi := range fis[x] {
+			for _, g := range j.groups {
+				out[fi].snap.Pending = append(out[fi].snap.Pending, *g)
+			}
+		}
+	}
+	for _, r := range s.Reservations {
+		for fi := range out {
+			if r.Flavor == fx.flavors[fi].Name || r.Flavor == "" && fi == 0 {
+				out[fi].snap.Reservations = append(out[fi].snap.Reservations, r)
+			}
+		}
+	}
+	return out
+}
+
+// flavorPlan is the planner of one flavor and how far the driver has
+// taken its actions.
+type flavorPlan struct {
+	p *planner
+	// taken is how many of p.st.actions the driver has moved to the plan.
+	taken int
+	cache map[feasibilityKey][]int
+	// jobs are the pending jobs by their place in the L3 order of the
+	// whole snapshot, nil where the job does not allow the flavor.
+	jobs []*job
+	// noRoom remembers the claims found not to fit on free GPUs
+	// (fitsFree): the smallest count that did not. Free GPUs only
+	// shrink while the planner stops nothing and nothing is held or
+	// being freed, so the answer holds until then (take clears it);
+	// noRoom is nil when it cannot be kept.
+	noRoom map[noRoomKey]int
+}
+
+// noRoomKey is a claim's shape for flavorPlan.noRoom.
+type noRoomKey struct {
+	feasibilityKey
+	idle bool
+}
+
+// shape is the noRoom key of a job of one group.
+func (fp *flavorPlan) shape(j *job) noRoomKey {
+	g := j.groups[0]
+	return noRoomKey{feasibilityKey{datacenters: strings.Join(g.Datacenters, "\x00"), pool: poolOf(g.NodePool), gpus: g.GPUs, model: g.Model}, j.idle}
+}
+
+// fitsFree is planner.fitsFree with fp.noRoom.
+func (fp *flavorPlan) fitsFree(j *job) bool {
+	if fp.noRoom == nil || len(j.groups) != 1 {
+		fits, _ := fp.p.fitsFree(j, fp.cache)
+		return fits
+	}
+	g := j.groups[0]
+	k := fp.shape(j)
+	if n, ok := fp.noRoom[k]; ok && g.Count >= n {
+		return false
+	}
+	fits, noRoom := fp.p.fitsFree(j, fp.cache)
+	if noRoom {
+		if n, ok := fp.noRoom[k]; !ok || g.Count < n {
+			fp.noRoom[k] = g.Count
+		}
+	}
+	return fits
+}
+
+// computeFlavors plans a snapshot whose tree has several flavors, or one
+// flavor and ungoverned devices (see above).
+func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan {
+	// The jobs in L3 order, once for all flavors, with the flavors each
+	// allows; each flavor's planner gets its own copy of those that allow
+	// it (their groups are the snapshot's, which no planner changes).
+	order := (&planner{snap: s, byNS: map[string]*qnode{}}).pendingJobs()
+	names := quota.FlavorNames(s.Quota)
+	all := make([]int, len(flavors))
+	for i := range all {
+		all[i] = i
+	}
+	// A job naming a reservation takes the booking's flavor only (DESIGN
+	// L13); noFlavor says why a job has none left.
+	resFlavor := map[string]int{}
+	for _, r := range s.Reservations {
+		resFlavor[r.ID] = max(0, slices.Index(names, r.Flavor))
+	}
+	fis := make([][]int, len(order))
+	noFlavor := make([]string, len(order))
+	for x, j := range order {
+		fis[x] = allowedFlavors(j, names, all)
+		if len(fis[x]) == 0 {
+			var lists []string
+			for _, g := range j.groups {
+				lists = append(lists, fmt.Sprintf("%s [%s]", g.Group, strings.Join(g.Flavors, ",")))
+			}
+			noFlavor[x] = "no flavor is allowed by every GPU group of the job (" + strings.Join(lists, "; ") + ")"
+		}
+		if rf, ok := resFlavor[j.reservation]; ok && j.reservation != "" {
+			if slices.Contains(fis[x], rf) {
+				fis[x] = []int{rf}
+			} else if len(fis[x]) > 0 {
+				fis[x] = nil
+				noFlavor[x] = fmt.Sprintf("reservation %s is of flavor %s, which the job's device requests do not allow (%s)",
+					j.reservation, names[rf], strings.Join(j.groups[0].Flavors, ","))
+			}
+		}
+	}
+	named := len(s.Quota.Flavors) > 0
+	bufs := make([]*buffers, len(flavors))
+	for fi := range bufs {
+		bufs[fi] = bufferPool.Get().(*buffers)
+		defer bufferPool.Put(bufs[fi])
+	}
+	projected := projectAll(s, fx, order, fis, bufs)
+	fps := make([]*flavorPlan, len(flavors))
+	for fi := range flavors {
+		buf := bufs[fi]
+		p := newFlavorPlanner(projected[fi], buf, flavors[fi].Name, named)
+		defer p.vc.forget()
+		fps[fi] = &flavorPlan{p: p, cache: map[feasibilityKey][]int{}}
+	}
+	pl := &Plan{}
+	// take moves the actions a flavor's planner made since the last call
+	// to the plan, naming the flavor; a stop of an allocation (or a job
+	// stop or suspend of a job) already in the plan is left out: a job
+	// holding devices of several flavors is stopped once.
+	stopped := map[string]bool{}
+	take := func(fp *flavorPlan) {
+		for _, a := range fp.p.st.actions[fp.taken:] {
+			if a.Action == ActionStop || a.Action == ActionStopJob || a.Action == ActionSuspend {
+				fp.noRoom = nil
+			}
+			if a.Reasons == nil { // a wait across flavors names none
+				a.Flavor = fp.p.label
+			}
+			switch a.Action {
+			case ActionStop:
+				if stopped[a.Alloc] {
+					continue
+				}
+				stopped[a.Alloc] = true
+			case ActionStopJob, ActionSuspend:
+				k := string(a.Action) + "\x00" + a.Namespace + "\x00" + a.Job
+				if stopped[k] {
+					continue
+				}
+				stopped[k] = true
+			}
+			pl.Actions = append(pl.Actions, a)
+		}
+		fp.taken = len(fp.p.st.actions)
+	}
+	suspended := map[JobKey]bool{}
+	freeing := slices.ContainsFunc(s.Allocations, func(a Allocation) bool { return !a.stoppingOwner().IsZero() })
+	for _, fp := range fps {
+		for k := range fp.p.timedStops() {
+			suspended[k] = true
+		}
+		fp.p.bindHolds()
+		fp.p.cover(fp.cache)
+		fp.p.drains(fp.cache)
+		take(fp)
+		if fp.p.st.heldBy == nil && !freeing {
+			fp.noRoom = map[noRoomKey]int{}
+		}
+	}
+	for _, fp := range fps {
+		fp.jobs = make([]*job, len(order))
+	}
+	for x, o := range order {
+		for _, fi := range fis[x] {
+			j := *o
+			j.q = fps[fi].p.byNS[o.namespace]
+			fps[fi].jobs[x] = &j
+		}
+	}
+	for _, idlePass := range []bool{false, true} {
+		for x, o := range order {
+			key := JobKey{Namespace: o.namespace, Job: o.name}
+			if o.idle != idlePass || suspended[key] {
+				continue
+			}
+			fis := fis[x]
+			if len(fis) == 0 {
+				// No flavor left to it: it waits, decided nowhere.
+				rule := RuleAdmission
+				if o.reservation != "" {
+					rule = RuleReservation
+				}
+				for _, g := range o.groups {
+					pl.Actions = append(pl.Actions, Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+						Count: g.Count, GPUs: g.GPUs, Rule: rule, Reason: noFlavor[x]})
+				}
+				continue
+			}
+			decideAcross(fps, fis, x)
+			for _, fi := range fis {
+				take(fps[fi])
+			}
+		}
+	}
+	// Usage: one row per quota node and flavor, node by node.
+	rows := make([][]Usage, len(fps))
+	for fi, fp := range fps {
+		rows[fi] = fp.p.usage()
+	}
+	for qi := range rows[0] {
+		for fi := range rows {
+			pl.Usage = append(pl.Usage, rows[fi][qi])
+		}
+	}
+	seen := map[string]bool{}
+	for _, fp := range fps {
+		for _, w := range fp.p.planWarnings() {
+			k := string(w.Kind) + "\x00" + w.Namespace + "\x00" + w.Message
+			if !seen[k] {
+				seen[k] = true
+				pl.Warnings = append(pl.Warnings, w)
+			}
+		}
+		if t := fp.p.wakeAt; !t.IsZero() && (pl.WakeAt.IsZero() || t.Before(pl.WakeAt)) {
+			pl.WakeAt = t
+		}
+	}
+	pl.IdleFit = fps[0].p.idleFit()
+	return pl
+}
+
+// newFlavorPlanner is newPlanner for the projection pr of flavor; named
+// says whether the tree declares flavors (actions and usage rows then
+// name it).
+func newFlavorPlanner(pr projection, buf *buffers, flavor string, named bool) *planner {
+	label := ""
+	if named {
+		label = flavor
+	}
+	return newPlannerLists(pr.snap, pr.nodes, pr.allocs, buf, flavor, label)
+}
+
+// outcome is what deciding a job in one flavor did (DESIGN L13 Choice).
+type outcome int
+
+const (
+	outWait  outcome = iota // nothing admitted
+	outPart                 // some allocations admitted (a non-flex job)
+	outStops                // all admitted, with stops (L5/L6, L5.3)
+	outFree                 // all admitted on free GPUs, no stop at all
+)
+
+// trial is a planner's state before a job was tried in it, to roll back.
+type trial struct {
+	saved    *state
+	resolved int
+	notes    int
+	wakeAt   time.Time
+}
+
+func (p *planner) begin() trial {
+	return trial{saved: p.st.clone(), resolved: len(p.resolvedOrder), notes: len(p.notes), wakeAt: p.wakeAt}
+}
+
+func (p *planner) rollback(t trial) {
+	p.st = t.saved
+	p.rebook(t.resolved)
+	p.notes = p.notes[:t.notes]
+	p.wakeAt = t.wakeAt
+	p.vc.forget()
+}
+
+// classify reads the actions a decision made from start on: admitted
+// allocations against the job's, and whether anything was stopped.
+func classify(acts []Action, j *job) (outcome, Action) {
+	want, admitted, stops := 0, 0, false
+	for _, g := range j.groups {
+		want += g.Count
+	}
+	var wait Action
+	for _, a := range acts {
+		switch a.Action {
+		case ActionAdmit:
+			admitted += a.Count
+		case ActionStop, ActionStopJob:
+			stops = true
+		case ActionWait:
+			if wait.Action == "" {
+				wait = a
+			}
+		}
+	}
+	switch {
+	case admitted == 0:
+		return outWait, wait
+	case admitted < want:
+		return outPart, wait
+	case stops:
+		return outStops, wait
+	}
+	return outFree, wait
+}
+
+// decideAcross decides job key in the first of its flavors fis (tree
+// planners fps) by DESIGN L13's choice rule, Kueue's TryNextFlavor: the
+// first flavor in which it is entitled and fits on free GPUs; else the
+// first in which L5/L6 make room for all of it; else (a non-flex job)
+// the first in which some allocation is admitted; else it waits with a
+// reason per flavor. An idle job takes the first flavor with free GPUs
+// for all of it, else the first with some. A job with one flavor, a
+// job outside the tree or of a system type, and a flex request past its
+// max_wait are decided in their first flavor alone.
+func decideAcross(fps []*flavorPlan, fis []int, x int) {
+	first := fps[fis[0]]
+	j0 := first.jobs[x]
+	if len(fis) == 1 || j0.q == nil || j0.groups[0].Type == JobSystem || j0.groups[0].Type == JobSysbatch ||
+		j0.flex != nil && first.p.now.Sub(j0.queued) > j0.flex.MaxWait {
+		first.p.decide(j0, first.cache)
+		return
+	}
+	// Fast path: the first flavor where it fits on free GPUs is decided
+	// in place, with no copy of the state. A job of one allocation is
+	// decided there on free GPUs only (freeOnly), and its wait undone; a
+	// larger one where fitsFree says it fits (exact for a job of one
+	// group, conservative otherwise).
+	one := len(j0.groups) == 1 && j0.groups[0].Count == 1 && j0.reservation == ""
+	for _, fi := range fis {
+		fp := fps[fi]
+		j := fp.jobs[x]
+		if !one {
+			if fp.fitsFree(j) {
+				fp.p.decide(j, fp.cache)
+				return
+			}
+			continue
+		}
+		k := fp.shape(j)
+		if _, ok := fp.noRoom[k]; ok {
+			continue
+		}
+		start, notes, wakeAt := len(fp.p.st.actions), len(fp.p.notes), fp.p.wakeAt
+		fp.p.freeOnly = true
+		fp.p.decide(j, fp.cache)
+		fp.p.freeOnly = false
+		out, wait := classify(fp.p.st.actions[start:], j)
+		if out == outFree {
+			return
+		}
+		// Nothing was taken or stopped: dropping the actions undoes it.
+		fp.p.st.actions, fp.p.notes, fp.p.wakeAt = fp.p.st.actions[:start], fp.p.notes[:notes], wakeAt
+		if fp.noRoom != nil && wait.Action == ActionWait && wait.Quota == "" && wait.Rule != RuleReservation {
+			fp.noRoom[k] = 1
+		}
+	}
+	exact := len(j0.groups) == 1
+	type tried struct {
+		fi   int
+		t    trial
+		out  outcome
+		wait Action
+	}
+	var best *tried
+	var waits []tried
+	for _, fi := range fis {
+		fp := fps[fi]
+		j := fp.jobs[x]
+		t := tried{fi: fi, t: fp.p.begin()}
+		start := len(fp.p.st.actions)
+		fp.p.decide(j, fp.cache)
+		t.out, t.wait = classify(fp.p.st.actions[start:], j)
+		switch {
+		case t.out == outFree:
+			if best != nil {
+				fps[best.fi].p.rollback(best.t)
+			}
+			for _, w := range waits {
+				fps[w.fi].p.rollback(w.t)
+			}
+			return
+		case t.out > outWait && (best == nil || t.out > best.out):
+			if best != nil {
+				fps[best.fi].p.rollback(best.t)
+			}
+			best = &t
+			if exact && t.out == outStops {
+				// No later flavor can fit on free GPUs (fitsFree said so
+				// for each): the first with room for all of it wins.
+				for _, w := range waits {
+					fps[w.fi].p.rollback(w.t)
+				}
+				return
+			}
+		default:
+			waits = append(waits, t)
+		}
+	}
+	for _, w := range waits {
+		fps[w.fi].p.rollback(w.t)
+	}
+	if best != nil {
+		return
+	}
+	// It waits in every flavor: one wait per group, with each flavor's
+	// reason (Reasons) and the reasons joined (Reason).
+	var reasons []FlavorReason
+	var text []string
+	for _, w := range waits {
+		r := FlavorReason{Flavor: fps[w.fi].p.flavor, Rule: w.wait.Rule, Quota: w.wait.Quota, Reason: w.wait.Reason}
+		reasons = append(reasons, r)
+		text = append(text, r.Flavor+": "+r.Reason)
+	}
+	rule, quotaName := reasons[0].Rule, reasons[0].Quota
+	for _, r := range reasons[1:] {
+		if r.Rule != rule {
+			rule = RuleAdmission
+		}
+		if r.Quota != quotaName {
+			quotaName = ""
+		}
+	}
+	fp := first
+	for _, g := range j0.groups {
+		fp.p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group, Count: g.Count, GPUs: g.GPUs,
+			Rule: rule, Quota: quotaName, Reason: strings.Join(text, "; "), Reasons: reasons})
+	}
+}
+
+// fitsFree reports whether job j, decided now, would be admitted whole
+// on free GPUs with no stop (DESIGN L13 "fits on free GPUs"), without
+// changing the plan: entitled with nothing yielding to it (L3), and, for
+// its one group, room on the feasible nodes for all its allocations
+// (bin-packing allocations of one size places as many as the nodes'
+// free GPUs hold, in any order). A job of several groups or naming a
+// reservation gets false: the driver tries it on a copy instead. noRoom
+// says it was entitled and the free GPUs were too few.
+func (p *planner) fitsFree(j *job, cache map[feasibilityKey][]int) (fits, noRoom bool) {
+	if len(j.groups) != 1 || j.reservation != "" || j.q == nil {
+		return false, false
+	}
+	if !j.idle {
+		j.booked = p.bookedFor(j)
+		if _, reason, y := p.entitled(j); reason != "" || y.gpus > 0 {
+			return false, false
+		}
+	}
+	g := j.groups[0]
+	c := p.newClaim(j, g, cache)
+	room := 0
+	for _, ni := range c.nodes {
+		if room += p.freeOn(p.nodes[ni], c) / g.GPUs; room >= g.Count {
+			return true, false
+		}
+	}
+	return false, true
+}
