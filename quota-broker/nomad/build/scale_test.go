@@ -1,0 +1,81 @@
+package build
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gputide/gputide/quota-broker/internal/scalegen"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/hashicorp/nomad/api"
+)
+
+// scaleState lists a generated cluster of nodes nodes (scalegen) through
+// the watcher's own list code, and returns it with the Input of a broker
+// that admitted every running job.
+func scaleState(tb testing.TB, nodes int) (*watch.State, Input) {
+	tb.Helper()
+	size := scalegen.Size{Nodes: nodes}
+	c, err := scalegen.New(size, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	defer srv.Close()
+	cfg := api.DefaultConfig()
+	cfg.Address = srv.URL
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := watch.ListAll(context.Background(), client, func(string) bool { return true })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tree, settings, err := quota.Parse([]byte(scalegen.QuotaHCL(size)), "quota.hcl")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, Input{Now: c.Now, Quota: tree, Settings: settings, Accepted: func(plan.JobKey) bool { return true }}
+}
+
+// The snapshot of a generated cluster has every node, every allocation and
+// no pending job; nothing is left out.
+func TestFromScale(t *testing.T) {
+	s, in := scaleState(t, 50)
+	b := From(s, in)
+	if b.Invalid != nil || len(b.Left) != 0 {
+		t.Fatalf("invalid %v, left %v", b.Invalid, b.Left)
+	}
+	got := [4]int{len(b.Snapshot.Nodes), len(b.Snapshot.Allocations), len(b.Jobs), len(b.Snapshot.Pending)}
+	if want := [4]int{50, 200, 100, 0}; got != want {
+		t.Fatalf("nodes, allocations, jobs, pending = %v, want %v", got, want)
+	}
+}
+
+// BenchmarkFromScale is build.From alone on a generated cluster of
+// GPUTIDE_SCALE_NODES nodes (default 5,000: 10,000 jobs, 20,000
+// allocations), the build step of the agent's BenchmarkCycleScale.
+func BenchmarkFromScale(b *testing.B) {
+	nodes := 5000
+	if v := os.Getenv("GPUTIDE_SCALE_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("GPUTIDE_SCALE_NODES=%q: not one node count", v)
+		}
+		nodes = n
+	}
+	s, in := scaleState(b, nodes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if bd := From(s, in); len(bd.Snapshot.Allocations) != 4*nodes {
+			b.Fatalf("%d allocations, want %d", len(bd.Snapshot.Allocations), 4*nodes)
+		}
+	}
+}
