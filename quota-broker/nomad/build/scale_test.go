@@ -79,3 +79,59 @@ func BenchmarkFromScale(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkComputeScale is plan.Compute on the snapshot of
+// BenchmarkFromScale with one pending 4-GPU job of team-00 that fits on
+// free GPUs: the plan step of the agent's BenchmarkCycleScale.
+func BenchmarkComputeScale(b *testing.B) {
+	nodes := 5000
+	if v := os.Getenv("GPUTIDE_SCALE_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("GPUTIDE_SCALE_NODES=%q: not one node count", v)
+		}
+		nodes = n
+	}
+	s, in := scaleState(b, nodes)
+	snap := From(s, in).Snapshot
+	snap.Pending = append(snap.Pending, plan.Pending{Namespace: scalegen.Team(0), Job: "new", Group: "worker",
+		Type: plan.JobBatch, Priority: 50, Count: 1, GPUs: 4, NodePool: "default", SubmittedAt: in.Now})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		p, err := plan.Compute(snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(p.Actions) != 1 || p.Actions[0].Action != plan.ActionAdmit {
+			b.Fatalf("actions %+v, want one admit", p.Actions)
+		}
+	}
+}
+
+// gpuDevice reads the device names groupGPUs counts as Nomad spells them.
+func TestGPUDevice(t *testing.T) {
+	type read struct {
+		OK    bool
+		Model string
+		Named bool
+	}
+	for name, want := range map[string]read{
+		"gpu":                       {OK: true},
+		"nvidia/gpu":                {OK: true},
+		"nvidia/gpu/H100":           {OK: true, Model: "H100", Named: true},
+		"nvidia/gpu/":               {OK: true, Named: true},
+		"nvidia/gpu/H100/x":         {},
+		"amd/gpu":                   {},
+		"nvidia/fpga":               {},
+		"gpu/H100":                  {},
+		"":                          {},
+		"nvidia/gpu/A100-SXM4-40GB": {OK: true, Model: "A100-SXM4-40GB", Named: true},
+	} {
+		var got read
+		got.OK, got.Model, got.Named = gpuDevice(name)
+		if got != want {
+			t.Errorf("gpuDevice(%q) = %+v, want %+v", name, got, want)
+		}
+	}
+}

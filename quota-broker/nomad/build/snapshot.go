@@ -370,12 +370,15 @@ func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
 // ID, and the governed ones stopping for a claimant the broker cannot name.
 func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
 	governed func(string) bool) (out []plan.Allocation, unknown []string) {
-	out = make([]plan.Allocation, 0, len(allocs))
-	for _, id := range slices.Sorted(maps.Keys(allocs)) {
-		a := allocs[id]
-		if !a.Live() || len(a.GPUIDs) == 0 {
-			continue
+	held := make([]*watch.Alloc, 0, len(allocs))
+	for _, a := range allocs {
+		if a.Live() && len(a.GPUIDs) > 0 {
+			held = append(held, a)
 		}
+	}
+	slices.SortFunc(held, func(p, q *watch.Alloc) int { return strings.Compare(p.ID, q.ID) })
+	out = make([]plan.Allocation, 0, len(held))
+	for _, a := range held {
 		v := jobs[a.JobKey()]
 		if v != nil && v.Direct && !a.Stopping() {
 			continue // decided as pending in step 4
@@ -430,21 +433,12 @@ func groupGPUs(tg *api.TaskGroup) (int, string) {
 			if d == nil {
 				continue
 			}
-			parts := strings.Split(d.Name, "/")
-			ok := false
-			switch len(parts) {
-			case 1:
-				ok = parts[0] == "gpu"
-			case 2:
-				ok = parts[0] == "nvidia" && parts[1] == "gpu"
-			case 3:
-				ok = parts[0] == "nvidia" && parts[1] == "gpu"
-				if ok {
-					model = parts[2]
-				}
-			}
+			ok, m, named := gpuDevice(d.Name)
 			if !ok {
 				continue
+			}
+			if named {
+				model = m
 			}
 			c := 1
 			if d.Count != nil {
@@ -454,6 +448,22 @@ func groupGPUs(tg *api.TaskGroup) (int, string) {
 		}
 	}
 	return n, model
+}
+
+// gpuDevice reads a device request's name: whether it asks for nvidia
+// GPUs ("gpu", "nvidia/gpu" or "nvidia/gpu/<model>"), and the model when
+// it names one (named). It splits without allocating: a build reads every
+// group's devices of every job.
+func gpuDevice(name string) (ok bool, model string, named bool) {
+	first, rest, cut := strings.Cut(name, "/")
+	if !cut {
+		return first == "gpu", "", false
+	}
+	second, model, named := strings.Cut(rest, "/")
+	if first != "nvidia" || second != "gpu" || strings.Contains(model, "/") {
+		return false, "", false
+	}
+	return true, model, named
 }
 
 func queuedOf(sum *api.JobSummary, group string) (int, bool) {
