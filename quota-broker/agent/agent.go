@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -55,6 +54,8 @@ type Agent struct {
 	store  store.Store
 	consul bool
 	holder string // this agent's name in the leader lock
+	// mem is the broker's one memory between cycles (memory.go).
+	mem *memory
 
 	mu         sync.Mutex
 	lock       *store.Lock // the leader lock while held (L12)
@@ -69,10 +70,11 @@ type Agent struct {
 	lastPlanAt time.Time
 	acting     bool   // the last cycle was allowed to act (L12)
 	why        string // why it was not
+	whyStep    string // the step of the cycle that said why
 	cycles     int
 	addr       string // the HTTP address actually bound
 	poolOK     bool   // the holding pool is known to exist (cycle goroutine only)
-	seeded     bool   // a dry run seeded its accepted set (cycle goroutine only)
+	seeded     bool   // a dry run recorded its first start (cycle goroutine only)
 	// left are the snapshot faults logged by the last cycle (cycle
 	// goroutine only): a fault is logged when it appears, not every cycle.
 	left map[string]bool
@@ -132,6 +134,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		}
 		a.store = kv
 	}
+	a.mem = newMemory(a.store, !opt.DryRun)
 	if err := a.loadQuota(); err != nil {
 		return nil, err
 	}
@@ -290,9 +293,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); _ = a.watcher.Run(ctx) }()
 	go func() { defer wg.Done(); _ = a.policyWatcher.Run(ctx) }()
 	go func() { defer wg.Done(); a.probe(ctx) }()
+	wg.Add(1)
 	if a.consul {
-		wg.Add(1)
 		go func() { defer wg.Done(); a.watchTree(ctx) }()
+	} else {
+		go func() { defer wg.Done(); a.watchStore(ctx, nil) }()
 	}
 	if !a.dryRun {
 		wg.Add(1)
@@ -356,214 +361,6 @@ func (a *Agent) fresh() (bool, string) {
 	return true, ""
 }
 
-// cycle plans once and, when this agent holds the leader lock and the
-// state is fresh, acts (L12), in these steps: read the store (job records,
-// intents, holds), build the snapshot with the intents as StoppingFor, the
-// recorded admissions as accepted, the recorded first_seen, queued_at and
-// admitted_at as the job times (L11) and the stored holds (L10), record new
-// jobs and drop stale intents (leader), plan, write the plan's holds
-// (leader), carry the plan out through the fence, and move the bookings
-// that have ended with no live allocation to history (endBookings, fenced
-// by the lock). A standby stops after planning, as a dry run does. A
-// panic in any step is recovered (recoverCycle): the broker stops acting
-// until a later plan succeeds and keeps serving reads.
-func (a *Agent) cycle(ctx context.Context) {
-	run := &cycleRun{step: "start"}
-	defer a.recoverCycle(run)
-	a.cycleSteps(ctx, run)
-}
-
-// cycleSteps are the steps of cycle; run says which one is running.
-func (a *Agent) cycleSteps(ctx context.Context, run *cycleRun) {
-	st := a.watcher.Status()
-	state := a.watcher.State()
-	if a.metrics != nil {
-		if st.Connected {
-			a.metrics.Connected.Set(1)
-		} else {
-			a.metrics.Connected.Set(0)
-		}
-		if !st.SyncedAt.IsZero() {
-			a.metrics.StateAge.Set(a.now().Sub(st.SyncedAt).Seconds())
-		}
-	}
-	if state == nil {
-		return
-	}
-	ok, why := a.fresh()
-	if !ok {
-		a.setActing(false, why)
-		return
-	}
-	if err := a.loadQuota(); err != nil {
-		a.log.Error("keeping the running quota tree", "error", err)
-	}
-	a.mu.Lock()
-	tree, settings := a.tree, a.settings
-	a.mu.Unlock()
-	if tree == nil {
-		a.setActing(false, "no quota tree in the store yet")
-		return
-	}
-	run.step = "read the store"
-	view, err := a.readStore(ctx)
-	if err != nil {
-		a.setActing(false, fmt.Sprintf("the store is unavailable: %v", err))
-		return
-	}
-	a.mu.Lock()
-	a.leaderName = view.leader
-	newTerm := a.newTerm
-	a.mu.Unlock()
-	lock := a.heldLock()
-	leader := lock != nil && !a.dryRun
-	// The holding pool exists before the agent says it acts: jobs are
-	// submitted into it, and Nomad refuses a job in a pool it lacks.
-	if leader && !a.poolOK {
-		if err := a.ensureHoldingPool(ctx); err != nil {
-			a.log.Error("failed to create the holding pool", "pool", a.cfg.HoldingPool, "error", err)
-			a.setActing(false, fmt.Sprintf("failed to create the holding pool %q: %v", a.cfg.HoldingPool, err))
-			return
-		}
-	}
-	run.step = "build the snapshot"
-	rctx, rcancel := context.WithTimeout(ctx, refreshTimeout)
-	err = state.Refresh(rctx, a.client)
-	rcancel()
-	if err != nil {
-		a.log.Warn("not acting: failed to refresh job summaries", "error", err)
-		a.setActing(false, err.Error())
-		return
-	}
-	res, holds, err := a.calendarInput(ctx, a.now())
-	if err != nil {
-		a.log.Error("not acting", "error", err)
-		a.setActing(false, err.Error())
-		return
-	}
-	start := a.now()
-	a.actor.State = state
-	a.actor.Forget(state)
-	stopping, forRes, resume, staleIntents := view.stopping(a.actor.Stopping(), a.actor.StoppingForReservation(), state,
-		a.cfg.HoldingPool, start, a.cfg.Staleness)
-	accepted := func(k plan.JobKey) bool { return a.actor.Accepted(k) || view.admitted(k) }
-	if !a.dryRun { // the holds are the store's (a dry run writes none: it keeps its own)
-		holds = heldFor(view.planHolds(start, holdLasts(res)), res)
-	}
-	in := build.Input{Now: start, Quota: tree, Settings: settings, HoldingPool: a.cfg.HoldingPool,
-		Governed: a.governed, Stopping: stopping, Accepted: accepted, AdmitPools: a.cfg.AdmitPools, Policies: a.policies,
-		Reservations: res, Holds: holds, StoppingForReservation: forRes}
-	view.timesInput(&in, a.actor)
-	b := build.From(state, in)
-	run.snap = b.Snapshot
-	// The store's first start (no job records yet): what runs in a real
-	// pool was there before the broker and is accepted as it is; past it,
-	// a job in a real pool without admitted_at is a direct registration.
-	// A dry run writes no records: it accepts what its first list shows.
-	firstStart := leader && newTerm && len(view.jobs) == 0
-	if a.dryRun && !a.seeded {
-		firstStart, a.seeded = true, true
-	}
-	if firstStart {
-		a.actor.AcceptRunning(b)
-		b = build.From(state, in)
-		run.snap = b.Snapshot
-	}
-	a.logLeft(b.Left)
-	if b.Invalid != nil {
-		a.log.Error("not acting: the quota tree or the settings are invalid (L12)", "error", b.Invalid)
-		a.setActing(false, b.Invalid.Error())
-		return
-	}
-	a.actor.Observe(b)
-	if leader {
-		run.step = "record the jobs"
-		a.mu.Lock()
-		a.newTerm = false
-		a.mu.Unlock()
-		if err := a.recordJobs(ctx, lock, view, b, state, staleIntents, start); err != nil {
-			a.setActing(false, fmt.Sprintf("failed to record the jobs in the store: %v", err))
-			return
-		}
-		a.prune(ctx, lock, start, newTerm)
-	}
-	run.step = "plan"
-	p, err := a.planner(b.Snapshot)
-	if err != nil {
-		a.log.Error("failed to plan", "error", err)
-		a.setActing(false, fmt.Sprintf("failed to plan: %v", err))
-		return
-	}
-	if a.lastPanic != "" {
-		a.log.Info("planning succeeds again after a panic", "last_panic", a.lastPanic)
-		a.lastPanic = ""
-	}
-	run.step = "observe the plan"
-	a.observe(b, p, a.now().Sub(start))
-	if a.dryRun {
-		a.setActing(true, "")
-		return
-	}
-	if !leader {
-		who := view.leader
-		if who == "" {
-			who = "none yet"
-		}
-		a.setActing(false, "standby: the leader lock is held by "+who)
-		return
-	}
-	if ok, why := a.fresh(); !ok {
-		a.setActing(false, why)
-		a.log.Warn("not acting on the plan: L12", "why", why)
-		return
-	}
-	// A consistent read of the lock before the acts (each act then checks
-	// the lock again, and its intent write is fenced by the session).
-	vctx, vcancel := context.WithTimeout(ctx, storeTimeout)
-	err = lock.Verify(vctx)
-	vcancel()
-	if err != nil {
-		a.setActing(false, fmt.Sprintf("the leader lock could not be verified: %v", err))
-		return
-	}
-	// The plan's holds are written before its stops (L12), so a successor
-	// keeps them and does not drain again.
-	run.step = "record the holds"
-	if err := a.recordHolds(ctx, lock, view, p, res, start); err != nil {
-		a.setActing(false, fmt.Sprintf("failed to record the holds in the store: %v", err))
-		return
-	}
-	a.setActing(true, "")
-	if len(resume) > 0 {
-		// The stops a predecessor announced and did not make come first;
-		// the plan counted them as stopping for their claimants.
-		a.log.Info("finishing the preemption the previous leader began", "stops", len(resume))
-		resumed := *p // p is shared with the HTTP reads
-		resumed.Actions = append(append([]plan.Action(nil), resume...), p.Actions...)
-		p = &resumed
-	}
-	run.step = "act"
-	a.actor.Fence = &fence{a: a, lock: lock, now: a.now, jobs: maps.Clone(view.jobs)}
-	actx, cancel := context.WithTimeout(ctx, actTimeout)
-	out := a.actor.Execute(actx, p, b) // flex max_run: the core's L11.max_run stop_job
-	cancel()
-	a.recorder.AddOutcome(out)
-	run.step = "record the outcome"
-	a.recordPreemptions(ctx, lock, out)
-	if ids, err := a.endBookings(ctx, lock, res, b, a.now()); err != nil {
-		a.log.Error("failed to move ended bookings to history", "error", err)
-	} else if len(ids) > 0 {
-		a.log.Info("moved ended bookings to history", "reservations", ids)
-	}
-	a.metrics.ObserveOutcome(out)
-	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors)+out.JobsStopped+out.JobsSuspended+out.Held > 0 {
-		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
-			"jobs_stopped", out.JobsStopped, "jobs_suspended", out.JobsSuspended, "held", out.Held,
-			"expired", out.Expired, "meta_writes", out.MetaWrites, "deferred_stops", out.Deferred, "errors", len(out.Errors),
-			"dry_run", a.dryRun)
-	}
-}
-
 // logLeft logs each item left out of the plan for breaking a snapshot
 // rule, once while it stays left out.
 func (a *Agent) logLeft(faults []*plan.Fault) {
@@ -579,17 +376,21 @@ func (a *Agent) logLeft(faults []*plan.Fault) {
 	a.left = now
 }
 
-func (a *Agent) setActing(ok bool, why string) {
+// setActing records whether the cycle that ended in step acts (L12) and
+// why not; it logs a change once: a cycle that stops in the same step as
+// the last one is not logged again (its reason may carry a figure that
+// changes every cycle, such as the state's age).
+func (a *Agent) setActing(ok bool, why, step string) {
 	a.mu.Lock()
-	changed := a.acting != ok || a.cycles == 0
-	a.acting, a.why = ok, why
+	changed := a.acting != ok || a.cycles == 0 || (!ok && a.whyStep != step)
+	a.acting, a.why, a.whyStep = ok, why, step
 	a.cycles++
 	a.mu.Unlock()
 	if changed {
 		if ok {
 			a.log.Info("acting: state is current")
 		} else {
-			a.log.Warn("not acting (L12)", "why", why)
+			a.log.Warn("not acting (L12)", "step", step, "why", why)
 		}
 	}
 }

@@ -37,6 +37,9 @@ type fakeNomad struct {
 	// successor broker); registered lists the jobs registered, ns/id.
 	dynamic    bool
 	registered []string
+	// onWrite, when set, is called after each write is recorded, with the
+	// number of writes so far (a test's kill -9 of the broker mid-act).
+	onWrite func(n int)
 }
 
 // remember applies a write to what the fake serves next (dynamic only):
@@ -135,14 +138,18 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 			body, _ = io.ReadAll(r.Body)
 		}
 		f.mu.Lock()
-		down, kick := f.down, f.kick
+		down, kick, onWrite, n := f.down, f.kick, f.onWrite, 0
 		if !down && r.Method != http.MethodGet {
 			f.writes = append(f.writes, r.Method+" "+r.URL.Path)
+			n = len(f.writes)
 			if f.dynamic {
 				f.remember(t, r, body)
 			}
 		}
 		f.mu.Unlock()
+		if onWrite != nil && n > 0 {
+			onWrite(n)
+		}
 		if down {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return

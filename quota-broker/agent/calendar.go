@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
@@ -11,24 +10,6 @@ import (
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
 )
-
-// calendarInput returns what the snapshot needs of the Calendar (DESIGN
-// L10) at now: the bookings of the agent's store not yet moved to history,
-// as plan reservations, and the Actor's holds whose owner is still there (a
-// claimant, or one of those bookings). An error reading the store is
-// returned: the agent then does not act, as planning without the bookings
-// would break them.
-func (a *Agent) calendarInput(ctx context.Context, now time.Time) ([]plan.Reservation, []plan.Hold, error) {
-	var res []plan.Reservation
-	if a.store != nil {
-		g, err := a.store.ReadGuarded(ctx)
-		if err != nil {
-			return nil, nil, fmt.Errorf("failed to read the reservations from the store: %w", err)
-		}
-		res = planReservations(g.Reservations)
-	}
-	return res, heldFor(a.actor.Holds(now, holdLasts(res)), res), nil
-}
 
 // planReservations converts the store's bookings to the core's
 // reservations (snapshot reservations[]: id, namespace, quota = the
@@ -62,7 +43,7 @@ const endBatch = (store.MaxOps - 2) / 2
 // end, at most endBatch a cycle, in one guarded transaction
 // fenced by the leader lock (store.GuardedFenced; a lost lock writes
 // nothing). b is the cycle's build: its jobs say which bookings still have
-// live allocations. res are the bookings the cycle read (calendarInput):
+// live allocations. res are the bookings the cycle read (its view):
 // when none of them has ended with no live allocation, the store is not
 // read again. It returns the IDs moved.
 func (a *Agent) endBookings(ctx context.Context, lock *store.Lock, res []plan.Reservation, b *build.Build, now time.Time) ([]string, error) {
@@ -130,46 +111,6 @@ func endedChanges(bs []reservation.Booking, busy map[string]bool, now time.Time)
 			store.PutReservationHistory(store.ReservationHistory{Booking: r, EndedAt: r.End, Outcome: outcome}))
 	}
 	return ids, out
-}
-
-// holdLasts returns when a hold ends, given the bookings res the cycle
-// read: a claimant's hold (pre-warm, flex) at its Until; a reservation's
-// hold at the later of its Until and the reservation's end, since the core
-// lends a reservation's held GPUs to idle jobs only from Until to the end
-// (DESIGN L10: "unused booked GPUs are free to idle jobs only"); the hold
-// of a booking not in res (cancelled, or moved to history) has ended.
-func holdLasts(res []plan.Reservation) func(plan.Hold) time.Time {
-	byID := make(map[string]*plan.Reservation, len(res))
-	for i := range res {
-		byID[res[i].ID] = &res[i]
-	}
-	return func(h plan.Hold) time.Time {
-		if h.For.Reservation == "" {
-			return h.Until
-		}
-		r, ok := byID[h.For.Reservation]
-		if !ok {
-			return time.Time{}
-		}
-		return h.End(r)
-	}
-}
-
-// heldFor keeps the holds of a claimant and those of a reservation in res
-// (a cancelled or ended booking's hold is dropped, not reported as a
-// snapshot fault every plan).
-func heldFor(holds []plan.Hold, res []plan.Reservation) []plan.Hold {
-	known := make(map[string]bool, len(res))
-	for _, r := range res {
-		known[r.ID] = true
-	}
-	var out []plan.Hold
-	for _, h := range holds {
-		if h.For.Reservation == "" || known[h.For.Reservation] {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 // wakeTimer plans again at a plan's WakeAt (DESIGN L12: the next instant

@@ -34,17 +34,6 @@ func TestPlanReservationsConvertsTheStoresBookings(t *testing.T) {
 	}
 }
 
-func TestHeldForDropsHoldsOfUnknownReservations(t *testing.T) {
-	until := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
-	claimant := plan.Hold{For: plan.HoldOwner{Group: plan.GroupKey{Namespace: "n", Job: "j", Group: "g"}}, Node: "n1", GPUIDs: []string{"g0"}, Until: until}
-	kept := plan.Hold{For: plan.HoldOwner{Reservation: "r-1"}, Node: "n1", GPUIDs: []string{"g1"}, Until: until}
-	gone := plan.Hold{For: plan.HoldOwner{Reservation: "r-2"}, Node: "n1", GPUIDs: []string{"g2"}, Until: until}
-	got := heldFor([]plan.Hold{claimant, kept, gone}, []plan.Reservation{{ID: "r-1"}})
-	if diff := cmp.Diff([]plan.Hold{claimant, kept}, got); diff != "" {
-		t.Fatalf("holds (-want +got):\n%s", diff)
-	}
-}
-
 func TestWakeTimerFiresAtWakeAtOnly(t *testing.T) {
 	w := newWakeTimer()
 	now := time.Now()

@@ -289,6 +289,20 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	}
 	c.QuotaFile = rel(c.QuotaFile)
 	c.DumpDir = rel(c.DumpDir)
+	if err := c.parseTimes(&fc, filename); err != nil {
+		return nil, err
+	}
+	if err := c.applyDefaults(filename); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parseTimes reads the durations and counts of fc into c: interval and
+// staleness (at least MinPeriod), history_retention (positive),
+// dump_max_files (0 or more) and min_runtime. A bad value is a
+// *ConfigError naming the key and the value.
+func (c *Config) parseTimes(fc *fileConfig, filename string) error {
 	bad := func(key, v string, err error, why string) error {
 		return &ConfigError{File: filename, Key: key, Value: v, Err: err, Why: why}
 	}
@@ -315,35 +329,32 @@ func ParseConfig(src []byte, filename string) (*Config, error) {
 	}
 	var err error
 	if c.Interval, err = period("interval", fc.Interval, DefaultInterval); err != nil {
-		return nil, err
+		return err
 	}
 	if c.Staleness, err = period("staleness", fc.Staleness, DefaultStaleness); err != nil {
-		return nil, err
+		return err
 	}
 	if c.HistoryRetention, err = dur("history_retention", fc.Retention, store.DefaultHistoryRetention); err != nil {
-		return nil, err
+		return err
 	}
 	if c.HistoryRetention == 0 {
-		return nil, bad("history_retention", fc.Retention, ErrInvalid, "must be positive")
+		return bad("history_retention", fc.Retention, ErrInvalid, "must be positive")
 	}
 	c.DumpMaxFiles = DefaultDumpMaxFiles
 	if fc.DumpMax != nil {
 		if *fc.DumpMax < 0 {
-			return nil, bad("dump_max_files", strconv.Itoa(*fc.DumpMax), ErrInvalid, "want a count of files, 0 or more (0: never prune)")
+			return bad("dump_max_files", strconv.Itoa(*fc.DumpMax), ErrInvalid, "want a count of files, 0 or more (0: never prune)")
 		}
 		c.DumpMaxFiles = *fc.DumpMax
 	}
 	if fc.MinRuntime != "" {
 		d, err := dur("min_runtime", fc.MinRuntime, 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.MinRuntime = &d
 	}
-	if err := c.applyDefaults(filename); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return nil
 }
 
 // applyDefaults fills what the file left unset and checks every value;

@@ -31,7 +31,7 @@ func putBookings(t *testing.T, s store.Store, bs ...reservation.Booking) {
 	}
 }
 
-// resOf is the bookings a cycle reads (calendarInput).
+// resOf is the bookings a cycle reads (its view of the memory).
 func resOf(t *testing.T, s store.Store) []plan.Reservation {
 	t.Helper()
 	g, err := s.ReadGuarded(context.Background())

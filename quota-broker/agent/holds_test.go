@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,27 +18,49 @@ import (
 // countingStore counts the hold writes that reach the store.
 type countingStore struct {
 	store.Store
-	puts, deletes []plan.HoldOwner
+	puts, deletes []store.Key
 }
 
-func (c *countingStore) PutHold(ctx context.Context, lock *store.Lock, h store.Hold) error {
-	c.puts = append(c.puts, h.For)
-	return c.Store.PutHold(ctx, lock, h)
+func (c *countingStore) WriteRecords(ctx context.Context, lock *store.Lock, writes []store.RecordWrite) error {
+	for _, w := range writes {
+		if !strings.HasPrefix(string(w.Key()), "holds/") {
+			continue
+		}
+		if w.IsDelete() {
+			c.deletes = append(c.deletes, w.Key())
+		} else {
+			c.puts = append(c.puts, w.Key())
+		}
+	}
+	return c.Store.WriteRecords(ctx, lock, writes)
 }
 
-func (c *countingStore) DeleteHold(ctx context.Context, lock *store.Lock, owner plan.HoldOwner) error {
-	c.deletes = append(c.deletes, owner)
-	return c.Store.DeleteHold(ctx, lock, owner)
+// recordHoldsOf records the holds of plan p at now into mem, as a leader's
+// record step does, and returns the view it started from.
+func recordHoldsOf(t *testing.T, mem *memory, lock *store.Lock, p *plan.Plan, res []plan.Reservation, now time.Time) (*view, error) {
+	t.Helper()
+	mem.guarded(&store.Guarded{}, nil)
+	mem.mu.Lock()
+	mem.res = res
+	mem.mu.Unlock()
+	v, err := mem.view(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &batch{}
+	recordHolds(b, &cycleState{view: v, p: p, start: now})
+	return v, mem.commit(context.Background(), lock, b)
 }
 
 // DESIGN L10, L12: the leader merges the plan's hold actions into the
 // stored holds (GPUs added, the later end kept), writes only the owners
 // that change, deletes an owner whose holds all ended or whose booking is
-// gone, and reads back what it wrote; a deposed leader writes nothing.
+// gone, and its memory holds what it wrote; a deposed leader writes
+// nothing.
 func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
 	ctx := context.Background()
-	mem := store.NewMemory()
-	lock, err := mem.Lock(ctx, "leader")
+	st := store.NewMemory()
+	lock, err := st.Lock(ctx, "leader")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,16 +74,13 @@ func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
 		{For: gone, Nodes: []store.HeldGPUs{{Node: "n2", GPUIDs: []string{"GPU-5"}, Until: now.Add(time.Minute)}}},
 		{For: ended, Nodes: []store.HeldGPUs{{Node: "n3", GPUIDs: []string{"GPU-7"}, Until: now}}},
 	} {
-		if err := mem.PutHold(ctx, lock, h); err != nil {
+		if err := st.PutHold(ctx, lock, h); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cs := &countingStore{Store: mem}
-	a := &Agent{store: cs}
-	view, err := a.readStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := &countingStore{Store: st}
+	mem := newMemory(cs, true)
+	mem.lead()
 	p := &plan.Plan{Actions: []plan.Action{
 		{Action: plan.ActionHold, Reservation: "r-1", Node: "n1", GPUIDs: []string{"GPU-2"}, Until: now.Add(30 * time.Second), Rule: plan.RuleDrain},
 		{Action: plan.ActionHold, Reservation: "r-1", Node: "n1", GPUIDs: []string{"GPU-1"}, Until: now.Add(20 * time.Second), Rule: plan.RuleReservation},
@@ -68,61 +89,61 @@ func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
 		{Action: plan.ActionStop, Alloc: "x", Reservation: "r-1", Node: "n1", Rule: plan.RuleDrain},
 	}}
 	res := []plan.Reservation{{ID: "r-1", End: now.Add(time.Hour)}}
-	if err := a.recordHolds(ctx, lock, view, p, res, now); err != nil {
+	if _, err := recordHoldsOf(t, mem, lock, p, res, now); err != nil {
 		t.Fatal(err)
 	}
 	want := []store.Hold{ // r-1 merged, the pre-warm new
-		{For: r1, Nodes: []store.HeldGPUs{{Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: now.Add(30 * time.Second)}}},
 		{For: pre, Nodes: []store.HeldGPUs{{Node: "n4", GPUIDs: []string{"GPU-8"}, Until: now.Add(2 * time.Minute)}}},
+		{For: r1, Nodes: []store.HeldGPUs{{Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: now.Add(30 * time.Second)}}},
 	}
-	got, err := mem.Holds(ctx)
+	got, err := st.Holds(ctx) // key order: holds/group/... before holds/reservation/...
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Key order: holds/group/... before holds/reservation/...
-	if diff := cmp.Diff([]store.Hold{want[1], want[0]}, got); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("stored holds (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]store.Hold{want[1], want[0]}, view.holds); diff != "" {
-		t.Fatalf("view holds (-want +got):\n%s", diff)
+	view, err := mem.view(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]plan.HoldOwner{pre, r1}, cs.puts); diff != "" {
+	if diff := cmp.Diff(map[plan.HoldOwner]store.Hold{pre: want[0], r1: want[1]}, view.holds); diff != "" {
+		t.Fatalf("memory holds (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]store.Key{store.HoldKey(pre), store.HoldKey(r1)}, cs.puts); diff != "" {
 		t.Errorf("puts (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]plan.HoldOwner{ended, gone}, cs.deletes); diff != "" {
+	if diff := cmp.Diff([]store.Key{store.HoldKey(ended), store.HoldKey(gone)}, cs.deletes); diff != "" {
 		t.Errorf("deletes (-want +got):\n%s", diff)
 	}
-	// The snapshot's holds: one per owner and node (reservations after
-	// groups, as Actor.Holds sorts them), ended ones left out.
+	// The snapshot's holds: one per owner and node (groups before
+	// reservations, plan.Hold.Compare), ended ones left out.
 	wantSnap := []plan.Hold{
 		{For: pre, Node: "n4", GPUIDs: []string{"GPU-8"}, Until: now.Add(2 * time.Minute)},
 		{For: r1, Node: "n1", GPUIDs: []string{"GPU-1", "GPU-2"}, Until: now.Add(30 * time.Second)},
 	}
-	lasts := holdLasts(res)
-	if diff := cmp.Diff(wantSnap, view.planHolds(now, lasts)); diff != "" {
+	view.res = res
+	if diff := cmp.Diff(wantSnap, view.planHolds(now)); diff != "" {
 		t.Errorf("snapshot holds (-want +got):\n%s", diff)
 	}
 	// Past its Until a reservation's hold stays until the booking ends: the
 	// core lends its GPUs to idle jobs only (DESIGN L10); a pre-warm's ends.
-	if diff := cmp.Diff(wantSnap, view.planHolds(now.Add(30*time.Second), lasts)); diff != "" {
+	if diff := cmp.Diff(wantSnap, view.planHolds(now.Add(30*time.Second))); diff != "" {
 		t.Errorf("snapshot holds at r-1's Until (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(wantSnap[1:], view.planHolds(now.Add(2*time.Minute), lasts)); diff != "" {
+	if diff := cmp.Diff(wantSnap[1:], view.planHolds(now.Add(2*time.Minute))); diff != "" {
 		t.Errorf("snapshot holds at the pre-warm's end (-want +got):\n%s", diff)
 	}
-	if got := view.planHolds(now.Add(time.Hour), lasts); len(got) != 0 {
+	if got := view.planHolds(now.Add(time.Hour)); len(got) != 0 {
 		t.Errorf("snapshot holds at r-1's end: %v, want none", got)
 	}
-	if got := view.planHolds(now, holdLasts(nil)); len(got) != 1 || got[0].For != pre {
+	view.res = nil
+	if got := view.planHolds(now); len(got) != 1 || got[0].For != pre {
 		t.Errorf("snapshot holds with r-1 gone: %v, want only the pre-warm's", got)
 	}
 	// The same plan again changes nothing, so writes nothing.
 	cs.puts, cs.deletes = nil, nil
-	view, err = a.readStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.recordHolds(ctx, lock, view, p, res, now.Add(time.Second)); err != nil {
+	if _, err := recordHoldsOf(t, mem, lock, p, res, now.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if len(cs.puts)+len(cs.deletes) != 0 {
@@ -132,11 +153,11 @@ func TestRecordHoldsMergesWritesChangesAndDeletesEnded(t *testing.T) {
 	if err := lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = a.recordHolds(ctx, lock, view, p, nil, now.Add(time.Second)) // r-1 unknown now: a delete
+	_, err = recordHoldsOf(t, mem, lock, p, nil, now.Add(time.Second)) // r-1 unknown now: a delete
 	if !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("deposed leader: %v, want ErrNotLeader", err)
 	}
-	if got, _ := mem.Holds(ctx); len(got) != 2 {
+	if got, _ := st.Holds(ctx); len(got) != 2 {
 		t.Fatalf("holds after a deposed write: %+v", got)
 	}
 }
@@ -158,19 +179,24 @@ func TestIntentsOfDrainStopsReadBackAsStoppingForTheirReservation(t *testing.T) 
 		t.Fatal(err)
 	}
 	now := time.Now()
-	v := &storeView{intents: []store.Intent{
+	v := &view{intents: map[string]store.Intent{}}
+	for _, in := range []store.Intent{
 		{Alloc: recAllocC1, Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now.Add(-time.Second)},
 		{Alloc: recAllocC2, Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now.Add(-time.Hour)},
 		{Alloc: "gone", Action: "stop", Namespace: "workspace-c", Job: "training", Reservation: "r-1", Rule: "L10.drain", At: now},
-	}}
-	claimants, forRes, resume, stale := v.stopping(nil, map[string]string{recAllocA: "r-2"}, state, "gputide-queue", now, 5*time.Second)
-	if len(claimants) != 0 || len(resume) != 0 {
-		t.Errorf("claimants %v, resume %v: want none", claimants, resume)
+	} {
+		v.intents[in.Alloc] = in
 	}
-	if diff := cmp.Diff(map[string]string{recAllocC1: "r-1", recAllocA: "r-2"}, forRes); diff != "" {
+	got := v.stopping(state, "gputide-queue", now, 5*time.Second)
+	if len(got.forGroup) != 0 || len(got.resume) != 0 {
+		t.Errorf("claimants %v, resume %v: want none", got.forGroup, got.resume)
+	}
+	if diff := cmp.Diff(map[string]string{recAllocC1: "r-1"}, got.forRes); diff != "" {
 		t.Errorf("stopping for a reservation (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{recAllocC2, "gone"}, stale); diff != "" {
+	want := []string{recAllocC2, "gone"}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got.stale); diff != "" {
 		t.Errorf("stale (-want +got):\n%s", diff)
 	}
 }

@@ -175,7 +175,7 @@ func (a *Agent) Health() Health {
 	}
 	return Health{Leader: leader, IsLeader: isLeader, Store: kind, Acting: a.acting, Why: a.why, Connected: st.Connected, SyncedAt: st.SyncedAt,
 		Staleness: a.cfg.Staleness.String(), Index: st.Index, Relists: st.Relists, LastPlanAt: a.lastPlanAt,
-		DryRun: a.dryRun, Stopping: len(a.actor.Stopping()), Error: st.LastError}
+		DryRun: a.dryRun, Stopping: a.mem.stopping(), Error: st.LastError}
 }
 
 // adminTokenFromEnv is GPUTIDE_ADMIN_TOKEN, used when the file sets no

@@ -1,18 +1,12 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"sync"
 	"time"
 
 	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
-	"github.com/gputide/gputide/quota-broker/nomad/build"
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 )
@@ -45,9 +39,7 @@ func (a *Agent) lead(ctx context.Context) {
 			}
 			continue
 		}
-		a.mu.Lock()
-		a.lock, a.leaderName, a.newTerm = lock, a.holder, true
-		a.mu.Unlock()
+		a.takeLock(lock)
 		a.log.Info("holding the leader lock: acting on Nomad (L12)", "holder", a.holder)
 		a.poke()
 		select {
@@ -59,10 +51,21 @@ func (a *Agent) lead(ctx context.Context) {
 				a.lock = nil
 			}
 			a.mu.Unlock()
+			a.mem.stand()
 			a.log.Warn("lost the leader lock: standing by, not acting (L12)")
 			a.poke()
 		}
 	}
+}
+
+// takeLock makes this agent the leader with lock: its memory loads the
+// store's records at the next cycle (the term's one read of them), which
+// is the first of the term (newTerm).
+func (a *Agent) takeLock(lock *store.Lock) {
+	a.mem.lead() // before the lock shows: no leader cycle on a standby's memory
+	a.mu.Lock()
+	a.lock, a.leaderName, a.newTerm = lock, a.holder, true
+	a.mu.Unlock()
 }
 
 // releaseLock gives the lock up (graceful stop: a standby takes over at
@@ -112,296 +115,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// storeView is what one cycle reads from the store: the broker's job
-// records (first_seen, queued_at, admitted_at), the intents of stops and
-// the holds (DESIGN §6, L11, L12). The store is the source of truth for
-// them: a successor reads what its predecessor wrote and plans the same.
-type storeView struct {
-	jobs    map[store.JobID]store.JobRecord
-	intents []store.Intent
-	holds   []store.Hold
-	leader  string
-}
-
-// readStore reads the job records, the intents, the holds and the
-// leader's name.
-func (a *Agent) readStore(ctx context.Context) (*storeView, error) {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	jobs, err := a.store.Jobs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	intents, err := a.store.Intents(ctx)
-	if err != nil {
-		return nil, err
-	}
-	holds, err := a.store.Holds(ctx)
-	if err != nil {
-		return nil, err
-	}
-	leader, err := a.store.Leader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &storeView{jobs: jobs, intents: intents, holds: holds, leader: leader}, nil
-}
-
-// firstSeen is the job's first_seen (its place in the order of L3, DESIGN
-// L11), zero without a record.
-func (v *storeView) firstSeen(k plan.JobKey) time.Time { return v.jobs[jobID(k)].FirstSeen }
-
-// queuedAt is the job's queued_at (first_seen, or the broker's last move
-// of it back to the holding pool; max_wait counts from it, L11.expire),
-// zero without a record.
-func (v *storeView) queuedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].QueuedAt }
-
-// admittedAt is the job's admitted_at (max_run and settle count from it,
-// L11.max_run, L11.settle), zero when the store has none.
-func (v *storeView) admittedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].AdmittedAt }
-
-// planHolds returns the stored holds that have not ended at now (lasts,
-// see holdLasts), one per owner and node, sorted by owner then node: the
-// snapshot's holds (DESIGN L10).
-func (v *storeView) planHolds(now time.Time, lasts func(plan.Hold) time.Time) []plan.Hold {
-	var out []plan.Hold
-	for _, h := range v.holds {
-		for _, ph := range h.PlanHolds() {
-			if lasts(ph).After(now) {
-				out = append(out, ph)
-			}
-		}
-	}
-	slices.SortFunc(out, compareHolds)
-	return out
-}
-
-func compareHolds(p, q plan.Hold) int {
-	return cmp.Or(cmp.Compare(p.For.Reservation, q.For.Reservation), p.For.Group.Compare(q.For.Group), cmp.Compare(p.Node, q.Node))
-}
-
-// timesInput fills in the job times of in from the store (first_seen,
-// queued_at, admitted_at, DESIGN L11), each falling back to what the Actor
-// remembers of this process when the store has no value (a dry run writes
-// no records).
-func (v *storeView) timesInput(in *build.Input, actor *nomadact.Actor) {
-	in.FirstSeen = v.firstSeen
-	in.AdmittedAt = func(k plan.JobKey) time.Time {
-		if t := v.admittedAt(k); !t.IsZero() {
-			return t
-		}
-		return actor.AdmittedAt(k)
-	}
-	in.Requeued = func(k plan.JobKey) time.Time {
-		if t := v.queuedAt(k); !t.IsZero() {
-			return t
-		}
-		return actor.Requeued(k)
-	}
-}
-
-// jobID is the store's name of a job.
-func jobID(k plan.JobKey) store.JobID {
-	return store.JobID{Namespace: k.Namespace, Job: k.Job}
-}
-
-// admitted reports whether the store records the job as admitted (L12: a
-// successor does not take the jobs its predecessor admitted for direct
-// registrations).
-func (v *storeView) admitted(key plan.JobKey) bool {
-	return !v.jobs[jobID(key)].AdmittedAt.IsZero()
-}
-
-// stopping merges the actor's own stops with the intents read back (L12: a
-// successor repeats nothing and finishes what was begun). An intent counts
-// as StoppingFor (or, for a stop made for a reservation, rules L10.drain
-// and L10.start, as StoppingForReservation) while its allocation is live
-// and either being stopped, or announced less than grace ago (the call may
-// still be reaching Nomad), or announced and not made while its claimant
-// still waits in the holding pool: the predecessor died between the stops
-// of one preemption, and the stop is returned in resume for this leader
-// to make (once: the allocation is not being stopped yet). The intents to
-// delete are returned in stale: their allocation is gone, or their stop
-// was never made and its claimant no longer waits (the plan decides
-// again; for a reservation's stop, the next drain).
-func (v *storeView) stopping(own map[string]plan.GroupKey, ownRes map[string]string, s *watch.State, holdingPool string,
-	now time.Time, grace time.Duration) (out map[string]plan.GroupKey, forRes map[string]string, resume []plan.Action, stale []string) {
-	out = maps.Clone(own)
-	if out == nil {
-		out = map[string]plan.GroupKey{}
-	}
-	forRes = maps.Clone(ownRes)
-	if forRes == nil {
-		forRes = map[string]string{}
-	}
-	for _, in := range v.intents {
-		al, ok := s.Alloc(in.Alloc)
-		_, mine := out[in.Alloc]
-		_, mineRes := forRes[in.Alloc]
-		switch {
-		case !ok || !al.Live():
-			stale = append(stale, in.Alloc)
-		case mine || mineRes:
-		case in.Reservation != "" && (al.Stopping() || now.Sub(in.At) < grace):
-			forRes[in.Alloc] = in.Reservation
-		case in.Reservation != "":
-			stale = append(stale, in.Alloc)
-		case al.Stopping() || now.Sub(in.At) < grace:
-			out[in.Alloc] = in.For
-		case claimantWaits(s, in.For, holdingPool):
-			out[in.Alloc] = in.For
-			resume = append(resume, plan.Action{Action: plan.ActionStop, Namespace: in.Namespace, Job: in.Job,
-				Group: al.Group, Alloc: in.Alloc, Node: al.NodeID, GPUs: len(al.GPUIDs), Rule: plan.Rule(in.Rule), For: in.For,
-				Reason: "finishing the preemption the previous leader began (L12)"})
-		default:
-			stale = append(stale, in.Alloc)
-		}
-	}
-	return out, forRes, resume, stale
-}
-
-// claimantWaits reports whether the claimant's job waits in the holding
-// pool.
-func claimantWaits(s *watch.State, claimant plan.GroupKey, holdingPool string) bool {
-	if claimant.IsZero() {
-		return false
-	}
-	j := s.Job(claimant.Namespace, claimant.Job)
-	return j != nil && j.NodePool != nil && *j.NodePool == holdingPool && (j.Stop == nil || !*j.Stop)
-}
-
-// recordJobs is the leader's bookkeeping before it acts: each governed job
-// gets its record (first_seen = queued_at = when it was first submitted as
-// far as Nomad tells, build.Submitted, never later than now, so the order
-// of L3 does not change once it is recorded; admitted_at, for the jobs
-// accepted at the store's first start, = the earliest start of their live
-// allocations, else now: a flex request's max_run counts from when it
-// began to run, L11.max_run), intents whose allocation is gone are
-// deleted, and so are the records of jobs Nomad no longer has.
-func (a *Agent) recordJobs(ctx context.Context, lock *store.Lock, v *storeView, b *build.Build, s *watch.State,
-	staleIntents []string, now time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	var started map[plan.JobKey]time.Time
-	for _, k := range slices.SortedFunc(maps.Keys(b.Jobs), plan.JobKey.Compare) {
-		id := jobID(k)
-		if _, ok := v.jobs[id]; ok {
-			continue
-		}
-		jv := b.Jobs[k]
-		seen := now
-		if t := build.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
-			seen = t
-		}
-		rec := store.JobRecord{FirstSeen: seen, QueuedAt: seen}
-		if !jv.Holding && !jv.Direct {
-			if started == nil {
-				started = firstStarts(s)
-			}
-			rec.AdmittedAt = now
-			if t, ok := started[k]; ok && t.Before(now) {
-				rec.AdmittedAt = t
-			}
-		}
-		if err := a.store.PutJob(ctx, lock, id, rec); err != nil {
-			return err
-		}
-		v.jobs[id] = rec
-	}
-	for _, alloc := range staleIntents {
-		if err := a.store.DeleteIntent(ctx, lock, alloc); err != nil {
-			return err
-		}
-	}
-	for id := range v.jobs {
-		if a.governed(id.Namespace) && s.Job(id.Namespace, id.Job) == nil {
-			if err := a.store.DeleteJob(ctx, lock, id); err != nil {
-				return err
-			}
-			delete(v.jobs, id)
-		}
-	}
-	return nil
-}
-
-// firstStarts is the earliest start of each job's live allocations.
-func firstStarts(s *watch.State) map[plan.JobKey]time.Time {
-	out := map[plan.JobKey]time.Time{}
-	for _, al := range s.Allocs() {
-		if !al.Live() || al.StartedAt.IsZero() {
-			continue
-		}
-		if t, ok := out[al.JobKey()]; !ok || al.StartedAt.Before(t) {
-			out[al.JobKey()] = al.StartedAt
-		}
-	}
-	return out
-}
-
-// recordHolds is the leader's write of the plan's holds (DESIGN L10 drain,
-// L5 pre-warm; L12: before it acts, fenced by the lock), one record per
-// owner in holds/<owner>: the plan's hold actions are merged into the
-// stored ones (nomadact.MergeHold: GPUs added, the later end kept), node
-// entries ended by now are dropped (holdLasts: a reservation's hold lasts
-// until the reservation ends), and an owner left with none, or a
-// reservation not among the unended bookings res, is deleted. Only the
-// records that change are written; v.holds is updated to what is stored.
-func (a *Agent) recordHolds(ctx context.Context, lock *store.Lock, v *storeView, p *plan.Plan, res []plan.Reservation,
-	now time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	lasts := holdLasts(res)
-	before := map[plan.HoldOwner]store.Hold{}
-	after := map[plan.HoldOwner][]plan.Hold{}
-	for _, h := range v.holds {
-		before[h.For] = h
-		after[h.For] = h.PlanHolds()
-	}
-	for _, act := range p.Actions {
-		if h, ok := nomadact.HoldAction(act); ok {
-			after[h.For] = nomadact.MergeHold(after[h.For], h)
-		}
-	}
-	known := make(map[string]bool, len(res))
-	for _, r := range res {
-		known[r.ID] = true
-	}
-	var kept []store.Hold
-	for _, owner := range slices.SortedFunc(maps.Keys(after), compareOwners) {
-		hs := slices.DeleteFunc(after[owner], func(h plan.Hold) bool { return !lasts(h).After(now) })
-		old, stored := before[owner]
-		if len(hs) == 0 || (owner.Reservation != "" && !known[owner.Reservation]) {
-			if stored {
-				if err := a.store.DeleteHold(ctx, lock, owner); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		rec := store.HoldOf(owner, hs)
-		if !stored || !sameHold(old, rec) {
-			if err := a.store.PutHold(ctx, lock, rec); err != nil {
-				return err
-			}
-		}
-		kept = append(kept, rec)
-	}
-	v.holds = kept
-	return nil
-}
-
-func compareOwners(p, q plan.HoldOwner) int {
-	return cmp.Or(cmp.Compare(p.Reservation, q.Reservation), p.Group.Compare(q.Group))
-}
-
-// sameHold reports whether two records of one owner hold the same GPUs of
-// the same nodes until the same instants.
-func sameHold(p, q store.Hold) bool {
-	return slices.EqualFunc(p.Nodes, q.Nodes, func(x, y store.HeldGPUs) bool {
-		return x.Node == y.Node && x.Until.Equal(y.Until) && slices.Equal(x.GPUIDs, y.GPUIDs)
-	})
-}
-
 // recordPreemptions writes the preemptions of one Execute into the
 // store's history (DESIGN §6, L8).
 func (a *Agent) recordPreemptions(ctx context.Context, lock *store.Lock, out nomadact.Outcome) {
@@ -438,15 +151,15 @@ func (a *Agent) prune(ctx context.Context, lock *store.Lock, now time.Time, forc
 	}
 }
 
-// fence is the nomadact.Fence of one leader cycle: the lock check and the
-// intents written before each act (DESIGN L12).
+// fence is the nomadact.Fence of one leader cycle: the lock check before
+// each act and the intent of each act in the memory, written through to
+// the store, fenced by the lock, before the call (DESIGN L12). The stops'
+// intents are recorded by the cycle's record step already; a job's times
+// are written here, just before the register that changes them.
 type fence struct {
 	a    *Agent
 	lock *store.Lock
 	now  func() time.Time
-
-	mu   sync.Mutex
-	jobs map[store.JobID]store.JobRecord // the cycle's records, updated by its writes
 }
 
 var _ nomadact.Fence = (*fence)(nil)
@@ -459,20 +172,23 @@ func (f *fence) Check(ctx context.Context) error {
 	return nil
 }
 
-// BeforeStop writes intents/<alloc> with the claimant (fenced: a deposed
-// leader's write fails and the stop is skipped).
+// BeforeStop makes sure intents/<alloc> names the stop's claimant (or
+// reservation): recorded by the record step, else written now (fenced: a
+// deposed leader's write fails and the stop is skipped).
 func (f *fence) BeforeStop(ctx context.Context, act plan.Action) error {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	return f.a.store.PutIntent(ctx, f.lock, store.Intent{Alloc: act.Alloc, Action: "stop", Namespace: act.Namespace,
-		Job: act.Job, For: act.For, Reservation: act.Reservation, Rule: string(act.Rule), At: f.now().UTC()})
+	if in, ok := f.a.mem.intent(act.Alloc); ok && in.For == act.For && in.Reservation == act.Reservation {
+		return nil
+	}
+	b := &batch{}
+	b.putIntent(intentOf(act, f.now().UTC()))
+	return f.a.mem.commit(ctx, f.lock, b)
 }
 
 // Withdraw deletes the intent of an announced stop that was not made.
 func (f *fence) Withdraw(ctx context.Context, alloc string) {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	if err := f.a.store.DeleteIntent(ctx, f.lock, alloc); err != nil && !errors.Is(err, store.ErrNotLeader) {
+	b := &batch{}
+	b.deleteIntent(alloc)
+	if err := f.a.mem.commit(ctx, f.lock, b); err != nil && !errors.Is(err, store.ErrNotLeader) {
 		f.a.log.Warn("failed to withdraw the intent of a stop not made", "alloc", alloc, "error", err)
 	}
 }
@@ -483,9 +199,7 @@ func (f *fence) Withdraw(ctx context.Context, alloc string) {
 func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomadact.JobWrite) error {
 	id := jobID(key)
 	now := f.now().UTC()
-	f.mu.Lock()
-	rec, ok := f.jobs[id]
-	f.mu.Unlock()
+	rec, ok := f.a.mem.job(id)
 	if !ok {
 		rec = store.JobRecord{FirstSeen: now, QueuedAt: now}
 	}
@@ -501,33 +215,23 @@ func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomadact.JobWr
 	default:
 		return fmt.Errorf("unknown job write %v", w)
 	}
-	return f.put(ctx, id, rec)
+	b := &batch{}
+	b.putJob(id, rec)
+	return f.a.mem.commit(ctx, f.lock, b)
 }
 
 // Registered writes the JobModifyIndex Nomad answered into the record.
 func (f *fence) Registered(ctx context.Context, key plan.JobKey, index uint64) {
 	id := jobID(key)
-	f.mu.Lock()
-	rec, ok := f.jobs[id]
-	f.mu.Unlock()
+	rec, ok := f.a.mem.job(id)
 	if !ok {
 		now := f.now().UTC()
 		rec = store.JobRecord{FirstSeen: now, QueuedAt: now}
 	}
 	rec.JobModifyIndex = index
-	if err := f.put(ctx, id, rec); err != nil && !errors.Is(err, store.ErrNotLeader) {
+	b := &batch{}
+	b.putJob(id, rec)
+	if err := f.a.mem.commit(ctx, f.lock, b); err != nil && !errors.Is(err, store.ErrNotLeader) {
 		f.a.log.Warn("failed to record the job modify index", "job", key.String(), "index", index, "error", err)
 	}
-}
-
-func (f *fence) put(ctx context.Context, id store.JobID, rec store.JobRecord) error {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	if err := f.a.store.PutJob(ctx, f.lock, id, rec); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	f.jobs[id] = rec
-	f.mu.Unlock()
-	return nil
 }

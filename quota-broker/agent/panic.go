@@ -61,7 +61,7 @@ func (a *Agent) recoverCycle(run *cycleRun) {
 	}
 	pe := &PanicError{Step: run.step, Value: v, Stack: debug.Stack()}
 	a.metrics.CyclePanics.Inc()
-	a.setActing(false, pe.Error()+"; not acting until a plan succeeds")
+	a.setActing(false, pe.Error()+"; not acting until a plan succeeds", run.step)
 	msg := fmt.Sprint(v)
 	if msg == a.lastPanic {
 		a.log.Debug("the cycle panicked again (logged with its stack before)", "step", run.step, "panic", msg)

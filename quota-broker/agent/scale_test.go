@@ -113,28 +113,37 @@ func newScaleEnv(tb testing.TB, size scalegen.Size, consulAddr string) *scaleEnv
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.background(tb)
-	if h := e.cycle(tb); !h.Acting || !h.IsLeader {
-		tb.Fatalf("after the first cycle: acting %v, leader %v (%s)", h.Acting, h.IsLeader, h.Why)
+	// The first cycles: the memory may not have read the bookings yet;
+	// the leader's first loads the records and prunes the history.
+	var h Health
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if h = e.cycle(tb); h.Acting && h.IsLeader {
+			return e
+		}
 	}
+	tb.Fatalf("after the first cycles: acting %v, leader %v (%s)", h.Acting, h.IsLeader, h.Why)
 	return e
 }
 
 // background starts what Agent.Run starts besides its cycle loop, its HTTP
 // server, its Nomad probe and its policy watcher (the cluster has no
-// scaling policy): the store's tree (Consul), the leader lock and the
-// Nomad watcher, in that order, and waits for each.
+// scaling policy): the store's watch (the tree with Consul, the bookings
+// and records into the memory), the leader lock and the Nomad watcher, in
+// that order, and waits for each.
 func (e *scaleEnv) background(tb testing.TB) {
 	tb.Helper()
 	a := e.a
 	a.holder = "scale-benchmark"
+	e.wg.Add(1)
 	if a.consul {
-		e.wg.Add(1)
 		go func() { defer e.wg.Done(); a.watchTree(e.ctx) }()
 		eventually(tb, "the store's quota tree is read", time.Minute, func() bool {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			return a.tree != nil
 		})
+	} else {
+		go func() { defer e.wg.Done(); a.watchStore(e.ctx, nil) }()
 	}
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); a.lead(e.ctx) }()

@@ -134,28 +134,18 @@ func (a *Agent) seedTree(ctx context.Context) {
 	}
 }
 
-// watchTree seeds the store's tree, then follows it until ctx ends.
+// watchTree seeds the store's tree, then follows it (and the rest of the
+// store the memory keeps, watchStore) until ctx ends.
 func (a *Agent) watchTree(ctx context.Context) {
 	a.seedTree(ctx)
-	var failing bool
-	_ = a.store.WatchGuarded(ctx, func(st *store.Guarded, err error) {
-		if err != nil {
-			if !failing {
-				a.log.Warn("the store is unavailable: not acting until it answers (L12)", "error", err)
-			}
-			failing = true
-			return
-		}
-		failing = false
+	a.watchStore(ctx, func(st *store.Guarded) {
 		if st.Tree == nil {
 			a.log.Warn("the store has no quota tree yet: not planning")
 			return
 		}
 		if err := a.useTree(st.Tree.Root, st.Tree.Settings, st.Reservations, "consul tree"); err != nil {
 			a.log.Error("keeping the running quota tree: the store's tree is invalid", "error", err)
-			return
 		}
-		a.poke()
 	})
 }
 

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -98,34 +97,16 @@ func holdOwner(act *plan.Action) plan.HoldOwner {
 	return plan.HoldOwner{Group: act.For}
 }
 
-// keepHold keeps the GPUs of hold action act: on a node already held for
-// the same owner its GPUs are added (sorted, once) and the later end
-// kept.
+// keepHold keeps the GPUs of hold action act as the broker does
+// (plan.MergeHold: on a node already held for the same owner its GPUs are
+// added, sorted, once, and the later end kept).
 func (s *sim) keepHold(act *plan.Action) {
-	owner := holdOwner(act)
-	if owner.IsZero() || act.Node == "" || len(act.GPUIDs) == 0 {
+	h, ok := plan.HoldOfAction(*act)
+	if !ok {
 		return
 	}
 	s.heldIdx = nil
-	for i := range s.holds {
-		h := &s.holds[i]
-		if h.For != owner || h.Node != act.Node {
-			continue
-		}
-		ids := append(slices.Clone(h.GPUIDs), act.GPUIDs...)
-		slices.Sort(ids)
-		h.GPUIDs = slices.Compact(ids)
-		if act.Until.After(h.Until) {
-			h.Until = act.Until
-		}
-		return
-	}
-	ids := slices.Clone(act.GPUIDs)
-	slices.Sort(ids)
-	s.holds = append(s.holds, plan.Hold{For: owner, Node: act.Node, GPUIDs: ids, Until: act.Until})
-	slices.SortFunc(s.holds, func(p, q plan.Hold) int {
-		return cmp.Or(cmp.Compare(p.For.Reservation, q.For.Reservation), p.For.Group.Compare(q.For.Group), cmp.Compare(p.Node, q.Node))
-	})
+	s.holds = plan.MergeHold(s.holds, h)
 }
 
 // holdEnd is when the simulator forgets hold h: its Until, or for a

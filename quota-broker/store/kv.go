@@ -454,16 +454,11 @@ func (s *KV) Holds(ctx context.Context) ([]Hold, error) {
 // each node entry names its node, at least one GPU and its end.
 func (s *KV) PutHold(ctx context.Context, lock *Lock, h Hold) error {
 	k := HoldKey(h.For)
-	if k == "" {
-		return newErr("put", dirHolds, ErrInvalid, fmt.Errorf("hold owner %+v: want a reservation ID or a namespace, job and group, not both", h.For))
-	}
-	if len(h.Nodes) == 0 {
-		return newErr("put", k, ErrInvalid, errors.New("hold without a node"))
-	}
-	for i, n := range h.Nodes {
-		if n.Node == "" || len(n.GPUIDs) == 0 || n.Until.IsZero() {
-			return newErr("put", k, ErrInvalid, fmt.Errorf("nodes[%d] = {node %q, %d GPUs, until %v}: want a node, GPUs and an end", i, n.Node, len(n.GPUIDs), n.Until))
+	if err := checkHold(k, h); err != nil {
+		if k == "" {
+			k = dirHolds
 		}
+		return newErr("put", k, ErrInvalid, err)
 	}
 	return s.put(ctx, "put", lock, k, h)
 }

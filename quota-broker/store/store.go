@@ -337,6 +337,17 @@ type Store interface {
 	PutHold(ctx context.Context, lock *Lock, h Hold) error
 	DeleteHold(ctx context.Context, lock *Lock, owner plan.HoldOwner) error
 
+	// ReadRecords reads jobs/, intents/, holds/ and the leader's name in
+	// one consistent read: what the leader loads when it takes the lock.
+	ReadRecords(ctx context.Context) (*Records, error)
+	// WriteRecords writes job records, intents and holds in as few fenced
+	// transactions as MaxOps allows (the leader's record step, L12).
+	WriteRecords(ctx context.Context, lock *Lock, writes []RecordWrite) error
+	// WatchRecords calls fn with the records each time a WriteRecords
+	// transaction or the leader changes them (blocking queries), until ctx
+	// ends: how a standby keeps its memory current.
+	WatchRecords(ctx context.Context, fn func(*Records, error)) error
+
 	ReservationHistory(ctx context.Context) ([]ReservationHistory, error)
 	// ReservationHistoryOf reads one booking's history entry (ErrNotFound
 	// when it has none): `reservation show ID` of an ended or cancelled one.

@@ -46,6 +46,7 @@ func runSuite(t *testing.T, open func(t *testing.T) *KV) {
 		{"GuardedFencedByLock", testGuardedFenced},
 		{"HistoryPrune", testHistoryPrune},
 		{"WatchGuarded", testWatchGuarded},
+		{"RecordsBatchedFencedAndWatched", testRecords},
 		{"LockGracefulHandover", testLockGraceful},
 		{"LockSessionDestroyedHandover", testLockDestroyed},
 	}

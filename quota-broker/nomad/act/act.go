@@ -33,10 +33,12 @@ const DefaultWorkers = 16
 // the holding pool to its pool; preemption moves the victim's job to the
 // holding pool, waits for Nomad's answer, then stops the allocation; a job
 // registered straight into a real pool that L3 does not admit is suspended
-// (moved to the holding pool, its allocations stopped). It remembers which
-// allocations it stopped for which claimant, and which jobs it admitted.
-// It counts and records nothing itself: Execute reports what it did in
-// its Outcome, and the broker (package agent) feeds its metrics and
+// (moved to the holding pool, its allocations stopped). It keeps no facts
+// between plans (issue 18): which allocations are stopping for whom, which
+// jobs were admitted and when, and the holds are the broker's store
+// records, read into each build and written through the Fence before each
+// call. It counts and records nothing itself: Execute reports what it did
+// in its Outcome, and the broker (package agent) feeds its metrics and
 // preemption record from that.
 type Actor struct {
 	Client      *api.Client
@@ -54,15 +56,13 @@ type Actor struct {
 	// check, then the intent written to the store, DESIGN L12).
 	Fence Fence
 
-	mu       sync.Mutex
-	stopping map[string]plan.GroupKey // alloc ID -> claimant
-	accepted map[plan.JobKey]bool     // jobs in a real pool the broker let run
-	reasons  map[plan.JobKey]string   // last logged wait reason per job
+	mu      sync.Mutex
+	reasons map[plan.JobKey]string // last logged wait reason per job (logging only)
 	// lastDeferred is the number of stops deferred by the last Execute.
 	lastDeferred int
 	// unplaced: since when each idle group has had allocations unplaced.
 	unplaced map[plan.GroupKey]time.Time
-	// cal: Calendar and Flex actions remembered between plans (calact.go).
+	// cal: the jobs stopped whole whose status is still to write (calact.go).
 	cal calendar
 }
 
@@ -132,76 +132,6 @@ func (a *Actor) holding() string {
 	return a.HoldingPool
 }
 
-// Stopping returns a copy of the allocations the broker stopped and is
-// still waiting on, with their claimants.
-func (a *Actor) Stopping() map[string]plan.GroupKey {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make(map[string]plan.GroupKey, len(a.stopping))
-	for k, v := range a.stopping {
-		out[k] = v
-	}
-	return out
-}
-
-// Forget drops stopped allocations that are no longer live in s.
-func (a *Actor) Forget(s *watch.State) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for id := range a.stopping {
-		if al, ok := s.Alloc(id); !ok || !al.Live() {
-			delete(a.stopping, id)
-		}
-	}
-	a.forgetReservationStops(s)
-}
-
-// Accepted reports whether the job in a real pool was admitted by the
-// broker or was running when it started.
-func (a *Actor) Accepted(key plan.JobKey) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.accepted[key]
-}
-
-// AcceptRunning marks every governed job found in a real pool of b as
-// accepted. The agent calls it on the first state it lists: what ran before
-// the broker started is not suspended retroactively.
-func (a *Actor) AcceptRunning(b *build.Build) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.accepted == nil {
-		a.accepted = map[plan.JobKey]bool{}
-	}
-	for k, v := range b.Jobs {
-		if !v.Holding {
-			a.accepted[k] = true
-		}
-	}
-}
-
-// Observe updates the accepted set from a build: a job seen in the holding
-// pool is no longer accepted, so if it reappears in a real pool without the
-// broker moving it, it is checked again.
-func (a *Actor) Observe(b *build.Build) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k, v := range b.Jobs {
-		if v.Holding {
-			delete(a.accepted, k)
-		}
-	}
-}
-
-func (a *Actor) accept(k plan.JobKey) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.accepted == nil {
-		a.accepted = map[plan.JobKey]bool{}
-	}
-	a.accepted[k] = true
-}
-
 // Execute carries out p, made from b, in these steps (each a method of
 // execution below):
 //
@@ -216,7 +146,8 @@ func (a *Actor) accept(k plan.JobKey) {
 //     whole job (deregister, no purge), once;
 //     2b. suspendJobs: suspend actions (L11.settle) suspend their whole
 //     job as step 5 suspends a straight registration;
-//     2c. keepHolds: hold actions are kept in memory (Actor.Holds);
+//     2c. countHolds: hold actions are counted (the broker records them
+//     in its store before Execute);
 //  3. preempt: in the plan's order, for each stop the victim's job is moved
 //     to the holding pool (once per job) and, after Nomad's 200, the
 //     allocation is stopped; the intents of stops not made are withdrawn;
@@ -246,7 +177,7 @@ func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *build.Build) Outco
 	x.announce(ctx)
 	x.stopJobs(ctx)
 	x.suspendJobs(ctx)
-	x.keepHolds()
+	x.countHolds()
 	x.preempt(ctx)
 	x.admit(ctx)
 	x.waitOrExpire(ctx)
@@ -388,8 +319,6 @@ func (x *execution) admit(ctx context.Context) {
 				x.fail("admit", fmt.Errorf("not accepting job %s: %w", k, err))
 				continue
 			}
-			a.accept(k)
-			a.noteAdmitted(k)
 			a.Logger.Info("accepted a job registered straight into its pool", "job", k.String(), "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
 			admits = append(admits, v)
@@ -576,13 +505,6 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *build.Build, mo
 	if _, err := a.Client.Allocations().Stop(&api.Allocation{ID: act.Alloc}, q); err != nil {
 		return nil, fmt.Errorf("failed to stop allocation %s of job %s: %w", act.Alloc, k, err)
 	}
-	a.mu.Lock()
-	if a.stopping == nil {
-		a.stopping = map[string]plan.GroupKey{}
-	}
-	a.stopping[act.Alloc] = act.For
-	a.mu.Unlock()
-	a.noteReservationStop(act)
 	if a.State != nil {
 		a.State.MarkStopping(act.Alloc)
 	}
@@ -609,8 +531,6 @@ func (a *Actor) admit(ctx context.Context, v *build.JobView) error {
 	if _, err := a.register(ctx, v, v.Options.Pool, meta, false); err != nil {
 		return fmt.Errorf("failed to admit job %s into node pool %q: %w", v.Key, v.Options.Pool, err)
 	}
-	a.accept(v.Key)
-	a.noteAdmitted(v.Key)
 	a.Logger.Debug("admitted", "job", v.Key, "pool", v.Options.Pool)
 	return nil
 }
@@ -628,9 +548,6 @@ func (a *Actor) suspend(ctx context.Context, v *build.JobView, reason string) (b
 	if _, err := a.register(ctx, v, a.holding(), nil, false); err != nil {
 		return false, fmt.Errorf("failed to suspend job %s: %w", v.Key, err)
 	}
-	a.mu.Lock()
-	delete(a.accepted, v.Key)
-	a.mu.Unlock()
 	ns, id := v.Key.Namespace, v.Key.Job
 	var errs []error
 	for _, al := range a.State.Allocs() {

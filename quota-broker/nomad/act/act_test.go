@@ -27,8 +27,15 @@ func newActor(f *fakeNomad, s *watch.State) (*Actor, *syncBuffer) {
 
 func planFor(t *testing.T, s *watch.State, a *Actor, tree *quota.Node) (*plan.Plan, *build.Build) {
 	t.Helper()
-	b := build.From(s, build.Input{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(),
-		Stopping: a.Stopping(), Accepted: func(plan.JobKey) bool { return true }})
+	return planStopping(t, s, tree, nil)
+}
+
+// planStopping plans s with stopping, the claimants of allocations being
+// stopped, as the broker reads them back from its intents.
+func planStopping(t *testing.T, s *watch.State, tree *quota.Node, stopping map[string]plan.GroupKey) (*plan.Plan, *build.Build) {
+	t.Helper()
+	b := build.From(s, build.Input{Now: at(t), Quota: tree, Settings: quota.DefaultSettings(), Stopping: stopping,
+		Accepted: func(plan.JobKey) bool { return true }})
 	p, err := plan.Compute(b.Snapshot)
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +120,13 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	if len(out.Failed) != 0 {
 		t.Errorf("failed = %v", out.Failed)
 	}
-	// The next plan does not stop them again, and keeps their GPUs for the claimant.
-	p2, b2 := planFor(t, s, a, claimTree())
+	// The next plan, given the stops back as the broker's intents give
+	// them, does not stop them again, and keeps their GPUs for the claimant.
+	stopping := map[string]plan.GroupKey{}
+	for _, st := range out.Preempted {
+		stopping[st.Alloc] = st.Claimant
+	}
+	p2, b2 := planStopping(t, s, claimTree(), stopping)
 	for _, act := range p2.Actions {
 		if act.Action == plan.ActionStop {
 			t.Fatalf("second plan stops again: %+v", act)

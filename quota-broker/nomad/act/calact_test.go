@@ -2,7 +2,6 @@ package act
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +33,10 @@ func writesFor(t *testing.T, f *fakeNomad) []request {
 	return out
 }
 
-func buildFor(t *testing.T, s *watch.State, a *Actor, now time.Time) *build.Build {
+func buildFor(t *testing.T, s *watch.State, now time.Time, forRes map[string]string) *build.Build {
 	t.Helper()
 	return build.From(s, build.Input{Now: now, Quota: claimTree(), Settings: quota.DefaultSettings(),
-		Stopping: a.Stopping(), StoppingForReservation: a.StoppingForReservation(), Holds: a.Holds(now, nil),
-		Accepted: func(plan.JobKey) bool { return true }})
+		StoppingForReservation: forRes, Accepted: func(plan.JobKey) bool { return true }})
 }
 
 // A stop_job (L11.max_run) deregisters the job once, without purge; once
@@ -47,7 +45,7 @@ func buildFor(t *testing.T, s *watch.State, a *Actor, now time.Time) *build.Buil
 func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	b := buildFor(t, s, a, at(t))
+	b := buildFor(t, s, at(t), nil)
 	p := &plan.Plan{Actions: []plan.Action{
 		{Action: plan.ActionStopJob, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexMaxRun, Reason: "ran 1h of max_run 1h"},
 		{Action: plan.ActionStopJob, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexMaxRun, Reason: "ran 1h of max_run 1h"},
@@ -62,7 +60,7 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 		t.Fatalf("writes = %v (%q)", w, w[0].Query)
 	}
 	// The next plan (Nomad's state not yet updated) stops nothing again.
-	if out := a.Execute(context.Background(), p, buildFor(t, s, a, at(t))); out.JobsStopped != 0 || len(writesFor(t, f)) != 1 {
+	if out := a.Execute(context.Background(), p, buildFor(t, s, at(t), nil)); out.JobsStopped != 0 || len(writesFor(t, f)) != 1 {
 		t.Fatalf("stopped twice: %+v, writes %v", out, writesFor(t, f))
 	}
 	// Nomad stopped the job and its allocations ended.
@@ -75,7 +73,7 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 		c.ClientStatus = api.AllocClientStatusComplete
 		raw(s).Allocs[id] = &c
 	}
-	out = a.Execute(context.Background(), &plan.Plan{}, buildFor(t, s, a, at(t)))
+	out = a.Execute(context.Background(), &plan.Plan{}, buildFor(t, s, at(t), nil))
 	w = writesFor(t, f)
 	if len(w) != 2 || len(out.Errors) != 0 {
 		t.Fatalf("outcome = %+v, writes %v", out, w)
@@ -93,7 +91,7 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	b := buildFor(t, s, a, at(t))
+	b := buildFor(t, s, at(t), nil)
 	p := &plan.Plan{Actions: []plan.Action{{Action: plan.ActionSuspend, Namespace: "workspace-c", Job: "training", Rule: plan.RuleFlexSettle, Reason: "1 of 2 allocations placed after settle 30s"}}}
 	out := a.Execute(context.Background(), p, b)
 	if out.JobsSuspended != 1 || len(out.Errors) != 0 {
@@ -113,10 +111,8 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	if j, _, _ := registered(t, f.Writes()[0]); str(j.NodePool) != build.DefaultHoldingPool {
 		t.Fatalf("moved to %q", str(j.NodePool))
 	}
-	if got := a.Requeued(jobC); !got.Equal(at(t)) {
-		t.Fatalf("requeued at %v, want %v", got, at(t))
-	}
-	// Back in the holding pool, its pending groups are queued since then.
+	// Back in the holding pool, its pending groups are queued since the
+	// queued_at the broker records through its Fence (WriteRequeue).
 	stopped := *raw(s).Jobs[jobC]
 	pool := build.DefaultHoldingPool
 	stopped.NodePool = &pool
@@ -128,8 +124,13 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	}
 	delete(raw(s).Summaries, jobC) // not evaluated yet: every allocation is pending
 	later := at(t).Add(time.Minute)
-	b = build.From(s, build.Input{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(), Requeued: a.Requeued,
-		Accepted: func(plan.JobKey) bool { return true }})
+	b = build.From(s, build.Input{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(),
+		Requeued: func(k plan.JobKey) time.Time {
+			if k == jobC {
+				return at(t)
+			}
+			return time.Time{}
+		}, Accepted: func(plan.JobKey) bool { return true }})
 	var queued []time.Time
 	for _, pg := range b.Snapshot.Pending {
 		if pg.JobKey() == jobC {
@@ -141,53 +142,32 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	}
 }
 
-// Hold actions are kept by owner and node (GPUs merged, the later end kept)
-// and passed back into the snapshot until they end.
-func TestExecuteKeepsHoldsUntilTheyEnd(t *testing.T) {
+// Hold actions are counted and make no Nomad call: the broker records them
+// in its store before Execute (plan.MergeHold), and the Actor keeps none.
+func TestExecuteCountsHoldsAndCallsNothing(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	b := buildFor(t, s, a, at(t))
+	b := buildFor(t, s, at(t), nil)
 	node := b.Snapshot.Nodes[0]
-	g0, g1 := node.GPUs[0].ID, node.GPUs[1].ID
 	owner := plan.GroupKey{Namespace: "workspace-b", Job: "training", Group: "train"}
-	end := at(t).Add(time.Hour)
 	p := &plan.Plan{Actions: []plan.Action{
-		{Action: plan.ActionHold, Node: node.ID, For: owner, GPUIDs: []string{g1}, Until: end.Add(-time.Minute), Rule: plan.RuleReservation},
-		{Action: plan.ActionHold, Node: node.ID, For: owner, GPUIDs: []string{g0}, Until: end, Rule: plan.RuleReservation},
-		{Action: plan.ActionHold, Node: node.ID, Reservation: "r-1", GPUIDs: []string{g0}, Until: end.Add(-time.Minute), Rule: plan.RuleReservation},
+		{Action: plan.ActionHold, Node: node.ID, For: owner, GPUIDs: []string{node.GPUs[1].ID}, Until: at(t).Add(time.Hour), Rule: plan.RuleReservation},
+		{Action: plan.ActionHold, Node: node.ID, Reservation: "r-1", GPUIDs: []string{node.GPUs[0].ID}, Until: at(t).Add(time.Hour), Rule: plan.RuleReservation},
+		{Action: plan.ActionHold, Node: node.ID, GPUIDs: []string{node.GPUs[0].ID}, Until: at(t).Add(time.Hour)}, // no owner: not a hold
 	}}
-	if out := a.Execute(context.Background(), p, b); out.Held != 3 || len(writesFor(t, f)) != 0 {
+	if out := a.Execute(context.Background(), p, b); out.Held != 2 || len(writesFor(t, f)) != 0 {
 		t.Fatalf("outcome = %+v, writes %v", out, writesFor(t, f))
-	}
-	want := []plan.Hold{
-		{For: plan.HoldOwner{Group: owner}, Node: node.ID, GPUIDs: slices.Sorted(slices.Values([]string{g0, g1})), Until: end},
-		{For: plan.HoldOwner{Reservation: "r-1"}, Node: node.ID, GPUIDs: []string{g0}, Until: end.Add(-time.Minute)},
-	}
-	if diff := cmp.Diff(want, a.Holds(at(t), nil)); diff != "" {
-		t.Fatalf("holds (-want +got):\n%s", diff)
-	}
-	// The build passes the claimant's hold on (the reservation's is left
-	// out by the check: the snapshot has no reservation r-1).
-	b = buildFor(t, s, a, at(t))
-	if diff := cmp.Diff(want[:1], b.Snapshot.Holds); diff != "" {
-		t.Fatalf("snapshot holds (-want +got):\n%s", diff)
-	}
-	// At the reservation's end its hold is gone, at the claimant's all are.
-	if diff := cmp.Diff(want[:1], a.Holds(end.Add(-time.Minute), nil)); diff != "" {
-		t.Fatalf("holds (-want +got):\n%s", diff)
-	}
-	if got := a.Holds(end, nil); len(got) != 0 {
-		t.Fatalf("holds after their end = %+v", got)
 	}
 }
 
-// An allocation stopped for a reservation (L10.drain) is remembered: the
-// next snapshot carries it as stopping for the reservation, not for an
+// An allocation stopped for a reservation (L10.drain) is reported with its
+// reservation (the broker's intent names it too); the next snapshot, given
+// that intent back, carries it as stopping for the reservation, not for an
 // unknown claimant, so no stop is deferred and it is not chosen again.
 func TestExecuteRemembersStopsForAReservation(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
-	b := buildFor(t, s, a, at(t))
+	b := buildFor(t, s, at(t), nil)
 	p := &plan.Plan{Actions: []plan.Action{{Action: plan.ActionStop, Alloc: allocC1, Namespace: "workspace-c", Job: "training",
 		Group: "train", GPUs: 2, Reservation: "r-1", Rule: plan.RuleDrain, Reason: "drain for r-1"}}}
 	out := a.Execute(context.Background(), p, b)
@@ -197,10 +177,10 @@ func TestExecuteRemembersStopsForAReservation(t *testing.T) {
 	if len(out.Preempted) != 1 || out.Preempted[0].Reservation != "r-1" || !out.Preempted[0].Claimant.IsZero() || out.Preempted[0].Rule != plan.RuleDrain {
 		t.Fatalf("preempted = %+v", out.Preempted)
 	}
-	if diff := cmp.Diff(map[string]string{allocC1: "r-1"}, a.StoppingForReservation()); diff != "" {
-		t.Fatalf("stopping (-want +got):\n%s", diff)
+	if al, ok := s.Alloc(allocC1); !ok || !al.Stopping() {
+		t.Fatalf("allocation %s not marked stopping in the state", allocC1)
 	}
-	b = buildFor(t, s, a, at(t))
+	b = buildFor(t, s, at(t), map[string]string{allocC1: "r-1"})
 	if len(b.UnknownStopping) != 0 {
 		t.Fatalf("unknown stopping = %v", b.UnknownStopping)
 	}
@@ -212,14 +192,6 @@ func TestExecuteRemembersStopsForAReservation(t *testing.T) {
 	}
 	if got == nil || got.StoppingForReservation != "r-1" || !got.StoppingFor.IsZero() {
 		t.Fatalf("allocation = %+v", got)
-	}
-	// Once it ended, it is forgotten.
-	c := *raw(s).Allocs[allocC1]
-	c.ClientStatus = api.AllocClientStatusComplete
-	raw(s).Allocs[allocC1] = &c
-	a.Forget(s)
-	if got := a.StoppingForReservation(); len(got) != 0 {
-		t.Fatalf("stopping = %v", got)
 	}
 }
 
@@ -233,11 +205,15 @@ func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
 	j.Meta = map[string]string{build.MetaPool: "default", build.MetaFlexMaxRun: "1h"}
 	raw(s).Jobs[jobC] = &j
 	admitted := at(t).Add(-time.Hour)
-	a.Now = func() time.Time { return admitted }
-	a.noteAdmitted(jobC)
+	admittedAt := func(k plan.JobKey) time.Time { // the broker's record
+		if k == jobC {
+			return admitted
+		}
+		return time.Time{}
+	}
 	build := func(now time.Time) *build.Build {
-		b := build.From(s, build.Input{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
-			AdmittedAt: a.AdmittedAt, Accepted: func(plan.JobKey) bool { return true }})
+		b := build.From(s, build.Input{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(),
+			AdmittedAt: admittedAt, Accepted: func(plan.JobKey) bool { return true }})
 		if b.Invalid != nil || len(b.Left) != 0 {
 			t.Fatalf("build: %v, left %v", b.Invalid, b.Left)
 		}

@@ -24,10 +24,19 @@
 //
 // Calendar actions (calact.go): stop_job deregisters a job whole and writes
 // its status once its allocations are gone; suspend moves a flex job whole
-// to the holding pool; holds are kept until they end.
+// to the holding pool; hold actions are only counted (the agent records
+// them in its store).
 //
 // Intents (fence.go): before each Nomad call the Actor asks its Fence, so
 // that only the lock holder acts and each call is recorded first (L12).
+//
+// Memory: the Actor keeps no facts between plans (issue 18). Which
+// allocations stop for whom, which jobs were admitted and when, and the
+// holds are the agent's store records: the Fence writes them before each
+// call, and the agent reads them back into the next build.Input. What it
+// keeps is the status meta still to write of a job stopped whole (calact.go),
+// since when an idle group has had allocations unplaced (scaledown.go), and
+// what it last logged (a wait reason, a deferral), so as not to repeat it.
 //
 // Job meta is written only on jobs with no live allocations: a meta change
 // is a destructive update that would replace running allocations.

@@ -131,10 +131,10 @@ func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *build.Polici
 	return f, s, pols
 }
 
-// idleBuild builds s with pols and the Actor's stops.
+// idleBuild builds s with pols.
 func idleBuild(t *testing.T, s *watch.State, a *Actor, pols *build.Policies, tree *quota.Node, now time.Time) *build.Build {
 	t.Helper()
-	b := build.From(s, build.Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(), Stopping: a.Stopping(),
+	b := build.From(s, build.Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(),
 		Accepted: func(plan.JobKey) bool { return true }, Policies: pols})
 	if b.Invalid != nil || len(b.Left) != 0 {
 		t.Fatalf("Build: invalid %v, left %v", b.Invalid, b.Left)

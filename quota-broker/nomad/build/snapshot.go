@@ -32,7 +32,8 @@ type Input struct {
 	// Governed says which namespaces the broker governs; nil means every
 	// namespace bound in the quota tree.
 	Governed func(namespace string) bool
-	// Stopping maps allocations the broker stopped to their claimant.
+	// Stopping maps allocations the broker stopped to their claimant (the
+	// agent: its store's intents).
 	Stopping map[string]plan.GroupKey
 	// Accepted says whether a job in a real pool was admitted by the broker
 	// (or was there when it started). A job in a real pool that is not
@@ -43,19 +44,20 @@ type Input struct {
 	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
 	AdmitPools []string
 	// StoppingForReservation maps allocations the broker stopped for a
-	// reservation to its ID (Actor.StoppingForReservation).
+	// reservation to its ID (the agent: its store's intents of rules
+	// L10.drain and L10.start).
 	StoppingForReservation map[string]string
 	// AdmittedAt says when the broker admitted a job: the store's
-	// admitted_at (jobs/<ns>/<job>) in the agent, else Actor.AdmittedAt;
-	// nil or zero: unknown (see timedAllocations).
+	// admitted_at (jobs/<ns>/<job>) in the agent; nil or zero: unknown
+	// (see timedAllocations).
 	AdmittedAt func(job plan.JobKey) time.Time
 	// FirstSeen says when the broker first saw a job: the store's
 	// first_seen in the agent (DESIGN L11: the order of L3); nil or zero:
 	// the job's gputide_submitted meta, else its SubmitTime (Submitted).
 	FirstSeen func(job plan.JobKey) time.Time
 	// Requeued says when the broker last queued a job: the store's
-	// queued_at in the agent, else Actor.Requeued (rule L11.settle); nil,
-	// zero or not after the job's first sight: never requeued.
+	// queued_at in the agent (rule L11.settle); nil, zero or not after the
+	// job's first sight: never requeued.
 	Requeued func(job plan.JobKey) time.Time
 	// Reservations are the store's bookings not yet moved to history
 	// (ended ones included: the core's L10.end still stops their jobs),
@@ -63,8 +65,8 @@ type Input struct {
 	// and names none of them, one of another namespace, or an ended one
 	// has a meta error (CheckReservation).
 	Reservations []plan.Reservation
-	// Holds are the holds the broker keeps (Actor.Holds), passed on as
-	// plan.Snapshot.Holds.
+	// Holds are the holds the broker keeps (the agent: its store's holds/),
+	// passed on as plan.Snapshot.Holds.
 	Holds []plan.Hold
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
