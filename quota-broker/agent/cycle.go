@@ -186,7 +186,7 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 		Governed: a.governed, AdmitPools: a.cfg.AdmitPools, Policies: a.policies, Accepted: accepted,
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
 		Reservations: c.view.res, Holds: c.view.planHolds(c.start),
-		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt}
+		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt, Specs: &a.specs}
 	c.b = build.From(c.state, in)
 	c.run.snap = c.b.Snapshot
 	a.logLeft(c.b.Left)

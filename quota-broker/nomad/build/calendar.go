@@ -40,7 +40,11 @@ func timedAllocations(allocs []plan.Allocation, jobs map[plan.JobKey]*JobView, a
 		if v == nil {
 			continue
 		}
-		al.KillTimeout = groupKillTimeout(v.Job, al.Group)
+		if g, ok := v.spec.group(al.Group); ok {
+			al.KillTimeout = g.killTimeout
+		} else {
+			al.KillTimeout = groupKillTimeout(v.Job, al.Group)
+		}
 		if v.Options.Flex != nil {
 			al.MaxRun = v.Options.Flex.MaxRun
 		}

@@ -2,12 +2,14 @@ package build
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/internal/scalegen"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -60,7 +62,8 @@ func TestFromScale(t *testing.T) {
 
 // BenchmarkFromScale is build.From alone on a generated cluster of
 // GPUTIDE_SCALE_NODES nodes (default 5,000: 10,000 jobs, 20,000
-// allocations), the build step of the agent's BenchmarkCycleScale.
+// allocations), the build step of the agent's BenchmarkCycleScale,
+// without Specs and with Specs kept from an earlier build (the agent's).
 func BenchmarkFromScale(b *testing.B) {
 	nodes := 5000
 	if v := os.Getenv("GPUTIDE_SCALE_NODES"); v != "" {
@@ -71,12 +74,21 @@ func BenchmarkFromScale(b *testing.B) {
 		nodes = n
 	}
 	s, in := scaleState(b, nodes)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if bd := From(s, in); len(bd.Snapshot.Allocations) != 4*nodes {
-			b.Fatalf("%d allocations, want %d", len(bd.Snapshot.Allocations), 4*nodes)
-		}
+	for _, specs := range []bool{false, true} {
+		b.Run(fmt.Sprintf("specs=%v", specs), func(b *testing.B) {
+			in := in
+			if specs { // the agent's: kept across builds
+				in.Specs = &Specs{}
+				From(s, in)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if bd := From(s, in); len(bd.Snapshot.Allocations) != 4*nodes {
+					b.Fatalf("%d allocations, want %d", len(bd.Snapshot.Allocations), 4*nodes)
+				}
+			}
+		})
 	}
 }
 
@@ -133,5 +145,43 @@ func TestGPUDevice(t *testing.T) {
 		if got != want {
 			t.Errorf("gpuDevice(%q) = %+v, want %+v", name, got, want)
 		}
+	}
+}
+
+// A build with Specs makes the snapshot a build without makes, reads a
+// spec again only once the State holds a new one for its job, and keeps
+// one spec per governed job.
+func TestSpecsKeepOneReadPerSpec(t *testing.T) {
+	s, in := scaleState(t, 50)
+	want := From(s, in)
+	cached := in
+	cached.Specs = &Specs{}
+	for range 2 {
+		got := From(s, cached)
+		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+			t.Fatalf("snapshot with Specs (-without +with):\n%s", diff)
+		}
+	}
+	if n := cached.Specs.Len(); n != 100 {
+		t.Fatalf("Specs keeps %d specs, want 100 (one per job)", n)
+	}
+	// A new spec of train-00000 (team-00) in place of the old, as an
+	// event brings it: now an idle job.
+	key := plan.JobKey{Namespace: scalegen.Team(0), Job: "train-00000"}
+	s.Edit(func(v watch.View) {
+		c := *v.Jobs[key]
+		c.Meta = map[string]string{"gputide_idle": "true"}
+		v.Jobs[key] = &c
+	})
+	want = From(s, in)
+	got := From(s, cached)
+	if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+		t.Fatalf("snapshot with Specs after the job changed (-without +with):\n%s", diff)
+	}
+	if !got.Jobs[key].Options.Idle {
+		t.Fatalf("job %s: options %+v, want idle (its new spec)", key, got.Jobs[key].Options)
+	}
+	if n := cached.Specs.Len(); n != 100 {
+		t.Fatalf("Specs keeps %d specs after the change, want 100 (the old one forgotten)", n)
 	}
 }

@@ -71,6 +71,10 @@ type Input struct {
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
 	Policies *Policies
+	// Specs, when set, keeps what builds read of each job's spec from one
+	// build to the next (the agent's, across cycles); nil: every build
+	// reads every spec.
+	Specs *Specs
 }
 
 // JobView is a governed job as the broker sees it.
@@ -85,6 +89,8 @@ type JobView struct {
 	Live      int  // live allocations
 	GPUGroups int  // task groups that ask for nvidia/gpu devices
 	Pending   int  // allocations passed to the core as pending
+
+	spec *specRead // what the build read of Job
 }
 
 // Build is a snapshot together with the job views it was made from.
@@ -153,6 +159,8 @@ func build(s watch.View, in Input) *Build {
 		holding = DefaultHoldingPool
 	}
 	governed := governedOnce(quota.Namespaces(in.Quota), in.Governed)
+	in.Specs.begin()
+	defer in.Specs.end()
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
 	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
 
@@ -164,7 +172,7 @@ func build(s watch.View, in Input) *Build {
 		if !governed(nsOrDefault(str(j.Namespace))) {
 			continue
 		}
-		v := jobView(k, j, live.jobs[k], holding, in.Accepted)
+		v := jobView(k, j, in.Specs.of(j, holding), live.jobs[k], holding, in.Accepted)
 		if v.MetaErr == nil {
 			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
 		}
@@ -254,19 +262,14 @@ func liveByGroup(allocs map[string]*watch.Alloc) liveCounts {
 // jobView is step 3: the broker's view of governed job j (key k) with its
 // live allocations (live). A job outside the holding pool that accepted
 // does not know is Direct (registered straight into its pool).
-func jobView(k plan.JobKey, j *api.Job, live int, holding string, accepted func(plan.JobKey) bool) *JobView {
-	v := &JobView{Key: k, Job: j, Pool: str(j.NodePool), Live: live}
+func jobView(k plan.JobKey, j *api.Job, spec *specRead, live int, holding string, accepted func(plan.JobKey) bool) *JobView {
+	v := &JobView{Key: k, Job: j, Pool: str(j.NodePool), Live: live, spec: spec}
 	if v.Pool == "" {
 		v.Pool = "default"
 	}
 	v.Holding = v.Pool == holding
-	v.Options, v.MetaErr = ParseJobOptions(j.Meta, holding)
+	v.Options, v.MetaErr, v.GPUGroups = spec.options, spec.metaErr, spec.gpuGroups
 	v.Direct = !v.Holding && accepted != nil && !accepted(k)
-	for _, tg := range j.TaskGroups {
-		if gpus, _ := groupGPUs(tg); gpus > 0 {
-			v.GPUGroups++
-		}
-	}
 	return v
 }
 
@@ -305,15 +308,10 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 		place = placeHolding
 	}
 	ns := nsOrDefault(str(j.Namespace))
-	for _, tg := range j.TaskGroups {
-		gpus, model := groupGPUs(tg)
-		if gpus == 0 || tg.Name == nil {
+	for _, g := range v.spec.groups {
+		gpus, model, group, want := g.gpus, g.model, g.name, g.count
+		if gpus == 0 {
 			continue
-		}
-		group := *tg.Name
-		want := 1
-		if tg.Count != nil {
-			want = *tg.Count
 		}
 		queued, hasSum := queuedOf(sum, group)
 		count := pendingCount(place, want, live.group(v.Key, group), queued, hasSum)
