@@ -23,9 +23,8 @@ import (
 //   - The leader loads the records once when it takes the lock (load, at
 //     the first cycle of the term) and keeps them current from its own
 //     writes (commit: the store first, fenced by the lock, then the
-//     memory); while it leads, the store's blocking queries of the records
-//     are not applied (only the leader writes them, so its own are the
-//     newest).
+//     memory); while it leads it does not watch them (only the leader
+//     writes them, so its own are the newest).
 //   - A standby keeps them current from the store's blocking queries
 //     (watchRecords: store.WatchRecords), so a successor reads exactly
 //     what its predecessor wrote.
@@ -48,10 +47,28 @@ type memory struct {
 	needLoad bool  // load before the next view (a new term, a partial write)
 	recErr   error // the records watch's last error, nil once it answers again
 	resErr   error // the bookings watch's last error, likewise
+	// roles is closed and replaced when leading changes (watchRecords).
+	roles chan struct{}
 }
 
 func newMemory(st store.Store, persist bool) *memory {
-	return &memory{st: st, persist: persist, needLoad: true, rec: emptyRecords()}
+	return &memory{st: st, persist: persist, needLoad: true, rec: emptyRecords(), roles: make(chan struct{})}
+}
+
+// role reports whether the memory is the leader's, and a channel closed
+// when that changes.
+func (m *memory) role() (leading bool, changed <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leading, m.roles
+}
+
+// setRole sets leading and asks for a load; m.mu is held.
+func (m *memory) setRole(leading bool) {
+	m.leading, m.needLoad = leading, true
+	m.recErr = nil // a leader does not watch the records; a standby's watch starts again
+	close(m.roles)
+	m.roles = make(chan struct{})
 }
 
 func emptyRecords() store.Records {
@@ -64,7 +81,7 @@ func emptyRecords() store.Records {
 func (m *memory) lead() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.leading, m.needLoad = true, true
+	m.setRole(true)
 }
 
 // stand marks the memory as a standby's: the store's blocking queries keep
@@ -73,7 +90,7 @@ func (m *memory) lead() {
 func (m *memory) stand() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.leading, m.needLoad = false, true
+	m.setRole(false)
 }
 
 // watched applies a delivery of store.WatchRecords: the leader's name
@@ -351,15 +368,12 @@ func claimantWaits(s *watch.State, claimant plan.GroupKey, holdingPool string) b
 
 // watchStore keeps the memory current from the store's blocking queries
 // until ctx ends: the bookings (and, with Consul, the tree: onTree) on
-// every agent, the records on all but a dry run.
+// every agent, the records on standbys (watchRecords).
 func (a *Agent) watchStore(ctx context.Context, onTree func(*store.Guarded)) {
 	var wg sync.WaitGroup
 	if !a.dryRun {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = a.store.WatchRecords(ctx, a.mem.watched)
-		}()
+		go func() { defer wg.Done(); a.watchRecords(ctx) }()
 	}
 	var failing bool
 	_ = a.store.WatchGuarded(ctx, func(g *store.Guarded, err error) {
@@ -378,6 +392,31 @@ func (a *Agent) watchStore(ctx context.Context, onTree func(*store.Guarded)) {
 		a.poke()
 	})
 	wg.Wait()
+}
+
+// watchRecords follows the store's records (store.WatchRecords) while
+// this agent stands by, until ctx ends. A leader does not: it writes them
+// itself, and would read every job record back after each of its writes.
+func (a *Agent) watchRecords(ctx context.Context) {
+	for ctx.Err() == nil {
+		leading, changed := a.mem.role()
+		if leading {
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			}
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = a.store.WatchRecords(wctx, a.mem.watched) }()
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		}
+		cancel()
+		<-done
+	}
 }
 
 // setLeaderName keeps the name of the lock's holder, as a cycle's view has
