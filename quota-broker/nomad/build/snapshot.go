@@ -169,10 +169,11 @@ func build(s watch.View, in Input) *Build {
 	bookings := IndexBookings(in.Reservations)
 	for _, k := range slices.SortedFunc(maps.Keys(s.Jobs), plan.JobKey.Compare) {
 		j := s.Jobs[k]
-		if !governed(nsOrDefault(str(j.Namespace))) {
+		spec := in.Specs.of(j, holding)
+		if !governed(spec.namespace) {
 			continue
 		}
-		v := jobView(k, j, in.Specs.of(j, holding), live.jobs[k], holding, in.Accepted)
+		v := jobView(k, j, spec, live.jobs[k], holding, in.Accepted)
 		if v.MetaErr == nil {
 			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
 		}
@@ -263,7 +264,7 @@ func liveByGroup(allocs map[string]*watch.Alloc) liveCounts {
 // live allocations (live). A job outside the holding pool that accepted
 // does not know is Direct (registered straight into its pool).
 func jobView(k plan.JobKey, j *api.Job, spec *specRead, live int, holding string, accepted func(plan.JobKey) bool) *JobView {
-	v := &JobView{Key: k, Job: j, Pool: str(j.NodePool), Live: live, spec: spec}
+	v := &JobView{Key: k, Job: j, Pool: spec.pool, Live: live, spec: spec}
 	if v.Pool == "" {
 		v.Pool = "default"
 	}
@@ -278,6 +279,9 @@ func jobView(k plan.JobKey, j *api.Job, spec *specRead, live int, holding string
 // pending, and its gputide_reservation is not checked (its booking may
 // have ended and gone to history, as it should).
 func (v *JobView) stopped() bool {
+	if v.spec != nil {
+		return v.spec.stop || v.spec.status == "dead" && v.Live == 0
+	}
 	j := v.Job
 	return (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0
 }
@@ -293,11 +297,11 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 	if v.GPUGroups == 0 {
 		return nil, v.Holding
 	}
-	typ := plan.JobType(str(j.Type))
+	typ := v.spec.typ
 	if typ != plan.JobService && typ != plan.JobBatch {
 		return nil, false
 	}
-	if j.IsPeriodic() || j.IsParameterized() {
+	if v.spec.parent {
 		return nil, false
 	}
 	place := placeAdmitted
@@ -307,7 +311,7 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 	case v.Holding:
 		place = placeHolding
 	}
-	ns := nsOrDefault(str(j.Namespace))
+	ns := v.spec.namespace
 	for _, g := range v.spec.groups {
 		gpus, model, group, want := g.gpus, g.model, g.name, g.count
 		if gpus == 0 {
@@ -319,7 +323,7 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 			continue
 		}
 		v.Pending += count
-		pending = append(pending, plan.Pending{Namespace: ns, Job: str(j.ID), Group: group, Type: typ, Priority: prio(j),
+		pending = append(pending, plan.Pending{Namespace: ns, Job: v.spec.id, Group: group, Type: typ, Priority: v.spec.priority,
 			Count: count, GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
 			Idle: v.Options.Idle, Elastic: v.Options.Elastic, Reservation: v.Options.Reservation,
 			SubmittedAt: submitted(j), Flex: v.Options.Flex})
@@ -387,8 +391,11 @@ func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*J
 			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: append([]string(nil), a.GPUIDs...),
 			StartedAt: a.StartedAt}
 		if v != nil {
-			pa.Type = plan.JobType(str(v.Job.Type))
-			pa.Priority = prio(v.Job)
+			if v.spec != nil {
+				pa.Type, pa.Priority = v.spec.typ, v.spec.priority
+			} else { // a view not made by a build
+				pa.Type, pa.Priority = plan.JobType(str(v.Job.Type)), prio(v.Job)
+			}
 			pa.Idle, pa.Elastic, pa.Reservation = v.Options.Idle, v.Options.Elastic, v.Options.Reservation
 		}
 		if !pa.Type.Valid() {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -25,9 +26,19 @@ type Specs struct {
 	depth int               // builds under way
 }
 
-// specRead is what a build reads of one spec.
+// specRead is what a build reads of one spec: every field of the job a
+// build uses (the spec is a large tree of pointers, which a build over
+// 10,000 jobs would otherwise follow again every cycle).
 type specRead struct {
 	holding   string // the holding pool the options were read with
+	namespace string // "default" when unset
+	id        string
+	pool      string // the node pool, "" when unset
+	typ       plan.JobType
+	priority  int  // prio
+	stop      bool // the job is stopped (job stop)
+	status    string
+	parent    bool // a periodic or parameterized parent
 	options   JobOptions
 	metaErr   error
 	groups    []groupRead // the spec's task groups that have a name, in order
@@ -45,7 +56,9 @@ type groupRead struct {
 
 // readSpec reads job j's spec with holding as the holding pool.
 func readSpec(j *api.Job, holding string) *specRead {
-	r := &specRead{holding: holding}
+	r := &specRead{holding: holding, namespace: nsOrDefault(str(j.Namespace)), id: str(j.ID), pool: str(j.NodePool),
+		typ: plan.JobType(str(j.Type)), priority: prio(j), stop: j.Stop != nil && *j.Stop, status: str(j.Status),
+		parent: j.IsPeriodic() || j.IsParameterized()}
 	r.options, r.metaErr = ParseJobOptions(j.Meta, holding)
 	for _, tg := range j.TaskGroups {
 		if tg == nil {
