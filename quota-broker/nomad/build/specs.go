@@ -8,9 +8,11 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// Specs keeps what a build reads of each job's spec: its gputide meta
-// options (or meta error) and, per task group, the GPUs and model one
-// allocation asks for and the largest kill_timeout of its tasks. It is
+// Specs keeps what a build reads of each job's spec: the job's fields it
+// reads for every job and allocation (namespace, ID, node pool, type,
+// priority, stop, status), its gputide meta options (or meta error) and,
+// per task group, its count, the GPUs and model one allocation asks for
+// and the largest kill_timeout of its tasks. It is
 // keyed by the spec's pointer: the watcher's State puts a new *api.Job in
 // place of a job whenever the job changes (an event, the broker's own
 // register, a read) and never changes one in place, so a spec read by the
