@@ -29,13 +29,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/internal/scalegen"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 )
 
 // scaleEnv is one broker on a generated cluster, its background work
-// (the watcher, the store's tree, the leader lock) running.
+// (the Nomad watcher, the store's watch, the leader lock) running.
 type scaleEnv struct {
 	c       *scalegen.Cluster
 	a       *Agent
@@ -58,8 +59,9 @@ type scaleEnv struct {
 // newScaleEnv generates a cluster of size, fills the store (Consul at
 // consulAddr under a prefix of its own, deleted at the end; the memory
 // store when consulAddr is ""), starts a broker on both and waits until it
-// holds the lock and has listed Nomad, then runs one cycle (the leader's
-// first: it prunes the history) that must act.
+// holds the lock and has listed Nomad, then runs cycles until one acts
+// (the leader's first loads its memory and prunes the history), for at
+// most a minute.
 func newScaleEnv(tb testing.TB, size scalegen.Size, consulAddr string) *scaleEnv {
 	tb.Helper()
 	c, err := scalegen.New(size, time.Now())
@@ -218,8 +220,11 @@ func (e *scaleEnv) step(tb testing.TB) time.Duration {
 	regs := e.c.Registered()[before:]
 	want := []scalegen.Register{{Namespace: newJobNS, Job: id, NodePool: "default", EnforceIndex: true}}
 	if diff := cmp.Diff(want, regs, cmpIgnoreIndex); diff != "" {
-		_, p := lastOf(e.a)
-		tb.Fatalf("the cycle's registers (-want +got):\n%s\nwhy not acting: %q\nplan: %+v", diff, e.a.Health().Why, p.Actions)
+		var actions []plan.Action
+		if _, p := lastOf(e.a); p != nil {
+			actions = p.Actions
+		}
+		tb.Fatalf("the cycle's registers (-want +got):\n%s\nwhy not acting: %q\nthe plan's actions: %+v", diff, e.a.Health().Why, actions)
 	}
 	e.c.Purge(newJobNS, id)
 	eventually(tb, "the purge is applied", time.Minute, func() bool {
