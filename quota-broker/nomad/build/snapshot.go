@@ -318,6 +318,9 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 			continue
 		}
 		queued, hasSum := queuedOf(sum, group)
+		if place == placeAdmitted && queued <= 0 {
+			continue // pendingCount is at most queued: nothing to look up (most jobs, every build)
+		}
 		count := pendingCount(place, want, live.group(v.Key, group), queued, hasSum)
 		if count <= 0 {
 			continue
