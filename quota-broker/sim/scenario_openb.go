@@ -309,7 +309,7 @@ func (b *block) entryNumber(name string, e entry, lo, hi float64) float64 {
 // GPUs fit a node whole. Idle jobs are drawn per pod from a source seeded
 // by the scenario's seed and the pod's name.
 func (s *Scenario) openb(w *Workload, o *Openb, end time.Time) error {
-	f, name, err := openFallback(s.src, o.Trace, o.Fallback)
+	f, name, _, err := openFallback(s.src, o.Trace, o.Fallback)
 	if err != nil {
 		if o.Fallback == "" && errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w (the openb pod list; see ../shared/traces/alibaba/README.md)", err)

@@ -464,7 +464,7 @@ func traceText(tr *sim.Training) string {
 	if tr.TraceRead == "" {
 		return "`" + tr.Trace + "`"
 	}
-	if tr.Fallback != "" && tr.TraceRead != tr.Trace && !strings.HasSuffix(tr.TraceRead, tr.Trace) {
+	if tr.FallbackRead {
 		return fmt.Sprintf("`%s` (the fallback: `%s` is missing)", tr.TraceRead, tr.Trace)
 	}
 	return "`" + tr.TraceRead + "`"

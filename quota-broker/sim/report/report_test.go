@@ -397,7 +397,11 @@ func TestTraceFileRead(t *testing.T) {
 	}{
 		{sim.Training{Trace: "philly.csv"}, "`philly.csv`"},
 		{sim.Training{Trace: "philly.csv", TraceRead: "/data/philly.csv"}, "`/data/philly.csv`"},
-		{sim.Training{Trace: "philly.csv", Fallback: "sample.csv", TraceRead: "/s/sample.csv"}, "`/s/sample.csv` (the fallback: `philly.csv` is missing)"},
+		{sim.Training{Trace: "philly.csv", Fallback: "sample.csv", TraceRead: "/s/sample.csv", FallbackRead: true}, "`/s/sample.csv` (the fallback: `philly.csv` is missing)"},
+		// The trace found, named by its path from the working folder, which
+		// is not the scenario's text (examples/mixed: ../../../shared/... read
+		// as ../shared/...): no fallback was read.
+		{sim.Training{Trace: "../../../shared/traces/philly/philly.csv", Fallback: "../traces-sample/philly-sample.csv", TraceRead: "../shared/traces/philly/philly.csv"}, "`../shared/traces/philly/philly.csv`"},
 	} {
 		if got := traceText(&c.tr); got != c.want {
 			t.Errorf("traceText(%+v) = %q, want %q", c.tr, got, c.want)
