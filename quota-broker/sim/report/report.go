@@ -797,7 +797,11 @@ func Summary(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string,
 		stops += x.Stops
 		rules = append(rules, fmt.Sprintf("%s %d", x.Rule, x.Stops))
 	}
-	p("  preemptions          %d (%s), work lost %.1f GPU-h\n", stops, strings.Join(rules, ", "), r.LostGPUh)
+	byRule := ""
+	if len(rules) > 0 {
+		byRule = " (" + strings.Join(rules, ", ") + ")"
+	}
+	p("  preemptions          %d%s, work lost %.1f GPU-h\n", stops, byRule, r.LostGPUh)
 	p("  inference scale-ups  %d, longest wait at a scheduled one %s\n", len(r.ScaleUps), Dur(r.MaxBoundaryWait()))
 	sw, sn := r.StartedWait()
 	p("  training wait        %s mean (all %d jobs, still waiting so far); %s mean (the %d started)\n", Dur(r.TrainingWait()), sn+r.Waiting(), Dur(sw), sn)

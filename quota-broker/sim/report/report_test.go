@@ -277,6 +277,19 @@ func TestSummaryWarnings(t *testing.T) {
 	}
 }
 
+// A run without preemptions says 0, with no empty list of rules (the
+// summary said "preemptions 0 ()").
+func TestSummaryNoPreemptions(t *testing.T) {
+	r := handMade()
+	r.Rules = nil
+	r.LostGPUh = 0
+	var b strings.Builder
+	Summary(&b, r, nil, nil, "")
+	if want := "  preemptions          0, work lost 0.0 GPU-h\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+}
+
 // checkHTML parses report.html as a browser would and checks that it holds
 // every chart inline and every table of report.md, and loads nothing.
 func checkHTML(t *testing.T, dir string, charts, tables int) {
