@@ -160,6 +160,9 @@ func (s *Scenario) parseInventory(blk *hcl.Block, what string, seen map[string]s
 	}
 	f, name, err := s.src.Open(inv.Nodes, MaxTraceBytes)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w (the openb node list; see ../shared/traces/alibaba/README.md)", err)
+		}
 		return &Error{Pos: b.pos("nodes"), Msg: fmt.Sprintf("%s: nodes = %q: %v", what, inv.Nodes, err)}
 	}
 	list, err := trace.ReadOpenbNodes(f, name)
