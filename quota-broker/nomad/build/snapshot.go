@@ -236,7 +236,12 @@ func build(s watch.View, in Input) *Build {
 			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 		}
 		if v.MetaErr == nil {
-			v.Flavors, v.MetaErr = JobFlavors(flavors, j)
+			// A stopped job's gputide_flavors is not checked (as its
+			// reservation is not): its status is the stop's.
+			fl, err := JobFlavors(flavors, j)
+			if v.Flavors = fl; !v.stopped() {
+				v.MetaErr = err
+			}
 		}
 		if in.Stopped != nil {
 			v.Stopped = in.Stopped(k)

@@ -134,6 +134,15 @@ func TestBuildGivesABadGputideFlavorsAMetaError(t *testing.T) {
 			t.Errorf("%s: view pending %d, want 0", tc.meta, b.Jobs[jobB].Pending)
 		}
 	}
+	// A stopped job's gputide_flavors is not checked: its status is the
+	// stop's (as with gputide_reservation).
+	_, s := listRecorded(t)
+	setJobB(t, s, "a100,t4", "nvidia/gpu")
+	raw(s).Jobs[jobB].Stop = new(bool)
+	*raw(s).Jobs[jobB].Stop = true
+	if err := buildTree(t, s, flavoredE2ETree()).Jobs[jobB].MetaErr; err != nil {
+		t.Errorf("stopped job: meta error %v, want none", err)
+	}
 }
 
 // DESIGN L13: a job whose device requests can use only ungoverned devices
