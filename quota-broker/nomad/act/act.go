@@ -373,7 +373,7 @@ func (x *execution) waitOrExpire(ctx context.Context) {
 				x.suspend(ctx, v, act.Reason)
 			case v.Holding && v.Live == 0:
 				x.metaJobs = append(x.metaJobs, v)
-				x.metaText[k] = [2]string{StatusWaiting, string(act.Rule) + ": " + act.Reason}
+				x.metaText[k] = [2]string{StatusWaiting, waitText(act)}
 			}
 		case plan.ActionExpire:
 			waited[k] = true
@@ -440,18 +440,29 @@ func (x *execution) writeMeta(ctx context.Context) {
 	})
 }
 
+// waitText is a wait's gputide_reason: "<rule>: <reason>", the reason led
+// by its flavor when the core tried one flavor ("L3: a100-1g: Quota1.2: 7
+// of 7 GPUs in use; 1 more needed"; a wait across several names each in
+// its reason already, DESIGN L13).
+func waitText(act plan.Action) string {
+	if act.Flavor != "" && act.Reasons == nil {
+		return string(act.Rule) + ": " + act.Flavor + ": " + act.Reason
+	}
+	return string(act.Rule) + ": " + act.Reason
+}
+
 // logWait logs a job's wait reason when it changed since the last time.
 func (a *Actor) logWait(k plan.JobKey, act plan.Action) {
 	a.mu.Lock()
 	if a.reasons == nil {
 		a.reasons = map[plan.JobKey]string{}
 	}
-	text := string(act.Rule) + ": " + act.Reason
+	text := waitText(act)
 	changed := a.reasons[k] != text
 	a.reasons[k] = text
 	a.mu.Unlock()
 	if changed {
-		a.Logger.Info("job waits", "job", k.String(), "rule", act.Rule, "reason", act.Reason)
+		a.Logger.Info("job waits", "job", k.String(), "rule", act.Rule, "flavor", act.Flavor, "reason", act.Reason)
 	}
 }
 

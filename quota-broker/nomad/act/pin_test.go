@@ -197,3 +197,45 @@ func TestUngovernedJobMovesToItsPoolUncounted(t *testing.T) {
 		t.Errorf("registers' device constraints (-want +got):\n%s", diff)
 	}
 }
+
+// DESIGN L13: a wait in the one flavor the core tried names it in
+// gputide_reason; a wait across flavors names each in its reason already.
+func TestWaitReasonNamesItsFlavor(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		act  plan.Action
+		want string
+	}{
+		{"one flavor", plan.Action{Flavor: "a100", Rule: "L3", Reason: "Quota1.1: 6 of 6 GPUs in use; 1 more needed"},
+			"L3: a100: Quota1.1: 6 of 6 GPUs in use; 1 more needed"},
+		{"across flavors", plan.Action{Rule: "L3", Reason: "h100: Quota1.1 at 0 of 0; a100: Quota1.1 at 6 of 6",
+			Reasons: []plan.FlavorReason{{Flavor: "h100"}, {Flavor: "a100"}}},
+			"L3: h100: Quota1.1 at 0 of 0; a100: Quota1.1 at 6 of 6"},
+		{"implicit flavor", plan.Action{Rule: "L3", Reason: "Quota1.1: 3 of 3 GPUs in use; 3 more needed"},
+			"L3: Quota1.1: 3 of 3 GPUs in use; 3 more needed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, s := listRecorded(t)
+			a, log := newActor(f, s)
+			_, b := admitPlan(t, s, flavoredTree(), "a100")
+			w := tc.act
+			w.Action, w.Namespace, w.Job, w.Group, w.Count, w.GPUs = plan.ActionWait, jobB.Namespace, jobB.Job, "worker", 1, 3
+			forgetRequests(f)
+			if out := a.Execute(context.Background(), &plan.Plan{Actions: []plan.Action{w}}, b); len(out.Errors) != 0 || out.MetaWrites == 0 {
+				t.Fatalf("outcome %+v\n%s", out, log)
+			}
+			var got []string
+			for _, r := range f.Writes() {
+				if r.Path != "/v1/jobs" {
+					continue
+				}
+				if j, _, _ := registered(t, r); str(j.ID) == jobB.Job {
+					got = append(got, j.Meta["gputide_reason"])
+				}
+			}
+			if diff := cmp.Diff([]string{tc.want}, got); diff != "" {
+				t.Errorf("gputide_reason written (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -239,6 +239,12 @@ func build(s watch.View, in Input) *Build {
 			// A stopped job's gputide_flavors is not checked (as its
 			// reservation is not): its status is the stop's.
 			fl, err := JobFlavors(flavors, j)
+			if f, ok := PinnedFlavor(flavors, j); ok && err != nil && listsFlavor(j.Meta, f) {
+				// Admission pinned it to f, one of the flavors its
+				// gputide_flavors lists: f alone, the others the pin
+				// excludes being no meta error.
+				fl, err = []string{f}, nil
+			}
 			if v.Flavors = fl; !v.stopped() {
 				v.MetaErr = err
 			}

@@ -201,3 +201,43 @@ func TestBuildListsUngovernedGPUsPerNode(t *testing.T) {
 		t.Errorf("implicit tree (-want +got):\n%s", diff)
 	}
 }
+
+// A job admission pinned to a100 whose gputide_flavors lists h100 too
+// (which the pin now excludes) takes a100 alone, with no meta error; a
+// job pinned to a100 by its own constraint whose gputide_flavors lists
+// only h100 keeps its meta error.
+func TestBuildTakesAPinnedJobsFlavor(t *testing.T) {
+	pin := []*api.Constraint{{LTarget: "${device.model}", Operand: "=", RTarget: recordedModel}}
+	for _, tc := range []struct {
+		meta    string
+		want    []string
+		wantErr string
+	}{
+		{"h100,a100", []string{"a100"}, ""},
+		{"a100", []string{"a100"}, ""},
+		{"h100", nil, `job meta gputide_flavors = "h100": flavor "h100" is not one the job's device requests can use (allowed: a100)`},
+	} {
+		_, s := listRecorded(t)
+		setJobB(t, s, tc.meta, "nvidia/gpu")
+		raw(s).Jobs[jobB].TaskGroups[0].Tasks[0].Resources.Devices[0].Constraints = pin
+		b := buildTree(t, s, flavoredE2ETree())
+		v := b.Jobs[jobB]
+		gotErr := ""
+		if v.MetaErr != nil {
+			gotErr = v.MetaErr.Error()
+		}
+		if gotErr != tc.wantErr {
+			t.Errorf("%s: meta error %q, want %q", tc.meta, gotErr, tc.wantErr)
+		}
+		if diff := cmp.Diff(tc.want, v.Flavors); diff != "" {
+			t.Errorf("%s: flavors (-want +got):\n%s", tc.meta, diff)
+		}
+		wantPending := map[string][]string{}
+		if tc.want != nil {
+			wantPending["worker"] = tc.want
+		}
+		if diff := cmp.Diff(wantPending, pendingFlavors(b, jobB)); diff != "" {
+			t.Errorf("%s: pending flavors (-want +got):\n%s", tc.meta, diff)
+		}
+	}
+}
