@@ -212,6 +212,9 @@ func (a *Agent) plan(_ context.Context, c *cycleState) error {
 		a.log.Info("planning succeeds again after a panic", "last_panic", a.lastPanic)
 		a.lastPanic = ""
 	}
+	// The build's warnings (jobs admitted uncounted because they ask only
+	// for ungoverned devices, DESIGN L13) join the plan's.
+	p.Warnings = append(p.Warnings, c.b.Warnings...)
 	c.p = p
 	a.observe(c.b, p, a.now().Sub(c.start))
 	if c.lock == nil && !a.dryRun {

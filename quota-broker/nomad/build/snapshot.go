@@ -1,6 +1,7 @@
 package build
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -113,6 +114,12 @@ type JobView struct {
 	Live      int  // live allocations
 	GPUGroups int  // task groups that ask for nvidia/gpu devices
 	Pending   int  // allocations passed to the core as pending
+	// Flavors are the flavors the job's GPU requests allow, in the order
+	// it tries them (JobFlavors, DESIGN L13), written on each of its
+	// pending groups; nil for a job without GPU requests or with a meta
+	// error, empty when its GPUs can only be ungoverned devices (see
+	// Build.Ungoverned).
+	Flavors []string
 	// Stopped is the status still to write once the job, stopped whole by
 	// the broker, has no live allocation (Input.Stopped); zero: none.
 	Stopped StopStatus
@@ -130,6 +137,20 @@ type Build struct {
 	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
 	// all: the quota does not concern them, so they are admitted at once.
 	NoGPU []plan.JobKey
+	// Ungoverned lists jobs waiting in the holding pool whose device
+	// requests can use only ungoverned devices (devices of no flavor,
+	// DESIGN L13): the quota does not count them, so they are admitted
+	// at once, uncounted, each with a warning in Warnings.
+	Ungoverned []plan.JobKey
+	// UngovernedGPUs lists, per node, the GPUs of no flavor of the tree
+	// (DESIGN L13: MIG instances under the implicit flavor, models no
+	// flavor names), by node ID then Nomad's order, each with the reason:
+	// the broker leaves them to Nomad (never counted, free, admitted
+	// through or stopped). The API and quota status show them.
+	UngovernedGPUs []UngovernedGPU
+	// Warnings are the build's warnings for the plan's (one per job of
+	// Ungoverned); the agent adds them to the plan's Warnings.
+	Warnings []plan.Warning
 	// Left lists the nodes, allocations and pending jobs that break a rule
 	// of plan.Snapshot.Check, each with what is wrong: they are left out
 	// of Snapshot, and so of the plan; the caller reports them.
@@ -159,7 +180,12 @@ type Build struct {
 //  4. pendingGroups: the pending groups of a job (pendingCount decides how
 //     many allocations). Jobs with a bad meta value, stopped jobs, system
 //     jobs, periodic and parameterized parents are not pending; jobs that
-//     ask for no GPU and wait in the holding pool are listed in NoGPU;
+//     ask for no GPU and wait in the holding pool are listed in NoGPU. Each
+//     pending group carries its job's Flavors (JobFlavors: a bad
+//     gputide_flavors is a meta error); a job whose GPUs can only be
+//     ungoverned devices is not pending and, in the holding pool, listed in
+//     Ungoverned with a warning; GPUs of no flavor are listed in
+//     UngovernedGPUs;
 //  5. snapshotAllocations: live allocations that hold GPUs, with the job's
 //     priority and gputide meta; stopping ones carry their claimant
 //     (StoppingFor), or UnknownClaimant. The live allocations of a job
@@ -192,7 +218,12 @@ func build(s watch.View, in Input) *Build {
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
 	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
 
+	var flavors []quota.Flavor
+	if in.Quota != nil {
+		flavors = in.Quota.Flavors
+	}
 	snap.Nodes = snapshotNodes(s.Nodes)
+	b.UngovernedGPUs = ungovernedGPUs(snap.Nodes, flavors)
 	live := liveByGroup(s.Allocs)
 	bookings := IndexBookings(in.Reservations)
 	for _, k := range slices.SortedFunc(maps.Keys(s.Jobs), plan.JobKey.Compare) {
@@ -208,6 +239,20 @@ func build(s watch.View, in Input) *Build {
 		if v.MetaErr == nil && !v.stopped() {
 			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 		}
+		if v.MetaErr == nil {
+			// A stopped job's gputide_flavors is not checked (as its
+			// reservation is not): its status is the stop's.
+			fl, err := JobFlavors(flavors, j)
+			if f, ok := PinnedFlavor(flavors, j); ok && err != nil && listsFlavor(j.Meta, f) {
+				// Admission pinned it to f, one of the flavors its
+				// gputide_flavors lists: f alone, the others the pin
+				// excludes being no meta error.
+				fl, err = []string{f}, nil
+			}
+			if v.Flavors = fl; !v.stopped() {
+				v.MetaErr = err
+			}
+		}
 		if in.Stopped != nil {
 			v.Stopped = in.Stopped(k)
 		}
@@ -215,6 +260,10 @@ func build(s watch.View, in Input) *Build {
 		pending, noGPU := pendingGroups(v, live, s.Summaries[k])
 		if noGPU {
 			b.NoGPU = append(b.NoGPU, k)
+		}
+		if v.ungovernedOnly() && v.Holding && v.MetaErr == nil && !v.stopped() {
+			b.Ungoverned = append(b.Ungoverned, k)
+			b.Warnings = append(b.Warnings, ungovernedWarning(v))
 		}
 		snap.Pending = append(snap.Pending, pending...)
 	}
@@ -333,6 +382,9 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 	if v.GPUGroups == 0 {
 		return nil, v.Holding
 	}
+	if v.ungovernedOnly() {
+		return nil, false // Build.Ungoverned
+	}
 	typ := v.spec.typ
 	if typ != plan.JobService && typ != plan.JobBatch {
 		return nil, false
@@ -365,9 +417,60 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 		pending = append(pending, plan.Pending{Namespace: ns, Job: v.spec.id, Group: group, Type: typ, Priority: v.spec.priority,
 			Count: count, GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
 			Idle: v.Options.Idle, Elastic: v.Options.Elastic, Reservation: v.Options.Reservation,
-			SubmittedAt: submitted(j), Flex: v.Options.Flex})
+			SubmittedAt: submitted(j), Flex: v.Options.Flex, Flavors: slices.Clone(v.Flavors)})
 	}
 	return pending, false
+}
+
+// ungovernedOnly reports whether the job asks for GPUs that can only be
+// ungoverned devices (JobFlavors gave an empty, non-nil list).
+func (v *JobView) ungovernedOnly() bool { return v.Flavors != nil && len(v.Flavors) == 0 }
+
+// ungovernedWarning is the warning of a job that moves to its pool
+// uncounted because its device requests can use only ungoverned devices.
+func ungovernedWarning(v *JobView) plan.Warning {
+	return plan.Warning{Kind: plan.WarnGeneral, Namespace: v.Key.Namespace, Job: v.Key.Job,
+		Message: fmt.Sprintf("job %s asks only for GPUs of no flavor (ungoverned devices, DESIGN L13): "+
+			"it is admitted to node pool %q uncounted by the quota", v.Key, v.Options.Pool)}
+}
+
+// UngovernedGPU is a GPU of no flavor of the tree (DESIGN L13), left to
+// Nomad: never counted, free, admitted through or stopped by the broker.
+type UngovernedGPU struct {
+	Node       string `json:"node"`
+	ID         string `json:"id"`
+	Model      string `json:"model"`
+	MIGProfile string `json:"mig_profile,omitempty"`
+	Reason     string `json:"reason"`
+}
+
+// ungovernedGPUs lists the GPUs of nodes that are of no flavor of
+// flavors (the tree's; empty: the implicit flavor), in node order, with
+// the reason each is ungoverned.
+func ungovernedGPUs(nodes []plan.Node, flavors []quota.Flavor) []UngovernedGPU {
+	var out []UngovernedGPU
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			if _, ok := quota.FlavorOf(flavors, g.Model, g.MIGProfile); ok {
+				continue
+			}
+			out = append(out, UngovernedGPU{Node: n.ID, ID: g.ID, Model: g.Model, MIGProfile: g.MIGProfile,
+				Reason: ungovernedReason(flavors, g)})
+		}
+	}
+	return out
+}
+
+func ungovernedReason(flavors []quota.Flavor, g plan.GPU) string {
+	switch {
+	case len(flavors) == 0:
+		return fmt.Sprintf("a MIG instance (profile %s): the tree declares no flavor, and the implicit flavor %q counts whole GPUs only",
+			g.MIGProfile, quota.ImplicitFlavor)
+	case g.MIGProfile != "":
+		return fmt.Sprintf("no flavor of the tree (%s) has model %q with mig_profile %q", flavorNames(flavors), g.Model, g.MIGProfile)
+	default:
+		return fmt.Sprintf("no flavor of the tree (%s) has model %q as whole GPUs", flavorNames(flavors), g.Model)
+	}
 }
 
 // jobPlace is where a governed job is, for pendingCount.
