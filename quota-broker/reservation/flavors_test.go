@@ -1,7 +1,9 @@
 package reservation
 
 import (
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +211,33 @@ func TestFlavorOf(t *testing.T) {
 	}
 	if _, ok := tr.Nominal("Quota1.1", "v100"); ok {
 		t.Fatal("Nominal of an unknown flavor reported ok")
+	}
+}
+
+// A booking stored before flavors (no "flavor" key) reads as the tree's
+// only flavor; a flavored one writes and reads "flavor".
+func TestBookingJSONFlavor(t *testing.T) {
+	var old Booking
+	if err := json.Unmarshal([]byte(`{"id":"r-old","namespace":"workspace-b","node":"Quota1.1","gpus":8,"alloc_gpus":8,
+		"start":"2026-12-02T00:00:00+09:00","end":"2026-12-03T00:00:00+09:00"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	one := flavorRoot()
+	one.Flavors = one.Flavors[1:]
+	tr, err := NewTree(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := tr.FlavorOf(old); err != nil || f != "a100" {
+		t.Fatalf("a booking stored before flavors in a tree of a100 alone: %q, %v", f, err)
+	}
+	b := fbk("r-a", "Quota1.1", "a100", 8, at(2, 0), at(3, 0))
+	data, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Booking
+	if err := json.Unmarshal(data, &back); err != nil || back.Flavor != "a100" || !strings.Contains(string(data), `"flavor":"a100"`) {
+		t.Fatalf("round trip %s: %+v, %v", data, back, err)
 	}
 }
