@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,17 @@ func TestReservationsPerFlavor(t *testing.T) {
 	}
 	if code, body := h.do(t, "POST", "/v1/quota/move", tokMgmt, `{"from":"Quota1.1","to":"Quota1.2","gpus":8,"flavor":"a100"}`); code != 200 {
 		t.Errorf("a100 move that leaves ra room: %d %s, want 200", code, body)
+	}
+
+	// A tree that drops a100 while ra is booked is refused, naming the
+	// booking, its flavor and the new tree's flavors.
+	h100Only := strings.NewReplacer("flavor \"a100\" {\n  models = [\"NVIDIA A100-SXM4-40GB\"]\n}\n", "",
+		", a100 = 64", "", ", a100 = 24", "", ", a100 = 40", "").Replace(flavorTree)
+	if strings.Contains(h100Only, "a100") {
+		t.Fatalf("the h100-only tree still names a100:\n%s", h100Only)
+	}
+	code, body = h.do(t, "PUT", "/v1/quotas", tokMgmt, h100Only)
+	if e := errOf(t, body); code != 409 || e.Error != `L10: the change leaves a booking without its flavor: flavor "a100": of booking "ra" is not a flavor of the tree (h100); cancel the booking first` {
+		t.Errorf("tree without a100: %d %s", code, body)
 	}
 }
