@@ -306,13 +306,15 @@ func (t *Tree) level(path []int32, x string) int32 {
 // firstOnly it stops at the first span. A booking whose node or flavor is
 // not in the tree is not counted.
 func (t *Tree) overloads(path []int32, f int, existing []Booking, b Booking, from, to int64, firstOnly bool) []span {
+	// flavorIndex(e) == f without its errors' cost: flavor names are
+	// unique, and "" is the only flavor of a one-flavor tree.
+	want, only := t.flavors[f], len(t.flavors) == 1
 	meets := func(e *Booking) bool {
 		s, en := e.Start.UnixNano(), e.End.UnixNano()
-		if e.ID == b.ID || s >= to || en <= from || en <= s {
+		if e.ID == b.ID || s >= to || en <= from || en <= s || e.Model != "" && t.declared {
 			return false
 		}
-		ef, err := t.flavorIndex(e)
-		return err == nil && ef == f
+		return e.Flavor == want || e.Flavor == "" && only
 	}
 	n := 0
 	for i := range existing {
@@ -418,31 +420,32 @@ func (t *Tree) Fits(bookings []Booking) error {
 		}
 		return 0
 	})
-	// load and touched by flavor*len(names) + node.
+	// load by flavor*len(names) + node; touched holds that key and the
+	// node.
 	nn := int32(len(t.names))
 	load := make([]int, len(t.flavors)*len(t.names))
-	var touched []int32
+	var touched [][2]int32
 	for i := 0; i < len(steps); {
 		at := steps[i].at
 		touched = touched[:0]
 		for ; i < len(steps) && steps[i].at == at; i++ {
+			base := steps[i].flavor * nn
 			for n := steps[i].node; n >= 0; n = t.parent[n] {
-				k := steps[i].flavor*nn + n
-				load[k] += steps[i].delta
+				load[base+n] += steps[i].delta
 				if steps[i].delta > 0 {
-					touched = append(touched, k)
+					touched = append(touched, [2]int32{base + n, n})
 				}
 			}
 		}
-		worst := int32(-1)
-		for _, k := range touched {
-			f, n := k/nn, k%nn
-			if load[k] > t.nominal[f][n] && (worst < 0 || t.depth[n] > t.depth[worst%nn]) {
-				worst = k
+		worst := [2]int32{-1, -1}
+		for _, kn := range touched {
+			k, n := kn[0], kn[1]
+			if load[k] > t.nominal[k/nn][n] && (worst[0] < 0 || t.depth[n] > t.depth[worst[1]]) {
+				worst = kn
 			}
 		}
-		if worst >= 0 {
-			f, n := int(worst/nn), worst%nn
+		if worst[0] >= 0 {
+			f, n := int(worst[0]/nn), worst[1]
 			loc := time.UTC
 			for j := range bookings {
 				if bookings[j].Start.UnixNano() == at {
@@ -450,7 +453,7 @@ func (t *Tree) Fits(bookings []Booking) error {
 					break
 				}
 			}
-			return &Error{Kind: ErrRefused, Flavor: t.errorFlavor(f), Node: t.names[n], At: time.Unix(0, at).In(loc), Booked: load[worst], Nominal: t.nominal[f][n]}
+			return &Error{Kind: ErrRefused, Flavor: t.errorFlavor(f), Node: t.names[n], At: time.Unix(0, at).In(loc), Booked: load[worst[0]], Nominal: t.nominal[f][n]}
 		}
 	}
 	return nil
