@@ -190,7 +190,7 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 	in := build.Input{Now: c.start, Quota: c.tree, Settings: c.settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, AdmitPools: a.cfg.AdmitPools, Policies: a.policies, Accepted: accepted,
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
-		Reservations: c.view.res, Holds: c.view.planHolds(c.start),
+		Reservations: forFlavors(c.view.res, c.tree), Holds: c.view.planHolds(c.start),
 		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt,
 		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Specs: &a.specs}
 	c.b = build.From(c.state, in)
