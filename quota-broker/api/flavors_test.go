@@ -149,3 +149,30 @@ func TestQuotaFiguresPerFlavor(t *testing.T) {
 		t.Errorf("queued without a plan (-want +got):\n%s", diff)
 	}
 }
+
+// TestUngovernedDevices: /v1/quotas lists the devices of no flavor per
+// node, model and profile, with the reason (DESIGN L13).
+func TestUngovernedDevices(t *testing.T) {
+	h100, a100 := "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+	nodes := []plan.Node{
+		{ID: "n1", GPUs: []plan.GPU{{ID: "h1", Model: h100}, {ID: "m1", Model: a100, MIGProfile: "1g.5gb"}, {ID: "m2", Model: a100, MIGProfile: "1g.5gb"}}},
+		{ID: "n2", GPUs: []plan.GPU{{ID: "a1", Model: a100}, {ID: "l1", Model: "NVIDIA L4"}}},
+	}
+	flavored := &plan.Snapshot{Nodes: nodes, Quota: &quota.Node{Name: "Quota1",
+		Flavors: []quota.Flavor{{Name: "h100", Models: []string{h100}}, {Name: "a100", Models: []string{a100}}}}}
+	want := []Ungoverned{
+		{Node: "n1", Model: a100, MIGProfile: "1g.5gb", Devices: 2, Reason: `model "NVIDIA A100-SXM4-40GB" with mig_profile "1g.5gb" is in no flavor of the tree (h100, a100)`},
+		{Node: "n2", Model: "NVIDIA L4", Devices: 1, Reason: `model "NVIDIA L4" is in no flavor of the tree (h100, a100)`},
+	}
+	if diff := cmp.Diff(want, UngovernedDevices(flavored)); diff != "" {
+		t.Errorf("flavored tree (-want +got):\n%s", diff)
+	}
+	implicit := &plan.Snapshot{Nodes: nodes, Quota: &quota.Node{Name: "Quota1"}}
+	want = []Ungoverned{{Node: "n1", Model: a100, MIGProfile: "1g.5gb", Devices: 2, Reason: `MIG 1g.5gb instance: the implicit flavor "gpu" takes whole GPUs only`}}
+	if diff := cmp.Diff(want, UngovernedDevices(implicit)); diff != "" {
+		t.Errorf("implicit flavor (-want +got):\n%s", diff)
+	}
+	if got := UngovernedDevices(&plan.Snapshot{Nodes: nodes[1:2], Quota: flavored.Quota}); len(got) != 1 {
+		t.Errorf("n2 alone: %v, want its L4 only", got)
+	}
+}

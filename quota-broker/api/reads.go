@@ -39,7 +39,7 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, QuotasResponse{State: fresh, Quotas: QuotaFigures(st.Snapshot, st.Plan, s.cfg.Now())})
+	writeJSON(w, QuotasResponse{State: fresh, Quotas: QuotaFigures(st.Snapshot, st.Plan, s.cfg.Now()), Ungoverned: UngovernedDevices(st.Snapshot)})
 }
 
 // QuotaFigures computes the figures of every quota node and flavor
@@ -146,6 +146,41 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	}
 	if snap.Quota != nil {
 		walk(snap.Quota, "")
+	}
+	return out
+}
+
+// UngovernedDevices lists the devices of snap that belong to no flavor of
+// its tree (DESIGN L13), one entry per node (snapshot order), model and
+// MIG profile (first seen order), with the count and the reason: a MIG
+// instance under the implicit flavor (whole GPUs only), or a model and
+// profile no declared flavor takes. Nil when every device has a flavor.
+func UngovernedDevices(snap *plan.Snapshot) []Ungoverned {
+	var flavors []quota.Flavor
+	if snap.Quota != nil {
+		flavors = snap.Quota.Flavors
+	}
+	var out []Ungoverned
+	for i := range snap.Nodes {
+		first := len(out)
+		for _, g := range snap.Nodes[i].GPUs {
+			if _, ok := quota.FlavorOf(flavors, g.Model, g.MIGProfile); ok {
+				continue
+			}
+			k := slices.IndexFunc(out[first:], func(u Ungoverned) bool { return u.Model == g.Model && u.MIGProfile == g.MIGProfile })
+			if k >= 0 {
+				out[first+k].Devices++
+				continue
+			}
+			reason := fmt.Sprintf("model %q is in no flavor of the tree (%s)", g.Model, strings.Join(quota.FlavorNames(snap.Quota), ", "))
+			switch {
+			case len(flavors) == 0:
+				reason = fmt.Sprintf("MIG %s instance: the implicit flavor %q takes whole GPUs only", g.MIGProfile, quota.ImplicitFlavor)
+			case g.MIGProfile != "":
+				reason = fmt.Sprintf("model %q with mig_profile %q is in no flavor of the tree (%s)", g.Model, g.MIGProfile, strings.Join(quota.FlavorNames(snap.Quota), ", "))
+			}
+			out = append(out, Ungoverned{Node: snap.Nodes[i].ID, Model: g.Model, MIGProfile: g.MIGProfile, Devices: 1, Reason: reason})
+		}
 	}
 	return out
 }

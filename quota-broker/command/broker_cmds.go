@@ -66,6 +66,8 @@ Usage: gputide quota status [options]
   read it. With several flavors (DESIGN L13) each node has one row per
   flavor, in tree order, and a Flavor column; -json has one entry per
   node and flavor, each with "flavor" ("gpu" for the implicit flavor).
+  Devices of no flavor (ungoverned, left to Nomad) are listed under the
+  tree by node, with the reason.
 ` + apiHelp)
 }
 
@@ -85,6 +87,9 @@ func (c *QuotaStatusCommand) Run(args []string) int {
 		}
 		rows := quotaStatusRows(res.Quotas)
 		c.Ui.Output(formatList(rows))
+		if len(res.Ungoverned) > 0 {
+			c.Ui.Output("\nUngoverned devices (of no flavor: left to Nomad, never counted)\n" + formatList(ungovernedRows(res.Ungoverned)))
+		}
 		return nil
 	})
 }
@@ -120,6 +125,22 @@ func quotaStatusRows(qs []api.Quota) [][]string {
 			row = slices.Insert(row, 1, q.Flavor)
 		}
 		rows = append(rows, row)
+	}
+	return rows
+}
+
+// ungovernedRows lays out the devices of no flavor (DESIGN L13) that
+// "quota status" lists under the tree: node, device (the model, with
+// " MIG <profile>" for a MIG instance, as the device plugin names it),
+// count and reason.
+func ungovernedRows(us []api.Ungoverned) [][]string {
+	rows := [][]string{{"Node", "Device", "Count", "Reason"}}
+	for _, u := range us {
+		dev := u.Model
+		if u.MIGProfile != "" {
+			dev += " MIG " + u.MIGProfile
+		}
+		rows = append(rows, []string{u.Node, dev, strconv.Itoa(u.Devices), u.Reason})
 	}
 	return rows
 }

@@ -362,3 +362,21 @@ func TestQuotaStatusRowsPerFlavor(t *testing.T) {
 		t.Errorf("one flavor (-want +got):\n%s", diff)
 	}
 }
+
+// TestUngovernedRows: quota status lists devices of no flavor by node,
+// named as the device plugin names them, with the count and the reason
+// (DESIGN L13).
+func TestUngovernedRows(t *testing.T) {
+	got := ungovernedRows([]api.Ungoverned{
+		{Node: "n1", Model: "NVIDIA A100-SXM4-40GB", MIGProfile: "1g.5gb", Devices: 7, Reason: `MIG 1g.5gb instance: the implicit flavor "gpu" takes whole GPUs only`},
+		{Node: "n2", Model: "NVIDIA L4", Devices: 2, Reason: `model "NVIDIA L4" is in no flavor of the tree (h100, a100)`},
+	})
+	want := [][]string{
+		{"Node", "Device", "Count", "Reason"},
+		{"n1", "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "7", `MIG 1g.5gb instance: the implicit flavor "gpu" takes whole GPUs only`},
+		{"n2", "NVIDIA L4", "2", `model "NVIDIA L4" is in no flavor of the tree (h100, a100)`},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ungoverned rows (-want +got):\n%s", diff)
+	}
+}

@@ -121,6 +121,20 @@ type State struct {
 type QuotasResponse struct {
 	State
 	Quotas []Quota `json:"quotas"`
+	// Ungoverned are the devices of no flavor (DESIGN L13), by node, model
+	// and MIG profile: never counted, admitted through or stopped by the
+	// broker, left to Nomad. Absent when every device has a flavor.
+	Ungoverned []Ungoverned `json:"ungoverned,omitempty"`
+}
+
+// Ungoverned is a node's devices of one model and MIG profile that belong
+// to no flavor of the tree, and why (DESIGN L13).
+type Ungoverned struct {
+	Node       string `json:"node"`
+	Model      string `json:"model"`
+	MIGProfile string `json:"mig_profile,omitempty"`
+	Devices    int    `json:"devices"`
+	Reason     string `json:"reason"`
 }
 
 // IdleFitResponse is the body of GET /v1/idle-fit.
