@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -723,6 +724,12 @@ func TestUIPageFlavors(t *testing.T) {
 	snap.Quota.Flavors = []quota.Flavor{{Name: "h100", Models: []string{"NVIDIA H100 80GB HBM3"}}, {Name: "a100", Models: []string{"NVIDIA A100-SXM4-80GB"}}}
 	nominal := map[string]quota.Nominal{"Quota1": {"h100": 64, "a100": 64}, "Quota1.1": {"h100": 16, "a100": 32}, "Quota1.2": {"h100": 48, "a100": 32}}
 	snap.Quota.Walk(func(n *quota.Node) { n.GPUs = nominal[n.Name] })
+	// node-01's GPUs cut into MIG slices: of no flavor (ungoverned).
+	snap.Nodes = slices.Clone(snap.Nodes)
+	snap.Nodes[0].GPUs = slices.Clone(snap.Nodes[0].GPUs)
+	for k := range snap.Nodes[0].GPUs {
+		snap.Nodes[0].GPUs[k].MIGProfile = "1g.10gb"
+	}
 	p := *h.be.st.Plan
 	p.Usage = nil
 	for _, name := range []string{"Quota1", "Quota1.1", "Quota1.2"} {
@@ -765,7 +772,9 @@ func TestUIPageFlavors(t *testing.T) {
 		map[string]int{"Quota1.1-h100": got["Quota1.1-h100"]["nominal"], "Quota1.1-a100": got["Quota1.1-a100"]["nominal"]}); d != "" {
 		t.Errorf("Quota1.1 nominals (-want +got):\n%s", d)
 	}
-	for _, s := range []string{`<th>flavor</th>`, `<td class="flavor">a100</td>`, `aria-label="Quota1.2 h100 bars"`} {
+	// node-01's slices are listed as ungoverned, with the reason.
+	for _, s := range []string{`<th>flavor</th>`, `<td class="flavor">a100</td>`, `aria-label="Quota1.2 h100 bars"`, `<table id="ungoverned">`,
+		`<td>node-01</td><td>NVIDIA H100 80GB HBM3 MIG 1g.10gb</td><td class="n">8</td><td>model &#34;NVIDIA H100 80GB HBM3&#34; with mig_profile &#34;1g.10gb&#34; is in no flavor of the tree (h100, a100)</td>`} {
 		if !strings.Contains(page, s) {
 			t.Errorf("page lacks %q", s)
 		}

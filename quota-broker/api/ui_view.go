@@ -70,7 +70,9 @@ type uiView struct {
 	// Flavored is true when the tree declares several flavors: the tree
 	// table then has a flavor column and its rows' IDs name the flavor
 	// (quota-Quota1.1-h100); a one-flavor tree's table is as before.
-	Flavored    bool
+	Flavored bool
+	// Ungoverned are the devices of no flavor, per node (DESIGN L13).
+	Ungoverned  []Ungoverned
 	Queue       []QueueEntry
 	Preemptions []PreemptionEntry // last 24 h, newest first
 	PreemptMore int               // stops left off past uiPreemptionRows
@@ -226,6 +228,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who, span string) (uiVie
 	figures := QuotaFigures(st.Snapshot, st.Plan, now)
 	v.Quotas = uiQuotas(figures)
 	v.Flavored = len(quota.TreeFlavors(st.Snapshot.Quota)) > 1
+	v.Ungoverned = UngovernedDevices(st.Snapshot)
 	v.Queue = queueOf(st, "", c, now)
 	v.Warnings = warningsOf(st.Plan, c, func(plan.Warning) bool { return true })
 	v.Workspaces = uiWorkspacesOf(st, figures, c, now)
