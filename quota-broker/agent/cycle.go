@@ -192,7 +192,7 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
 		Reservations: c.view.res, Holds: c.view.planHolds(c.start),
 		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt,
-		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince}
+		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Specs: &a.specs}
 	c.b = build.From(c.state, in)
 	c.run.snap = c.b.Snapshot
 	a.logLeft(c.b.Left)

@@ -397,11 +397,15 @@ func (x *execution) suspend(ctx context.Context, v *build.JobView, reason string
 
 // reportMetaErrors is step 6.
 func (x *execution) reportMetaErrors(ctx context.Context) {
-	for _, k := range slices.SortedFunc(maps.Keys(x.b.Jobs), plan.JobKey.Compare) {
-		v := x.b.Jobs[k]
-		if v.MetaErr == nil {
-			continue
+	var bad []plan.JobKey // sorted after: a few of thousands of jobs
+	for k, v := range x.b.Jobs {
+		if v.MetaErr != nil {
+			bad = append(bad, k)
 		}
+	}
+	slices.SortFunc(bad, plan.JobKey.Compare)
+	for _, k := range bad {
+		v := x.b.Jobs[k]
 		x.a.logWait(k, plan.Action{Rule: "meta", Reason: v.MetaErr.Error()})
 		switch {
 		case v.Direct:
@@ -737,12 +741,5 @@ func (a *Actor) liveAllocs(key plan.JobKey) int {
 	if a.State == nil {
 		return 0
 	}
-	ns, id := key.Namespace, key.Job
-	n := 0
-	for _, al := range a.State.Allocs() {
-		if al.Namespace == ns && al.JobID == id && al.Live() {
-			n++
-		}
-	}
-	return n
+	return a.State.LiveAllocs(key)
 }
