@@ -211,6 +211,10 @@ func brokerError(c *client.Client, err error) error {
 	return err
 }
 
+// implicitFlavor is the flavor of a tree without flavor blocks (DESIGN
+// L13, quota.ImplicitFlavor: the plugin links only the broker's client).
+const implicitFlavor = "gpu"
+
 // quotaEntry picks the entry of GET /v1/quotas that q asks for: node
 // q.Quota in flavor q.Flavor (DESIGN L13; the broker writes one entry per
 // node and flavor). Without a flavor it is the node's only entry (a tree
@@ -220,6 +224,9 @@ func quotaEntry(qs []client.Quota, q Query, addr string) (client.Quota, error) {
 	var mine []client.Quota
 	for _, n := range qs {
 		if n.Name == q.Quota {
+			if n.Flavor == "" {
+				n.Flavor = implicitFlavor // a broker from before flavors
+			}
 			mine = append(mine, n)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/api/client"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 
@@ -132,6 +133,27 @@ func TestScheduleNeedsNoBroker(t *testing.T) {
 	}
 	if n := b.calls.Load(); n != 0 {
 		t.Errorf("schedule made %d broker calls, want 0", n)
+	}
+}
+
+// TestQuotaEntryOfABrokerBeforeFlavors: a broker from before flavors
+// writes no flavor; its entries are the implicit flavor's, with or
+// without the label.
+func TestQuotaEntryOfABrokerBeforeFlavors(t *testing.T) {
+	qs := []client.Quota{{Name: "Quota1", UsedGPUs: 7}, {Name: "Quota1.1", UsedGPUs: 3}}
+	for _, query := range []string{`used_gpus{quota="Quota1.1"}`, `used_gpus{quota="Quota1.1",flavor="gpu"}`} {
+		q, err := ParseQuery(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := quotaEntry(qs, q, "http://broker")
+		if err != nil || n.UsedGPUs != 3 {
+			t.Errorf("%s: %+v, %v; want Quota1.1's 3 used GPUs", query, n, err)
+		}
+	}
+	q, _ := ParseQuery(`used_gpus{quota="Quota1.1",flavor="h100"}`)
+	if _, err := quotaEntry(qs, q, "http://broker"); err == nil || err.Error() != `quota "Quota1.1" has no flavor "h100" at broker http://broker (its flavors: gpu)` {
+		t.Errorf("h100 of a broker before flavors: %v", err)
 	}
 }
 
