@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/gputide/gputide/quota-broker/api/client"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 
 	"github.com/gputide/gputide/autoscaler-plugin/pluginconf"
+	"github.com/gputide/gputide/quota-broker/api/client"
 )
 
 var fixed = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
