@@ -1,7 +1,8 @@
 // Package apmplugin is the Nomad Autoscaler APM plugin "gputide-apm" (DESIGN
 // §8, issue 11 item 3). It answers the query `schedule` itself (one point,
 // value 1, no broker call, so day/night scaling goes on while the broker is
-// down) and serves the broker's figures: NAME{quota="Q"} from GET /v1/quotas
+// down) and serves the broker's figures: NAME{quota="Q"} and, per flavor
+// (DESIGN L13), NAME{quota="Q",flavor="F"} from GET /v1/quotas
 // and idle_fit{namespace="N",job="J",group="G"} from GET /v1/idle-fit. A valid
 // query returns exactly one point; anything else is an error.
 //
@@ -188,16 +189,15 @@ func (a *APM) value(q Query) (float64, error) {
 		if err != nil {
 			return 0, brokerError(c, err)
 		}
-		for _, n := range r.Quotas {
-			if n.Name == q.Quota {
-				v, ok := quotaFigure(n, q.Metric)
-				if !ok {
-					return 0, fmt.Errorf("metric %q has no quota figure", q.Metric)
-				}
-				return v, nil
-			}
+		n, err := quotaEntry(r.Quotas, q, c.Address())
+		if err != nil {
+			return 0, err
 		}
-		return 0, fmt.Errorf("quota %q not found at broker %s", q.Quota, c.Address())
+		v, ok := quotaFigure(n, q.Metric)
+		if !ok {
+			return 0, fmt.Errorf("metric %q has no quota figure", q.Metric)
+		}
+		return v, nil
 	}
 	return 0, fmt.Errorf("query kind %d not handled", q.Kind)
 }
@@ -209,6 +209,46 @@ func brokerError(c *client.Client, err error) error {
 		return fmt.Errorf("%w at %s: %w", ErrBrokerUnreachable, c.Address(), err)
 	}
 	return err
+}
+
+// implicitFlavor is the flavor of a tree without flavor blocks (DESIGN
+// L13, quota.ImplicitFlavor: the plugin links only the broker's client).
+const implicitFlavor = "gpu"
+
+// quotaEntry picks the entry of GET /v1/quotas that q asks for: node
+// q.Quota in flavor q.Flavor (DESIGN L13; the broker writes one entry per
+// node and flavor). Without a flavor it is the node's only entry (a tree
+// of one flavor, the implicit "gpu" included); a node of several flavors
+// is then an error naming them, as is an unknown node or flavor.
+func quotaEntry(qs []client.Quota, q Query, addr string) (client.Quota, error) {
+	var mine []client.Quota
+	for _, n := range qs {
+		if n.Name == q.Quota {
+			if n.Flavor == "" {
+				n.Flavor = implicitFlavor // a broker from before flavors
+			}
+			mine = append(mine, n)
+		}
+	}
+	if len(mine) == 0 {
+		return client.Quota{}, fmt.Errorf("quota %q not found at broker %s", q.Quota, addr)
+	}
+	flavors := make([]string, len(mine))
+	for i, n := range mine {
+		flavors[i] = n.Flavor
+	}
+	if q.Flavor == "" {
+		if len(mine) == 1 {
+			return mine[0], nil
+		}
+		return client.Quota{}, fmt.Errorf("quota %q has %d flavors at broker %s (%s): name one with flavor=\"...\"", q.Quota, len(mine), addr, strings.Join(flavors, ", "))
+	}
+	for _, n := range mine {
+		if n.Flavor == q.Flavor {
+			return n, nil
+		}
+	}
+	return client.Quota{}, fmt.Errorf("quota %q has no flavor %q at broker %s (its flavors: %s)", q.Quota, q.Flavor, addr, strings.Join(flavors, ", "))
 }
 
 // quotaFigure returns the field of n that metric names (one of QuotaMetrics);

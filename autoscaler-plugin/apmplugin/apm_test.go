@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 
 	"github.com/gputide/gputide/autoscaler-plugin/pluginconf"
+	"github.com/gputide/gputide/quota-broker/api/client"
 )
 
 var fixed = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
@@ -38,8 +39,10 @@ func (b *fakeBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/quotas":
 		_, _ = w.Write([]byte(`{"state_age_seconds": ` + age + `, "staleness_seconds": 15, "quotas": [
-			{"name": "Quota1.1", "nominal_gpus": 56, "used_gpus": 40, "nonidle_gpus": 38, "borrowed_gpus": 2, "debt_gpus": 1,
-			 "booked_gpus": 8, "lendable_gpus": 16, "queued_gpus": 4}]}`))
+			{"name": "Quota1.1", "flavor": "gpu", "nominal_gpus": 56, "used_gpus": 40, "nonidle_gpus": 38, "borrowed_gpus": 2, "debt_gpus": 1,
+			 "booked_gpus": 8, "lendable_gpus": 16, "queued_gpus": 4},
+			{"name": "Quota2", "flavor": "h100", "nominal_gpus": 16, "used_gpus": 12, "queued_gpus": 3},
+			{"name": "Quota2", "flavor": "a100", "nominal_gpus": 32, "used_gpus": 5, "lendable_gpus": 27}]}`))
 	case "/v1/idle-fit":
 		if r.URL.Query().Get("group") != "train" {
 			w.WriteHeader(404)
@@ -83,6 +86,14 @@ func TestQueryValues(t *testing.T) {
 		{`lendable_gpus{quota="Quota1.1"}`, 16},
 		{`booked_gpus{quota="Quota1.1"}`, 8},
 		{`queued_gpus{quota="Quota1.1"}`, 4},
+		// Per flavor (DESIGN L13): the implicit flavor by name or without
+		// the label, a flavor of a node of several by name.
+		{`used_gpus{quota="Quota1.1",flavor="gpu"}`, 40},
+		{`used_gpus{quota="Quota2",flavor="h100"}`, 12},
+		{`used_gpus{ flavor = "a100", quota = "Quota2" }`, 5},
+		{`nominal_gpus{quota="Quota2",flavor="a100"}`, 32},
+		{`queued_gpus{quota="Quota2",flavor="h100"}`, 3},
+		{`lendable_gpus{quota="Quota2",flavor="a100"}`, 27},
 		{`idle_fit{namespace="workspace-c",job="training",group="train"}`, 16},
 	}
 	for _, tt := range tests {
@@ -125,6 +136,27 @@ func TestScheduleNeedsNoBroker(t *testing.T) {
 	}
 }
 
+// TestQuotaEntryOfABrokerBeforeFlavors: a broker from before flavors
+// writes no flavor; its entries are the implicit flavor's, with or
+// without the label.
+func TestQuotaEntryOfABrokerBeforeFlavors(t *testing.T) {
+	qs := []client.Quota{{Name: "Quota1", UsedGPUs: 7}, {Name: "Quota1.1", UsedGPUs: 3}}
+	for _, query := range []string{`used_gpus{quota="Quota1.1"}`, `used_gpus{quota="Quota1.1",flavor="gpu"}`} {
+		q, err := ParseQuery(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := quotaEntry(qs, q, "http://broker")
+		if err != nil || n.UsedGPUs != 3 {
+			t.Errorf("%s: %+v, %v; want Quota1.1's 3 used GPUs", query, n, err)
+		}
+	}
+	q, _ := ParseQuery(`used_gpus{quota="Quota1.1",flavor="h100"}`)
+	if _, err := quotaEntry(qs, q, "http://broker"); err == nil || err.Error() != `quota "Quota1.1" has no flavor "h100" at broker http://broker (its flavors: gpu)` {
+		t.Errorf("h100 of a broker before flavors: %v", err)
+	}
+}
+
 func TestQueryErrors(t *testing.T) {
 	b := &fakeBroker{}
 	a, addr := configured(t, b, map[string]string{"token": "own"})
@@ -143,6 +175,9 @@ func TestQueryErrors(t *testing.T) {
 	}{
 		{"bad query", a, `used_gpus{quota=}`, nil, `gputide-apm: query "used_gpus{quota=}": offset 16: want a double-quoted value, got '}'`},
 		{"unknown quota", a, `used_gpus{quota="Nope"}`, nil, `gputide-apm: query "used_gpus{quota=\"Nope\"}": quota "Nope" not found at broker ` + addr},
+		{"several flavors, none named", a, `used_gpus{quota="Quota2"}`, nil, `query "used_gpus{quota=\"Quota2\"}": quota "Quota2" has 2 flavors at broker ` + addr + ` (h100, a100): name one with flavor="..."`},
+		{"unknown flavor", a, `used_gpus{quota="Quota2",flavor="b200"}`, nil, `quota "Quota2" has no flavor "b200" at broker ` + addr + ` (its flavors: h100, a100)`},
+		{"empty flavor", a, `used_gpus{quota="Quota2",flavor=""}`, nil, `offset 32: label "flavor" is empty`},
 		{"broker down", down, `used_gpus{quota="Quota1.1"}`, ErrBrokerUnreachable, `gputide-apm: query "used_gpus{quota=\"Quota1.1\"}": broker unreachable at http://127.0.0.1:1: GET /v1/quotas http://127.0.0.1:1: no answer`},
 		{"broker stale", as, `idle_fit{namespace="n",job="j",group="train"}`, ErrBrokerUnreachable, `broker unreachable at ` + saddr + `: GET /v1/idle-fit ` + saddr + `: state is 30s old, past its staleness bound of 15s`},
 		{"broker 404", a, `idle_fit{namespace="n",job="j",group="other"}`, nil, `HTTP 404: no idle group (field group)`},

@@ -13,7 +13,8 @@ type Kind int
 const (
 	// KindSchedule is the query `schedule`, answered locally with the value 1.
 	KindSchedule Kind = iota + 1
-	// KindQuota is NAME{quota="Q"}, a figure of one node of the quota tree.
+	// KindQuota is NAME{quota="Q"} or NAME{quota="Q",flavor="F"}, a figure
+	// of one node of the quota tree in one flavor (DESIGN L13).
 	KindQuota
 	// KindIdleFit is idle_fit{namespace="N",job="J",group="G"}.
 	KindIdleFit
@@ -31,6 +32,10 @@ type Query struct {
 	Kind   Kind
 	Metric string // KindQuota: one of QuotaMetrics; KindIdleFit: "idle_fit"; KindSchedule: "schedule"
 	Quota  string // KindQuota
+	// Flavor is, for KindQuota, the flavor whose figure is asked (DESIGN
+	// L13); "" asks for the tree's only flavor (the implicit "gpu" in a
+	// tree without flavor blocks), an error when the tree has several.
+	Flavor string
 	// KindIdleFit: the task group.
 	Namespace, Job, Group string
 }
@@ -58,8 +63,8 @@ const maxQuery = 4096
 //	string = '"' { any byte but '"' and '\' | '\"' | '\\' } '"'
 //	ws     = { ' ' | '\t' }
 //
-// A quota metric takes exactly the label quota; idle_fit exactly namespace, job
-// and group, in any order. Values must not be empty. Errors are *QueryError
+// A quota metric takes the label quota and optionally flavor; idle_fit
+// exactly namespace, job and group, in any order. Values must not be empty. Errors are *QueryError
 // naming the query and the offset of the first bad byte.
 func ParseQuery(q string) (Query, error) {
 	p := &parser{src: q}
@@ -115,7 +120,7 @@ func (p *parser) parse() (Query, error) {
 	if name == "" {
 		return Query{}, p.fail(at, fmt.Sprintf("want a metric name (schedule, idle_fit, %s), got %s", strings.Join(QuotaMetrics, ", "), p.describe()))
 	}
-	var want []string
+	var want, optional []string
 	q := Query{Metric: name}
 	switch {
 	case name == "schedule":
@@ -128,7 +133,7 @@ func (p *parser) parse() (Query, error) {
 	case name == "idle_fit":
 		q.Kind, want = KindIdleFit, []string{"namespace", "job", "group"}
 	case slices.Contains(QuotaMetrics, name):
-		q.Kind, want = KindQuota, []string{"quota"}
+		q.Kind, want, optional = KindQuota, []string{"quota"}, []string{"flavor"}
 	default:
 		return Query{}, p.fail(at, fmt.Sprintf("unknown metric %q: want schedule, idle_fit or one of %s", name, strings.Join(QuotaMetrics, ", ")))
 	}
@@ -137,15 +142,16 @@ func (p *parser) parse() (Query, error) {
 		return Query{}, err
 	}
 	labels := make(map[string]string, len(want))
+	known := slices.Concat(want, optional)
 	for {
 		p.ws()
 		at := p.pos
 		key := p.ident()
 		if key == "" {
-			return Query{}, p.fail(at, fmt.Sprintf("want a label name (%s), got %s", strings.Join(want, ", "), p.describe()))
+			return Query{}, p.fail(at, fmt.Sprintf("want a label name (%s), got %s", strings.Join(known, ", "), p.describe()))
 		}
-		if !slices.Contains(want, key) {
-			return Query{}, p.fail(at, fmt.Sprintf("unknown label %q for %s: want %s", key, name, strings.Join(want, ", ")))
+		if !slices.Contains(known, key) {
+			return Query{}, p.fail(at, fmt.Sprintf("unknown label %q for %s: want %s", key, name, strings.Join(known, ", ")))
 		}
 		if _, dup := labels[key]; dup {
 			return Query{}, p.fail(at, fmt.Sprintf("label %q given twice", key))
@@ -183,7 +189,7 @@ func (p *parser) parse() (Query, error) {
 	if p.pos != len(p.src) {
 		return Query{}, p.fail(p.pos, fmt.Sprintf("want end of query after \"}\", got %s", p.describe()))
 	}
-	q.Quota, q.Namespace, q.Job, q.Group = labels["quota"], labels["namespace"], labels["job"], labels["group"]
+	q.Quota, q.Flavor, q.Namespace, q.Job, q.Group = labels["quota"], labels["flavor"], labels["namespace"], labels["job"], labels["group"]
 	return q, nil
 }
 
@@ -228,6 +234,9 @@ func (q Query) String() string {
 	case KindSchedule:
 		return "schedule"
 	case KindQuota:
+		if q.Flavor != "" {
+			return q.Metric + "{quota=" + quote(q.Quota) + ",flavor=" + quote(q.Flavor) + "}"
+		}
 		return q.Metric + "{quota=" + quote(q.Quota) + "}"
 	case KindIdleFit:
 		return "idle_fit{namespace=" + quote(q.Namespace) + ",job=" + quote(q.Job) + ",group=" + quote(q.Group) + "}"

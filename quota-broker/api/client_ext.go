@@ -31,6 +31,7 @@ type (
 	State                = client.State
 	Quota                = client.Quota
 	QuotasResponse       = client.QuotasResponse
+	Ungoverned           = client.Ungoverned
 	IdleFitResponse      = client.IdleFitResponse
 	QueueEntry           = client.QueueEntry
 	QueueResponse        = client.QueueResponse

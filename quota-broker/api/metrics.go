@@ -18,15 +18,17 @@ type serverMetrics struct {
 
 var (
 	descBooked = prometheus.NewDesc("gputide_quota_booked_gpus",
-		"GPUs of the Calendar bookings active now in the quota node's subtree (L10).", []string{"quota"}, nil)
+		"GPUs of the Calendar bookings active now in the quota node's subtree (L10).", []string{"quota", "flavor"}, nil)
 	descDisplaced = prometheus.NewDesc("gputide_quota_displaced_gpus",
-		"GPUs of allocations displaced by active bookings in the quota node's subtree (L10).", []string{"quota"}, nil)
+		"GPUs of allocations displaced by active bookings in the quota node's subtree (L10).", []string{"quota", "flavor"}, nil)
 	descQueueWait = prometheus.NewDesc("gputide_queue_wait_seconds",
 		"How long the task groups waiting now have waited, by the quota node of their namespace.", []string{"quota"}, nil)
 )
 
 // stateCollector computes the quota and queue metrics from the broker's
-// state at each scrape (no goroutine, no stale series).
+// state at each scrape (no goroutine, no stale series): the quota gauges
+// by quota and flavor (DESIGN L13, "gpu" for the implicit flavor), the
+// queue wait by quota.
 type stateCollector struct{ s *Server }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -42,8 +44,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := c.s.cfg.Now()
 	for _, q := range QuotaFigures(st.Snapshot, st.Plan, now) {
-		ch <- prometheus.MustNewConstMetric(descBooked, prometheus.GaugeValue, float64(q.BookedGPUs), q.Name)
-		ch <- prometheus.MustNewConstMetric(descDisplaced, prometheus.GaugeValue, float64(q.DisplacedGPUs), q.Name)
+		ch <- prometheus.MustNewConstMetric(descBooked, prometheus.GaugeValue, float64(q.BookedGPUs), q.Name, q.Flavor)
+		ch <- prometheus.MustNewConstMetric(descDisplaced, prometheus.GaugeValue, float64(q.DisplacedGPUs), q.Name, q.Flavor)
 	}
 	nsNode := quota.Namespaces(st.Snapshot.Quota)
 	type hist struct {

@@ -39,65 +39,167 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, QuotasResponse{State: fresh, Quotas: QuotaFigures(st.Snapshot, st.Plan, s.cfg.Now())})
+	writeJSON(w, QuotasResponse{State: fresh, Quotas: QuotaFigures(st.Snapshot, st.Plan, s.cfg.Now()), Ungoverned: UngovernedDevices(st.Snapshot)})
 }
 
-// QuotaFigures computes the figures of every quota node (DESIGN L4, L9,
-// L10) from a snapshot and its plan: nominal, used, non-idle, borrowed,
-// debt and lendable from the plan's usage; booked = GPUs of the bookings
-// active at now in the node's subtree; queued = GPUs still to place for
-// the pending groups of the subtree's namespaces; displaced is the core's
-// figure (plan.Usage.Displaced); stopping = GPUs of the subtree's
-// allocations already being stopped (StoppingFor set).
-//
-// The figures are those of the tree's first flavor (its only one, or the
-// implicit "gpu"): a column per flavor is issue 17 item 5.
+// QuotaFigures computes the figures of every quota node and flavor
+// (DESIGN L4, L9, L10, L13): one entry per node and flavor, nodes parents
+// first, a node's flavors in tree order (the implicit flavor "gpu" alone in
+// a tree without flavor blocks). Nominal, used, non-idle, borrowed, debt,
+// displaced and lendable are the plan's usage row of that node and flavor;
+// booked = GPUs of the bookings of that flavor active at now in the
+// node's subtree; queued = GPUs still to place for the pending groups of
+// the subtree's namespaces, each counted in one flavor: the one the last
+// plan's answer names, else the first it allows (so that queued adds up
+// across flavors); stopping = GPUs of that flavor held by the subtree's
+// allocations already being stopped (StoppingFor set). Ungoverned devices
+// count nowhere.
 func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
-	flavor := quota.FlavorNames(snap.Quota)[0]
-	usage := map[string]plan.Usage{}
+	names := quota.FlavorNames(snap.Quota)
+	only := ""
+	if len(names) == 1 {
+		only = names[0]
+	}
+	type nodeFlavor struct{ node, flavor string }
+	// rowFlavor is the flavor a plan's or a booking's flavor stands for:
+	// "" is the tree's only flavor (the implicit one included).
+	rowFlavor := func(f string) string {
+		if f == "" {
+			return only
+		}
+		return f
+	}
+	usage := map[nodeFlavor]plan.Usage{}
+	answer := map[plan.GroupKey]string{}
 	if p != nil {
 		for _, u := range p.Usage {
-			if u.Flavor == flavor || u.Flavor == "" {
-				usage[u.Quota] = u
+			usage[nodeFlavor{u.Quota, rowFlavor(u.Flavor)}] = u
+		}
+		for _, a := range p.Actions {
+			if a.Action != plan.ActionStop && a.Flavor != "" {
+				answer[plan.GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}] = a.Flavor
 			}
 		}
 	}
-	ownBooked := map[string]int{}
+	ownBooked := map[nodeFlavor]int{}
 	for _, res := range snap.Reservations {
 		if res.Active(now) {
-			ownBooked[res.Quota] += res.GPUs
+			ownBooked[nodeFlavor{res.Quota, rowFlavor(res.Flavor)}] += res.GPUs
 		}
 	}
 	nsNode := quota.Namespaces(snap.Quota)
-	ownStopping := map[string]int{}
+	ownStopping := map[nodeFlavor]int{}
+	var deviceFlavor map[string]string // GPU ID -> flavor; built at the first stopping allocation
 	for _, a := range snap.Allocations {
-		if n, ok := nsNode[a.Namespace]; ok && (!a.StoppingFor.IsZero() || a.StoppingForReservation != "") {
-			ownStopping[n] += a.GPUs()
+		n, ok := nsNode[a.Namespace]
+		if !ok || (a.StoppingFor.IsZero() && a.StoppingForReservation == "") {
+			continue
+		}
+		if deviceFlavor == nil {
+			deviceFlavor = devicesByFlavor(snap)
+		}
+		for _, id := range a.GPUIDs {
+			if f, ok := deviceFlavor[id]; ok {
+				ownStopping[nodeFlavor{n, f}]++
+			}
 		}
 	}
-	ownQueued := map[string]int{}
+	ownQueued := map[nodeFlavor]int{}
 	for _, pd := range snap.Pending {
-		if n, ok := nsNode[pd.Namespace]; ok {
-			ownQueued[n] += pd.Count * pd.GPUs
+		n, ok := nsNode[pd.Namespace]
+		if !ok {
+			continue
 		}
+		f := answer[pd.Key()]
+		if f == "" && len(pd.Flavors) > 0 {
+			f = pd.Flavors[0]
+		}
+		if !slices.Contains(names, f) {
+			f = names[0]
+		}
+		ownQueued[nodeFlavor{n, f}] += pd.Count * pd.GPUs
 	}
 	var out []Quota
-	var walk func(n *quota.Node, parent string) (booked, queued, stopping int)
-	walk = func(n *quota.Node, parent string) (int, int, int) {
-		i := len(out)
-		u := usage[n.Name]
-		out = append(out, Quota{Name: n.Name, Parent: parent, NominalGPUs: n.GPUs.Of(flavor), UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
-			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, DisplacedGPUs: u.Displaced, LendableGPUs: u.Lendable, Workspaces: slices.Clone(n.Namespaces)})
-		booked, queued, stopping := ownBooked[n.Name], ownQueued[n.Name], ownStopping[n.Name]
+	var walk func(n *quota.Node, parent string) (booked, queued, stopping map[string]int)
+	walk = func(n *quota.Node, parent string) (map[string]int, map[string]int, map[string]int) {
+		first := len(out)
+		for _, f := range names {
+			u := usage[nodeFlavor{n.Name, f}]
+			out = append(out, Quota{Name: n.Name, Parent: parent, Flavor: f, NominalGPUs: n.GPUs.Of(f), UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
+				BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, DisplacedGPUs: u.Displaced, LendableGPUs: u.Lendable, Workspaces: slices.Clone(n.Namespaces)})
+		}
+		booked, queued, stopping := map[string]int{}, map[string]int{}, map[string]int{}
+		for _, f := range names {
+			k := nodeFlavor{n.Name, f}
+			booked[f], queued[f], stopping[f] = ownBooked[k], ownQueued[k], ownStopping[k]
+		}
 		for _, ch := range n.Children {
 			b, q, s := walk(ch, n.Name)
-			booked, queued, stopping = booked+b, queued+q, stopping+s
+			for _, f := range names {
+				booked[f], queued[f], stopping[f] = booked[f]+b[f], queued[f]+q[f], stopping[f]+s[f]
+			}
 		}
-		out[i].BookedGPUs, out[i].QueuedGPUs, out[i].StoppingGPUs = booked, queued, stopping
+		for k, f := range names {
+			out[first+k].BookedGPUs, out[first+k].QueuedGPUs, out[first+k].StoppingGPUs = booked[f], queued[f], stopping[f]
+		}
 		return booked, queued, stopping
 	}
 	if snap.Quota != nil {
 		walk(snap.Quota, "")
+	}
+	return out
+}
+
+// UngovernedDevices lists the devices of snap that belong to no flavor of
+// its tree (DESIGN L13), one entry per node (snapshot order), model and
+// MIG profile (first seen order), with the count and the reason: a MIG
+// instance under the implicit flavor (whole GPUs only), or a model and
+// profile no declared flavor takes. Nil when every device has a flavor.
+func UngovernedDevices(snap *plan.Snapshot) []Ungoverned {
+	var flavors []quota.Flavor
+	if snap.Quota != nil {
+		flavors = snap.Quota.Flavors
+	}
+	var out []Ungoverned
+	for i := range snap.Nodes {
+		first := len(out)
+		for _, g := range snap.Nodes[i].GPUs {
+			if _, ok := quota.FlavorOf(flavors, g.Model, g.MIGProfile); ok {
+				continue
+			}
+			k := slices.IndexFunc(out[first:], func(u Ungoverned) bool { return u.Model == g.Model && u.MIGProfile == g.MIGProfile })
+			if k >= 0 {
+				out[first+k].Devices++
+				continue
+			}
+			reason := fmt.Sprintf("model %q is in no flavor of the tree (%s)", g.Model, strings.Join(quota.FlavorNames(snap.Quota), ", "))
+			switch {
+			case len(flavors) == 0:
+				reason = fmt.Sprintf("MIG %s instance: the implicit flavor %q takes whole GPUs only", g.MIGProfile, quota.ImplicitFlavor)
+			case g.MIGProfile != "":
+				reason = fmt.Sprintf("model %q with mig_profile %q is in no flavor of the tree (%s)", g.Model, g.MIGProfile, strings.Join(quota.FlavorNames(snap.Quota), ", "))
+			}
+			out = append(out, Ungoverned{Node: snap.Nodes[i].ID, Model: g.Model, MIGProfile: g.MIGProfile, Devices: 1, Reason: reason})
+		}
+	}
+	return out
+}
+
+// devicesByFlavor maps each governed GPU of snap (by device instance ID,
+// unique in the cluster) to its flavor (DESIGN L13: the first flavor of
+// the tree it matches); ungoverned devices are left out.
+func devicesByFlavor(snap *plan.Snapshot) map[string]string {
+	var flavors []quota.Flavor
+	if snap.Quota != nil {
+		flavors = snap.Quota.Flavors
+	}
+	out := map[string]string{}
+	for i := range snap.Nodes {
+		for _, g := range snap.Nodes[i].GPUs {
+			if f, ok := quota.FlavorOf(flavors, g.Model, g.MIGProfile); ok {
+				out[g.ID] = f
+			}
+		}
 	}
 	return out
 }

@@ -324,7 +324,7 @@ func TestQuotasFigures(t *testing.T) {
 		ns           []string
 	}{{"Quota1", "", 128, 32, []string{"workspace-a"}}, {"Quota1.1", "Quota1", 48, 16, []string{"workspace-b"}}, {"Quota1.2", "Quota1", 80, 0, []string{"workspace-c"}}} {
 		u := usage[n.name]
-		want = append(want, Quota{Name: n.name, Parent: n.parent, NominalGPUs: n.gpus, UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
+		want = append(want, Quota{Name: n.name, Parent: n.parent, Flavor: "gpu", NominalGPUs: n.gpus, UsedGPUs: u.Used, NonidleGPUs: u.NonIdle,
 			BorrowedGPUs: u.Borrowed, DebtGPUs: u.Debt, LendableGPUs: u.Lendable, QueuedGPUs: n.queued, Workspaces: n.ns})
 	}
 	if diff := cmp.Diff(want, got.Quotas); diff != "" {
@@ -852,8 +852,8 @@ func TestPreemptionsAndMetrics(t *testing.T) {
 	for _, line := range []string{
 		`gputide_token_checks_total{result="denied"} 1`,
 		`gputide_token_checks_total{result="unavailable"} 1`,
-		`gputide_quota_booked_gpus{quota="Quota1.1"} 0`,
-		`gputide_quota_displaced_gpus{quota="Quota1"} 0`,
+		`gputide_quota_booked_gpus{flavor="gpu",quota="Quota1.1"} 0`,
+		`gputide_quota_displaced_gpus{flavor="gpu",quota="Quota1"} 0`,
 		`gputide_queue_wait_seconds_count{quota="Quota1.1"} 1`,
 		`gputide_queue_wait_seconds_sum{quota="Quota1.1"} 1205`,
 	} {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gputide/gputide/quota-broker/acl"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
@@ -707,5 +710,73 @@ func TestUILoginCrossSite(t *testing.T) {
 	h.srv.ui.mu.Unlock()
 	if n != 5 {
 		t.Errorf("%d sessions, want the 5 same-site logins", n)
+	}
+}
+
+// TestUIPageFlavors: with several flavors the tree table has a flavor
+// column and one row per node and flavor, IDs naming the flavor, each
+// row the API's figures of that flavor (DESIGN L13, issue 17 item 5).
+func TestUIPageFlavors(t *testing.T) {
+	h := newUIHarness(t, false)
+	h.be.mu.Lock()
+	snap := *h.be.st.Snapshot
+	snap.Quota = snap.Quota.Clone()
+	snap.Quota.Flavors = []quota.Flavor{{Name: "h100", Models: []string{"NVIDIA H100 80GB HBM3"}}, {Name: "a100", Models: []string{"NVIDIA A100-SXM4-80GB"}}}
+	nominal := map[string]quota.Nominal{"Quota1": {"h100": 64, "a100": 64}, "Quota1.1": {"h100": 16, "a100": 32}, "Quota1.2": {"h100": 48, "a100": 32}}
+	snap.Quota.Walk(func(n *quota.Node) { n.GPUs = nominal[n.Name] })
+	// node-01's GPUs cut into MIG slices: of no flavor (ungoverned).
+	snap.Nodes = slices.Clone(snap.Nodes)
+	snap.Nodes[0].GPUs = slices.Clone(snap.Nodes[0].GPUs)
+	for k := range snap.Nodes[0].GPUs {
+		snap.Nodes[0].GPUs[k].MIGProfile = "1g.10gb"
+	}
+	p := *h.be.st.Plan
+	p.Usage = nil
+	for _, name := range []string{"Quota1", "Quota1.1", "Quota1.2"} {
+		p.Usage = append(p.Usage,
+			plan.Usage{Quota: name, Flavor: "h100", Nominal: nominal[name]["h100"], Used: 7, NonIdle: 5},
+			plan.Usage{Quota: name, Flavor: "a100", Nominal: nominal[name]["a100"], Used: 3, Lendable: 2})
+	}
+	h.be.st.Snapshot, h.be.st.Plan = &snap, &p
+	h.be.mu.Unlock()
+
+	c := h.browser(t, nil)
+	h.login(t, c, tokTeamB)
+	resp, page := send(t, c, "GET", h.ts.URL+"/ui/", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("page: %d\n%s", resp.StatusCode, page)
+	}
+	req, _ := http.NewRequest("GET", h.ts.URL+"/v1/quotas", nil)
+	req.Header.Set("X-Nomad-Token", tokTeamB)
+	aresp, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qr QuotasResponse
+	if err := json.NewDecoder(aresp.Body).Decode(&qr); err != nil {
+		t.Fatal(err)
+	}
+	aresp.Body.Close()
+	if len(qr.Quotas) != 6 {
+		t.Fatalf("/v1/quotas: %d entries, want 6 (3 nodes x 2 flavors)", len(qr.Quotas))
+	}
+	api := map[string]map[string]int{}
+	for _, q := range qr.Quotas {
+		api[q.Name+"-"+q.Flavor] = apiFigures([]Quota{q})[q.Name]
+	}
+	got := pageFigures(t, page)
+	if d := cmp.Diff(api, got); d != "" {
+		t.Errorf("page figures per flavor (-api +page):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]int{"Quota1.1-h100": 16, "Quota1.1-a100": 32},
+		map[string]int{"Quota1.1-h100": got["Quota1.1-h100"]["nominal"], "Quota1.1-a100": got["Quota1.1-a100"]["nominal"]}); d != "" {
+		t.Errorf("Quota1.1 nominals (-want +got):\n%s", d)
+	}
+	// node-01's slices are listed as ungoverned, with the reason.
+	for _, s := range []string{`<th>flavor</th>`, `<td class="flavor">a100</td>`, `aria-label="Quota1.2 h100 bars"`, `<table id="ungoverned">`,
+		`<td>node-01</td><td>NVIDIA H100 80GB HBM3 MIG 1g.10gb</td><td class="n">8</td><td>model &#34;NVIDIA H100 80GB HBM3&#34; with mig_profile &#34;1g.10gb&#34; is in no flavor of the tree (h100, a100)</td>`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %q", s)
+		}
 	}
 }

@@ -64,9 +64,15 @@ type uiView struct {
 	Workspaces  []uiWorkspace  // running allocations per workspace
 	Zoom, Other uiSpan         // the timeline's zoom, and the one a click away
 	StateAge    string
-	Error       string // the state could not be read (no state, stale): no figures
-	PreemptErr  string // the preemption history could not be read
-	Quotas      []uiQuota
+	Error       string    // the state could not be read (no state, stale): no figures
+	PreemptErr  string    // the preemption history could not be read
+	Quotas      []uiQuota // one row per quota node and flavor (DESIGN L13)
+	// Flavored is true when the tree declares several flavors: the tree
+	// table then has a flavor column and its rows' IDs name the flavor
+	// (quota-Quota1.1-h100); a one-flavor tree's table is as before.
+	Flavored bool
+	// Ungoverned are the devices of no flavor, per node (DESIGN L13).
+	Ungoverned  []Ungoverned
 	Queue       []QueueEntry
 	Preemptions []PreemptionEntry // last 24 h, newest first
 	PreemptMore int               // stops left off past uiPreemptionRows
@@ -119,12 +125,16 @@ type uiAlloc struct {
 }
 
 // uiWorkspacesOf groups st's allocations by namespace (sorted), oldest
-// first within one.
+// first within one. A workspace's borrowed, debt and displaced GPUs are
+// its quota node's, summed over the flavors (the tree table shows each
+// flavor apart).
 func uiWorkspacesOf(st BrokerState, quotas []Quota, c *caller, now time.Time) []uiWorkspace {
 	nsNode := quota.Namespaces(st.Snapshot.Quota)
 	fig := map[string]Quota{}
 	for _, q := range quotas {
-		fig[q.Name] = q
+		f := fig[q.Name]
+		f.Name, f.BorrowedGPUs, f.DebtGPUs, f.DisplacedGPUs = q.Name, f.BorrowedGPUs+q.BorrowedGPUs, f.DebtGPUs+q.DebtGPUs, f.DisplacedGPUs+q.DisplacedGPUs
+		fig[q.Name] = f
 	}
 	stops := map[string]plan.Action{}
 	if st.Plan != nil {
@@ -217,6 +227,8 @@ func (s *Server) uiView(ctx context.Context, c *caller, who, span string) (uiVie
 	v.StateAge = time.Duration(fresh.StateAgeSeconds * float64(time.Second)).Round(time.Second).String()
 	figures := QuotaFigures(st.Snapshot, st.Plan, now)
 	v.Quotas = uiQuotas(figures)
+	v.Flavored = len(quota.TreeFlavors(st.Snapshot.Quota)) > 1
+	v.Ungoverned = UngovernedDevices(st.Snapshot)
 	v.Queue = queueOf(st, "", c, now)
 	v.Warnings = warningsOf(st.Plan, c, func(plan.Warning) bool { return true })
 	v.Workspaces = uiWorkspacesOf(st, figures, c, now)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +63,11 @@ Usage: gputide quota status [options]
   '.' free nominal), borrowed, debt (L9), booked and displaced (L10),
   lendable and queued GPUs. Used GPUs of allocations the broker is
   already stopping show apart: "8 (+4 stopping)". Any valid token may
-  read it.
+  read it. With several flavors (DESIGN L13) each node has one row per
+  flavor, in tree order, and a Flavor column; -json has one entry per
+  node and flavor, each with "flavor" ("gpu" for the implicit flavor).
+  Devices of no flavor (ungoverned, left to Nomad) are listed under the
+  tree by node, with the reason.
 ` + apiHelp)
 }
 
@@ -80,21 +85,64 @@ func (c *QuotaStatusCommand) Run(args []string) int {
 			c.printJSON(res)
 			return nil
 		}
-		depth := map[string]int{}
-		rows := [][]string{{"Quota", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued", "Workspaces"}}
-		for _, q := range res.Quotas {
-			d := 0
-			if q.Parent != "" {
-				d = depth[q.Parent] + 1
-			}
-			depth[q.Name] = d
-			rows = append(rows, []string{strings.Repeat("· ", d) + q.Name, strconv.Itoa(q.NominalGPUs), usedCell(q), usageBar(q),
-				strconv.Itoa(q.BorrowedGPUs), strconv.Itoa(q.DebtGPUs), strconv.Itoa(q.BookedGPUs), strconv.Itoa(q.DisplacedGPUs),
-				strconv.Itoa(q.LendableGPUs), strconv.Itoa(q.QueuedGPUs), strings.Join(q.Workspaces, ",")})
-		}
+		rows := quotaStatusRows(res.Quotas)
 		c.Ui.Output(formatList(rows))
+		if len(res.Ungoverned) > 0 {
+			c.Ui.Output("\nUngoverned devices (of no flavor: left to Nomad, never counted)\n" + formatList(ungovernedRows(res.Ungoverned)))
+		}
 		return nil
 	})
+}
+
+// quotaStatusRows lays out "quota status": a header, then one row per
+// quota node, children under their parent marked "· " per level. With
+// several flavors (DESIGN L13) the API has one entry per node and flavor:
+// each is its own row, the node's flavors one after another, with a
+// Flavor column after Quota; a tree of one flavor (the implicit "gpu"
+// included) keeps the table without that column.
+func quotaStatusRows(qs []api.Quota) [][]string {
+	flavors := map[string]bool{}
+	for _, q := range qs {
+		flavors[q.Flavor] = true
+	}
+	flavored := len(flavors) > 1
+	head := []string{"Quota", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued", "Workspaces"}
+	if flavored {
+		head = slices.Insert(head, 1, "Flavor")
+	}
+	rows := [][]string{head}
+	depth := map[string]int{}
+	for _, q := range qs {
+		d := 0
+		if q.Parent != "" {
+			d = depth[q.Parent] + 1
+		}
+		depth[q.Name] = d
+		row := []string{strings.Repeat("· ", d) + q.Name, strconv.Itoa(q.NominalGPUs), usedCell(q), usageBar(q),
+			strconv.Itoa(q.BorrowedGPUs), strconv.Itoa(q.DebtGPUs), strconv.Itoa(q.BookedGPUs), strconv.Itoa(q.DisplacedGPUs),
+			strconv.Itoa(q.LendableGPUs), strconv.Itoa(q.QueuedGPUs), strings.Join(q.Workspaces, ",")}
+		if flavored {
+			row = slices.Insert(row, 1, q.Flavor)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// ungovernedRows lays out the devices of no flavor (DESIGN L13) that
+// "quota status" lists under the tree: node, device (the model, with
+// " MIG <profile>" for a MIG instance, as the device plugin names it),
+// count and reason.
+func ungovernedRows(us []api.Ungoverned) [][]string {
+	rows := [][]string{{"Node", "Device", "Count", "Reason"}}
+	for _, u := range us {
+		dev := u.Model
+		if u.MIGProfile != "" {
+			dev += " MIG " + u.MIGProfile
+		}
+		rows = append(rows, []string{u.Node, dev, strconv.Itoa(u.Devices), u.Reason})
+	}
+	return rows
 }
 
 // usedCell is a node's used GPUs, those of allocations already being

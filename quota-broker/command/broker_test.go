@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/gputide/gputide/quota-broker/acl"
@@ -329,5 +330,53 @@ func TestWarningsRendered(t *testing.T) {
 	}
 	if got := warningLines(api.ReservationResponse{}.Warnings); got != "" {
 		t.Errorf("no warnings: %q", got)
+	}
+}
+
+// TestQuotaStatusRowsPerFlavor: with several flavors "quota status" has a
+// Flavor column and one row per node and flavor, figures of that flavor
+// (issue 17 item 5); one flavor keeps the table as it was.
+func TestQuotaStatusRowsPerFlavor(t *testing.T) {
+	qs := []api.Quota{
+		{Name: "Quota1", Flavor: "h100", NominalGPUs: 16, UsedGPUs: 16, NonidleGPUs: 16, Workspaces: []string{"workspace-a"}},
+		{Name: "Quota1", Flavor: "a100", NominalGPUs: 8, UsedGPUs: 2, NonidleGPUs: 0, LendableGPUs: 6, Workspaces: []string{"workspace-a"}},
+		{Name: "Quota1.1", Parent: "Quota1", Flavor: "h100", NominalGPUs: 4, UsedGPUs: 8, NonidleGPUs: 8, BorrowedGPUs: 4, StoppingGPUs: 2, QueuedGPUs: 3, Workspaces: []string{"workspace-b"}},
+		{Name: "Quota1.1", Parent: "Quota1", Flavor: "a100", NominalGPUs: 8, UsedGPUs: 2, BookedGPUs: 2, Workspaces: []string{"workspace-b"}},
+	}
+	want := [][]string{
+		{"Quota", "Flavor", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued", "Workspaces"},
+		{"Quota1", "h100", "16", "16", usageBar(qs[0]), "0", "0", "0", "0", "0", "0", "workspace-a"},
+		{"Quota1", "a100", "8", "2", usageBar(qs[1]), "0", "0", "0", "0", "6", "0", "workspace-a"},
+		{"· Quota1.1", "h100", "4", "6 (+2 stopping)", usageBar(qs[2]), "4", "0", "0", "0", "0", "3", "workspace-b"},
+		{"· Quota1.1", "a100", "8", "2", usageBar(qs[3]), "0", "0", "2", "0", "0", "0", "workspace-b"},
+	}
+	if diff := cmp.Diff(want, quotaStatusRows(qs)); diff != "" {
+		t.Errorf("rows per flavor (-want +got):\n%s", diff)
+	}
+	one := []api.Quota{{Name: "Quota1", Flavor: "gpu", NominalGPUs: 8, UsedGPUs: 4, NonidleGPUs: 4}}
+	wantOne := [][]string{
+		{"Quota", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued", "Workspaces"},
+		{"Quota1", "8", "4", "[##########..........]", "0", "0", "0", "0", "0", "0", ""},
+	}
+	if diff := cmp.Diff(wantOne, quotaStatusRows(one)); diff != "" {
+		t.Errorf("one flavor (-want +got):\n%s", diff)
+	}
+}
+
+// TestUngovernedRows: quota status lists devices of no flavor by node,
+// named as the device plugin names them, with the count and the reason
+// (DESIGN L13).
+func TestUngovernedRows(t *testing.T) {
+	got := ungovernedRows([]api.Ungoverned{
+		{Node: "n1", Model: "NVIDIA A100-SXM4-40GB", MIGProfile: "1g.5gb", Devices: 7, Reason: `MIG 1g.5gb instance: the implicit flavor "gpu" takes whole GPUs only`},
+		{Node: "n2", Model: "NVIDIA L4", Devices: 2, Reason: `model "NVIDIA L4" is in no flavor of the tree (h100, a100)`},
+	})
+	want := [][]string{
+		{"Node", "Device", "Count", "Reason"},
+		{"n1", "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "7", `MIG 1g.5gb instance: the implicit flavor "gpu" takes whole GPUs only`},
+		{"n2", "NVIDIA L4", "2", `model "NVIDIA L4" is in no flavor of the tree (h100, a100)`},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ungoverned rows (-want +got):\n%s", diff)
 	}
 }

@@ -6,6 +6,7 @@ package metrics
 import (
 	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,7 +22,7 @@ type Metrics struct {
 	Connected      prometheus.Gauge
 	StateAge       prometheus.Gauge // seconds
 	MetaErrors     prometheus.Gauge
-	QuotaNominal   *prometheus.GaugeVec // GPUs by quota
+	QuotaNominal   *prometheus.GaugeVec // GPUs by quota and flavor (DESIGN L13)
 	QuotaUsed      *prometheus.GaugeVec
 	QuotaNonIdle   *prometheus.GaugeVec
 	QuotaBorrowed  *prometheus.GaugeVec
@@ -35,7 +36,7 @@ type Metrics struct {
 // New creates the metrics and registers them with reg (when not nil).
 func New(reg prometheus.Registerer) *Metrics {
 	q := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gputide_quota_" + name, Help: help}, []string{"quota"})
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gputide_quota_" + name, Help: help}, []string{"quota", "flavor"})
 	}
 	m := &Metrics{
 		Preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gputide_preemptions_total",
@@ -78,7 +79,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// ObservePlan sets the per-quota gauges from a plan's usage.
+// ObservePlan sets the per-quota gauges from a plan's usage: one series
+// per quota node and flavor, {quota="Q",flavor="F"}, in GPUs.
 func (m *Metrics) ObservePlan(p *plan.Plan) {
 	if m == nil || p == nil {
 		return
@@ -90,21 +92,20 @@ func (m *Metrics) ObservePlan(p *plan.Plan) {
 		}
 	}
 	m.WaitingActions.Set(float64(waiting))
-	// A tree with flavors has a row per quota node and flavor, the tree's
-	// first flavor first (DESIGN L13): the gauges show that one until they
-	// get a flavor label (issue 17 item 5).
-	seen := map[string]bool{}
+	// One row per quota node and flavor (DESIGN L13), each its own series
+	// labelled flavor; a tree without flavor blocks has rows of flavor "",
+	// labelled "gpu" (the implicit flavor) as the snapshot writes them.
 	for _, u := range p.Usage {
-		if seen[u.Quota] {
-			continue
+		fl := u.Flavor
+		if fl == "" {
+			fl = quota.ImplicitFlavor
 		}
-		seen[u.Quota] = true
-		m.QuotaNominal.WithLabelValues(u.Quota).Set(float64(u.Nominal))
-		m.QuotaUsed.WithLabelValues(u.Quota).Set(float64(u.Used))
-		m.QuotaNonIdle.WithLabelValues(u.Quota).Set(float64(u.NonIdle))
-		m.QuotaBorrowed.WithLabelValues(u.Quota).Set(float64(u.Borrowed))
-		m.QuotaDebt.WithLabelValues(u.Quota).Set(float64(u.Debt))
-		m.QuotaLendable.WithLabelValues(u.Quota).Set(float64(u.Lendable))
+		m.QuotaNominal.WithLabelValues(u.Quota, fl).Set(float64(u.Nominal))
+		m.QuotaUsed.WithLabelValues(u.Quota, fl).Set(float64(u.Used))
+		m.QuotaNonIdle.WithLabelValues(u.Quota, fl).Set(float64(u.NonIdle))
+		m.QuotaBorrowed.WithLabelValues(u.Quota, fl).Set(float64(u.Borrowed))
+		m.QuotaDebt.WithLabelValues(u.Quota, fl).Set(float64(u.Debt))
+		m.QuotaLendable.WithLabelValues(u.Quota, fl).Set(float64(u.Lendable))
 	}
 }
 

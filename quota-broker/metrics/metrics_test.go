@@ -65,10 +65,10 @@ func TestObservePlanSetsTheQuotaGauges(t *testing.T) {
 	want := `
 # HELP gputide_quota_used_gpus GPUs in use in the quota node's subtree.
 # TYPE gputide_quota_used_gpus gauge
-gputide_quota_used_gpus{quota="Quota1"} 6
+gputide_quota_used_gpus{flavor="gpu",quota="Quota1"} 6
 # HELP gputide_quota_debt_gpus Over-quota debt of the node's namespaces (L9).
 # TYPE gputide_quota_debt_gpus gauge
-gputide_quota_debt_gpus{quota="Quota1"} 2
+gputide_quota_debt_gpus{flavor="gpu",quota="Quota1"} 2
 # HELP gputide_waiting_groups Task groups the last plan left waiting.
 # TYPE gputide_waiting_groups gauge
 gputide_waiting_groups 2
@@ -78,22 +78,39 @@ gputide_waiting_groups 2
 	}
 }
 
-// TestObservePlanShowsTheFirstFlavor: with flavors the plan has a row per
-// quota node and flavor (DESIGN L13); until the gauges get a flavor label
-// they show the tree's first flavor, the first row of each node.
-func TestObservePlanShowsTheFirstFlavor(t *testing.T) {
+// TestObservePlanLabelsEachFlavor: with flavors the plan has a row per
+// quota node and flavor (DESIGN L13); each is its own series, labelled
+// flavor, and a flavor's figure never leaks into another's.
+func TestObservePlanLabelsEachFlavor(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	m.ObservePlan(&plan.Plan{Usage: []plan.Usage{
-		{Quota: "Quota1", Flavor: "h100", Nominal: 16, Used: 12},
+		{Quota: "Quota1", Flavor: "h100", Nominal: 16, Used: 12, Borrowed: 0},
 		{Quota: "Quota1", Flavor: "a100", Nominal: 32, Used: 5},
+		{Quota: "Quota1.1", Flavor: "h100", Nominal: 4, Used: 10, Borrowed: 6},
+		{Quota: "Quota1.1", Flavor: "a100", Nominal: 8, Used: 0},
 	}})
 	want := `
 # HELP gputide_quota_used_gpus GPUs in use in the quota node's subtree.
 # TYPE gputide_quota_used_gpus gauge
-gputide_quota_used_gpus{quota="Quota1"} 12
+gputide_quota_used_gpus{flavor="a100",quota="Quota1"} 5
+gputide_quota_used_gpus{flavor="a100",quota="Quota1.1"} 0
+gputide_quota_used_gpus{flavor="h100",quota="Quota1"} 12
+gputide_quota_used_gpus{flavor="h100",quota="Quota1.1"} 10
+# HELP gputide_quota_borrowed_gpus GPUs borrowed by the subtree (L4).
+# TYPE gputide_quota_borrowed_gpus gauge
+gputide_quota_borrowed_gpus{flavor="a100",quota="Quota1"} 0
+gputide_quota_borrowed_gpus{flavor="a100",quota="Quota1.1"} 0
+gputide_quota_borrowed_gpus{flavor="h100",quota="Quota1"} 0
+gputide_quota_borrowed_gpus{flavor="h100",quota="Quota1.1"} 6
+# HELP gputide_quota_nominal_gpus Nominal GPUs of the quota node.
+# TYPE gputide_quota_nominal_gpus gauge
+gputide_quota_nominal_gpus{flavor="a100",quota="Quota1"} 32
+gputide_quota_nominal_gpus{flavor="a100",quota="Quota1.1"} 8
+gputide_quota_nominal_gpus{flavor="h100",quota="Quota1"} 16
+gputide_quota_nominal_gpus{flavor="h100",quota="Quota1.1"} 4
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gputide_quota_used_gpus"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gputide_quota_used_gpus", "gputide_quota_borrowed_gpus", "gputide_quota_nominal_gpus"); err != nil {
 		t.Fatal(err)
 	}
 }

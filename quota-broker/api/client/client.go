@@ -85,10 +85,16 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Quota is one node of the quota tree with its figures, in GPUs.
+// Quota is one node of the quota tree with its figures of one flavor, in
+// GPUs (devices of that flavor).
 type Quota struct {
-	Name          string `json:"name"`
-	Parent        string `json:"parent,omitempty"`
+	Name   string `json:"name"`
+	Parent string `json:"parent,omitempty"`
+	// Flavor is the flavor the entry counts (DESIGN L13): /v1/quotas has
+	// one entry per quota node and flavor, "gpu" for the implicit flavor
+	// of a tree without flavor blocks. Every figure below is of this
+	// flavor only, in devices (a MIG flavor counts its slices).
+	Flavor        string `json:"flavor"`
 	NominalGPUs   int    `json:"nominal_gpus"`
 	UsedGPUs      int    `json:"used_gpus"`
 	NonidleGPUs   int    `json:"nonidle_gpus"`
@@ -115,6 +121,20 @@ type State struct {
 type QuotasResponse struct {
 	State
 	Quotas []Quota `json:"quotas"`
+	// Ungoverned are the devices of no flavor (DESIGN L13), by node, model
+	// and MIG profile: never counted, admitted through or stopped by the
+	// broker, left to Nomad. Absent when every device has a flavor.
+	Ungoverned []Ungoverned `json:"ungoverned,omitempty"`
+}
+
+// Ungoverned is a node's devices of one model and MIG profile that belong
+// to no flavor of the tree, and why (DESIGN L13).
+type Ungoverned struct {
+	Node       string `json:"node"`
+	Model      string `json:"model"`
+	MIGProfile string `json:"mig_profile,omitempty"`
+	Devices    int    `json:"devices"`
+	Reason     string `json:"reason"`
 }
 
 // IdleFitResponse is the body of GET /v1/idle-fit.
