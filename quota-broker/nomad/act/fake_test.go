@@ -13,7 +13,6 @@ type (
 )
 
 var (
-	newFakeNomad  = fakenomad.New
 	registered    = fakenomad.Registered
 	testLogger    = fakenomad.TestLogger
 	recorded      = fakenomad.Recorded
@@ -37,7 +36,6 @@ const (
 
 // Shared with the build and act tests (internal/watchtest).
 var (
-	everything   = watchtest.Everything
 	listRecorded = watchtest.ListRecorded
 	raw          = watchtest.Raw
 )

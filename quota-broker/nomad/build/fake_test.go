@@ -34,7 +34,6 @@ const (
 
 // Shared with the build and act tests (internal/watchtest).
 var (
-	everything   = watchtest.Everything
 	listRecorded = watchtest.ListRecorded
 	raw          = watchtest.Raw
 )

@@ -13,14 +13,11 @@ import (
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 )
 
-// Everything governs every namespace.
-func Everything(string) bool { return true }
-
 // ListRecorded lists the recording through a new fake Nomad.
 func ListRecorded(t *testing.T) (*fakenomad.Nomad, *watch.State) {
 	t.Helper()
 	f := fakenomad.New(t)
-	s, err := watch.ListAll(context.Background(), f.Client(), Everything)
+	s, err := watch.ListAll(context.Background(), f.Client(), func(string) bool { return true })
 	if err != nil {
 		t.Fatalf("ListAll: %v", err)
 	}
