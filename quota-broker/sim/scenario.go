@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,6 +83,11 @@ type Placement struct {
 	Datacenters []string
 	NodePool    string
 	Model       string
+	// Flavors are the quota flavors the job may use, in the order it
+	// tries them (DESIGN L13; the snapshot's pending flavors): names of
+	// the tree's flavor blocks, nil for all of them in the tree's order.
+	Flavors    []string
+	FlavorsPos string // file:line of the flavors attribute, or ""
 }
 
 // Inference is an autoscaled inference service: its replica count follows a
@@ -506,10 +512,29 @@ func (s *Scenario) parseCluster(blk *hcl.Block, what string) error {
 const MaxClusterDevices = 1 << 20
 
 func (b *block) placement() Placement {
-	return Placement{Datacenters: b.strings("datacenters"), NodePool: b.str("node_pool", false, ""), Model: b.str("model", false, "")}
+	return Placement{Datacenters: b.strings("datacenters"), NodePool: b.str("node_pool", false, ""), Model: b.str("model", false, ""),
+		Flavors: b.strings("flavors"), FlavorsPos: b.pos("flavors")}
 }
 
-var placementAttrs = []string{"datacenters", "node_pool", "model"}
+var placementAttrs = []string{"datacenters", "node_pool", "model", "flavors"}
+
+// checkFlavors validates a workload's flavors against the tree's
+// (DESIGN L13): each names a flavor block of the quota file, once.
+func (s *Scenario) checkFlavors(what string, pl Placement) error {
+	names := quota.FlavorNames(s.Quota)
+	seen := map[string]bool{}
+	for _, f := range pl.Flavors {
+		if !slices.Contains(names, f) {
+			return &Error{Pos: pl.FlavorsPos, Msg: fmt.Sprintf("%s: flavors: %q is not a flavor of the quota tree (flavors: %s)",
+				what, f, strings.Join(names, ", "))}
+		}
+		if seen[f] {
+			return &Error{Pos: pl.FlavorsPos, Msg: fmt.Sprintf("%s: flavors: %q named twice", what, f)}
+		}
+		seen[f] = true
+	}
+	return nil
+}
 
 func (s *Scenario) parseInference(blk *hcl.Block, what string) error {
 	b, subs, err := open(blk.Body, s.File, what, blk.DefRange,
@@ -709,6 +734,33 @@ func (s *Scenario) parseMove(blk *hcl.Block, what string) error {
 	return nil
 }
 
+type namedPlacement struct {
+	what string
+	pl   Placement
+}
+
+// placements lists every workload block's placement, named as errors
+// name the block.
+func (s *Scenario) placements() []namedPlacement {
+	var out []namedPlacement
+	for _, in := range s.Infer {
+		out = append(out, namedPlacement{fmt.Sprintf("inference %q", in.Name), in.Placement})
+	}
+	for _, t := range s.Training {
+		out = append(out, namedPlacement{fmt.Sprintf("training %q", t.Name), t.Placement})
+	}
+	for _, d := range s.Dev {
+		out = append(out, namedPlacement{fmt.Sprintf("dev %q", d.Name), d.Placement})
+	}
+	for _, j := range s.Jobs {
+		out = append(out, namedPlacement{fmt.Sprintf("job %q", j.Name), j.Placement})
+	}
+	for _, o := range s.Openb {
+		out = append(out, namedPlacement{fmt.Sprintf("openb %q", o.Name), o.Placement})
+	}
+	return out
+}
+
 // check validates what spans blocks: namespaces bound in the tree, node
 // constraints that some node meets, quota moves that keep law L1.
 func (s *Scenario) check() error {
@@ -722,6 +774,11 @@ func (s *Scenario) check() error {
 	}
 	for _, in := range s.Infer {
 		if err := ns(in.NamespacePos, fmt.Sprintf("inference %q", in.Name), in.Namespace); err != nil {
+			return err
+		}
+	}
+	for _, c := range s.placements() {
+		if err := s.checkFlavors(c.what, c.pl); err != nil {
 			return err
 		}
 	}

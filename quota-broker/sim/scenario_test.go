@@ -294,6 +294,8 @@ cluster {
 		{"move breaks L1", good + "quota_move \"m\" {\n  at = \"2026-12-07 00:30\"\n  gpus = { \"Quota1.1\" = 60 }\n}\n", 12, "Quota1"},
 		{"move unknown quota", good + "quota_move \"m\" {\n  at = \"2026-12-07 00:30\"\n  gpus = { \"Quota9\" = 6 }\n}\n", 14, `no quota node "Quota9"`},
 		{"bad gang", good + "training \"t\" {\n  trace = \"t.csv\"\n  trace_start = \"2017-10-23\"\n  gang = \"some\"\n  workspaces = { \"*\" = \"workspace-b\" }\n}\n", 15, `gang = "some"`},
+		{"unknown flavor", good + "dev \"nb\" {\n  namespace = \"workspace-c\"\n  count = 1\n  flavors = [\"h100\"]\n}\n", 15, `dev "nb": flavors: "h100" is not a flavor of the quota tree (flavors: gpu)`},
+		{"flavor twice", good + "job \"j\" {\n  namespace = \"workspace-c\"\n  gpus = 1\n  duration = \"1h\"\n  flavors = [\"gpu\", \"gpu\"]\n}\n", 16, `job "j": flavors: "gpu" named twice`},
 		{"missing quota file", strings.Replace(good, `"quota.hcl"`, `"nope.hcl"`, 1), 2, "nope.hcl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -104,7 +104,10 @@ type Event struct {
 	To        *int     `json:"to,omitempty"`
 	LostGPUh  float64  `json:"lost_gpu_hours,omitempty"`
 	Quota     string   `json:"quota,omitempty"` // wait: the quota node that binds it (DESIGN L3)
-	Reason    string   `json:"reason,omitempty"`
+	// Flavor is the flavor of an admit, a start or a stop (DESIGN L13);
+	// "" in a tree of the implicit flavor.
+	Flavor string `json:"flavor,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 type evKind uint8
@@ -680,6 +683,18 @@ func (s *sim) tm(t int64) time.Time { return time.Unix(0, t).In(s.sc.Zone) }
 
 func (s *sim) fmt(t int64) string { return s.tm(t).Format(time.RFC3339) }
 
+// eventFlavor is the flavor an event names: f, or the tree's only flavor
+// when f is "" in a tree of one declared flavor; "" for the implicit one.
+func (s *sim) eventFlavor(f string) string {
+	switch {
+	case s.tree == nil || len(s.tree.Flavors) == 0:
+		return ""
+	case f == "":
+		return s.tree.Flavors[0].Name
+	}
+	return f
+}
+
 func (s *sim) record(e Event) {
 	if s.ew == nil || s.ewErr != nil {
 		return
@@ -740,7 +755,7 @@ func (s *sim) snapshot() *plan.Snapshot {
 			sp := j.spec
 			p := plan.Pending{Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
 				Count: m, GPUs: sp.GPUs, Model: sp.Model, Datacenters: sp.Datacenters, NodePool: sp.NodePool,
-				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC(), Reservation: sp.Reservation}
+				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC(), Reservation: sp.Reservation, Flavors: sp.Flavors}
 			if q := j.queuedAt; q != sp.Submit.UnixNano() {
 				p.QueuedAt = s.tm(q).UTC()
 			}
@@ -871,7 +886,7 @@ func (s *sim) apply(p *plan.Plan) {
 		a.stoppingForRes = forRes
 		s.record(Event{Event: "stop", Rule: string(act.Rule), Alloc: act.Alloc, Namespace: act.Namespace, Job: act.Job,
 			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: ownerText(plan.HoldOwner{Reservation: forRes, Group: act.For}),
-			LostGPUh: round3(s.res.lastLost), Reason: act.Reason})
+			LostGPUh: round3(s.res.lastLost), Flavor: s.eventFlavor(a.flavor), Reason: act.Reason})
 	}
 	for _, act := range p.Actions {
 		switch act.Action {
@@ -886,7 +901,7 @@ func (s *sim) apply(p *plan.Plan) {
 				continue
 			}
 			s.record(Event{Event: "admit", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group,
-				Nodes: act.Nodes, Count: len(act.Nodes), GPUs: j.spec.GPUs, Reason: act.Reason})
+				Nodes: act.Nodes, Count: len(act.Nodes), GPUs: j.spec.GPUs, Flavor: s.eventFlavor(act.Flavor), Reason: act.Reason})
 			if len(j.live) == 0 {
 				j.admittedAt = s.now // the store's admitted_at (L11 max_run counts from it)
 			}
@@ -903,7 +918,7 @@ func (s *sim) apply(p *plan.Plan) {
 					s.conflict(act, "unknown node "+n)
 					continue
 				}
-				a, err := s.place(j, ni)
+				a, err := s.placeIn(j, ni, act.Flavor)
 				if err != nil {
 					s.conflict(act, err.Error())
 					continue
