@@ -46,6 +46,7 @@ type node struct {
 
 type alloc struct {
 	flavor      string // the flavor of its GPUs (DESIGN L13)
+	fi          int    // its index in the tree's declared flavors, -1 for none
 	id          string
 	seq         uint64
 	j           *job
@@ -168,6 +169,23 @@ func (s *sim) acct(a *alloc, sign int) {
 		idle = 1
 	}
 	s.own[a.j.ns][a.state][idle] += sign * len(a.slots)
+	if a.fi >= 0 && a.fi < len(s.flOwn) {
+		s.flOwn[a.fi] += sign * len(a.slots)
+	}
+}
+
+// flavorIndex is the index of flavor f among the tree's declared flavors,
+// -1 when the tree declares none or f is not one of them.
+func (s *sim) flavorIndex(f string) int {
+	if s.tree == nil {
+		return -1
+	}
+	for i := range s.tree.Flavors {
+		if s.tree.Flavors[i].Name == f {
+			return i
+		}
+	}
+	return -1
 }
 
 func (s *sim) setIDs(a *alloc) {
@@ -253,7 +271,7 @@ func (s *sim) placeIn(j *job, ni int, flavor string) (*alloc, error) {
 		return nil, fmt.Errorf("node %s has %d GPUs of flavor %s free for %s, %d needed", nd.id, len(take), flavor, j.key, need)
 	}
 	s.seq++
-	a := &alloc{flavor: flavor, id: fmt.Sprintf("alloc-%07d", s.seq), seq: s.seq, j: j, node: ni, placedAt: s.now, placedTime: time.Unix(0, s.now).UTC(), state: placing}
+	a := &alloc{flavor: flavor, fi: s.flavorIndex(flavor), id: fmt.Sprintf("alloc-%07d", s.seq), seq: s.seq, j: j, node: ni, placedAt: s.now, placedTime: time.Unix(0, s.now).UTC(), state: placing}
 	for _, si := range take {
 		g := s.slots[si]
 		if prev := g.owner; prev != nil {
@@ -305,6 +323,11 @@ func (s *sim) run(a *alloc) {
 	if !j.everStarted {
 		s.closeBind(j, s.now)
 		j.everStarted, j.firstStart = true, s.now
+		if a.fi >= 0 && a.fi < len(s.res.Flavors) {
+			f := s.res.Flavors[a.fi]
+			f.Started++
+			f.Wait += float64(s.now-max(j.spec.Submit.UnixNano(), s.start)) / 1e9
+		}
 	}
 	s.record(Event{Event: "start", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
 		Node: s.nodes[a.node].id, GPUs: len(a.slots), Flavor: s.eventFlavor(a.flavor)})

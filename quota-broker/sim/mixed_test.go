@@ -61,6 +61,29 @@ func TestMixedExample(t *testing.T) {
 		if len(res.Conflicts) != 0 {
 			t.Errorf("%s: %d plan actions not applied, first %s", p.Name(), len(res.Conflicts), res.Conflicts[0])
 		}
+		// The per-flavor figures: each flavor's devices; every allocation
+		// holds GPUs of one flavor, so the flavors' held GPU time adds up
+		// to the cluster's; the 24 notebooks are the jobs that started in
+		// a100-1g.
+		type fl struct {
+			Flavor string
+			GPUs   int
+		}
+		var fls []fl
+		held := 0.0
+		for _, f := range res.Flavors {
+			fls = append(fls, fl{f.Flavor, f.GPUs})
+			held += f.Used
+		}
+		if d := cmp.Diff([]fl{{"h100", 64}, {"a100", 48}, {"a100-1g", 112}}, fls); d != "" {
+			t.Errorf("%s: flavors (-want +got):\n%s", p.Name(), d)
+		}
+		if all := res.Total.Placing + res.Total.Running + res.Total.Stopping; fmt.Sprintf("%.0f", held) != fmt.Sprintf("%.0f", all) {
+			t.Errorf("%s: the flavors held %.0f GPU-seconds, the cluster %.0f", p.Name(), held, all)
+		}
+		if len(res.Flavors) == 3 && res.Flavors[2].Started != 24 {
+			t.Errorf("%s: %d jobs started in a100-1g, want the 24 notebooks", p.Name(), res.Flavors[2].Started)
+		}
 		// Where each kind of work started: node-01..08 are H100, 09..14
 		// whole A100, 15..16 the slices.
 		where := map[string]map[string]int{}   // kind -> node range -> allocations

@@ -178,6 +178,7 @@ type sim struct {
 	infer    []*inferState
 
 	own   [][3][2]int // namespace x state x idle: GPUs owned
+	flOwn []int       // per declared flavor (the tree's order): GPUs owned
 	pendI int         // GPUs asked by pending idle training jobs
 	// asked are, per namespace, the GPUs its pending allocations ask for
 	// (every job: the demand of DESIGN L14 beyond what is held).
@@ -288,6 +289,7 @@ func (s *sim) initQuota() {
 		s.nsIndex[n] = i
 	}
 	s.own = make([][3][2]int, len(s.ns))
+	s.flOwn = make([]int, len(s.tree.Flavors))
 	s.asked = make([]int, len(s.ns))
 	var walk func(n *quota.Node, parent int) []int
 	walk = func(n *quota.Node, parent int) []int {
@@ -884,6 +886,10 @@ func (s *sim) apply(p *plan.Plan) {
 		node, gpus := s.nodes[a.node].id, len(a.slots)
 		s.stop(a, act.Rule, act.For)
 		a.stoppingForRes = forRes
+		if a.fi >= 0 && a.fi < len(s.res.Flavors) {
+			s.res.Flavors[a.fi].Stops++
+			s.res.Flavors[a.fi].LostGPUh += s.res.lastLost
+		}
 		s.record(Event{Event: "stop", Rule: string(act.Rule), Alloc: act.Alloc, Namespace: act.Namespace, Job: act.Job,
 			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: ownerText(plan.HoldOwner{Reservation: forRes, Group: act.For}),
 			LostGPUh: round3(s.res.lastLost), Flavor: s.eventFlavor(a.flavor), Reason: act.Reason})
