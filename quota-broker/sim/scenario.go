@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path"
 	"path/filepath"
 	"slices"
@@ -116,6 +117,12 @@ type Demand struct {
 
 // Training replays a Philly-format job trace.
 type Training struct {
+	// FlavorShares split the trace's jobs by the flavors they allow
+	// (DESIGN L13): each job draws one entry with its share's
+	// probability, in the entries' key order, and allows its flavors in
+	// the listed order; none: every job allows Placement.Flavors.
+	FlavorShares []FlavorShare
+
 	Name            string
 	Trace, Fallback string
 	TracePos        string
@@ -606,7 +613,7 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	b, _, err := open(blk.Body, s.File, what, blk.DefRange, append([]string{
 		"trace", "fallback", "trace_time_zone", "trace_start", "time_scale", "gpu_scale", "sample",
 		"idle_fraction", "min_duration", "max_gpus", "priority", "kill_timeout", "checkpoint",
-		"checkpoint_write", "in_flight", "gang", "expect_rows", "workspaces"}, placementAttrs...))
+		"checkpoint_write", "in_flight", "gang", "expect_rows", "workspaces", "flavor_shares"}, placementAttrs...))
 	if err != nil {
 		return err
 	}
@@ -637,6 +644,27 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	t.Gang = b.str("gang", false, "flex")
 	t.ExpectRows = b.integer("expect_rows", false, 0, 0, 1<<40)
 	t.Placement = b.placement()
+	sum := 0.0
+	for _, e := range b.entries("flavor_shares", false) {
+		f := b.entryNumber("flavor_shares", e, 0, 1)
+		var fl []string
+		for _, n := range strings.Split(e.Key, ",") {
+			fl = append(fl, strings.TrimSpace(n))
+		}
+		t.FlavorShares = append(t.FlavorShares, FlavorShare{Flavors: fl, Share: f, Pos: posOf(e.Pos)})
+		sum += f
+	}
+	if b.err == nil && len(t.FlavorShares) > 0 {
+		switch {
+		case t.Placement.Flavors != nil:
+			b.fail(b.attrs["flavor_shares"].Range, "flavor_shares: give either flavors or flavor_shares, not both")
+		case math.Abs(sum-1) > 1e-9:
+			b.fail(b.attrs["flavor_shares"].Range, "flavor_shares: the shares add up to %s, want 1", number(sum))
+		}
+		sort.SliceStable(t.FlavorShares, func(i, j int) bool {
+			return strings.Join(t.FlavorShares[i].Flavors, ",") < strings.Join(t.FlavorShares[j].Flavors, ",")
+		})
+	}
 	if b.err == nil && t.Gang != "flex" && t.Gang != "partial" {
 		b.fail(b.attrs["gang"].Range, "gang = %q: want \"flex\" (all-or-nothing) or \"partial\"", t.Gang)
 	}
@@ -734,6 +762,14 @@ func (s *Scenario) parseMove(blk *hcl.Block, what string) error {
 	return nil
 }
 
+// FlavorShare is one entry of a training block's flavor_shares: the share
+// of the trace's jobs (0 to 1) that allow Flavors, in that order.
+type FlavorShare struct {
+	Flavors []string
+	Share   float64
+	Pos     string // file:line of the entry
+}
+
 type namedPlacement struct {
 	what string
 	pl   Placement
@@ -780,6 +816,14 @@ func (s *Scenario) check() error {
 	for _, c := range s.placements() {
 		if err := s.checkFlavors(c.what, c.pl); err != nil {
 			return err
+		}
+	}
+	for _, t := range s.Training {
+		for _, fs := range t.FlavorShares {
+			what := fmt.Sprintf("training %q flavor_shares[%q]", t.Name, strings.Join(fs.Flavors, ","))
+			if err := s.checkFlavors(what, Placement{Flavors: fs.Flavors, FlavorsPos: fs.Pos}); err != nil {
+				return err
+			}
 		}
 	}
 	for _, d := range s.Dev {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/sim/trace"
 )
@@ -459,5 +461,64 @@ func TestMinLength(t *testing.T) {
 	}
 	if _, err := Run(sc, w, Options{}); err == nil || !strings.Contains(err.Error(), "length 9m0s is below the minimum 10m0s") {
 		t.Errorf("error %v, want the length below the minimum 10m0s", err)
+	}
+}
+
+// flavorQuota is a tree of two flavors for the flavor_shares tests.
+const flavorQuota = `flavor "h100" {
+  models = ["NVIDIA H100 80GB HBM3"]
+}
+flavor "a100" {
+  models = ["NVIDIA A100-SXM4-80GB"]
+}
+quota "Quota1" {
+  gpus = { h100 = 16, a100 = 16 }
+  namespaces = ["workspace-a"]
+  quota "Quota1.2" {
+    gpus = { h100 = 8, a100 = 8 }
+    namespaces = ["workspace-b"]
+  }
+}
+`
+
+// A training block's flavor_shares split its jobs by the flavors they
+// allow (DESIGN L13): of 400 rows, each drawn to allow h100 only with
+// probability 0.25 (93 drew it), the others a100 then h100 (the key's
+// spaces trimmed); the draw is the scenario seed's, so the split is the
+// same on every load. Bad shares are errors naming the
+// file and line.
+func TestTrainingFlavorShares(t *testing.T) {
+	var rows strings.Builder
+	rows.WriteString(phillyHeader)
+	for i := 0; i < 400; i++ {
+		fmt.Fprintf(&rows, "2017-10-23 01:%02d:%02d,60.0,1,60.0,aa\n", i/60, i%60)
+	}
+	files := map[string]string{"t.csv": rows.String(), "quota.hcl": flavorQuota}
+	shares := "  flavor_shares = { \"h100\" = 0.25, \"a100, h100\" = 0.75 }\n"
+	sc, err := LoadFile(writeScenario(t, trainingScenario("t.csv", shares), files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, j := range w.Jobs {
+		got[strings.Join(j.Flavors, ",")]++
+	}
+	if d := cmp.Diff(map[string]int{"h100": 93, "a100,h100": 307}, got); d != "" {
+		t.Errorf("jobs per allowed flavors (-want +got):\n%s", d)
+	}
+
+	for _, tc := range []struct{ name, extra, want string }{
+		{"sum", "  flavor_shares = { \"h100\" = 0.5, \"a100\" = 0.25 }\n", `scenario.hcl:16: training "philly": flavor_shares: the shares add up to 0.75, want 1`},
+		{"unknown", "  flavor_shares = { \"h100,v100\" = 1 }\n", `scenario.hcl:16: training "philly" flavor_shares["h100,v100"]: flavors: "v100" is not a flavor of the quota tree (flavors: h100, a100)`},
+		{"both", "  flavors = [\"h100\"]\n  flavor_shares = { \"h100\" = 1 }\n", `scenario.hcl:17: training "philly": flavor_shares: give either flavors or flavor_shares, not both`},
+	} {
+		_, err := LoadFile(writeScenario(t, trainingScenario("t.csv", tc.extra), files))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
