@@ -213,7 +213,10 @@ type QuotaMove struct {
 	Name string
 	At   time.Time
 	GPUs []QuotaGPUs
-	Pos  string
+	// Flavor is the flavor whose nominals the move sets (DESIGN L13):
+	// the block's flavor attribute, by default the tree's first flavor.
+	Flavor string
+	Pos    string
 }
 
 // QuotaGPUs is one node's new nominal.
@@ -733,12 +736,18 @@ func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 }
 
 func (s *Scenario) parseMove(blk *hcl.Block, what string) error {
-	b, _, err := open(blk.Body, s.File, what, blk.DefRange, []string{"at", "gpus"})
+	b, _, err := open(blk.Body, s.File, what, blk.DefRange, []string{"at", "gpus", "flavor"})
 	if err != nil {
 		return err
 	}
 	m := &QuotaMove{Name: blk.Labels[0], Pos: posOf(blk.DefRange)}
 	m.At = b.instant("at", true, time.Time{}, s.Zone)
+	names := quota.FlavorNames(s.Quota)
+	m.Flavor = b.str("flavor", false, names[0])
+	if b.err == nil && !slices.Contains(names, m.Flavor) {
+		b.fail(b.attrs["flavor"].Range, "flavor = %q: not a flavor of the quota tree (flavors: %s)", m.Flavor, strings.Join(names, ", "))
+		return b.err
+	}
 	for _, e := range b.entries("gpus", true) {
 		n := b.entryInt("gpus", e, 0, quota.MaxGPUs)
 		if b.err != nil {
@@ -863,7 +872,7 @@ func (s *Scenario) check() error {
 		}
 		for _, g := range m.GPUs {
 			n := tree.Find(g.Quota)
-			n.GPUs = n.GPUs.Clone().Set(quota.FlavorNames(tree)[0], g.GPUs) // one flavor until issue 17 item 6
+			n.GPUs = n.GPUs.Clone().Set(m.Flavor, g.GPUs)
 		}
 		if err := quota.Validate(tree); err != nil {
 			return &Error{Pos: m.Pos, Msg: fmt.Sprintf("quota_move %q breaks the tree: %v", m.Name, err)}

@@ -522,3 +522,56 @@ func TestTrainingFlavorShares(t *testing.T) {
 		}
 	}
 }
+
+// A quota_move names the flavor whose nominals it sets (DESIGN L13):
+// Quota1.2's a100 goes from 8 to 4 and its h100 stays 8; an unknown
+// flavor is an error at file:line.
+func TestQuotaMoveFlavor(t *testing.T) {
+	text := header + `length = "2h"
+cluster {
+  nodes "n" {
+    count = 2
+    gpus  = 8
+  }
+}
+quota_move "m" {
+  at     = "2026-12-07 01:00"
+  flavor = "a100"
+  gpus   = { "Quota1.2" = 4 }
+}
+`
+	files := map[string]string{"quota.hcl": flavorQuota}
+	sc, err := LoadFile(writeScenario(t, text, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev bytes.Buffer
+	res, err := Run(sc, w, Options{Policy: Gputide{}, Events: &ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events(t, ev.Bytes()) {
+		if e.Event == "quota_move" {
+			got = append(got, fmt.Sprintf("%s %s %d -> %d", e.Job, e.Flavor, *e.From, *e.To))
+		}
+	}
+	if d := cmp.Diff([]string{"Quota1.2 a100 8 -> 4"}, got); d != "" {
+		t.Errorf("quota_move events (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]QuotaChange{{Quota: "Quota1.2", From: 8, To: 4}}, res.Moves[0].Changes); d != "" {
+		t.Errorf("move record (-want +got):\n%s", d)
+	}
+	// The total nominal after the move: h100 8 + a100 4.
+	if last := res.Samples[len(res.Samples)-1]; len(last.Nominal) != 2 || last.Nominal[1] != 12 {
+		t.Errorf("nominals at the end %v, want Quota1.2 at 12 (h100 8 + a100 4)", last.Nominal)
+	}
+	bad := strings.Replace(text, `flavor = "a100"`, `flavor = "v100"`, 1)
+	if _, err := LoadFile(writeScenario(t, bad, files)); err == nil || !strings.Contains(err.Error(), `scenario.hcl:14: quota_move "m": flavor = "v100": not a flavor of the quota tree (flavors: h100, a100)`) {
+		t.Errorf("unknown flavor: error %v", err)
+	}
+}

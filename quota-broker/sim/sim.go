@@ -10,6 +10,7 @@ package sim
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -666,11 +667,10 @@ func (s *sim) move(m *QuotaMove) {
 	rec := MoveRecord{Name: m.Name, At: at}
 	for _, g := range m.GPUs {
 		n := s.tree.Find(g.Quota)
-		// The tree's first flavor: moves per flavor are issue 17 item 6.
-		flavor := quota.FlavorNames(s.tree)[0]
+		flavor := cmp.Or(m.Flavor, quota.FlavorNames(s.tree)[0])
 		from, to := n.GPUs.Of(flavor), g.GPUs
 		n.GPUs, n.ChangedAt = n.GPUs.Clone().Set(flavor, g.GPUs), at
-		s.record(Event{Event: "quota_move", Rule: "L9", Namespace: "", Job: g.Quota, From: &from, To: &to, Reason: m.Name})
+		s.record(Event{Event: "quota_move", Rule: "L9", Namespace: "", Job: g.Quota, From: &from, To: &to, Flavor: s.eventFlavor(flavor), Reason: m.Name})
 		rec.Changes = append(rec.Changes, QuotaChange{Quota: g.Quota, From: from, To: to})
 	}
 	s.res.Moves = append(s.res.Moves, rec)
