@@ -67,7 +67,7 @@ func PolicyShares(sc *Scenario, w *Workload) *Shares {
 	sc.Quota.Walk(func(q *quotaNode) {
 		for _, n := range q.Namespaces {
 			if !isInfer[n] {
-				weights[idx[n]] = q.GPUs.Total() // issue 17 item 6: per flavor
+				weights[idx[n]] = q.GPUs.Total() // the total over flavors: per-flavor partitions are left (issue 17 item 6)
 				sum += q.GPUs.Total()
 			}
 		}

@@ -397,7 +397,7 @@ func (s *sim) advance(t int64) {
 	}
 	for qi, q := range s.qs {
 		used, nonidle, debt := s.quotaFigures(q)
-		nom := q.node.GPUs.Total() // one flavor until issue 17 item 6
+		nom := q.node.GPUs.Total() // the total over flavors; the Flavors table has the per-flavor figures (issue 17 item 6)
 		x := r.Quotas[qi]
 		x.NominalTime += float64(nom) * dt
 		x.Used += float64(used) * dt
