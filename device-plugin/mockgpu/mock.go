@@ -242,7 +242,7 @@ func (l *Lib) MIGUUIDs(i int) []string {
 // is 96 bytes, NVML_DEVICE_NAME_V2_BUFFER_SIZE).
 const MaxGPUNameLen = 95
 
-// CheckGPUName checks a GPUName: 1 to MaxGPUNameLen printable characters,
+// CheckGPUName checks a GPUName: 1 to MaxGPUNameLen bytes of printable UTF-8,
 // no leading or trailing space, no "/" (Nomad splits a job's device name
 // "nvidia/gpu/<model>" on it) and no " MIG " (the suffix that names a MIG
 // group, DESIGN L13).

@@ -334,7 +334,11 @@ func parseMockMIG(entries []string) (map[int][]string, error) {
 		idx, list, ok := strings.Cut(e, ":")
 		first, last, err := gpuRange(idx)
 		if !ok || err != nil {
-			return nil, fmt.Errorf(`entry %q: want "<gpu index>[-<last index>]:[<count>x]<profile>[,...]", e.g. "0:3g.20gb,3g.20gb" or "6-7:7x1g.5gb"`, e)
+			why := ""
+			if ok {
+				why = err.Error() + "; "
+			}
+			return nil, fmt.Errorf(`entry %q: %swant "<gpu index>[-<last index>]:[<count>x]<profile>[,...]", e.g. "0:3g.20gb,3g.20gb" or "6-7:7x1g.5gb"`, e, why)
 		}
 		if last >= mockgpu.MaxGPUs {
 			return nil, fmt.Errorf("entry %q: GPU %d: the mock has at most %d GPUs, 0 to %d", clipEntry(e), last, mockgpu.MaxGPUs, mockgpu.MaxGPUs-1)
@@ -388,8 +392,11 @@ func gpuRange(s string) (first, last int, err error) {
 	}
 	last = first
 	if isRange {
-		if last, err = strconv.Atoi(strings.TrimSpace(b)); err != nil || last < first {
+		if last, err = strconv.Atoi(strings.TrimSpace(b)); err != nil {
 			return 0, 0, errors.New("bad GPU range")
+		}
+		if last < first {
+			return 0, 0, fmt.Errorf("GPU range %d-%d runs backwards: write the lower index first, %d-%d", first, last, last, first)
 		}
 	}
 	return first, last, nil

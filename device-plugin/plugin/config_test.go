@@ -107,7 +107,7 @@ func TestDecodeConfigErrorsNameOptionAndValue(t *testing.T) {
 		"too many mig slices":   {"backend = \"mock\"\nmock_mig = [\"0:4g.20gb,4g.20gb\"]", []string{"mock_mig", "8 slices"}},
 		"gpu listed twice":      {`mock_mig = ["0:1g.5gb", "0:2g.10gb"]`, []string{"mock_mig", "GPU 0 listed twice"}},
 		"mig entry no profiles": {`mock_mig = ["0:"]`, []string{"mock_mig", "no MIG profiles"}},
-		"mig range backwards":   {`mock_mig = ["7-6:1g.5gb"]`, []string{"mock_mig", `"7-6:1g.5gb"`, "<gpu index>[-<last index>]"}},
+		"mig range backwards":   {`mock_mig = ["7-6:1g.5gb"]`, []string{"mock_mig", `"7-6:1g.5gb"`, "runs backwards", "6-7", "<gpu index>[-<last index>]"}},
 		"mig range overlaps":    {`mock_mig = ["6-7:1g.5gb", "7:2g.10gb"]`, []string{"mock_mig", `"7:2g.10gb"`, "GPU 7 listed twice"}},
 		"mig count zero":        {`mock_mig = ["0:0x1g.5gb"]`, []string{"mock_mig", `"0x1g.5gb"`, "count of 1 to 7"}},
 		"mig count too large":   {`mock_mig = ["0:8x1g.5gb"]`, []string{"mock_mig", `"8x1g.5gb"`, "count of 1 to 7"}},

@@ -83,6 +83,9 @@ type Agent struct {
 	// policyWatcher (idle groups, issue 11).
 	policies      *build.Policies
 	policyWatcher *build.PolicyWatcher
+	// specs keeps what the cycles' builds read of each job's spec, from
+	// one cycle to the next (build.Specs).
+	specs build.Specs
 
 	// planner computes a plan (Options.Planner, default plan.Compute).
 	planner Planner

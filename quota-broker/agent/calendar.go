@@ -3,17 +3,21 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
 // planReservations converts the store's bookings to the core's
 // reservations (snapshot reservations[]: id, namespace, quota = the
-// booking's quota node, gpus, alloc_gpus, model, node_pool, start, end).
+// booking's quota node, gpus, alloc_gpus, model, flavor, node_pool, start,
+// end). A booking's flavor is as stored: forFlavors names the tree's only
+// flavor for one stored before flavors.
 // Ended bookings are kept until the leader moves them to history
 // (endBookings): the core's rule L10.end stops the jobs of a started
 // booking whose end - kill_timeout has passed, also when the leader was
@@ -23,7 +27,35 @@ func planReservations(bs []reservation.Booking) []plan.Reservation {
 	var out []plan.Reservation
 	for _, b := range bs {
 		out = append(out, plan.Reservation{ID: b.ID, Namespace: b.Namespace, Quota: b.Node, GPUs: b.GPUs,
-			AllocGPUs: b.AllocGPUs, Model: b.Model, NodePool: b.NodePool, Start: b.Start.UTC(), End: b.End.UTC()})
+			AllocGPUs: b.AllocGPUs, Model: b.Model, Flavor: b.Flavor, NodePool: b.NodePool, Start: b.Start.UTC(), End: b.End.UTC()})
+	}
+	return out
+}
+
+// forFlavors returns the reservations as the core takes them in the tree
+// rooted at root (DESIGN L13, issue 17 item 4: a reservation names its
+// flavor when the tree declares flavors): a booking stored without a
+// flavor, before flavors existed, reads as the tree's only declared
+// flavor. res itself is returned when nothing changes; otherwise a copy.
+// A booking that still has no flavor the tree knows (the tree changed
+// since, which tree writes refuse, reservation.CheckTree) is passed as it
+// is: the core's snapshot check names it and leaves it out.
+func forFlavors(res []plan.Reservation, root *quota.Node) []plan.Reservation {
+	if root == nil || len(root.Flavors) != 1 {
+		return res
+	}
+	var out []plan.Reservation
+	for i, r := range res {
+		if r.Flavor != "" || r.Model != "" {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(res)
+		}
+		out[i].Flavor = root.Flavors[0].Name
+	}
+	if out == nil {
+		return res
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
@@ -25,12 +26,37 @@ func TestPlanReservationsConvertsTheStoresBookings(t *testing.T) {
 		{ID: "r-ended", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 2, AllocGPUs: 2, Start: now.Add(-2 * time.Hour), End: now},
 		{ID: "r-1", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 16, AllocGPUs: 8, Model: "H100", NodePool: "gpu",
 			Start: time.Date(2026, 12, 7, 8, 0, 0, 0, tokyo), End: time.Date(2026, 12, 14, 8, 0, 0, 0, tokyo)},
+		{ID: "r-a100", Namespace: "workspace-b", Node: "Quota1.1", GPUs: 4, AllocGPUs: 4, Flavor: "a100", Start: now, End: now.Add(time.Hour)},
 	}
 	want := []plan.Reservation{{ID: "r-ended", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 2, AllocGPUs: 2,
 		Start: now.Add(-2 * time.Hour), End: now}, {ID: "r-1", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 16, AllocGPUs: 8, Model: "H100",
-		NodePool: "gpu", Start: time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 13, 23, 0, 0, 0, time.UTC)}}
+		NodePool: "gpu", Start: time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 13, 23, 0, 0, 0, time.UTC)},
+		{ID: "r-a100", Namespace: "workspace-b", Quota: "Quota1.1", GPUs: 4, AllocGPUs: 4, Flavor: "a100", Start: now, End: now.Add(time.Hour)}}
 	if diff := cmp.Diff(want, planReservations(bs)); diff != "" {
 		t.Fatalf("reservations (-want +got):\n%s", diff)
+	}
+}
+
+// forFlavors (issue 17 item 4, DESIGN L13): in a tree of one declared
+// flavor a booking stored without one (before flavors) takes it, so that
+// the core does not refuse it for a missing flavor; a booking with a
+// flavor, or in a tree without flavor blocks or of several, is passed as
+// it is.
+func TestForFlavorsNamesTheOnlyFlavor(t *testing.T) {
+	res := []plan.Reservation{{ID: "r-old", GPUs: 2}, {ID: "r-a", GPUs: 2, Flavor: "a100"}}
+	one := &quota.Node{Name: "Quota1", Flavors: []quota.Flavor{{Name: "h100", Models: []string{"H100"}}}}
+	want := []plan.Reservation{{ID: "r-old", GPUs: 2, Flavor: "h100"}, {ID: "r-a", GPUs: 2, Flavor: "a100"}}
+	if diff := cmp.Diff(want, forFlavors(res, one)); diff != "" {
+		t.Errorf("one flavor (-want +got):\n%s", diff)
+	}
+	if res[0].Flavor != "" {
+		t.Errorf("forFlavors changed its input: %+v", res[0])
+	}
+	two := &quota.Node{Name: "Quota1", Flavors: []quota.Flavor{{Name: "h100", Models: []string{"H100"}}, {Name: "a100", Models: []string{"A100"}}}}
+	for name, root := range map[string]*quota.Node{"implicit": {Name: "Quota1"}, "two flavors": two} {
+		if diff := cmp.Diff(res, forFlavors(res, root)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
 	}
 }
 

@@ -190,9 +190,9 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 	in := build.Input{Now: c.start, Quota: c.tree, Settings: c.settings, HoldingPool: a.cfg.HoldingPool,
 		Governed: a.governed, AdmitPools: a.cfg.AdmitPools, Policies: a.policies, Accepted: accepted,
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
-		Reservations: c.view.res, Holds: c.view.planHolds(c.start),
+		Reservations: forFlavors(c.view.res, c.tree), Holds: c.view.planHolds(c.start),
 		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt,
-		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince}
+		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Specs: &a.specs}
 	c.b = build.From(c.state, in)
 	c.run.snap = c.b.Snapshot
 	a.logLeft(c.b.Left)
@@ -212,6 +212,9 @@ func (a *Agent) plan(_ context.Context, c *cycleState) error {
 		a.log.Info("planning succeeds again after a panic", "last_panic", a.lastPanic)
 		a.lastPanic = ""
 	}
+	// The build's warnings (jobs admitted uncounted because they ask only
+	// for ungoverned devices, DESIGN L13) join the plan's.
+	p.Warnings = append(p.Warnings, c.b.Warnings...)
 	c.p = p
 	a.observe(c.b, p, a.now().Sub(c.start))
 	if c.lock == nil && !a.dryRun {

@@ -169,7 +169,7 @@ func (a *Agent) publishTree(ctx context.Context) {
 	}
 	if rt, err := reservation.NewTree(tree); err == nil {
 		if err := rt.Fits(g.Reservations); err != nil {
-			a.log.Warn("the reloaded quota tree leaves bookings above a nominal (L10)", "error", err)
+			a.log.Warn("the reloaded quota tree does not fit the bookings (L10, L13: above a nominal, or a booking of a flavor it lacks)", "error", err)
 		}
 	}
 }

@@ -47,19 +47,43 @@ func DecodeBooking(data []byte) (reservation.Booking, error) {
 	if d <= 0 || d > reservation.MaxDuration {
 		return reservation.Booking{}, badInput("duration", req.Duration, "must be more than 0 and at most %s", reservation.MaxDuration)
 	}
+	if req.Flavor != "" && req.Model != "" {
+		return reservation.Booking{}, badInput("flavor", req.Flavor, "given with model %q: a booking gives flavor or model, not both", req.Model)
+	}
 	return reservation.Booking{ID: req.ID, Namespace: req.Namespace, GPUs: req.GPUs, AllocGPUs: req.AllocGPUs,
-		Model: req.Model, NodePool: req.NodePool, Start: start, End: start.Add(d)}, nil
+		Flavor: req.Flavor, Model: req.Model, NodePool: req.NodePool, Start: start, End: start.Add(d)}, nil
 }
 
-// entryOf renders b for c, redacted without read-job on its namespace. A
-// booking cancelled by force whose jobs are still stopping shows outcome
-// "forced" and ended_at its CancelledAt.
-func entryOf(b reservation.Booking, c *caller, running int) ReservationEntry {
+// flavorNames returns the function that names a booking's flavor in the
+// stored tree of g (reservation.Tree.FlavorOf: "gpu" in a tree without
+// flavor blocks, the only flavor for a booking stored before flavors),
+// or the booking's own Flavor when there is no tree or the tree changed
+// so that it has none.
+func flavorNames(g *store.Guarded) func(reservation.Booking) string {
+	var t *reservation.Tree
+	if g != nil && g.Tree != nil && g.Tree.Root != nil {
+		t, _ = reservation.NewTree(g.Tree.Root)
+	}
+	return func(b reservation.Booking) string {
+		if t != nil {
+			if f, err := t.FlavorOf(b); err == nil {
+				return f
+			}
+		}
+		return b.Flavor
+	}
+}
+
+// entryOf renders b of flavor flavor (flavorNames) for c, redacted
+// without read-job on its namespace. A booking cancelled by force whose
+// jobs are still stopping shows outcome "forced" and ended_at its
+// CancelledAt.
+func entryOf(b reservation.Booking, flavor string, c *caller, running int) ReservationEntry {
 	e := ReservationEntry{Namespace: b.Namespace, GPUs: b.GPUs}
 	if c.canRead(b.Namespace) {
 		start, end := b.Start, b.End
-		e.ID, e.Node, e.AllocGPUs, e.Model, e.NodePool, e.Start, e.End, e.Running =
-			b.ID, b.Node, b.AllocGPUs, b.Model, b.NodePool, &start, &end, running
+		e.ID, e.Node, e.AllocGPUs, e.Flavor, e.Model, e.NodePool, e.Start, e.End, e.Running =
+			b.ID, b.Node, b.AllocGPUs, flavor, b.Model, b.NodePool, &start, &end, running
 		if !b.CancelledAt.IsZero() {
 			at := b.CancelledAt
 			e.Outcome, e.EndedAt = "forced", &at
@@ -96,21 +120,23 @@ func (s *Server) reservationList(w http.ResponseWriter, r *http.Request, c *call
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, ReservationsResponse{State: fresh, Reservations: s.reservationsOf(g.Reservations, r.URL.Query().Get("namespace"), c, s.cfg.Now())})
+	writeJSON(w, ReservationsResponse{State: fresh, Reservations: s.reservationsOf(g, r.URL.Query().Get("namespace"), c, s.cfg.Now())})
 }
 
-// reservationsOf renders the unended bookings (End after now) of namespace
-// ns ("": all) for c, in the store's order (by ID), redacted per namespace
-// (entryOf). An ended booking is left out at once, before the leader moves
-// it to history (DESIGN L10 "End"); GET /v1/reservation/<id> still finds it.
-func (s *Server) reservationsOf(list []reservation.Booking, ns string, c *caller, now time.Time) []ReservationEntry {
+// reservationsOf renders the unended bookings (End after now) of g of
+// namespace ns ("": all) for c, in the store's order (by ID), redacted per
+// namespace (entryOf). An ended booking is left out at once, before the
+// leader moves it to history (DESIGN L10 "End"); GET /v1/reservation/<id>
+// still finds it.
+func (s *Server) reservationsOf(g *store.Guarded, ns string, c *caller, now time.Time) []ReservationEntry {
 	out := []ReservationEntry{}
-	for _, b := range list {
+	flavor := flavorNames(g)
+	for _, b := range g.Reservations {
 		if !b.End.After(now) {
 			continue
 		}
 		if ns == "" || b.Namespace == ns {
-			out = append(out, entryOf(b, c, s.running(b.ID)))
+			out = append(out, entryOf(b, flavor(b), c, s.running(b.ID)))
 		}
 	}
 	return out
@@ -143,7 +169,7 @@ func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *calle
 			writeError(w, notFound("reservation %q not found", id))
 			return
 		}
-		writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, c, s.running(id)), Warnings: warnings})
+		writeJSON(w, ReservationResponse{State: fresh, Reservation: entryOf(b, flavorNames(g)(b), c, s.running(id)), Warnings: warnings})
 		return
 	}
 	h, err := s.cfg.Store.ReservationHistoryOf(r.Context(), id)
@@ -155,7 +181,7 @@ func (s *Server) reservationGet(w http.ResponseWriter, r *http.Request, c *calle
 		writeError(w, err)
 		return
 	}
-	e := entryOf(h.Booking, c, s.running(id))
+	e := entryOf(h.Booking, flavorNames(g)(h.Booking), c, s.running(id))
 	ended := h.EndedAt
 	e.Outcome, e.EndedAt = h.Outcome, &ended
 	writeJSON(w, ReservationResponse{State: fresh, Reservation: e})
@@ -188,6 +214,7 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 	}
 	now := s.cfg.Now()
 	var booked reservation.Booking
+	var bookedFlavor string
 	_, err = s.cfg.Store.Guarded(r.Context(), func(g *store.Guarded) ([]store.Change, error) {
 		// The request is checked whole (tree, Prepare, L10) before its ID:
 		// a caller learns that an ID is taken only for a booking that would
@@ -225,17 +252,18 @@ func (s *Server) reservationCreate(w http.ResponseWriter, r *http.Request, c *ca
 			return nil, conflict("reservation ID %q is taken", b.ID)
 		}
 		booked = nb
+		bookedFlavor, _ = tree.FlavorOf(nb)
 		return []store.Change{
 			store.PutReservation(nb),
 			store.PutChangeRecord(store.ChangeRecord{At: now, Op: "reservation create", Accessor: c.accessor(), Subject: nb.ID,
-				Detail: fmt.Sprintf("%s %d GPUs on %s from %s for %s", nb.Namespace, nb.GPUs, nb.Node, reservation.FormatInstant(nb.Start), nb.Duration()), Guard: g.Counter}),
+				Detail: fmt.Sprintf("%s %d %s GPUs on %s from %s for %s", nb.Namespace, nb.GPUs, bookedFlavor, nb.Node, reservation.FormatInstant(nb.Start), nb.Duration()), Guard: g.Counter}),
 		}, nil
 	})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSONStatus(w, http.StatusCreated, ReservationResponse{Reservation: entryOf(booked, c, 0)})
+	writeJSONStatus(w, http.StatusCreated, ReservationResponse{Reservation: entryOf(booked, bookedFlavor, c, 0)})
 }
 
 // capPerNamespace refuses (409) a new booking of namespace ns when ns
@@ -299,6 +327,7 @@ func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *ca
 	}
 	now := s.cfg.Now()
 	var gone reservation.Booking
+	var goneFlavor string
 	var running int
 	_, err := s.cfg.Store.Guarded(r.Context(), func(g *store.Guarded) ([]store.Change, error) {
 		b, ok := g.Reservation(id)
@@ -309,6 +338,7 @@ func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *ca
 			return nil, forbidden(fmt.Sprintf("permission denied: cancelling needs submit-job on namespace %q", b.Namespace))
 		}
 		running = s.running(id)
+		goneFlavor = flavorNames(g)(b)
 		if !b.CancelledAt.IsZero() {
 			gone = b // forced already; its jobs are stopping
 			return nil, errAlreadyForced
@@ -341,7 +371,7 @@ func (s *Server) reservationCancel(w http.ResponseWriter, r *http.Request, c *ca
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, ReservationResponse{Reservation: entryOf(gone, c, running)})
+	writeJSON(w, ReservationResponse{Reservation: entryOf(gone, goneFlavor, c, running)})
 }
 
 // errAlreadyForced ends a cancel's guarded write without writing: the

@@ -231,6 +231,9 @@ type errorBody struct {
 // never another workspace's booking IDs or namespaces. They still tell
 // when the node's booked GPUs change; docs/api.md says why that stays.
 type Refusal struct {
+	// Flavor is the booking's flavor (DESIGN L13) in a tree with flavor
+	// blocks: the figures are that flavor's only.
+	Flavor  string    `json:"flavor,omitempty"`
 	Node    string    `json:"node"`
 	At      time.Time `json:"at"`
 	Booked  int       `json:"booked_gpus"`
@@ -257,7 +260,7 @@ func statusFor(err error, read bool) (int, errorBody) {
 	case errors.As(err, &p):
 		return p.Status, errorBody{Error: p.Msg, Field: p.Field}
 	case errors.As(err, &re) && errors.Is(err, reservation.ErrRefused):
-		b := errorBody{Error: re.Error(), Refusal: &Refusal{Node: re.Node, At: re.At, Booked: re.Booked, Nominal: re.Nominal, Asked: re.Asked}}
+		b := errorBody{Error: re.Error(), Refusal: &Refusal{Flavor: re.Flavor, Node: re.Node, At: re.At, Booked: re.Booked, Nominal: re.Nominal, Asked: re.Asked}}
 		if !re.Earliest.IsZero() {
 			e := re.Earliest
 			b.Earliest = &e

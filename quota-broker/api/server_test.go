@@ -632,7 +632,7 @@ func TestReservations(t *testing.T) {
 	tokyo := time.FixedZone("", 9*3600)
 	start := time.Date(2026, 12, 7, 8, 0, 0, 0, tokyo)
 	end := start.Add(168 * time.Hour)
-	want := ReservationEntry{Namespace: "workspace-b", GPUs: 16, ID: "rb", Node: "Quota1.1", AllocGPUs: 8, Start: &start, End: &end}
+	want := ReservationEntry{Namespace: "workspace-b", GPUs: 16, ID: "rb", Node: "Quota1.1", AllocGPUs: 8, Flavor: "gpu", Start: &start, End: &end}
 	if diff := cmp.Diff(want, created.Reservation, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
 		t.Errorf("created (-want +got):\n%s", diff)
 	}
@@ -710,7 +710,7 @@ func TestReservations(t *testing.T) {
 	var gone ReservationResponse
 	_ = json.Unmarshal(body, &gone)
 	endedAt := clock
-	wantGone := ReservationEntry{Namespace: "workspace-b", GPUs: 16, ID: "rb", Node: "Quota1.1", AllocGPUs: 8, Start: &start, End: &end,
+	wantGone := ReservationEntry{Namespace: "workspace-b", GPUs: 16, ID: "rb", Node: "Quota1.1", AllocGPUs: 8, Flavor: "gpu", Start: &start, End: &end,
 		Running: 1, Outcome: "forced", EndedAt: &endedAt}
 	if diff := cmp.Diff(wantGone, gone.Reservation, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); code != 200 || diff != "" {
 		t.Errorf("cancelled booking from history: %d (-want +got):\n%s", code, diff)
@@ -1023,7 +1023,7 @@ func TestForcedCancelEndsTheBookingNow(t *testing.T) {
 	var got ReservationResponse
 	_ = json.Unmarshal(body, &got)
 	start, end, endedAt := b.Start, clock, clock
-	wantEntry := ReservationEntry{Namespace: "workspace-b", GPUs: 8, ID: "r-run", Node: "Quota1.1", AllocGPUs: 8, Start: &start, End: &end,
+	wantEntry := ReservationEntry{Namespace: "workspace-b", GPUs: 8, ID: "r-run", Node: "Quota1.1", AllocGPUs: 8, Flavor: "gpu", Start: &start, End: &end,
 		Running: 1, Outcome: "forced", EndedAt: &endedAt}
 	if diff := cmp.Diff(wantEntry, got.Reservation, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); code != 200 || diff != "" {
 		t.Errorf("show: %d (-want +got):\n%s", code, diff)

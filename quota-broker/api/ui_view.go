@@ -239,7 +239,7 @@ func (s *Server) uiView(ctx context.Context, c *caller, who, span string) (uiVie
 		return v, http.StatusOK
 	}
 	var shown []ReservationEntry
-	for _, e := range s.reservationsOf(g.Reservations, "", c, now) {
+	for _, e := range s.reservationsOf(g, "", c, now) {
 		switch {
 		case e.Start == nil:
 			v.Hidden = append(v.Hidden, e)

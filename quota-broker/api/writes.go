@@ -484,7 +484,8 @@ func (s *Server) writeTree(ctx context.Context, c *caller, op string, settings *
 
 // treeRefused maps the refusal of Config.CheckTree to an answer, nil for
 // nil: an L1 break as it is (409 "L1: ..."), bookings the tree would leave
-// above a nominal or outside their namespace's node 409 "L10: ...", and
+// above a nominal, outside their namespace's node or without a flavor of
+// the tree 409 "L10: ...", and
 // anything else (a namespace the agent governs left unbound) 409 with its
 // message. Nothing is written.
 func treeRefused(err error) error {
@@ -500,6 +501,11 @@ func treeRefused(err error) error {
 		return conflict("L10: %v", be)
 	case errors.As(err, &re) && errors.Is(err, reservation.ErrRefused):
 		return conflict("L10: the change leaves bookings above a nominal: %v", re)
+	case errors.As(err, &re):
+		// A booking the tree cannot place (DESIGN L13: its flavor dropped,
+		// none named in a tree of several): re names the booking, its
+		// flavor and the tree's flavors.
+		return conflict("L10: the change leaves a booking without its flavor: %v", re)
 	}
 	return conflict("%v", err)
 }

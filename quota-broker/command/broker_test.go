@@ -192,7 +192,7 @@ func FuzzReservationFlags(f *testing.F) {
 	f.Add("x", "5", "tomorrow", "90d", "Bad_ID")
 	f.Add("16", "0", "2026-12-07T08:00:00Z", "-1h", "r-1")
 	f.Fuzz(func(t *testing.T, gpus, alloc, start, duration, id string) {
-		req, err := bookingFromFlags("workspace-b", gpus, alloc, "", "", start, duration, id)
+		req, err := bookingFromFlags("workspace-b", gpus, alloc, "", "", "", start, duration, id)
 		if err != nil {
 			msg := err.Error()
 			if strings.HasPrefix(msg, "missing flags") {

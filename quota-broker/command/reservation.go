@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/api"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 )
 
@@ -27,10 +28,12 @@ func (c *ReservationCreateCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: gputide reservation create -namespace NS -gpus N -start RFC3339 -duration D [options]
 
-  Books N GPUs of the namespace's quota node over [start, start + duration).
-  Refused (with the node, the instant, the numbers and the earliest later
-  start that fits) when the bookings of some node on the path to the root
-  would pass its nominal (L10). Needs submit-job on the namespace.
+  Books N GPUs of one flavor of the namespace's quota node over
+  [start, start + duration). Refused (with the flavor, the node, the
+  instant, the numbers and the earliest later start that fits) when the
+  bookings of that flavor at some node on the path to the root would pass
+  its nominal of the flavor (L10, L13); other flavors' bookings do not
+  count. Needs submit-job on the namespace.
 
 Options:
 
@@ -38,7 +41,11 @@ Options:
   -gpus N           GPUs booked. Required.
   -alloc-gpus N     GPUs per allocation; divides -gpus. Default: the largest
                     divisor of -gpus up to 8.
-  -model M          GPU model. Default: any.
+  -flavor F         The flavor booked (DESIGN L13). Required in a tree of
+                    several flavors (the error lists them); default: the
+                    tree's only flavor. Not with -model.
+  -model M          GPU model, only in a tree without flavor blocks.
+                    Default: any.
   -pool P           Nomad node pool. Default: default.
   -start T          RFC 3339 with offset, e.g. 2026-12-07T08:00:00+09:00.
   -duration D       Go duration, from reservation_min_duration (1h) to 2160h.
@@ -47,11 +54,19 @@ Options:
 }
 
 // bookingFromFlags checks the flag values and builds the request; errors
-// name the flag and its value.
-func bookingFromFlags(ns, gpus, allocGPUs, model, pool, start, duration, id string) (api.BookingRequest, error) {
-	req := api.BookingRequest{ID: id, Namespace: ns, Model: model, NodePool: pool, Start: start, Duration: duration}
+// name the flag and its value. Whether flavor is one of the tree's is
+// the broker's check (reservation.Prepare): the CLI checks its form and
+// that it does not come with a model.
+func bookingFromFlags(ns, gpus, allocGPUs, flavor, model, pool, start, duration, id string) (api.BookingRequest, error) {
+	req := api.BookingRequest{ID: id, Namespace: ns, Flavor: flavor, Model: model, NodePool: pool, Start: start, Duration: duration}
 	if ns == "" || gpus == "" || start == "" || duration == "" {
 		return req, fmt.Errorf("missing flags: -namespace, -gpus, -start and -duration are required")
+	}
+	if flavor != "" && !quota.ValidName(flavor) {
+		return req, fmt.Errorf("-flavor %q: not a flavor name (1 to %d letters, digits, '.', '_' or '-')", flavor, quota.MaxNameLen)
+	}
+	if flavor != "" && model != "" {
+		return req, fmt.Errorf("-flavor %q: given with -model %q: a booking gives flavor or model, not both", flavor, model)
 	}
 	n, err := intFlag("gpus", gpus, 1)
 	if err != nil {
@@ -88,10 +103,11 @@ func bookingFromFlags(ns, gpus, allocGPUs, model, pool, start, duration, id stri
 
 func (c *ReservationCreateCommand) Run(args []string) int {
 	f := c.init("reservation create")
-	var ns, gpus, allocGPUs, model, pool, start, duration, id string
+	var ns, gpus, allocGPUs, flavor, model, pool, start, duration, id string
 	f.StringVar(&ns, "namespace", "", "")
 	f.StringVar(&gpus, "gpus", "", "")
 	f.StringVar(&allocGPUs, "alloc-gpus", "", "")
+	f.StringVar(&flavor, "flavor", "", "")
 	f.StringVar(&model, "model", "", "")
 	f.StringVar(&pool, "pool", "", "")
 	f.StringVar(&start, "start", "", "")
@@ -100,7 +116,7 @@ func (c *ReservationCreateCommand) Run(args []string) int {
 	if _, code, ok := c.parse(args, 0, ""); !ok {
 		return code
 	}
-	req, err := bookingFromFlags(ns, gpus, allocGPUs, model, pool, start, duration, id)
+	req, err := bookingFromFlags(ns, gpus, allocGPUs, flavor, model, pool, start, duration, id)
 	if err != nil {
 		return c.usage(err.Error())
 	}
@@ -114,10 +130,19 @@ func (c *ReservationCreateCommand) Run(args []string) int {
 			return nil
 		}
 		r := res.Reservation
-		c.Ui.Output(fmt.Sprintf("Reservation %q booked: %d GPUs (%dx%d) of %s for %s, %s to %s",
-			r.ID, r.GPUs, r.GPUs/max(r.AllocGPUs, 1), r.AllocGPUs, r.Node, r.Namespace, fmtTime(r.Start), fmtTime(r.End)))
+		c.Ui.Output(fmt.Sprintf("Reservation %q booked: %d %s (%dx%d) of %s for %s, %s to %s",
+			r.ID, r.GPUs, flavorGPUs(r.Flavor), r.GPUs/max(r.AllocGPUs, 1), r.AllocGPUs, r.Node, r.Namespace, fmtTime(r.Start), fmtTime(r.End)))
 		return nil
 	})
+}
+
+// flavorGPUs says "GPUs" of a booking's flavor: "a100 GPUs", or "GPUs"
+// for the implicit flavor of a tree without flavor blocks.
+func flavorGPUs(flavor string) string {
+	if flavor == "" || flavor == quota.ImplicitFlavor {
+		return "GPUs"
+	}
+	return flavor + " GPUs"
 }
 
 func fmtTime(t *time.Time) string {
@@ -157,9 +182,9 @@ func (c *ReservationListCommand) Run(args []string) int {
 			c.printJSON(res)
 			return nil
 		}
-		rows := [][]string{{"ID", "Namespace", "Node", "GPUs", "Alloc GPUs", "Start", "End", "Running"}}
+		rows := [][]string{{"ID", "Namespace", "Node", "Flavor", "GPUs", "Alloc GPUs", "Start", "End", "Running"}}
 		for _, r := range res.Reservations {
-			rows = append(rows, []string{r.ID, r.Namespace, r.Node, strconv.Itoa(r.GPUs), zeroDash(r.AllocGPUs), fmtTime(r.Start), fmtTime(r.End), zeroDash(r.Running)})
+			rows = append(rows, []string{r.ID, r.Namespace, r.Node, r.Flavor, strconv.Itoa(r.GPUs), zeroDash(r.AllocGPUs), fmtTime(r.Start), fmtTime(r.End), zeroDash(r.Running)})
 		}
 		c.Ui.Output(formatList(rows))
 		return nil
@@ -208,7 +233,7 @@ func (c *ReservationShowCommand) Run(args []string) int {
 		}
 		r := res.Reservation
 		kv := [][2]string{{"ID", r.ID}, {"Namespace", r.Namespace}, {"Node", r.Node}, {"GPUs", strconv.Itoa(r.GPUs)},
-			{"Alloc GPUs", strconv.Itoa(r.AllocGPUs)}, {"Model", r.Model}, {"Node pool", r.NodePool}, {"Start", fmtTime(r.Start)},
+			{"Alloc GPUs", strconv.Itoa(r.AllocGPUs)}, {"Flavor", r.Flavor}, {"Model", r.Model}, {"Node pool", r.NodePool}, {"Start", fmtTime(r.Start)},
 			{"End", fmtTime(r.End)}, {"Running allocations", strconv.Itoa(r.Running)}}
 		if r.Outcome != "" {
 			kv = append(kv, [2]string{"Outcome", r.Outcome}, [2]string{"Ended at", fmtTime(r.EndedAt)})

@@ -61,8 +61,16 @@ type Booking struct {
 	// AllocGPUs is the GPUs per allocation of the booking's shape; it
 	// divides GPUs. Default: the largest divisor of GPUs up to 8.
 	AllocGPUs int `json:"alloc_gpus"`
-	// Model is the GPU model asked for; "" = any.
+	// Model is the GPU model asked for; "" = any. Only in a tree without
+	// flavor blocks: with flavors a booking names a flavor (DESIGN L13).
 	Model string `json:"model,omitempty"`
+	// Flavor is the flavor the booking is of (DESIGN L13): it is checked
+	// against that flavor's nominals and bookings only, and its jobs take
+	// it. Set by Prepare to a declared flavor of the tree; "" in a tree
+	// without flavor blocks (its implicit flavor "gpu"). A booking stored
+	// before flavors existed has none and reads as the tree's only
+	// flavor (Tree.FlavorOf).
+	Flavor string `json:"flavor,omitempty"`
 	// NodePool is the Nomad node pool; "" = default.
 	NodePool string `json:"node_pool,omitempty"`
 	// Start is the first instant of the window. Its location is the one the
@@ -117,9 +125,10 @@ var (
 //
 // For ErrInvalid, Field and Value name the bad input and Reason says what
 // is wrong. For ErrRefused, Node, At, Booked, Nominal and Asked give the
-// first instant at which a node's subtree would be over its nominal, and
-// Earliest the earliest later start at which the booking fits (zero when
-// none fits within reservation_max_ahead).
+// first instant at which a node's subtree would be over its nominal of
+// Flavor ("" in a tree without flavor blocks), and Earliest the earliest
+// later start at which the booking fits (zero when none fits within
+// reservation_max_ahead).
 type Error struct {
 	Kind error
 
@@ -127,6 +136,7 @@ type Error struct {
 	Value  string
 	Reason string
 
+	Flavor   string
 	Node     string
 	At       time.Time
 	Booked   int
@@ -137,7 +147,11 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Kind == ErrRefused {
-		s := fmt.Sprintf("%s at %s: %d of %d GPUs booked", e.Node, FormatInstant(e.At), e.Booked, e.Nominal)
+		gpus := "GPUs"
+		if e.Flavor != "" {
+			gpus = e.Flavor + " GPUs"
+		}
+		s := fmt.Sprintf("%s at %s: %d of %d %s booked", e.Node, FormatInstant(e.At), e.Booked, e.Nominal, gpus)
 		if e.Asked > 0 {
 			s += fmt.Sprintf(", %d asked", e.Asked)
 		}
@@ -245,6 +259,11 @@ func DefaultAllocGPUs(gpus int) int {
 //     of its namespace's node, no other);
 //   - node_pool "" or a Nomad node pool name; model "" or at most
 //     MaxModelLength bytes of printable UTF-8;
+//   - flavor (DESIGN L13): a flavor of the tree, which Flavor is set to;
+//     "" only in a tree of one flavor (then its only one). In a tree
+//     without flavor blocks Flavor stays "" ("gpu" is taken as ""), and a
+//     model may be given; with flavors, a model is refused (a booking
+//     gives flavor or model, not both);
 //   - 0 < gpus <= MaxGPUs; alloc_gpus 0 (default) or a divisor of gpus;
 //   - now < start <= now + MaxAhead;
 //   - MinDuration <= end - start <= MaxDuration.
@@ -271,6 +290,11 @@ func Prepare(tree *Tree, b Booking, now time.Time, lim Limits) (Booking, error) 
 	if err := validModel(b.Model); err != nil {
 		return Booking{}, err
 	}
+	flavor, err := tree.flavorOf(b.Flavor, b.Model)
+	if err != nil {
+		return Booking{}, err
+	}
+	b.Flavor = flavor
 	if b.GPUs <= 0 || b.GPUs > MaxGPUs {
 		return Booking{}, invalid("gpus", strconv.Itoa(b.GPUs), "must be from 1 to %d", MaxGPUs)
 	}

@@ -43,8 +43,11 @@ func (e *BindingError) Unwrap() error { return ErrUnbound }
 // L1 (quota.Validate, its *quota.ValidationError returned as it is); each
 // booking's node is in the tree and its namespace is bound to that node or
 // below it (else a *BindingError; the planner would leave the booking out,
-// plan.Snapshot.Check); and the bookings fit every nominal at every
-// instant (Tree.Fits: a *Error of kind ErrRefused with the numbers).
+// plan.Snapshot.Check); each booking is of a flavor of the tree (DESIGN
+// L13; Tree.FlavorOf: an ErrInvalid naming the booking, its flavor and
+// the tree's flavors); and the bookings fit every nominal of their flavor
+// at every instant (Tree.Fits: a *Error of kind ErrRefused with the
+// numbers).
 func CheckTree(root *quota.Node, bookings []Booking, now time.Time) error {
 	if err := quota.Validate(root); err != nil {
 		return err

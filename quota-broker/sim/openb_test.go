@@ -201,6 +201,9 @@ func TestBadInventoryOpenbAndMIG(t *testing.T) {
 		{"mig missing", mig("      gpus = 2\n"), nil, `scenario.hcl:10: nodes "n" mig: missing profile`},
 		{"scale_down", openbScenario(0, ""), files, `scenario.hcl:9: inventory "trace": scale_down = 0: want a whole number from 1 to 100000`},
 		{"no node list", openbScenario(2, ""), map[string]string{"pods.csv": openbPods}, `scenario.hcl:8: inventory "trace": nodes = "nodes.csv"`},
+		// A missing node list says where the trace comes from, as a missing
+		// pod list does: it is read first.
+		{"node list missing", openbScenario(2, ""), map[string]string{"pods.csv": openbPods}, `(the openb node list; see ../shared/traces/alibaba/README.md)`},
 		{"too many nodes", openbScenario(1, ""), map[string]string{"nodes.csv": "sn,gpu,model\n" + strings.Repeat("n,1,G2\n", 1) + manyNodes(100001), "pods.csv": openbPods},
 			`scenario.hcl:9: inventory "trace": scale_down = 1 keeps 100002 nodes (100002 GPUs) of`},
 		{"bad node row", openbScenario(2, ""), map[string]string{"nodes.csv": openbNodes + "n10,1,1,x,G2\n"}, `nodes.csv:12: column 4 (gpu) "x"`},

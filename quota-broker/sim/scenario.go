@@ -150,6 +150,8 @@ type Training struct {
 	// TraceRead names the file the trace was read from (Trace, or
 	// Fallback when Trace is missing), as Workload opened it; "" before.
 	TraceRead string
+	// FallbackRead says that TraceRead is Fallback: Trace was missing.
+	FallbackRead bool
 }
 
 // VCMap maps one Philly virtual cluster to a workspace.
@@ -304,13 +306,15 @@ func LoadFS(fsys fs.FS, p, tag string) (*Scenario, error) {
 	return Parse(src, tag+p, fsSource{fsys: fsys, dir: path.Dir(p), tag: tag})
 }
 
-// openFallback opens primary, or fallback when primary does not exist.
-func openFallback(src Source, primary, fallback string) (io.ReadCloser, string, error) {
-	f, name, err := src.Open(primary, MaxTraceBytes)
+// openFallback opens primary, or fallback when primary does not exist;
+// usedFallback says which.
+func openFallback(src Source, primary, fallback string) (f io.ReadCloser, name string, usedFallback bool, err error) {
+	f, name, err = src.Open(primary, MaxTraceBytes)
 	if err == nil || fallback == "" || !errors.Is(err, fs.ErrNotExist) {
-		return f, name, err
+		return f, name, false, err
 	}
-	return src.Open(fallback, MaxTraceBytes)
+	f, name, err = src.Open(fallback, MaxTraceBytes)
+	return f, name, true, err
 }
 
 // Parse reads a scenario from HCL source. file names it in messages; src

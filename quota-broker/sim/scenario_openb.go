@@ -160,6 +160,9 @@ func (s *Scenario) parseInventory(blk *hcl.Block, what string, seen map[string]s
 	}
 	f, name, err := s.src.Open(inv.Nodes, MaxTraceBytes)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w (the openb node list; see ../shared/traces/alibaba/README.md)", err)
+		}
 		return &Error{Pos: b.pos("nodes"), Msg: fmt.Sprintf("%s: nodes = %q: %v", what, inv.Nodes, err)}
 	}
 	list, err := trace.ReadOpenbNodes(f, name)
@@ -309,7 +312,7 @@ func (b *block) entryNumber(name string, e entry, lo, hi float64) float64 {
 // GPUs fit a node whole. Idle jobs are drawn per pod from a source seeded
 // by the scenario's seed and the pod's name.
 func (s *Scenario) openb(w *Workload, o *Openb, end time.Time) error {
-	f, name, err := openFallback(s.src, o.Trace, o.Fallback)
+	f, name, _, err := openFallback(s.src, o.Trace, o.Fallback)
 	if err != nil {
 		if o.Fallback == "" && errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w (the openb pod list; see ../shared/traces/alibaba/README.md)", err)

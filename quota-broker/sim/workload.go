@@ -57,7 +57,7 @@ func (s *Scenario) Workload() (*Workload, error) {
 			w.Shapes = append(w.Shapes, nil)
 			continue
 		}
-		f, name, err := openFallback(s.src, in.Demand.Trace, in.Demand.Fallback)
+		f, name, _, err := openFallback(s.src, in.Demand.Trace, in.Demand.Fallback)
 		if err != nil {
 			return nil, &Error{Pos: in.Demand.Pos, Msg: fmt.Sprintf("inference %q demand: %v", in.Name, err)}
 		}
@@ -116,11 +116,11 @@ func (s *Scenario) Workload() (*Workload, error) {
 // ceil(num_gpus * gpu_scale) GPUs; jobs above 8 GPUs per node become gangs
 // of whole-node allocations.
 func (s *Scenario) training(w *Workload, t *Training, end time.Time) error {
-	f, name, err := openFallback(s.src, t.Trace, t.Fallback)
+	f, name, fallback, err := openFallback(s.src, t.Trace, t.Fallback)
 	if err != nil {
 		return &Error{Pos: t.TracePos, Msg: fmt.Sprintf("training %q: %v", t.Name, err)}
 	}
-	t.TraceRead = name
+	t.TraceRead, t.FallbackRead = name, fallback
 	rows, err := trace.ReadPhilly(f, name, t.TraceZone)
 	f.Close()
 	if err != nil {

@@ -215,7 +215,7 @@ func TestTwoProcessesRace(t *testing.T) {
 		if err := tr.Fits(st.Reservations); err != nil {
 			t.Fatalf("round %d: over nominal: %v", r, err)
 		}
-		if n, _ := tr.Nominal("Quota1.1"); n == 32 {
+		if n, _ := tr.Nominal("Quota1.1", ""); n == 32 {
 			if _, err := s.Guarded(ctx, moveFn("Quota1.2", "Quota1.1", 16)); err != nil {
 				t.Fatal(err)
 			}

@@ -74,12 +74,15 @@ type PreemptionsResponse struct {
 
 // BookingRequest is the body of POST /v1/reservations (DESIGN L10; the
 // flags of `gputide reservation create`). Start is RFC 3339 with its
-// offset; Duration a Go duration ("168h").
+// offset; Duration a Go duration ("168h"). Flavor names the booking's
+// flavor (DESIGN L13): required when the tree has several, "" for its
+// only one; a booking gives flavor or model, not both.
 type BookingRequest struct {
 	ID        string `json:"id,omitempty"`
 	Namespace string `json:"namespace"`
 	GPUs      int    `json:"gpus"`
 	AllocGPUs int    `json:"alloc_gpus,omitempty"`
+	Flavor    string `json:"flavor,omitempty"`
 	Model     string `json:"model,omitempty"`
 	NodePool  string `json:"node_pool,omitempty"`
 	Start     string `json:"start"`
@@ -89,16 +92,20 @@ type BookingRequest struct {
 // ReservationEntry is one booking in the reservation answers; for a
 // namespace the caller cannot read only Namespace and GPUs are set.
 type ReservationEntry struct {
-	Namespace string     `json:"namespace"`
-	GPUs      int        `json:"gpus"`
-	ID        string     `json:"id,omitempty"`
-	Node      string     `json:"node,omitempty"`
-	AllocGPUs int        `json:"alloc_gpus,omitempty"`
-	Model     string     `json:"model,omitempty"`
-	NodePool  string     `json:"node_pool,omitempty"`
-	Start     *time.Time `json:"start,omitempty"`
-	End       *time.Time `json:"end,omitempty"`
-	Running   int        `json:"running_allocations,omitempty"`
+	Namespace string `json:"namespace"`
+	GPUs      int    `json:"gpus"`
+	ID        string `json:"id,omitempty"`
+	Node      string `json:"node,omitempty"`
+	AllocGPUs int    `json:"alloc_gpus,omitempty"`
+	// Flavor is the booking's flavor in the stored tree (DESIGN L13;
+	// "gpu" in a tree without flavor blocks); "" when the tree changed
+	// so that it has none.
+	Flavor   string     `json:"flavor,omitempty"`
+	Model    string     `json:"model,omitempty"`
+	NodePool string     `json:"node_pool,omitempty"`
+	Start    *time.Time `json:"start,omitempty"`
+	End      *time.Time `json:"end,omitempty"`
+	Running  int        `json:"running_allocations,omitempty"`
 	// Outcome and EndedAt are set for a booking read from history (GET
 	// /v1/reservation/<id> of an ended or cancelled one): "ended",
 	// "cancelled" or "forced", and when.

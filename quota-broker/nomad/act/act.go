@@ -2,6 +2,7 @@ package act
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
@@ -174,7 +177,7 @@ func (a *Actor) holding() string {
 // Errors of single calls are collected in the outcome; the rest of the
 // plan is still carried out.
 func (a *Actor) Execute(ctx context.Context, p *plan.Plan, b *build.Build) Outcome {
-	x := &execution{a: a, p: p, b: b, skip: map[plan.GroupKey]bool{}, admitted: map[plan.JobKey]bool{}, metaText: map[plan.JobKey][2]string{}}
+	x := &execution{a: a, p: p, b: b, skip: map[plan.GroupKey]bool{}, admitted: map[plan.JobKey]bool{}, pins: map[plan.JobKey]*quota.Flavor{}, metaText: map[plan.JobKey][2]string{}}
 	x.deferStops()
 	x.announce(ctx)
 	x.stopJobs(ctx)
@@ -199,10 +202,11 @@ type execution struct {
 	mu  sync.Mutex // guards out in the concurrent steps
 	out Outcome
 
-	skip      map[plan.GroupKey]bool // claimants not to admit now
-	announced map[string]bool        // allocations whose stop intent step 2 wrote
-	admitted  map[plan.JobKey]bool   // jobs admitted or accepted in step 3
-	metaJobs  []*build.JobView       // jobs whose status meta step 6 writes
+	skip      map[plan.GroupKey]bool        // claimants not to admit now
+	announced map[string]bool               // allocations whose stop intent step 2 wrote
+	admitted  map[plan.JobKey]bool          // jobs admitted or accepted in step 3
+	metaJobs  []*build.JobView              // jobs whose status meta step 6 writes
+	pins      map[plan.JobKey]*quota.Flavor // the flavor each admission of step 4 pins
 	metaText  map[plan.JobKey][2]string
 }
 
@@ -324,16 +328,19 @@ func (x *execution) admit(ctx context.Context) {
 			a.Logger.Info("accepted a job registered straight into its pool", "job", k.String(), "pool", v.Pool, "reason", act.Reason)
 		case v.Holding:
 			admits = append(admits, v)
+			if f, ok := pinFlavor(b, act.Flavor); ok {
+				x.pins[k] = &f
+			}
 		}
 	}
-	for _, k := range b.NoGPU {
+	for _, k := range slices.Concat(b.NoGPU, b.Ungoverned) {
 		if v := b.Jobs[k]; v != nil && !x.admitted[k] {
 			x.admitted[k] = true
 			admits = append(admits, v)
 		}
 	}
 	a.parallel(admits, func(v *build.JobView) {
-		if err := a.admit(ctx, v); err != nil {
+		if err := a.admit(ctx, v, x.pins[v.Key]); err != nil {
 			x.fail("admit", err)
 			return
 		}
@@ -366,7 +373,7 @@ func (x *execution) waitOrExpire(ctx context.Context) {
 				x.suspend(ctx, v, act.Reason)
 			case v.Holding && v.Live == 0:
 				x.metaJobs = append(x.metaJobs, v)
-				x.metaText[k] = [2]string{StatusWaiting, string(act.Rule) + ": " + act.Reason}
+				x.metaText[k] = [2]string{StatusWaiting, waitText(act)}
 			}
 		case plan.ActionExpire:
 			waited[k] = true
@@ -397,11 +404,15 @@ func (x *execution) suspend(ctx context.Context, v *build.JobView, reason string
 
 // reportMetaErrors is step 6.
 func (x *execution) reportMetaErrors(ctx context.Context) {
-	for _, k := range slices.SortedFunc(maps.Keys(x.b.Jobs), plan.JobKey.Compare) {
-		v := x.b.Jobs[k]
-		if v.MetaErr == nil {
-			continue
+	var bad []plan.JobKey // sorted after: a few of thousands of jobs
+	for k, v := range x.b.Jobs {
+		if v.MetaErr != nil {
+			bad = append(bad, k)
 		}
+	}
+	slices.SortFunc(bad, plan.JobKey.Compare)
+	for _, k := range bad {
+		v := x.b.Jobs[k]
 		x.a.logWait(k, plan.Action{Rule: "meta", Reason: v.MetaErr.Error()})
 		switch {
 		case v.Direct:
@@ -433,18 +444,29 @@ func (x *execution) writeMeta(ctx context.Context) {
 	})
 }
 
+// waitText is a wait's gputide_reason: "<rule>: <reason>", the reason led
+// by its flavor when the core tried one flavor ("L3: a100-1g: Quota1.2: 7
+// of 7 GPUs in use; 1 more needed"; a wait across several names each in
+// its reason already, DESIGN L13).
+func waitText(act plan.Action) string {
+	if act.Flavor != "" && act.Reasons == nil {
+		return string(act.Rule) + ": " + act.Flavor + ": " + act.Reason
+	}
+	return string(act.Rule) + ": " + act.Reason
+}
+
 // logWait logs a job's wait reason when it changed since the last time.
 func (a *Actor) logWait(k plan.JobKey, act plan.Action) {
 	a.mu.Lock()
 	if a.reasons == nil {
 		a.reasons = map[plan.JobKey]string{}
 	}
-	text := string(act.Rule) + ": " + act.Reason
+	text := waitText(act)
 	changed := a.reasons[k] != text
 	a.reasons[k] = text
 	a.mu.Unlock()
 	if changed {
-		a.Logger.Info("job waits", "job", k.String(), "rule", act.Rule, "reason", act.Reason)
+		a.Logger.Info("job waits", "job", k.String(), "rule", act.Rule, "flavor", act.Flavor, "reason", act.Reason)
 	}
 }
 
@@ -515,9 +537,34 @@ func (a *Actor) preempt(ctx context.Context, act plan.Action, b *build.Build, mo
 		Node: act.Node, GPUs: act.GPUs, Rule: act.Rule, Reason: act.Reason}, nil
 }
 
+// pinFlavor returns the flavor an admit action of b's plan chose
+// (plan.Action.Flavor, "" in a tree without flavor blocks: its implicit
+// flavor), as the tree declares it; false when the tree has no such
+// flavor (nothing is pinned then).
+func pinFlavor(b *build.Build, name string) (quota.Flavor, bool) {
+	var root *quota.Node
+	if b.Snapshot != nil {
+		root = b.Snapshot.Quota
+	}
+	name, err := quota.FlavorChoice(root, name)
+	if err != nil {
+		return quota.Flavor{}, false
+	}
+	for _, f := range quota.TreeFlavors(root) {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return quota.Flavor{}, false
+}
+
 // admit moves a job from the holding pool to its pool, clearing the
-// broker's status meta when the job has no live allocation.
-func (a *Actor) admit(ctx context.Context, v *build.JobView) error {
+// broker's status meta when the job has no live allocation. With pin
+// set, the same register pins the job's GPU requests to that flavor
+// (device.PinJob, DESIGN L13), unless the job already pinned it itself,
+// or has live allocations: a changed device request is a destructive
+// update, so such a job is moved unpinned (DESIGN §5).
+func (a *Actor) admit(ctx context.Context, v *build.JobView, pin *quota.Flavor) error {
 	if a.DryRun {
 		a.Logger.Info("dry run: would admit", "job", v.Key.String(), "pool", v.Options.Pool)
 		return nil
@@ -529,7 +576,12 @@ func (a *Actor) admit(ctx context.Context, v *build.JobView) error {
 	if v.Live == 0 {
 		meta = map[string]*string{build.MetaStatus: nil, build.MetaReason: nil}
 	}
-	if _, err := a.register(ctx, v, v.Options.Pool, meta, false); err != nil {
+	if pin != nil && (v.Live > 0 || a.liveAllocs(v.Key) > 0) {
+		a.Logger.Warn("admitting a job with live allocations without pinning its flavor (a destructive update)",
+			"job", v.Key.String(), "flavor", pin.Name)
+		pin = nil
+	}
+	if _, err := a.registerWith(ctx, v, v.Options.Pool, meta, false, pin); err != nil {
 		return fmt.Errorf("failed to admit job %s into node pool %q: %w", v.Key, v.Options.Pool, err)
 	}
 	a.Logger.Debug("admitted", "job", v.Key, "pool", v.Options.Pool)
@@ -619,6 +671,13 @@ func (a *Actor) writeStatus(ctx context.Context, v *build.JobView, status, reaso
 // broker lacks is read once and kept. It refuses to change the meta of a
 // job with live allocations: that would be a destructive update.
 func (a *Actor) register(ctx context.Context, v *build.JobView, pool string, meta map[string]*string, stop bool) (*api.Job, error) {
+	return a.registerWith(ctx, v, pool, meta, stop, nil)
+}
+
+// registerWith is register that also pins the job's GPU requests to
+// flavor pin when it is not nil (changed); the caller checks that the job
+// has no live allocation.
+func (a *Actor) registerWith(ctx context.Context, v *build.JobView, pool string, meta map[string]*string, stop bool, pin *quota.Flavor) (*api.Job, error) {
 	if len(meta) > 0 {
 		if live := a.liveAllocs(v.Key); live > 0 {
 			return nil, fmt.Errorf("refusing to change the meta of job %s: it has %d live allocations", v.Key, live)
@@ -631,7 +690,7 @@ func (a *Actor) register(ctx context.Context, v *build.JobView, pool string, met
 			return nil, err
 		}
 	}
-	j := changed(spec, pool, meta, stop)
+	j := changed(spec, pool, meta, stop, pin)
 	resp, err := a.registerAt(ctx, v.Key, j)
 	if isIndexConflict(err) {
 		a.Logger.Debug("job changed since the broker's copy of it; reading it again", "job", v.Key, "error", err)
@@ -639,7 +698,7 @@ func (a *Actor) register(ctx context.Context, v *build.JobView, pool string, met
 		if rerr != nil {
 			return nil, fmt.Errorf("%w; reading it again: %w", err, rerr)
 		}
-		j = changed(fresh, pool, meta, stop)
+		j = changed(fresh, pool, meta, stop, pin)
 		if resp, err = a.registerAt(ctx, v.Key, j); isIndexConflict(err) {
 			err = fmt.Errorf("job %s changed again after it was read (left for the next plan): %w", v.Key, err)
 		}
@@ -684,10 +743,17 @@ func (a *Actor) readJob(ctx context.Context, key plan.JobKey) (*api.Job, error) 
 }
 
 // changed returns a copy of spec with the node pool ("" keeps it), the
-// meta changes and the stop flag applied; spec itself is left as it is
-// (it may be the State's).
-func changed(spec *api.Job, pool string, meta map[string]*string, stop bool) *api.Job {
+// meta changes, the stop flag and the flavor pin (nil: none;
+// device.PinJob, on a deep copy of the task groups) applied; spec itself
+// is left as it is (it may be the State's).
+func changed(spec *api.Job, pool string, meta map[string]*string, stop bool, pin *quota.Flavor) *api.Job {
 	j := *spec
+	if pin != nil {
+		if groups, ok := copyGroups(spec.TaskGroups); ok {
+			j.TaskGroups = groups
+			device.PinJob(&j, *pin)
+		}
+	}
 	if len(meta) > 0 {
 		m := make(map[string]string, len(spec.Meta)+len(meta))
 		maps.Copy(m, spec.Meta)
@@ -711,6 +777,21 @@ func changed(spec *api.Job, pool string, meta map[string]*string, stop bool) *ap
 		j.Stop = &t
 	}
 	return &j
+}
+
+// copyGroups returns a deep copy of groups (through JSON, as Nomad's api
+// types have no Copy); false when they cannot be copied, which leaves the
+// job unpinned rather than changing the State's copy.
+func copyGroups(groups []*api.TaskGroup) ([]*api.TaskGroup, bool) {
+	raw, err := json.Marshal(groups)
+	if err != nil {
+		return nil, false
+	}
+	var out []*api.TaskGroup
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // registerAt registers j with its own job modify index enforced and the
@@ -737,12 +818,5 @@ func (a *Actor) liveAllocs(key plan.JobKey) int {
 	if a.State == nil {
 		return 0
 	}
-	ns, id := key.Namespace, key.Job
-	n := 0
-	for _, al := range a.State.Allocs() {
-		if al.Namespace == ns && al.JobID == id && al.Live() {
-			n++
-		}
-	}
-	return n
+	return a.State.LiveAllocs(key)
 }

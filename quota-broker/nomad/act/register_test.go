@@ -125,7 +125,7 @@ func TestRegisterRereadsAndRetriesOnceOnAnIndexConflict(t *testing.T) {
 	}
 	f.Mu.Unlock()
 	forgetRequests(f)
-	if err := a.admit(context.Background(), b.Jobs[jobB]); err != nil {
+	if err := a.admit(context.Background(), b.Jobs[jobB], nil); err != nil {
 		t.Fatalf("admit: %v\n%s", err, log)
 	}
 	if got := registersOf(t, f, jobB); len(got) != 2 || got[0] != nomadIndex-1 || got[1] != nomadIndex {
@@ -152,7 +152,7 @@ func TestRegisterGivesUpAfterASecondConflict(t *testing.T) {
 	}
 	f.Mu.Unlock()
 	forgetRequests(f)
-	err := a.admit(context.Background(), b.Jobs[jobB])
+	err := a.admit(context.Background(), b.Jobs[jobB], nil)
 	if err == nil || !strings.Contains(err.Error(), "job workspace-b/training changed again") ||
 		!strings.Contains(err.Error(), api.RegisterEnforceIndexErrPrefix) {
 		t.Fatalf("admit: %v", err)
@@ -174,7 +174,7 @@ func TestRegisterDoesNotRetryOtherErrors(t *testing.T) {
 	f.Reject = func(string, string, uint64) string { return "Permission denied" }
 	f.Mu.Unlock()
 	forgetRequests(f)
-	if err := a.admit(context.Background(), b.Jobs[jobB]); err == nil {
+	if err := a.admit(context.Background(), b.Jobs[jobB], nil); err == nil {
 		t.Fatal("admit succeeded")
 	}
 	if got, n := registersOf(t, f, jobB), jobReads(f, jobB); len(got) != 1 || n != 0 {

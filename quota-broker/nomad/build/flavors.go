@@ -2,6 +2,7 @@ package build
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
@@ -46,6 +47,54 @@ func JobFlavors(flavors []quota.Flavor, j *api.Job) ([]string, error) {
 		return nil, nil
 	}
 	return orderFlavors(flavors, j.Meta, allowed)
+}
+
+// PinnedFlavor returns the flavor job j is pinned to: the first flavor of
+// the tree (flavors; empty: the implicit one) whose whole pin
+// (device.Pin) every GPU request of j already carries, as admission
+// leaves it (DESIGN L13), and which the requests allow. Build gives a
+// pinned job whose gputide_flavors lists that flavor and others (which
+// the pin now excludes) that flavor alone, not a meta error. false for a
+// job without GPU requests or pinned to none.
+func PinnedFlavor(flavors []quota.Flavor, j *api.Job) (string, bool) {
+	var reqs []*api.RequestedDevice
+	for _, tg := range j.TaskGroups {
+		for _, d := range device.Requests(tg) {
+			if d == nil {
+				continue
+			}
+			if _, ok := device.GPURequest(d.Name); ok {
+				reqs = append(reqs, d)
+			}
+		}
+	}
+	if len(reqs) == 0 {
+		return "", false
+	}
+	for _, f := range device.TreeFlavors(flavors) {
+		all := true
+		for _, r := range reqs {
+			if device.Pin(f, r) != nil {
+				all = false
+				break
+			}
+		}
+		if all && slices.Contains(device.AllowedFlavors(flavors, reqs), f.Name) {
+			return f.Name, true
+		}
+	}
+	return "", false
+}
+
+// listsFlavor reports whether meta's gputide_flavors is a good list that
+// names flavor f.
+func listsFlavor(meta map[string]string, f string) bool {
+	raw, set := meta[MetaFlavors]
+	if !set {
+		return false
+	}
+	names, problem := parseFlavorList(raw)
+	return problem == "" && slices.Contains(names, f)
 }
 
 // orderFlavors applies gputide_flavors to the allowed flavors (see

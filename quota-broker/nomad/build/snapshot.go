@@ -1,8 +1,10 @@
 package build
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad/device"
@@ -80,6 +82,10 @@ type Input struct {
 	// nil or zero: not known to be. Passed on as IdleView.UnplacedSince,
 	// for the Actor's scale-down.
 	UnplacedSince func(group plan.GroupKey) time.Time
+	// Specs, when set, keeps what builds read of each job's spec from one
+	// build to the next (the agent's, across cycles); nil: every build
+	// reads every spec.
+	Specs *Specs
 }
 
 // StopStatus is the status meta still to write on a job the broker
@@ -108,9 +114,17 @@ type JobView struct {
 	Live      int  // live allocations
 	GPUGroups int  // task groups that ask for nvidia/gpu devices
 	Pending   int  // allocations passed to the core as pending
+	// Flavors are the flavors the job's GPU requests allow, in the order
+	// it tries them (JobFlavors, DESIGN L13), written on each of its
+	// pending groups; nil for a job without GPU requests or with a meta
+	// error, empty when its GPUs can only be ungoverned devices (see
+	// Build.Ungoverned).
+	Flavors []string
 	// Stopped is the status still to write once the job, stopped whole by
 	// the broker, has no live allocation (Input.Stopped); zero: none.
 	Stopped StopStatus
+
+	spec *specRead // what the build read of Job
 }
 
 // Build is a snapshot together with the job views it was made from.
@@ -123,6 +137,20 @@ type Build struct {
 	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
 	// all: the quota does not concern them, so they are admitted at once.
 	NoGPU []plan.JobKey
+	// Ungoverned lists jobs waiting in the holding pool whose device
+	// requests can use only ungoverned devices (devices of no flavor,
+	// DESIGN L13): the quota does not count them, so they are admitted
+	// at once, uncounted, each with a warning in Warnings.
+	Ungoverned []plan.JobKey
+	// UngovernedGPUs lists, per node, the GPUs of no flavor of the tree
+	// (DESIGN L13: MIG instances under the implicit flavor, models no
+	// flavor names), by node ID then Nomad's order, each with the reason:
+	// the broker leaves them to Nomad (never counted, free, admitted
+	// through or stopped). The API and quota status show them.
+	UngovernedGPUs []UngovernedGPU
+	// Warnings are the build's warnings for the plan's (one per job of
+	// Ungoverned); the agent adds them to the plan's Warnings.
+	Warnings []plan.Warning
 	// Left lists the nodes, allocations and pending jobs that break a rule
 	// of plan.Snapshot.Check, each with what is wrong: they are left out
 	// of Snapshot, and so of the plan; the caller reports them.
@@ -152,7 +180,12 @@ type Build struct {
 //  4. pendingGroups: the pending groups of a job (pendingCount decides how
 //     many allocations). Jobs with a bad meta value, stopped jobs, system
 //     jobs, periodic and parameterized parents are not pending; jobs that
-//     ask for no GPU and wait in the holding pool are listed in NoGPU;
+//     ask for no GPU and wait in the holding pool are listed in NoGPU. Each
+//     pending group carries its job's Flavors (JobFlavors: a bad
+//     gputide_flavors is a meta error); a job whose GPUs can only be
+//     ungoverned devices is not pending and, in the holding pool, listed in
+//     Ungoverned with a warning; GPUs of no flavor are listed in
+//     UngovernedGPUs;
 //  5. snapshotAllocations: live allocations that hold GPUs, with the job's
 //     priority and gputide meta; stopping ones carry their claimant
 //     (StoppingFor), or UnknownClaimant. The live allocations of a job
@@ -179,38 +212,58 @@ func build(s watch.View, in Input) *Build {
 	if holding == "" {
 		holding = DefaultHoldingPool
 	}
-	bound := quota.Namespaces(in.Quota)
-	governed := func(ns string) bool {
-		if _, ok := bound[ns]; !ok {
-			return false
-		}
-		return in.Governed == nil || in.Governed(ns)
-	}
+	governed := governedOnce(quota.Namespaces(in.Quota), in.Governed)
+	in.Specs.begin()
+	defer in.Specs.end()
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
 	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
 
+	var flavors []quota.Flavor
+	if in.Quota != nil {
+		flavors = in.Quota.Flavors
+	}
 	snap.Nodes = snapshotNodes(s.Nodes)
+	b.UngovernedGPUs = ungovernedGPUs(snap.Nodes, flavors)
 	live := liveByGroup(s.Allocs)
 	bookings := IndexBookings(in.Reservations)
 	for _, k := range slices.SortedFunc(maps.Keys(s.Jobs), plan.JobKey.Compare) {
 		j := s.Jobs[k]
-		if !governed(nsOrDefault(str(j.Namespace))) {
+		spec := in.Specs.of(j, holding)
+		if !governed(spec.namespace) {
 			continue
 		}
-		v := jobView(k, j, live[k], holding, in.Accepted)
+		v := jobView(k, j, spec, live.jobs[k], holding, in.Accepted)
 		if v.MetaErr == nil {
 			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
 		}
 		if v.MetaErr == nil && !v.stopped() {
 			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 		}
+		if v.MetaErr == nil {
+			// A stopped job's gputide_flavors is not checked (as its
+			// reservation is not): its status is the stop's.
+			fl, err := JobFlavors(flavors, j)
+			if f, ok := PinnedFlavor(flavors, j); ok && err != nil && listsFlavor(j.Meta, f) {
+				// Admission pinned it to f, one of the flavors its
+				// gputide_flavors lists: f alone, the others the pin
+				// excludes being no meta error.
+				fl, err = []string{f}, nil
+			}
+			if v.Flavors = fl; !v.stopped() {
+				v.MetaErr = err
+			}
+		}
 		if in.Stopped != nil {
 			v.Stopped = in.Stopped(k)
 		}
 		b.Jobs[k] = v
-		pending, noGPU := pendingGroups(v, live[k], s.Summaries[k])
+		pending, noGPU := pendingGroups(v, live, s.Summaries[k])
 		if noGPU {
 			b.NoGPU = append(b.NoGPU, k)
+		}
+		if v.ungovernedOnly() && v.Holding && v.MetaErr == nil && !v.stopped() {
+			b.Ungoverned = append(b.Ungoverned, k)
+			b.Warnings = append(b.Warnings, ungovernedWarning(v))
 		}
 		snap.Pending = append(snap.Pending, pending...)
 	}
@@ -231,6 +284,23 @@ func build(s watch.View, in Input) *Build {
 	return b
 }
 
+// governedOnce says whether a namespace is governed: bound in the tree
+// (bound) and, when given, governed by the caller's rule, asked once per
+// namespace and build (the agent's rule reads its tree under a lock, and
+// a build asks for every job and allocation: 30,000 times at 5,000 nodes).
+func governedOnce(bound map[string]string, rule func(string) bool) func(string) bool {
+	seen := map[string]bool{}
+	return func(ns string) bool {
+		if g, ok := seen[ns]; ok {
+			return g
+		}
+		_, g := bound[ns]
+		g = g && (rule == nil || rule(ns))
+		seen[ns] = g
+		return g
+	}
+}
+
 // snapshotNodes is step 1: the nodes that have GPUs, by ID.
 func snapshotNodes(nodes map[string]*watch.Node) []plan.Node {
 	var out []plan.Node
@@ -249,40 +319,43 @@ func snapshotNodes(nodes map[string]*watch.Node) []plan.Node {
 	return out
 }
 
-// liveByGroup is step 2: live allocations by job and task group.
-func liveByGroup(allocs map[string]*watch.Alloc) map[plan.JobKey]map[string]int {
-	live := map[plan.JobKey]map[string]int{}
+// liveCounts are the live allocations of each task group and each job.
+type liveCounts struct {
+	groups map[plan.GroupKey]int
+	jobs   map[plan.JobKey]int
+}
+
+// group is the live allocations of task group g of job k.
+func (l liveCounts) group(k plan.JobKey, g string) int {
+	return l.groups[plan.GroupKey{Namespace: k.Namespace, Job: k.Job, Group: g}]
+}
+
+// liveByGroup is step 2: live allocations by job and task group, in two
+// flat maps (not a map per job: 10,000 jobs made 10,000 small maps every
+// build).
+func liveByGroup(allocs map[string]*watch.Alloc) liveCounts {
+	live := liveCounts{groups: make(map[plan.GroupKey]int, len(allocs)), jobs: make(map[plan.JobKey]int, len(allocs))}
 	for _, a := range allocs {
 		if !a.Live() {
 			continue
 		}
-		if live[a.JobKey()] == nil {
-			live[a.JobKey()] = map[string]int{}
-		}
-		live[a.JobKey()][a.Group]++
+		live.groups[plan.GroupKey{Namespace: a.Namespace, Job: a.JobID, Group: a.Group}]++
+		live.jobs[a.JobKey()]++
 	}
 	return live
 }
 
 // jobView is step 3: the broker's view of governed job j (key k) with its
-// live allocations per group. A job outside the holding pool that accepted
+// live allocations (live). A job outside the holding pool that accepted
 // does not know is Direct (registered straight into its pool).
-func jobView(k plan.JobKey, j *api.Job, live map[string]int, holding string, accepted func(plan.JobKey) bool) *JobView {
-	v := &JobView{Key: k, Job: j, Pool: str(j.NodePool)}
+func jobView(k plan.JobKey, j *api.Job, spec *specRead, live int, holding string, accepted func(plan.JobKey) bool) *JobView {
+	v := &JobView{Key: k, Job: j, Pool: spec.pool, Live: live, spec: spec}
 	if v.Pool == "" {
 		v.Pool = "default"
 	}
 	v.Holding = v.Pool == holding
-	v.Options, v.MetaErr = ParseJobOptions(j.Meta, holding)
-	for _, n := range live {
-		v.Live += n
-	}
+	v.Options, v.MetaErr, v.GPUGroups = spec.options, spec.metaErr, spec.gpuGroups
 	v.Direct = !v.Holding && accepted != nil && !accepted(k)
-	for _, tg := range j.TaskGroups {
-		if gpus, _ := groupGPUs(tg); gpus > 0 {
-			v.GPUGroups++
-		}
-	}
 	return v
 }
 
@@ -291,6 +364,9 @@ func jobView(k plan.JobKey, j *api.Job, live map[string]int, holding string, acc
 // pending, and its gputide_reservation is not checked (its booking may
 // have ended and gone to history, as it should).
 func (v *JobView) stopped() bool {
+	if v.spec != nil {
+		return v.spec.stop || v.spec.status == "dead" && v.Live == 0
+	}
 	j := v.Job
 	return (j.Stop != nil && *j.Stop) || str(j.Status) == "dead" && v.Live == 0
 }
@@ -298,7 +374,7 @@ func (v *JobView) stopped() bool {
 // pendingGroups is step 4: the pending groups of job view v (its live
 // allocations per group, its summary), adding their count to v.Pending.
 // noGPU reports a job that waits in the holding pool and asks for no GPU.
-func pendingGroups(v *JobView, live map[string]int, sum *api.JobSummary) (pending []plan.Pending, noGPU bool) {
+func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []plan.Pending, noGPU bool) {
 	j := v.Job
 	if v.MetaErr != nil || v.stopped() {
 		return nil, false
@@ -306,11 +382,14 @@ func pendingGroups(v *JobView, live map[string]int, sum *api.JobSummary) (pendin
 	if v.GPUGroups == 0 {
 		return nil, v.Holding
 	}
-	typ := plan.JobType(str(j.Type))
+	if v.ungovernedOnly() {
+		return nil, false // Build.Ungoverned
+	}
+	typ := v.spec.typ
 	if typ != plan.JobService && typ != plan.JobBatch {
 		return nil, false
 	}
-	if j.IsPeriodic() || j.IsParameterized() {
+	if v.spec.parent {
 		return nil, false
 	}
 	place := placeAdmitted
@@ -320,29 +399,78 @@ func pendingGroups(v *JobView, live map[string]int, sum *api.JobSummary) (pendin
 	case v.Holding:
 		place = placeHolding
 	}
-	ns := nsOrDefault(str(j.Namespace))
-	for _, tg := range j.TaskGroups {
-		gpus, model := groupGPUs(tg)
-		if gpus == 0 || tg.Name == nil {
+	ns := v.spec.namespace
+	for _, g := range v.spec.groups {
+		gpus, model, group, want := g.gpus, g.model, g.name, g.count
+		if gpus == 0 {
 			continue
 		}
-		group := *tg.Name
-		want := 1
-		if tg.Count != nil {
-			want = *tg.Count
-		}
 		queued, hasSum := queuedOf(sum, group)
-		count := pendingCount(place, want, live[group], queued, hasSum)
+		if place == placeAdmitted && queued <= 0 {
+			continue // pendingCount is at most queued: nothing to look up (most jobs, every build)
+		}
+		count := pendingCount(place, want, live.group(v.Key, group), queued, hasSum)
 		if count <= 0 {
 			continue
 		}
 		v.Pending += count
-		pending = append(pending, plan.Pending{Namespace: ns, Job: str(j.ID), Group: group, Type: typ, Priority: prio(j),
+		pending = append(pending, plan.Pending{Namespace: ns, Job: v.spec.id, Group: group, Type: typ, Priority: v.spec.priority,
 			Count: count, GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
 			Idle: v.Options.Idle, Elastic: v.Options.Elastic, Reservation: v.Options.Reservation,
-			SubmittedAt: submitted(j), Flex: v.Options.Flex})
+			SubmittedAt: submitted(j), Flex: v.Options.Flex, Flavors: slices.Clone(v.Flavors)})
 	}
 	return pending, false
+}
+
+// ungovernedOnly reports whether the job asks for GPUs that can only be
+// ungoverned devices (JobFlavors gave an empty, non-nil list).
+func (v *JobView) ungovernedOnly() bool { return v.Flavors != nil && len(v.Flavors) == 0 }
+
+// ungovernedWarning is the warning of a job that moves to its pool
+// uncounted because its device requests can use only ungoverned devices.
+func ungovernedWarning(v *JobView) plan.Warning {
+	return plan.Warning{Kind: plan.WarnGeneral, Namespace: v.Key.Namespace, Job: v.Key.Job,
+		Message: fmt.Sprintf("job %s asks only for GPUs of no flavor (ungoverned devices, DESIGN L13): "+
+			"it is admitted to node pool %q uncounted by the quota", v.Key, v.Options.Pool)}
+}
+
+// UngovernedGPU is a GPU of no flavor of the tree (DESIGN L13), left to
+// Nomad: never counted, free, admitted through or stopped by the broker.
+type UngovernedGPU struct {
+	Node       string `json:"node"`
+	ID         string `json:"id"`
+	Model      string `json:"model"`
+	MIGProfile string `json:"mig_profile,omitempty"`
+	Reason     string `json:"reason"`
+}
+
+// ungovernedGPUs lists the GPUs of nodes that are of no flavor of
+// flavors (the tree's; empty: the implicit flavor), in node order, with
+// the reason each is ungoverned.
+func ungovernedGPUs(nodes []plan.Node, flavors []quota.Flavor) []UngovernedGPU {
+	var out []UngovernedGPU
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			if _, ok := quota.FlavorOf(flavors, g.Model, g.MIGProfile); ok {
+				continue
+			}
+			out = append(out, UngovernedGPU{Node: n.ID, ID: g.ID, Model: g.Model, MIGProfile: g.MIGProfile,
+				Reason: ungovernedReason(flavors, g)})
+		}
+	}
+	return out
+}
+
+func ungovernedReason(flavors []quota.Flavor, g plan.GPU) string {
+	switch {
+	case len(flavors) == 0:
+		return fmt.Sprintf("a MIG instance (profile %s): the tree declares no flavor, and the implicit flavor %q counts whole GPUs only",
+			g.MIGProfile, quota.ImplicitFlavor)
+	case g.MIGProfile != "":
+		return fmt.Sprintf("no flavor of the tree (%s) has model %q with mig_profile %q", flavorNames(flavors), g.Model, g.MIGProfile)
+	default:
+		return fmt.Sprintf("no flavor of the tree (%s) has model %q as whole GPUs", flavorNames(flavors), g.Model)
+	}
 }
 
 // jobPlace is where a governed job is, for pendingCount.
@@ -388,11 +516,15 @@ func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
 // ID, and the governed ones stopping for a claimant the broker cannot name.
 func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
 	governed func(string) bool) (out []plan.Allocation, unknown []string) {
-	for _, id := range slices.Sorted(maps.Keys(allocs)) {
-		a := allocs[id]
-		if !a.Live() || len(a.GPUIDs) == 0 {
-			continue
+	held := make([]*watch.Alloc, 0, len(allocs))
+	for _, a := range allocs {
+		if a.Live() && len(a.GPUIDs) > 0 {
+			held = append(held, a)
 		}
+	}
+	slices.SortFunc(held, func(p, q *watch.Alloc) int { return strings.Compare(p.ID, q.ID) })
+	out = make([]plan.Allocation, 0, len(held))
+	for _, a := range held {
 		v := jobs[a.JobKey()]
 		if v != nil && v.Direct && !a.Stopping() {
 			continue // decided as pending in step 4
@@ -401,8 +533,11 @@ func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*J
 			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: append([]string(nil), a.GPUIDs...),
 			StartedAt: a.StartedAt}
 		if v != nil {
-			pa.Type = plan.JobType(str(v.Job.Type))
-			pa.Priority = prio(v.Job)
+			if v.spec != nil {
+				pa.Type, pa.Priority = v.spec.typ, v.spec.priority
+			} else { // a view not made by a build
+				pa.Type, pa.Priority = plan.JobType(str(v.Job.Type)), prio(v.Job)
+			}
 			pa.Idle, pa.Elastic, pa.Reservation = v.Options.Idle, v.Options.Elastic, v.Options.Reservation
 		}
 		if !pa.Type.Valid() {
@@ -417,6 +552,9 @@ func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*J
 			}
 		}
 		out = append(out, pa)
+	}
+	if len(out) == 0 {
+		out = nil // as before the capacity was reserved: a snapshot without allocations has none
 	}
 	return out, unknown
 }

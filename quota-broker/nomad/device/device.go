@@ -33,14 +33,14 @@ func GPURequest(name string) (model string, ok bool) {
 	if name == "" {
 		return "", false
 	}
-	var vendor, typ string
-	switch parts := strings.SplitN(name, "/", 3); len(parts) {
-	case 1:
-		typ = parts[0]
-	case 2:
-		vendor, typ = parts[0], parts[1]
-	default:
-		vendor, typ, model = parts[0], parts[1], parts[2]
+	// strings.Cut, not SplitN: a build reads every group's devices of
+	// every job, and Cut does not allocate.
+	vendor, rest, cut := strings.Cut(name, "/")
+	typ := vendor
+	if cut {
+		typ, model, _ = strings.Cut(rest, "/")
+	} else {
+		vendor = ""
 	}
 	if (vendor != "" && vendor != "nvidia") || (typ != "" && typ != "gpu") {
 		return "", false

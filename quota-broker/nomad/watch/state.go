@@ -136,6 +136,20 @@ func (s *State) Allocs() []Alloc {
 	return out
 }
 
+// LiveAllocs counts the live allocations of the job with key (DESIGN L2),
+// without copying the state (Allocs copies and sorts every allocation).
+func (s *State) LiveAllocs(key plan.JobKey) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, a := range s.allocs {
+		if a.Namespace == key.Namespace && a.JobID == key.Job && a.Live() {
+			n++
+		}
+	}
+	return n
+}
+
 // Namespaces returns the namespaces Nomad knows, sorted.
 func (s *State) Namespaces() []string {
 	s.mu.RLock()

@@ -418,7 +418,7 @@ func fairLending(d *doc, r *sim.Result, compared []*sim.Result) {
 	}
 	d.p("A quota node's *fair share* (DESIGN L14) is its base, max(non-idle, min(nominal, demand)), plus its part, by weight, of the GPUs its parent lends: " +
 		"the parent's nominal less its own non-idle use and its children's bases, shared by water-filling among the children that want more (demand: GPUs held or asked for, pending included). " +
-		"Each figure is a time integral over the instants where L14 defines the node's fair share: not for the root, which has no parent, nor while the children's bases exceed what the parent's own non-idle use leaves of its nominal (by day, when the parent's inference takes their GPUs). " +
+		"Each figure is a time integral over the instants where L14 defines the node's fair share: not for the root, which has no parent, nor while the children's bases exceed what the parent's own non-idle use leaves of its nominal (as when, in the reference, the parent's inference takes their GPUs by day). " +
 		"*Held* is what the node's subtree held then (L2: every allocation, idle or not, stopping included), and *below fair share* the integral of max(0, fair share - held). " +
 		"Figures are the quota node's, over its subtree; weights are the defaults (each node's nominal); the one flavor is the implicit `gpu`.")
 	if len(roots) > 0 {
@@ -482,7 +482,7 @@ func traceText(tr *sim.Training) string {
 	if tr.TraceRead == "" {
 		return "`" + tr.Trace + "`"
 	}
-	if tr.Fallback != "" && tr.TraceRead != tr.Trace && !strings.HasSuffix(tr.TraceRead, tr.Trace) {
+	if tr.FallbackRead {
 		return fmt.Sprintf("`%s` (the fallback: `%s` is missing)", tr.TraceRead, tr.Trace)
 	}
 	return "`" + tr.TraceRead + "`"
@@ -815,7 +815,11 @@ func Summary(w io.Writer, r *sim.Result, compared []*sim.Result, notes []string,
 		stops += x.Stops
 		rules = append(rules, fmt.Sprintf("%s %d", x.Rule, x.Stops))
 	}
-	p("  preemptions          %d (%s), work lost %.1f GPU-h\n", stops, strings.Join(rules, ", "), r.LostGPUh)
+	byRule := ""
+	if len(rules) > 0 {
+		byRule = " (" + strings.Join(rules, ", ") + ")"
+	}
+	p("  preemptions          %d%s, work lost %.1f GPU-h\n", stops, byRule, r.LostGPUh)
 	p("  inference scale-ups  %d, longest wait at a scheduled one %s\n", len(r.ScaleUps), Dur(r.MaxBoundaryWait()))
 	sw, sn := r.StartedWait()
 	p("  training wait        %s mean (all %d jobs, still waiting so far); %s mean (the %d started)\n", Dur(r.TrainingWait()), sn+r.Waiting(), Dur(sw), sn)

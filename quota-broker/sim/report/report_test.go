@@ -277,6 +277,19 @@ func TestSummaryWarnings(t *testing.T) {
 	}
 }
 
+// A run without preemptions says 0, with no empty list of rules (the
+// summary said "preemptions 0 ()").
+func TestSummaryNoPreemptions(t *testing.T) {
+	r := handMade()
+	r.Rules = nil
+	r.LostGPUh = 0
+	var b strings.Builder
+	Summary(&b, r, nil, nil, "")
+	if want := "  preemptions          0, work lost 0.0 GPU-h\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+}
+
 // checkHTML parses report.html as a browser would and checks that it holds
 // every chart inline and every table of report.md, and loads nothing.
 func checkHTML(t *testing.T, dir string, charts, tables int) {
@@ -397,7 +410,11 @@ func TestTraceFileRead(t *testing.T) {
 	}{
 		{sim.Training{Trace: "philly.csv"}, "`philly.csv`"},
 		{sim.Training{Trace: "philly.csv", TraceRead: "/data/philly.csv"}, "`/data/philly.csv`"},
-		{sim.Training{Trace: "philly.csv", Fallback: "sample.csv", TraceRead: "/s/sample.csv"}, "`/s/sample.csv` (the fallback: `philly.csv` is missing)"},
+		{sim.Training{Trace: "philly.csv", Fallback: "sample.csv", TraceRead: "/s/sample.csv", FallbackRead: true}, "`/s/sample.csv` (the fallback: `philly.csv` is missing)"},
+		// The trace found, named by its path from the working folder, which
+		// is not the scenario's text (examples/mixed: ../../../shared/... read
+		// as ../shared/...): no fallback was read.
+		{sim.Training{Trace: "../../../shared/traces/philly/philly.csv", Fallback: "../traces-sample/philly-sample.csv", TraceRead: "../shared/traces/philly/philly.csv"}, "`../shared/traces/philly/philly.csv`"},
 	} {
 		if got := traceText(&c.tr); got != c.want {
 			t.Errorf("traceText(%+v) = %q, want %q", c.tr, got, c.want)

@@ -1,0 +1,160 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/internal/scalegen"
+	"github.com/gputide/gputide/quota-broker/nomad/watch"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/hashicorp/nomad/api"
+)
+
+// scaleState lists a generated cluster of nodes nodes (scalegen) through
+// the watcher's own list code, and returns it with the Input of a broker
+// that admitted every running job.
+func scaleState(tb testing.TB, nodes int) (*watch.State, Input) {
+	tb.Helper()
+	size := scalegen.Size{Nodes: nodes}
+	c, err := scalegen.New(size, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	defer srv.Close()
+	cfg := api.DefaultConfig()
+	cfg.Address = srv.URL
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := watch.ListAll(context.Background(), client, func(string) bool { return true })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tree, settings, err := quota.Parse([]byte(scalegen.QuotaHCL(size)), "quota.hcl")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, Input{Now: c.Now, Quota: tree, Settings: settings, Accepted: func(plan.JobKey) bool { return true }}
+}
+
+// The snapshot of a generated cluster has every node, every allocation and
+// no pending job; nothing is left out.
+func TestFromScale(t *testing.T) {
+	s, in := scaleState(t, 50)
+	b := From(s, in)
+	if b.Invalid != nil || len(b.Left) != 0 {
+		t.Fatalf("invalid %v, left %v", b.Invalid, b.Left)
+	}
+	got := [4]int{len(b.Snapshot.Nodes), len(b.Snapshot.Allocations), len(b.Jobs), len(b.Snapshot.Pending)}
+	if want := [4]int{50, 200, 100, 0}; got != want {
+		t.Fatalf("nodes, allocations, jobs, pending = %v, want %v", got, want)
+	}
+}
+
+// BenchmarkFromScale is build.From alone on a generated cluster of
+// GPUTIDE_SCALE_NODES nodes (default 5,000: 10,000 jobs, 20,000
+// allocations), the build step of the agent's BenchmarkCycleScale,
+// without Specs and with Specs kept from an earlier build (the agent's).
+func BenchmarkFromScale(b *testing.B) {
+	nodes := 5000
+	if v := os.Getenv("GPUTIDE_SCALE_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("GPUTIDE_SCALE_NODES=%q: not one node count", v)
+		}
+		nodes = n
+	}
+	s, in := scaleState(b, nodes)
+	for _, specs := range []bool{false, true} {
+		b.Run(fmt.Sprintf("specs=%v", specs), func(b *testing.B) {
+			in := in
+			if specs { // the agent's: kept across builds
+				in.Specs = &Specs{}
+				From(s, in)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if bd := From(s, in); len(bd.Snapshot.Allocations) != 4*nodes {
+					b.Fatalf("%d allocations, want %d", len(bd.Snapshot.Allocations), 4*nodes)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkComputeScale is plan.Compute on the snapshot of
+// BenchmarkFromScale with one pending 4-GPU job of team-00 that fits on
+// free GPUs: the plan step of the agent's BenchmarkCycleScale.
+func BenchmarkComputeScale(b *testing.B) {
+	nodes := 5000
+	if v := os.Getenv("GPUTIDE_SCALE_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("GPUTIDE_SCALE_NODES=%q: not one node count", v)
+		}
+		nodes = n
+	}
+	s, in := scaleState(b, nodes)
+	snap := From(s, in).Snapshot
+	snap.Pending = append(snap.Pending, plan.Pending{Namespace: scalegen.Team(0), Job: "new", Group: "worker",
+		Type: plan.JobBatch, Priority: 50, Count: 1, GPUs: 4, NodePool: "default", SubmittedAt: in.Now})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		p, err := plan.Compute(snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(p.Actions) != 1 || p.Actions[0].Action != plan.ActionAdmit {
+			b.Fatalf("actions %+v, want one admit", p.Actions)
+		}
+	}
+}
+
+// A build with Specs makes the snapshot a build without makes, reads a
+// spec again only once the State holds a new one for its job, and keeps
+// one spec per governed job.
+func TestSpecsKeepOneReadPerSpec(t *testing.T) {
+	s, in := scaleState(t, 50)
+	want := From(s, in)
+	cached := in
+	cached.Specs = &Specs{}
+	for range 2 {
+		got := From(s, cached)
+		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+			t.Fatalf("snapshot with Specs (-without +with):\n%s", diff)
+		}
+	}
+	if n := cached.Specs.Len(); n != 100 {
+		t.Fatalf("Specs keeps %d specs, want 100 (one per job)", n)
+	}
+	// A new spec of train-00000 (team-00) in place of the old, as an
+	// event brings it: now an idle job.
+	key := plan.JobKey{Namespace: scalegen.Team(0), Job: "train-00000"}
+	s.Edit(func(v watch.View) {
+		c := *v.Jobs[key]
+		c.Meta = map[string]string{"gputide_idle": "true"}
+		v.Jobs[key] = &c
+	})
+	want = From(s, in)
+	got := From(s, cached)
+	if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+		t.Fatalf("snapshot with Specs after the job changed (-without +with):\n%s", diff)
+	}
+	if !got.Jobs[key].Options.Idle {
+		t.Fatalf("job %s: options %+v, want idle (its new spec)", key, got.Jobs[key].Options)
+	}
+	if n := cached.Specs.Len(); n != 100 {
+		t.Fatalf("Specs keeps %d specs after the change, want 100 (the old one forgotten)", n)
+	}
+}
