@@ -7,28 +7,24 @@
 #   Quota1.1  workspace-b  team B: training, on H100 or A100
 #   Quota1.2  workspace-c  team C: training on H100 or A100, notebooks on 1g slices
 #
-# What it should be (DESIGN L13, issue 17 item 1): three flavors, and each
-# node's nominal per flavor:
-#
-#   flavor "h100"    { models = ["NVIDIA H100 80GB HBM3"] }
-#   flavor "a100"    { models = ["NVIDIA A100-SXM4-80GB"] }
-#   flavor "a100-1g" {
-#     models      = ["NVIDIA A100-SXM4-80GB"]
-#     mig_profile = "1g.10gb"
-#   }
-#
-#   quota "Quota1" {
-#     gpus = { h100 = 64, a100 = 48, a100-1g = 112 }
-#     quota "Quota1.1" { gpus = { h100 = 24, a100 = 24 } }
-#     quota "Quota1.2" { gpus = { h100 = 16, a100 = 24, a100-1g = 112 } }
-#   }
-#
-# Until the quota file and the core have flavors, this tree counts every
-# device instance as one GPU, a 1g.10gb slice as much as an H100: 64 H100 +
-# 48 whole A100 + 112 slices = 224, and team C's 56 + 112. Which devices a
-# job may use is kept apart by placement instead (the H100 model for
-# inference, the node pool "mig" for the notebooks, the default pool, H100
-# and whole A100, for training).
+# Three flavors (DESIGN L13): a device counts in the first flavor it
+# matches, so a 1g.10gb slice of an A100 counts in a100-1g, never in a100
+# (a100 has no mig_profile: whole GPUs only). Each node's nominal is per
+# flavor, and law L1 holds per flavor: the children's h100 (24 + 16) fit
+# in the root's 64, their a100 (24 + 24) in its 48.
+
+flavor "h100" {
+  models = ["NVIDIA H100 80GB HBM3"]
+}
+
+flavor "a100" {
+  models = ["NVIDIA A100-SXM4-80GB"]
+}
+
+flavor "a100-1g" {
+  models      = ["NVIDIA A100-SXM4-80GB"]
+  mig_profile = "1g.10gb"
+}
 
 settings {
   min_runtime = "10m"
@@ -37,17 +33,17 @@ settings {
 }
 
 quota "Quota1" {
-  gpus             = 224
+  gpus             = { h100 = 64, a100 = 48, a100-1g = 112 }
   child_preemption = true
   namespaces       = ["workspace-a"]
 
   quota "Quota1.1" {
-    gpus       = 48
+    gpus       = { h100 = 24, a100 = 24 }
     namespaces = ["workspace-b"]
   }
 
   quota "Quota1.2" {
-    gpus       = 152 # 40 whole GPUs + the 112 slices
+    gpus       = { h100 = 16, a100 = 24, a100-1g = 112 }
     namespaces = ["workspace-c"]
   }
 }

@@ -5,12 +5,11 @@
 #
 #   gputide sim -scenario examples/mixed/scenario.hcl
 #
-# Without flavors (DESIGN L13) the quota tree counts every device instance
-# as one GPU (quota.hcl says what it should be); placement keeps the kinds
-# apart: the inference asks for the H100 model, the notebooks for the node
-# pool of the cut nodes, and training runs in the default pool (H100 and
-# whole A100). See docs/simulator.md ("Mixed models and MIG slices") for
-# what the scenario still lacks.
+# The quota tree has three flavors (quota.hcl, DESIGN L13): h100, a100
+# (whole A100) and a100-1g (the slices). Each workload names the flavors it
+# allows, in the order it tries them (`flavors`, the snapshot's pending
+# flavors); a job admitted in a flavor runs on that flavor's devices only.
+# See docs/simulator.md ("Mixed models and MIG slices").
 
 name      = "mixed"
 quota     = "quota.hcl"
@@ -38,13 +37,11 @@ cluster {
   }
   # Two A100 nodes with every GPU cut into seven 1g.10gb slices: 56 MIG
   # devices a node, each a device instance of model NVIDIA A100-SXM4-80GB
-  # and MIG profile 1g.10gb. Their own node pool keeps training off them
-  # until flavors do.
+  # and MIG profile 1g.10gb: flavor a100-1g.
   nodes "a100-mig" {
-    count     = 2
-    gpus      = 8
-    model     = "NVIDIA A100-SXM4-80GB"
-    node_pool = "mig"
+    count = 2
+    gpus  = 8
+    model = "NVIDIA A100-SXM4-80GB"
     mig {
       gpus    = 8
       profile = "1g.10gb"
@@ -56,7 +53,6 @@ cluster {
 # Team A: an LLM chat service on H100 only, one 8-GPU replica per node:
 # four replicas on weekdays 08:00-22:00, two on weekend days, one at night,
 # plus up to two that follow the diurnal shape of the Alibaba GenAI trace.
-# With flavors: gputide_flavors = "h100".
 inference "chat" {
   namespace    = "workspace-a"
   group        = "server"
@@ -64,7 +60,7 @@ inference "chat" {
   gpus         = 8
   kill_timeout = "5s"
   default      = 1
-  model        = "NVIDIA H100 80GB HBM3"
+  flavors      = ["h100"]
   windows = {
     day     = "mon-fri 08:00-22:00 4"
     weekend = "sat,sun 10:00-20:00 2"
@@ -79,8 +75,7 @@ inference "chat" {
 }
 
 # Teams B and C: training replayed from Philly (the reference's week and
-# virtual clusters), allowed h100 and a100: any model of the default pool.
-# With flavors: gputide_flavors = "h100,a100".
+# virtual clusters), allowed h100 and a100, H100 first.
 training "philly" {
   trace           = "../../../shared/traces/philly/philly.csv"
   fallback        = "../traces-sample/philly-sample.csv"
@@ -91,7 +86,7 @@ training "philly" {
   max_gpus        = 32
   priority        = 50
   checkpoint      = "30m"
-  node_pool       = "default"
+  flavors         = ["h100", "a100"]
   workspaces = {
     "6c71a0" = "workspace-b"
     "103959" = "workspace-b"
@@ -103,11 +98,10 @@ training "philly" {
 }
 
 # Team C: 24 notebooks, one 1g.10gb slice each, all week, on the cut nodes.
-# With flavors: gputide_flavors = "a100-1g".
 dev "notebook" {
   namespace = "workspace-c"
   count     = 24
   gpus      = 1
   priority  = 60
-  node_pool = "mig"
+  flavors   = ["a100-1g"]
 }

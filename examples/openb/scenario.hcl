@@ -43,7 +43,9 @@ cluster {
 # deletion_time - scheduled_time. Pods that never ran (no scheduled_time)
 # and CPU-only pods are left out; a pod sharing its GPU (gpu_milli < 1000)
 # holds one whole GPU. gpu_spec is empty in every row: every pod may run
-# on every model. The QoS class chooses the workspace.
+# on every model, so it allows every flavor of quota.hcl (one per model) in
+# the tree's order (no flavors attribute). The QoS class chooses the
+# workspace.
 openb "pods" {
   trace       = "../../../shared/traces/alibaba/v2023/openb_pod_list_default.csv"
   expect_rows = 8152

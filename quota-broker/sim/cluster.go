@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // The modelled cluster: nodes with GPUs, allocations that own GPUs (what the
@@ -30,6 +31,7 @@ func (s allocState) String() string {
 type gpuSlot struct {
 	id     string
 	node   int
+	flavor string // the quota flavor it counts in (DESIGN L13), "" when ungoverned
 	owner  *alloc // in the ledger: the allocation it is assigned to
 	holder *alloc // physically: the allocation that still holds it
 }
@@ -43,6 +45,8 @@ type node struct {
 }
 
 type alloc struct {
+	flavor      string // the flavor of its GPUs (DESIGN L13)
+	fi          int    // its index in the tree's declared flavors, -1 for none
 	id          string
 	seq         uint64
 	j           *job
@@ -114,6 +118,14 @@ func (j *job) missing() int {
 // GPU IDs "GPU-01-0".. and, for a GPU cut into MIG slices, one device
 // instance per slice "MIG-01-6-0".. (node, GPU, slice).
 func (s *sim) newCluster() {
+	flavors := quota.TreeFlavors(s.sc.Quota)
+	flavorOf := func(model, mig string) string {
+		f, ok := quota.FlavorOf(flavors, model, mig)
+		if !ok {
+			return ""
+		}
+		return f
+	}
 	total := 0
 	for _, g := range s.sc.Nodes {
 		total += g.Count
@@ -127,7 +139,7 @@ func (s *sim) newCluster() {
 			pn := plan.Node{ID: nd.id, Datacenter: g.Datacenter, NodePool: g.NodePool}
 			for k := 0; k < g.GPUs; k++ {
 				if k < g.Whole() {
-					slot := &gpuSlot{id: fmt.Sprintf("GPU-%0*d-%d", width, n, k), node: len(s.nodes)}
+					slot := &gpuSlot{id: fmt.Sprintf("GPU-%0*d-%d", width, n, k), node: len(s.nodes), flavor: flavorOf(g.Model, "")}
 					nd.gpus = append(nd.gpus, len(s.slots))
 					s.slots = append(s.slots, slot)
 					pn.GPUs = append(pn.GPUs, plan.GPU{ID: slot.id, Model: g.Model, Healthy: true})
@@ -136,7 +148,7 @@ func (s *sim) newCluster() {
 				// A GPU cut into MIG slices: one device instance per slice,
 				// of the GPU's model and the layout's profile (DESIGN L13).
 				for m := 0; m < g.MIG.Slices; m++ {
-					slot := &gpuSlot{id: fmt.Sprintf("MIG-%0*d-%d-%d", width, n, k, m), node: len(s.nodes)}
+					slot := &gpuSlot{id: fmt.Sprintf("MIG-%0*d-%d-%d", width, n, k, m), node: len(s.nodes), flavor: flavorOf(g.Model, g.MIG.Profile)}
 					nd.gpus = append(nd.gpus, len(s.slots))
 					s.slots = append(s.slots, slot)
 					pn.GPUs = append(pn.GPUs, plan.GPU{ID: slot.id, Model: g.Model, MIGProfile: g.MIG.Profile, Healthy: true})
@@ -157,6 +169,23 @@ func (s *sim) acct(a *alloc, sign int) {
 		idle = 1
 	}
 	s.own[a.j.ns][a.state][idle] += sign * len(a.slots)
+	if a.fi >= 0 && a.fi < len(s.flOwn) {
+		s.flOwn[a.fi] += sign * len(a.slots)
+	}
+}
+
+// flavorIndex is the index of flavor f among the tree's declared flavors,
+// -1 when the tree declares none or f is not one of them.
+func (s *sim) flavorIndex(f string) int {
+	if s.tree == nil {
+		return -1
+	}
+	for i := range s.tree.Flavors {
+		if s.tree.Flavors[i].Name == f {
+			return i
+		}
+	}
+	return -1
 }
 
 func (s *sim) setIDs(a *alloc) {
@@ -169,7 +198,8 @@ func (s *sim) setIDs(a *alloc) {
 // place puts one allocation of j on node ni, taking GPUs held for it,
 // owned by allocations stopping for it (DESIGN L6, L7: GPUs freed for a
 // claimant go to that claimant only; a reservation's job takes what was
-// stopped for its reservation) or GPUs the ledger shows free. GPUs held
+// stopped for its reservation) or GPUs the ledger shows free, all of
+// one flavor (placeIn). GPUs held
 // for another owner are not taken (DESIGN L10), except those a
 // reservation's hold lends to idle jobs. It fails when the node has not
 // enough such GPUs.
@@ -180,7 +210,19 @@ func (s *sim) setIDs(a *alloc) {
 // j unused and the planner's free GPU gone: a later admission in the same
 // plan, which counts that free GPU, could not be applied.
 func (s *sim) place(j *job, ni int) (*alloc, error) {
+	return s.placeIn(j, ni, "")
+}
+
+// placeIn is place on the GPUs of one flavor only (DESIGN L13: a job
+// admitted in flavor F runs on F's devices): flavor is the admit's
+// plan.Action.Flavor, "" for the tree's first flavor (the plan leaves it
+// empty for a tree of the implicit flavor). Ungoverned devices are never
+// taken.
+func (s *sim) placeIn(j *job, ni int, flavor string) (*alloc, error) {
 	nd := s.nodes[ni]
+	if flavor == "" {
+		flavor = quota.FlavorNames(s.tree)[0]
+	}
 	if j.spec.Model != "" && j.spec.Model != nd.model {
 		return nil, fmt.Errorf("node %s has GPUs of model %q, the job asks for %q", nd.id, nd.model, j.spec.Model)
 	}
@@ -199,6 +241,9 @@ func (s *sim) place(j *job, ni int) (*alloc, error) {
 				break
 			}
 			g := s.slots[si]
+			if g.flavor != flavor {
+				continue
+			}
 			freeing := g.owner != nil && g.owner.state == stopping &&
 				(g.owner.stoppingFor == j.key || (res != "" && g.owner.stoppingForRes == res))
 			h, lent := s.heldFor(si)
@@ -223,10 +268,10 @@ func (s *sim) place(j *job, ni int) (*alloc, error) {
 		}
 	}
 	if len(take) < need {
-		return nil, fmt.Errorf("node %s has %d GPUs free for %s, %d needed", nd.id, len(take), j.key, need)
+		return nil, fmt.Errorf("node %s has %d GPUs of flavor %s free for %s, %d needed", nd.id, len(take), flavor, j.key, need)
 	}
 	s.seq++
-	a := &alloc{id: fmt.Sprintf("alloc-%07d", s.seq), seq: s.seq, j: j, node: ni, placedAt: s.now, placedTime: time.Unix(0, s.now).UTC(), state: placing}
+	a := &alloc{flavor: flavor, fi: s.flavorIndex(flavor), id: fmt.Sprintf("alloc-%07d", s.seq), seq: s.seq, j: j, node: ni, placedAt: s.now, placedTime: time.Unix(0, s.now).UTC(), state: placing}
 	for _, si := range take {
 		g := s.slots[si]
 		if prev := g.owner; prev != nil {
@@ -278,9 +323,14 @@ func (s *sim) run(a *alloc) {
 	if !j.everStarted {
 		s.closeBind(j, s.now)
 		j.everStarted, j.firstStart = true, s.now
+		if a.fi >= 0 && a.fi < len(s.res.Flavors) {
+			f := s.res.Flavors[a.fi]
+			f.Started++
+			f.Wait += float64(s.now-max(j.spec.Submit.UnixNano(), s.start)) / 1e9
+		}
 	}
 	s.record(Event{Event: "start", Alloc: a.id, Namespace: j.spec.Namespace, Job: j.spec.Name, Group: j.spec.Group,
-		Node: s.nodes[a.node].id, GPUs: len(a.slots)})
+		Node: s.nodes[a.node].id, GPUs: len(a.slots), Flavor: s.eventFlavor(a.flavor)})
 	s.progress(j)
 	if j.infer != nil {
 		s.inferCheck(j.infer)

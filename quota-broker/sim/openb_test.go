@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -276,26 +275,24 @@ func TestOpenbExample(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("models (-want +got):\n%s", d)
 	}
-	if n, g := inv.Total(); n != 1213 || g != 6212 || inv.ScaleDown != 150 || sc.GPUs() != 45 || sc.Quota.GPUs.Of(quota.ImplicitFlavor) != 45 {
+	if n, g := inv.Total(); n != 1213 || g != 6212 || inv.ScaleDown != 150 || sc.GPUs() != 45 || sc.Quota.GPUs.Total() != 45 {
 		t.Errorf("inventory %d nodes, %d GPUs, scale_down %d, cluster %d GPUs, root quota %d; want 1213, 6212, 150, 45, 45",
-			n, g, inv.ScaleDown, sc.GPUs(), sc.Quota.GPUs.Of(quota.ImplicitFlavor))
+			n, g, inv.ScaleDown, sc.GPUs(), sc.Quota.GPUs.Total())
 	}
-	// The flavored root that quota.hcl's comment gives for when the quota
-	// file has flavors holds each model's kept GPUs.
-	qf, err := os.ReadFile("../../examples/openb/quota.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^#\s+quota "Quota1" \{\n#\s+gpus = \{ ([^}]*) \}`).FindSubmatch(qf)
-	if m == nil {
-		t.Fatal("quota.hcl: no commented flavored Quota1")
-	}
-	var kept []string
+	// quota.hcl declares one flavor per model, in the inventory's order,
+	// and the root holds each model's kept GPUs in its flavor (DESIGN L13).
+	var names, kept, root []string
 	for _, im := range inv.Models {
-		kept = append(kept, fmt.Sprintf("%s = %d", strings.ToLower(im.Model), im.GPUs))
+		f := strings.ToLower(im.Model)
+		names = append(names, f)
+		kept = append(kept, fmt.Sprintf("%s = %d", f, im.GPUs))
+		root = append(root, fmt.Sprintf("%s = %d", f, sc.Quota.GPUs.Of(f)))
 	}
-	if got, want := string(m[1]), strings.Join(kept, ", "); got != want {
-		t.Errorf("quota.hcl's flavored Quota1: gpus = { %s }, the inventory keeps { %s }", got, want)
+	if d := cmp.Diff(names, quota.FlavorNames(sc.Quota)); d != "" {
+		t.Errorf("flavors (-want the inventory's models +got):\n%s", d)
+	}
+	if d := cmp.Diff(kept, root); d != "" {
+		t.Errorf("root quota per flavor (-want the inventory's kept GPUs +got):\n%s", d)
 	}
 	for _, g := range sc.Nodes {
 		if g.Name != g.Model {

@@ -67,7 +67,7 @@ func PolicyShares(sc *Scenario, w *Workload) *Shares {
 	sc.Quota.Walk(func(q *quotaNode) {
 		for _, n := range q.Namespaces {
 			if !isInfer[n] {
-				weights[idx[n]] = q.GPUs.Total() // issue 17 item 6: per flavor
+				weights[idx[n]] = q.GPUs.Total() // the total over flavors: per-flavor partitions are left (issue 17 item 6)
 				sum += q.GPUs.Total()
 			}
 		}
@@ -185,28 +185,43 @@ func sortPending(out []*pjob) {
 	}
 }
 
-// freeMap is the free GPUs per node (GPUs on no allocation), for placement,
-// and what each node offers a group's placement constraints.
+// freeMap is the free GPUs per node and flavor (GPUs on no allocation),
+// for placement, and what each node offers a group's placement
+// constraints. The alternatives place by flavor as the core does (DESIGN
+// L13): an allocation takes GPUs of one flavor, the first of the group's
+// flavors (Pending.Flavors, nil for the tree's order) with room on a node,
+// as Kueue's TryNextFlavor does; ungoverned devices are never offered.
 type freeMap struct {
-	ids  []string
-	free []int
-	idx  map[string]int
-	dc   []string
-	pool []string // "" read as "default", as Nomad does
+	ids     []string
+	flavors []string // the tree's flavor names
+	free    []int    // node i, flavor fi: free[i*len(flavors)+fi]
+	idx     map[string]int
+	dc      []string
+	pool    []string // "" read as "default", as Nomad does
 	// model is the model of every GPU of the node, or "" for a node of
 	// several models (none in the simulator's clusters).
 	model []string
 }
 
 func newFreeMap(s *plan.Snapshot) *freeMap {
-	f := &freeMap{idx: map[string]int{}}
+	tf := quota.TreeFlavors(s.Quota)
+	f := &freeMap{idx: map[string]int{}, flavors: quota.FlavorNames(s.Quota)}
+	nf := len(f.flavors)
+	fidx := map[string]int{}
+	for i, n := range f.flavors {
+		fidx[n] = i
+	}
+	gpuFlavor := map[string]int{} // GPU ID -> flavor index, governed devices only
 	for i, n := range s.Nodes {
 		f.ids = append(f.ids, n.ID)
-		c := 0
+		row := make([]int, nf)
 		model := ""
 		for k, g := range n.GPUs {
-			if g.Healthy {
-				c++
+			if name, ok := quota.FlavorOf(tf, g.Model, g.MIGProfile); ok {
+				gpuFlavor[g.ID] = fidx[name]
+				if g.Healthy {
+					row[fidx[name]]++
+				}
 			}
 			if k == 0 || g.Model == model {
 				model = g.Model
@@ -214,7 +229,7 @@ func newFreeMap(s *plan.Snapshot) *freeMap {
 				model = ""
 			}
 		}
-		f.free = append(f.free, c)
+		f.free = append(f.free, row...)
 		f.idx[n.ID] = i
 		pool := n.NodePool
 		if pool == "" {
@@ -224,24 +239,52 @@ func newFreeMap(s *plan.Snapshot) *freeMap {
 	}
 	for i := range s.Allocations {
 		a := &s.Allocations[i]
-		f.free[f.idx[a.Node]] -= a.GPUs()
+		ni := f.idx[a.Node]
+		for _, id := range a.GPUIDs {
+			if fi, ok := gpuFlavor[id]; ok {
+				f.free[ni*nf+fi]--
+			}
+		}
 	}
 	return f
 }
 
-// binPack picks, among allowed nodes, the one with the fewest free GPUs
-// that still fit, then the lowest node ID (like Nomad, and like the core).
-func (f *freeMap) binPack(gpus int, allowed func(i int) bool) int {
+// binPack picks, among allowed nodes, the one with the fewest free GPUs of
+// flavor fi that still fit, then the lowest node ID (like Nomad, and like
+// the core).
+func (f *freeMap) binPack(gpus, fi int, allowed func(i int) bool) int {
+	nf := len(f.flavors)
 	best := -1
-	for i := range f.free {
-		if f.free[i] < gpus || !allowed(i) {
+	for i := range f.ids {
+		c := f.free[i*nf+fi]
+		if c < gpus || !allowed(i) {
 			continue
 		}
-		if best < 0 || f.free[i] < f.free[best] || (f.free[i] == f.free[best] && f.ids[i] < f.ids[best]) {
+		if best < 0 || c < f.free[best*nf+fi] || (c == f.free[best*nf+fi] && f.ids[i] < f.ids[best]) {
 			best = i
 		}
 	}
 	return best
+}
+
+// order is the flavor indices g tries, in its order (all, in the tree's
+// order, when it names none).
+func (f *freeMap) order(g *plan.Pending) []int {
+	var out []int
+	if len(g.Flavors) == 0 {
+		for i := range f.flavors {
+			out = append(out, i)
+		}
+		return out
+	}
+	for _, name := range g.Flavors {
+		for i, n := range f.flavors {
+			if n == name {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
 }
 
 // feasible reports whether node i meets g's placement constraints
@@ -264,16 +307,31 @@ func (f *freeMap) feasible(i int, g *plan.Pending) bool {
 	return pool == f.pool[i] && (g.Model == "" || g.Model == f.model[i])
 }
 
+// placed is one allocation placed by an alternative: its node and flavor.
+type placed struct {
+	node   string
+	flavor string
+}
+
 // place places a job's allocations on free GPUs of the nodes that allowed
 // accepts and that meet each group's constraints, whole (gang) or in
-// part. It returns the nodes per group, or nil when a gang does not fit.
-func (f *freeMap) place(j *pjob, allowed func(i int) bool) [][]string {
+// part, each allocation in the first of its group's flavors with room. It
+// returns the placements per group, or nil when a gang does not fit.
+func (f *freeMap) place(j *pjob, allowed func(i int) bool) [][]placed {
 	saved := append([]int(nil), f.free...)
-	out := make([][]string, len(j.groups))
+	nf := len(f.flavors)
+	out := make([][]placed, len(j.groups))
 	for gi, g := range j.groups {
 		ok := func(i int) bool { return allowed(i) && f.feasible(i, g) }
+		order := f.order(g)
 		for k := 0; k < g.Count; k++ {
-			ni := f.binPack(g.GPUs, ok)
+			ni, fi := -1, -1
+			for _, x := range order {
+				if ni = f.binPack(g.GPUs, x, ok); ni >= 0 {
+					fi = x
+					break
+				}
+			}
 			if ni < 0 {
 				if j.gang {
 					copy(f.free, saved)
@@ -281,8 +339,8 @@ func (f *freeMap) place(j *pjob, allowed func(i int) bool) [][]string {
 				}
 				break
 			}
-			f.free[ni] -= g.GPUs
-			out[gi] = append(out[gi], f.ids[ni])
+			f.free[ni*nf+fi] -= g.GPUs
+			out[gi] = append(out[gi], placed{f.ids[ni], f.flavors[fi]})
 		}
 	}
 	return out
@@ -294,17 +352,33 @@ func expired(s *plan.Snapshot, j *pjob) bool {
 
 // emitPlaced emits the admits of j's placed allocations and a wait for the
 // rest, bound by bound (a label of waits.go, "" for no room on the nodes).
-func emitPlaced(p *plan.Plan, j *pjob, nodes [][]string, rule plan.Rule, reason, waitWhy, bound string) {
+func emitPlaced(p *plan.Plan, j *pjob, nodes [][]placed, rule plan.Rule, reason, waitWhy, bound string) {
 	for gi, g := range j.groups {
-		if len(nodes) > gi && len(nodes[gi]) > 0 {
-			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-				Count: len(nodes[gi]), GPUs: g.GPUs, Nodes: nodes[gi], Rule: rule, Reason: reason})
-		}
-		placed := 0
+		var got []placed
 		if len(nodes) > gi {
-			placed = len(nodes[gi])
+			got = nodes[gi]
 		}
-		if rest := g.Count - placed; rest > 0 {
+		// One admit per flavor, in the order the allocations took them.
+		for len(got) > 0 {
+			fl := got[0].flavor
+			var ns []string
+			rest := got[:0:0]
+			for _, x := range got {
+				if x.flavor == fl {
+					ns = append(ns, x.node)
+				} else {
+					rest = append(rest, x)
+				}
+			}
+			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+				Count: len(ns), GPUs: g.GPUs, Nodes: ns, Rule: rule, Reason: reason, Flavor: fl})
+			got = rest
+		}
+		n := 0
+		if len(nodes) > gi {
+			n = len(nodes[gi])
+		}
+		if rest := g.Count - n; rest > 0 {
 			p.Actions = append(p.Actions, plan.Action{Action: plan.ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
 				Count: rest, GPUs: g.GPUs, Rule: rule, Quota: bound, Reason: waitWhy})
 		}
@@ -402,7 +476,7 @@ func (p *Static) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 		allowed := func(i int) bool { return (p.owner[i] == j.ns) == dedicated && (dedicated || p.owner[i] == "") }
 		// Allocations fit one by one within the hard limit (a gang whole).
 		room := x.limit - x.used
-		var nodes [][]string
+		var nodes [][]placed
 		if !j.gang || room >= j.ask {
 			trimmed := trimToRoom(j, room)
 			if trimmed != nil {

@@ -41,6 +41,10 @@ type Result struct {
 	NightDemand      float64
 	NightDemandAlloc float64
 
+	// Flavors are the figures per flavor of the tree (DESIGN L13), in the
+	// tree's order; nil for a tree of the implicit flavor.
+	Flavors []*FlavorStats
+
 	Rules    []*RuleStats // preemptions by rule, sorted by rule
 	LostGPUh float64      // GPU-hours of work lost to preemption
 	ScaleUps []*ScaleUp   // inference scale-ups, in time order
@@ -198,11 +202,51 @@ type Sample struct {
 	WaitingIdle []int
 }
 
+// FlavorStats are one flavor's figures (DESIGN L13): its devices, how
+// much of them allocations held, the waits of the jobs that first started
+// in it and the allocations stopped in it as victims.
+type FlavorStats struct {
+	Flavor   string
+	GPUs     int     // device instances of the flavor in the cluster
+	Used     float64 // GPU-seconds held by allocations (placing, running or stopping)
+	Started  int     // jobs whose first allocation started in the flavor
+	Wait     float64 // seconds those jobs waited, summed: submission (or the run's start) to first start
+	Stops    int     // allocations of the flavor stopped by a plan (preemptions)
+	LostGPUh float64 // GPU-hours of work those stops lost
+}
+
+// Occupancy is the share of the flavor's GPU time held by allocations
+// over a run of length sec seconds (0 for a flavor of no device).
+func (f *FlavorStats) Occupancy(sec float64) float64 {
+	if f.GPUs == 0 || sec <= 0 {
+		return 0
+	}
+	return f.Used / (float64(f.GPUs) * sec)
+}
+
+// MeanWait is the mean wait of the jobs that first started in the flavor.
+func (f *FlavorStats) MeanWait() time.Duration {
+	if f.Started == 0 {
+		return 0
+	}
+	return time.Duration(f.Wait / float64(f.Started) * float64(time.Second))
+}
+
 func newResult(s *sim) *Result {
 	r := &Result{Policy: s.policy.Name(), Scenario: s.sc, Start: s.sc.Start, End: s.sc.End(), Capacity: s.capacity,
 		Interval: s.sc.Broker.Interval, Namespaces: s.ns, rules: map[string]*RuleStats{}, bounds: map[string]*BoundQuota{}}
 	for _, n := range s.ns {
 		r.WS = append(r.WS, &WSStats{Namespace: n})
+	}
+	if s.tree != nil && len(s.tree.Flavors) > 0 {
+		for _, f := range s.tree.Flavors {
+			r.Flavors = append(r.Flavors, &FlavorStats{Flavor: f.Name})
+		}
+		for _, g := range s.slots {
+			if fi := s.flavorIndex(g.flavor); fi >= 0 {
+				r.Flavors[fi].GPUs++
+			}
+		}
 	}
 	for _, q := range s.qs {
 		r.Quotas = append(r.Quotas, &QuotaStats{Quota: q.node.Name, Nominal: q.node.GPUs.Total()})
@@ -348,9 +392,12 @@ func (s *sim) advance(t int64) {
 		total += o[placing][0] + o[placing][1] + o[running][0] + o[running][1] + o[stopping][0] + o[stopping][1]
 	}
 	r.FreeGPUs += float64(s.capacity-total) * dt
+	for fi, f := range r.Flavors {
+		f.Used += float64(s.flOwn[fi]) * dt
+	}
 	for qi, q := range s.qs {
 		used, nonidle, debt := s.quotaFigures(q)
-		nom := q.node.GPUs.Total() // one flavor until issue 17 item 6
+		nom := q.node.GPUs.Total() // the total over flavors; the Flavors table has the per-flavor figures (issue 17 item 6)
 		x := r.Quotas[qi]
 		x.NominalTime += float64(nom) * dt
 		x.Used += float64(used) * dt

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,6 +84,11 @@ type Placement struct {
 	Datacenters []string
 	NodePool    string
 	Model       string
+	// Flavors are the quota flavors the job may use, in the order it
+	// tries them (DESIGN L13; the snapshot's pending flavors): names of
+	// the tree's flavor blocks, nil for all of them in the tree's order.
+	Flavors    []string
+	FlavorsPos string // file:line of the flavors attribute, or ""
 }
 
 // Inference is an autoscaled inference service: its replica count follows a
@@ -110,6 +117,12 @@ type Demand struct {
 
 // Training replays a Philly-format job trace.
 type Training struct {
+	// FlavorShares split the trace's jobs by the flavors they allow
+	// (DESIGN L13): each job draws one entry with its share's
+	// probability, in the entries' key order, and allows its flavors in
+	// the listed order; none: every job allows Placement.Flavors.
+	FlavorShares []FlavorShare
+
 	Name            string
 	Trace, Fallback string
 	TracePos        string
@@ -202,7 +215,10 @@ type QuotaMove struct {
 	Name string
 	At   time.Time
 	GPUs []QuotaGPUs
-	Pos  string
+	// Flavor is the flavor whose nominals the move sets (DESIGN L13):
+	// the block's flavor attribute, by default the tree's first flavor.
+	Flavor string
+	Pos    string
 }
 
 // QuotaGPUs is one node's new nominal.
@@ -510,10 +526,29 @@ func (s *Scenario) parseCluster(blk *hcl.Block, what string) error {
 const MaxClusterDevices = 1 << 20
 
 func (b *block) placement() Placement {
-	return Placement{Datacenters: b.strings("datacenters"), NodePool: b.str("node_pool", false, ""), Model: b.str("model", false, "")}
+	return Placement{Datacenters: b.strings("datacenters"), NodePool: b.str("node_pool", false, ""), Model: b.str("model", false, ""),
+		Flavors: b.strings("flavors"), FlavorsPos: b.pos("flavors")}
 }
 
-var placementAttrs = []string{"datacenters", "node_pool", "model"}
+var placementAttrs = []string{"datacenters", "node_pool", "model", "flavors"}
+
+// checkFlavors validates a workload's flavors against the tree's
+// (DESIGN L13): each names a flavor block of the quota file, once.
+func (s *Scenario) checkFlavors(what string, pl Placement) error {
+	names := quota.FlavorNames(s.Quota)
+	seen := map[string]bool{}
+	for _, f := range pl.Flavors {
+		if !slices.Contains(names, f) {
+			return &Error{Pos: pl.FlavorsPos, Msg: fmt.Sprintf("%s: flavors: %q is not a flavor of the quota tree (flavors: %s)",
+				what, f, strings.Join(names, ", "))}
+		}
+		if seen[f] {
+			return &Error{Pos: pl.FlavorsPos, Msg: fmt.Sprintf("%s: flavors: %q named twice", what, f)}
+		}
+		seen[f] = true
+	}
+	return nil
+}
 
 func (s *Scenario) parseInference(blk *hcl.Block, what string) error {
 	b, subs, err := open(blk.Body, s.File, what, blk.DefRange,
@@ -585,7 +620,7 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	b, _, err := open(blk.Body, s.File, what, blk.DefRange, append([]string{
 		"trace", "fallback", "trace_time_zone", "trace_start", "time_scale", "gpu_scale", "sample",
 		"idle_fraction", "min_duration", "max_gpus", "priority", "kill_timeout", "checkpoint",
-		"checkpoint_write", "in_flight", "gang", "expect_rows", "workspaces"}, placementAttrs...))
+		"checkpoint_write", "in_flight", "gang", "expect_rows", "workspaces", "flavor_shares"}, placementAttrs...))
 	if err != nil {
 		return err
 	}
@@ -616,6 +651,27 @@ func (s *Scenario) parseTraining(blk *hcl.Block, what string) error {
 	t.Gang = b.str("gang", false, "flex")
 	t.ExpectRows = b.integer("expect_rows", false, 0, 0, 1<<40)
 	t.Placement = b.placement()
+	sum := 0.0
+	for _, e := range b.entries("flavor_shares", false) {
+		f := b.entryNumber("flavor_shares", e, 0, 1)
+		var fl []string
+		for _, n := range strings.Split(e.Key, ",") {
+			fl = append(fl, strings.TrimSpace(n))
+		}
+		t.FlavorShares = append(t.FlavorShares, FlavorShare{Flavors: fl, Share: f, Pos: posOf(e.Pos)})
+		sum += f
+	}
+	if b.err == nil && len(t.FlavorShares) > 0 {
+		switch {
+		case t.Placement.Flavors != nil:
+			b.fail(b.attrs["flavor_shares"].Range, "flavor_shares: give either flavors or flavor_shares, not both")
+		case math.Abs(sum-1) > 1e-9:
+			b.fail(b.attrs["flavor_shares"].Range, "flavor_shares: the shares add up to %s, want 1", number(sum))
+		}
+		sort.SliceStable(t.FlavorShares, func(i, j int) bool {
+			return strings.Join(t.FlavorShares[i].Flavors, ",") < strings.Join(t.FlavorShares[j].Flavors, ",")
+		})
+	}
 	if b.err == nil && t.Gang != "flex" && t.Gang != "partial" {
 		b.fail(b.attrs["gang"].Range, "gang = %q: want \"flex\" (all-or-nothing) or \"partial\"", t.Gang)
 	}
@@ -684,12 +740,18 @@ func (s *Scenario) parseJob(blk *hcl.Block, what string) error {
 }
 
 func (s *Scenario) parseMove(blk *hcl.Block, what string) error {
-	b, _, err := open(blk.Body, s.File, what, blk.DefRange, []string{"at", "gpus"})
+	b, _, err := open(blk.Body, s.File, what, blk.DefRange, []string{"at", "gpus", "flavor"})
 	if err != nil {
 		return err
 	}
 	m := &QuotaMove{Name: blk.Labels[0], Pos: posOf(blk.DefRange)}
 	m.At = b.instant("at", true, time.Time{}, s.Zone)
+	names := quota.FlavorNames(s.Quota)
+	m.Flavor = b.str("flavor", false, names[0])
+	if b.err == nil && !slices.Contains(names, m.Flavor) {
+		b.fail(b.attrs["flavor"].Range, "flavor = %q: not a flavor of the quota tree (flavors: %s)", m.Flavor, strings.Join(names, ", "))
+		return b.err
+	}
 	for _, e := range b.entries("gpus", true) {
 		n := b.entryInt("gpus", e, 0, quota.MaxGPUs)
 		if b.err != nil {
@@ -713,6 +775,41 @@ func (s *Scenario) parseMove(blk *hcl.Block, what string) error {
 	return nil
 }
 
+// FlavorShare is one entry of a training block's flavor_shares: the share
+// of the trace's jobs (0 to 1) that allow Flavors, in that order.
+type FlavorShare struct {
+	Flavors []string
+	Share   float64
+	Pos     string // file:line of the entry
+}
+
+type namedPlacement struct {
+	what string
+	pl   Placement
+}
+
+// placements lists every workload block's placement, named as errors
+// name the block.
+func (s *Scenario) placements() []namedPlacement {
+	var out []namedPlacement
+	for _, in := range s.Infer {
+		out = append(out, namedPlacement{fmt.Sprintf("inference %q", in.Name), in.Placement})
+	}
+	for _, t := range s.Training {
+		out = append(out, namedPlacement{fmt.Sprintf("training %q", t.Name), t.Placement})
+	}
+	for _, d := range s.Dev {
+		out = append(out, namedPlacement{fmt.Sprintf("dev %q", d.Name), d.Placement})
+	}
+	for _, j := range s.Jobs {
+		out = append(out, namedPlacement{fmt.Sprintf("job %q", j.Name), j.Placement})
+	}
+	for _, o := range s.Openb {
+		out = append(out, namedPlacement{fmt.Sprintf("openb %q", o.Name), o.Placement})
+	}
+	return out
+}
+
 // check validates what spans blocks: namespaces bound in the tree, node
 // constraints that some node meets, quota moves that keep law L1.
 func (s *Scenario) check() error {
@@ -727,6 +824,19 @@ func (s *Scenario) check() error {
 	for _, in := range s.Infer {
 		if err := ns(in.NamespacePos, fmt.Sprintf("inference %q", in.Name), in.Namespace); err != nil {
 			return err
+		}
+	}
+	for _, c := range s.placements() {
+		if err := s.checkFlavors(c.what, c.pl); err != nil {
+			return err
+		}
+	}
+	for _, t := range s.Training {
+		for _, fs := range t.FlavorShares {
+			what := fmt.Sprintf("training %q flavor_shares[%q]", t.Name, strings.Join(fs.Flavors, ","))
+			if err := s.checkFlavors(what, Placement{Flavors: fs.Flavors, FlavorsPos: fs.Pos}); err != nil {
+				return err
+			}
 		}
 	}
 	for _, d := range s.Dev {
@@ -766,7 +876,7 @@ func (s *Scenario) check() error {
 		}
 		for _, g := range m.GPUs {
 			n := tree.Find(g.Quota)
-			n.GPUs = n.GPUs.Clone().Set(quota.FlavorNames(tree)[0], g.GPUs) // one flavor until issue 17 item 6
+			n.GPUs = n.GPUs.Clone().Set(m.Flavor, g.GPUs)
 		}
 		if err := quota.Validate(tree); err != nil {
 			return &Error{Pos: m.Pos, Msg: fmt.Sprintf("quota_move %q breaks the tree: %v", m.Name, err)}

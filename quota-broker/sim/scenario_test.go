@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/sim/trace"
 )
@@ -294,6 +296,8 @@ cluster {
 		{"move breaks L1", good + "quota_move \"m\" {\n  at = \"2026-12-07 00:30\"\n  gpus = { \"Quota1.1\" = 60 }\n}\n", 12, "Quota1"},
 		{"move unknown quota", good + "quota_move \"m\" {\n  at = \"2026-12-07 00:30\"\n  gpus = { \"Quota9\" = 6 }\n}\n", 14, `no quota node "Quota9"`},
 		{"bad gang", good + "training \"t\" {\n  trace = \"t.csv\"\n  trace_start = \"2017-10-23\"\n  gang = \"some\"\n  workspaces = { \"*\" = \"workspace-b\" }\n}\n", 15, `gang = "some"`},
+		{"unknown flavor", good + "dev \"nb\" {\n  namespace = \"workspace-c\"\n  count = 1\n  flavors = [\"h100\"]\n}\n", 15, `dev "nb": flavors: "h100" is not a flavor of the quota tree (flavors: gpu)`},
+		{"flavor twice", good + "job \"j\" {\n  namespace = \"workspace-c\"\n  gpus = 1\n  duration = \"1h\"\n  flavors = [\"gpu\", \"gpu\"]\n}\n", 16, `job "j": flavors: "gpu" named twice`},
 		{"missing quota file", strings.Replace(good, `"quota.hcl"`, `"nope.hcl"`, 1), 2, "nope.hcl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -457,5 +461,117 @@ func TestMinLength(t *testing.T) {
 	}
 	if _, err := Run(sc, w, Options{}); err == nil || !strings.Contains(err.Error(), "length 9m0s is below the minimum 10m0s") {
 		t.Errorf("error %v, want the length below the minimum 10m0s", err)
+	}
+}
+
+// flavorQuota is a tree of two flavors for the flavor_shares tests.
+const flavorQuota = `flavor "h100" {
+  models = ["NVIDIA H100 80GB HBM3"]
+}
+flavor "a100" {
+  models = ["NVIDIA A100-SXM4-80GB"]
+}
+quota "Quota1" {
+  gpus = { h100 = 16, a100 = 16 }
+  namespaces = ["workspace-a"]
+  quota "Quota1.2" {
+    gpus = { h100 = 8, a100 = 8 }
+    namespaces = ["workspace-b"]
+  }
+}
+`
+
+// A training block's flavor_shares split its jobs by the flavors they
+// allow (DESIGN L13): of 400 rows, each drawn to allow h100 only with
+// probability 0.25 (93 drew it), the others a100 then h100 (the key's
+// spaces trimmed); the draw is the scenario seed's, so the split is the
+// same on every load. Bad shares are errors naming the
+// file and line.
+func TestTrainingFlavorShares(t *testing.T) {
+	var rows strings.Builder
+	rows.WriteString(phillyHeader)
+	for i := 0; i < 400; i++ {
+		fmt.Fprintf(&rows, "2017-10-23 01:%02d:%02d,60.0,1,60.0,aa\n", i/60, i%60)
+	}
+	files := map[string]string{"t.csv": rows.String(), "quota.hcl": flavorQuota}
+	shares := "  flavor_shares = { \"h100\" = 0.25, \"a100, h100\" = 0.75 }\n"
+	sc, err := LoadFile(writeScenario(t, trainingScenario("t.csv", shares), files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, j := range w.Jobs {
+		got[strings.Join(j.Flavors, ",")]++
+	}
+	if d := cmp.Diff(map[string]int{"h100": 93, "a100,h100": 307}, got); d != "" {
+		t.Errorf("jobs per allowed flavors (-want +got):\n%s", d)
+	}
+
+	for _, tc := range []struct{ name, extra, want string }{
+		{"sum", "  flavor_shares = { \"h100\" = 0.5, \"a100\" = 0.25 }\n", `scenario.hcl:16: training "philly": flavor_shares: the shares add up to 0.75, want 1`},
+		{"unknown", "  flavor_shares = { \"h100,v100\" = 1 }\n", `scenario.hcl:16: training "philly" flavor_shares["h100,v100"]: flavors: "v100" is not a flavor of the quota tree (flavors: h100, a100)`},
+		{"both", "  flavors = [\"h100\"]\n  flavor_shares = { \"h100\" = 1 }\n", `scenario.hcl:17: training "philly": flavor_shares: give either flavors or flavor_shares, not both`},
+	} {
+		_, err := LoadFile(writeScenario(t, trainingScenario("t.csv", tc.extra), files))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A quota_move names the flavor whose nominals it sets (DESIGN L13):
+// Quota1.2's a100 goes from 8 to 4 and its h100 stays 8; an unknown
+// flavor is an error at file:line.
+func TestQuotaMoveFlavor(t *testing.T) {
+	text := header + `length = "2h"
+cluster {
+  nodes "n" {
+    count = 2
+    gpus  = 8
+  }
+}
+quota_move "m" {
+  at     = "2026-12-07 01:00"
+  flavor = "a100"
+  gpus   = { "Quota1.2" = 4 }
+}
+`
+	files := map[string]string{"quota.hcl": flavorQuota}
+	sc, err := LoadFile(writeScenario(t, text, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev bytes.Buffer
+	res, err := Run(sc, w, Options{Policy: Gputide{}, Events: &ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events(t, ev.Bytes()) {
+		if e.Event == "quota_move" {
+			got = append(got, fmt.Sprintf("%s %s %d -> %d", e.Job, e.Flavor, *e.From, *e.To))
+		}
+	}
+	if d := cmp.Diff([]string{"Quota1.2 a100 8 -> 4"}, got); d != "" {
+		t.Errorf("quota_move events (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]QuotaChange{{Quota: "Quota1.2", From: 8, To: 4}}, res.Moves[0].Changes); d != "" {
+		t.Errorf("move record (-want +got):\n%s", d)
+	}
+	// The total nominal after the move: h100 8 + a100 4.
+	if last := res.Samples[len(res.Samples)-1]; len(last.Nominal) != 2 || last.Nominal[1] != 12 {
+		t.Errorf("nominals at the end %v, want Quota1.2 at 12 (h100 8 + a100 4)", last.Nominal)
+	}
+	bad := strings.Replace(text, `flavor = "a100"`, `flavor = "v100"`, 1)
+	if _, err := LoadFile(writeScenario(t, bad, files)); err == nil || !strings.Contains(err.Error(), `scenario.hcl:14: quota_move "m": flavor = "v100": not a flavor of the quota tree (flavors: h100, a100)`) {
+		t.Errorf("unknown flavor: error %v", err)
 	}
 }

@@ -10,6 +10,7 @@ package sim
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -104,7 +105,10 @@ type Event struct {
 	To        *int     `json:"to,omitempty"`
 	LostGPUh  float64  `json:"lost_gpu_hours,omitempty"`
 	Quota     string   `json:"quota,omitempty"` // wait: the quota node that binds it (DESIGN L3)
-	Reason    string   `json:"reason,omitempty"`
+	// Flavor is the flavor of an admit, a start or a stop (DESIGN L13);
+	// "" in a tree of the implicit flavor.
+	Flavor string `json:"flavor,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 type evKind uint8
@@ -175,6 +179,7 @@ type sim struct {
 	infer    []*inferState
 
 	own   [][3][2]int // namespace x state x idle: GPUs owned
+	flOwn []int       // per declared flavor (the tree's order): GPUs owned
 	pendI int         // GPUs asked by pending idle training jobs
 	// asked are, per namespace, the GPUs its pending allocations ask for
 	// (every job: the demand of DESIGN L14 beyond what is held).
@@ -285,6 +290,7 @@ func (s *sim) initQuota() {
 		s.nsIndex[n] = i
 	}
 	s.own = make([][3][2]int, len(s.ns))
+	s.flOwn = make([]int, len(s.tree.Flavors))
 	s.asked = make([]int, len(s.ns))
 	var walk func(n *quota.Node, parent int) []int
 	walk = func(n *quota.Node, parent int) []int {
@@ -661,11 +667,10 @@ func (s *sim) move(m *QuotaMove) {
 	rec := MoveRecord{Name: m.Name, At: at}
 	for _, g := range m.GPUs {
 		n := s.tree.Find(g.Quota)
-		// The tree's first flavor: moves per flavor are issue 17 item 6.
-		flavor := quota.FlavorNames(s.tree)[0]
+		flavor := cmp.Or(m.Flavor, quota.FlavorNames(s.tree)[0])
 		from, to := n.GPUs.Of(flavor), g.GPUs
 		n.GPUs, n.ChangedAt = n.GPUs.Clone().Set(flavor, g.GPUs), at
-		s.record(Event{Event: "quota_move", Rule: "L9", Namespace: "", Job: g.Quota, From: &from, To: &to, Reason: m.Name})
+		s.record(Event{Event: "quota_move", Rule: "L9", Namespace: "", Job: g.Quota, From: &from, To: &to, Flavor: s.eventFlavor(flavor), Reason: m.Name})
 		rec.Changes = append(rec.Changes, QuotaChange{Quota: g.Quota, From: from, To: to})
 	}
 	s.res.Moves = append(s.res.Moves, rec)
@@ -679,6 +684,18 @@ func (s *sim) move(m *QuotaMove) {
 func (s *sim) tm(t int64) time.Time { return time.Unix(0, t).In(s.sc.Zone) }
 
 func (s *sim) fmt(t int64) string { return s.tm(t).Format(time.RFC3339) }
+
+// eventFlavor is the flavor an event names: f, or the tree's only flavor
+// when f is "" in a tree of one declared flavor; "" for the implicit one.
+func (s *sim) eventFlavor(f string) string {
+	switch {
+	case s.tree == nil || len(s.tree.Flavors) == 0:
+		return ""
+	case f == "":
+		return s.tree.Flavors[0].Name
+	}
+	return f
+}
 
 func (s *sim) record(e Event) {
 	if s.ew == nil || s.ewErr != nil {
@@ -740,7 +757,7 @@ func (s *sim) snapshot() *plan.Snapshot {
 			sp := j.spec
 			p := plan.Pending{Namespace: sp.Namespace, Job: sp.Name, Group: sp.Group, Type: sp.Type, Priority: sp.Priority,
 				Count: m, GPUs: sp.GPUs, Model: sp.Model, Datacenters: sp.Datacenters, NodePool: sp.NodePool,
-				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC(), Reservation: sp.Reservation}
+				Idle: sp.Idle, SubmittedAt: sp.Submit.UTC(), Reservation: sp.Reservation, Flavors: sp.Flavors}
 			if q := j.queuedAt; q != sp.Submit.UnixNano() {
 				p.QueuedAt = s.tm(q).UTC()
 			}
@@ -869,9 +886,13 @@ func (s *sim) apply(p *plan.Plan) {
 		node, gpus := s.nodes[a.node].id, len(a.slots)
 		s.stop(a, act.Rule, act.For)
 		a.stoppingForRes = forRes
+		if a.fi >= 0 && a.fi < len(s.res.Flavors) {
+			s.res.Flavors[a.fi].Stops++
+			s.res.Flavors[a.fi].LostGPUh += s.res.lastLost
+		}
 		s.record(Event{Event: "stop", Rule: string(act.Rule), Alloc: act.Alloc, Namespace: act.Namespace, Job: act.Job,
 			Group: a.j.spec.Group, Node: node, GPUs: gpus, For: ownerText(plan.HoldOwner{Reservation: forRes, Group: act.For}),
-			LostGPUh: round3(s.res.lastLost), Reason: act.Reason})
+			LostGPUh: round3(s.res.lastLost), Flavor: s.eventFlavor(a.flavor), Reason: act.Reason})
 	}
 	for _, act := range p.Actions {
 		switch act.Action {
@@ -886,7 +907,7 @@ func (s *sim) apply(p *plan.Plan) {
 				continue
 			}
 			s.record(Event{Event: "admit", Rule: string(act.Rule), Namespace: act.Namespace, Job: act.Job, Group: act.Group,
-				Nodes: act.Nodes, Count: len(act.Nodes), GPUs: j.spec.GPUs, Reason: act.Reason})
+				Nodes: act.Nodes, Count: len(act.Nodes), GPUs: j.spec.GPUs, Flavor: s.eventFlavor(act.Flavor), Reason: act.Reason})
 			if len(j.live) == 0 {
 				j.admittedAt = s.now // the store's admitted_at (L11 max_run counts from it)
 			}
@@ -903,7 +924,7 @@ func (s *sim) apply(p *plan.Plan) {
 					s.conflict(act, "unknown node "+n)
 					continue
 				}
-				a, err := s.place(j, ni)
+				a, err := s.placeIn(j, ni, act.Flavor)
 				if err != nil {
 					s.conflict(act, err.Error())
 					continue

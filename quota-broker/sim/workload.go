@@ -188,6 +188,19 @@ func (s *Scenario) training(w *Workload, t *Training, end time.Time) error {
 			continue
 		}
 		idle := rng.Float64() < t.IdleFraction
+		pl := t.Placement
+		if len(t.FlavorShares) > 0 {
+			// Drawn after the row's other draws, so that a scenario
+			// without flavor_shares decides every row as before.
+			x, acc := rng.Float64(), 0.0
+			pl.Flavors = t.FlavorShares[len(t.FlavorShares)-1].Flavors
+			for _, fs := range t.FlavorShares {
+				if acc += fs.Share; x < acc {
+					pl.Flavors = fs.Flavors
+					break
+				}
+			}
+		}
 		gpus := int(math.Ceil(float64(r.GPUs)*t.GPUScale - 1e-9))
 		if gpus > t.MaxGPUs {
 			big++
@@ -228,7 +241,7 @@ func (s *Scenario) training(w *Workload, t *Training, end time.Time) error {
 			Namespace: ns, Name: kind + "-" + jn, Group: "worker", Type: plan.JobBatch, Priority: t.Priority,
 			Count: count, GPUs: per, Idle: idle, Gang: count > 1 && t.Gang == "flex",
 			Submit: maxTime(submit, s.Start), Work: work, KillTimeout: t.KillTimeout, Checkpoint: t.Checkpoint, CheckpointWrite: t.CheckpointWrite,
-			InFlight: inFlight, Training: true, Origin: fmt.Sprintf("%s:%d", name, r.Line), Placement: t.Placement,
+			InFlight: inFlight, Training: true, Origin: fmt.Sprintf("%s:%d", name, r.Line), Placement: pl,
 		})
 		kept++
 	}

@@ -237,6 +237,7 @@ func build(r *sim.Result, compared []*sim.Result, notes []string, charts []Chart
 		Comparison(d, compared)
 	}
 	utilisation(d, r)
+	flavors(d, r)
 	quotas(d, r)
 	workspaces(d, r)
 	fairLending(d, r, compared)
@@ -327,6 +328,23 @@ func utilisation(d *doc, r *sim.Result) {
 	row("lent: borrowed beyond a quota's nominal (DESIGN L4)", lent)
 	d.p("At night (outside every inference window) the cluster was %s allocated; while idle training waited for at least as many GPUs as were free (%s of the night), %s.",
 		pct(ratio(r.NightAlloc, float64(r.Capacity)*r.Night)), Dur(secs(r.NightDemand)), pct(r.NightAllocation()))
+}
+
+// flavors writes the section "Flavors" (DESIGN L13) when the tree
+// declares flavors: each flavor's devices, occupancy, the waits of the
+// jobs that first started in it and its preemptions.
+func flavors(d *doc, r *sim.Result) {
+	if len(r.Flavors) == 0 {
+		return
+	}
+	sec := r.End.Sub(r.Start).Seconds()
+	d.h(2, "Flavors")
+	t := d.table("flavor", "GPUs>", "held GPU-h>", "occupancy>", "jobs started>", "mean wait>", "preemptions>", "work lost GPU-h>")
+	for _, f := range r.Flavors {
+		t.row(f.Flavor, fmt.Sprint(f.GPUs), gpuh(f.Used), pct(f.Occupancy(sec)), fmt.Sprint(f.Started), Dur(f.MeanWait()),
+			fmt.Sprint(f.Stops), fmt.Sprintf("%.1f", f.LostGPUh))
+	}
+	d.p("Per flavor of the quota tree (DESIGN L13), in the tree's order. *Held* counts allocations placing, running or stopping on the flavor's devices; a job counts in the flavor its first allocation started in, its wait from its submission (or the run's start) to then; *preemptions* are the allocations of the flavor stopped by a plan.")
 }
 
 func quotas(d *doc, r *sim.Result) {

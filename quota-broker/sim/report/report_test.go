@@ -421,3 +421,40 @@ func TestTraceFileRead(t *testing.T) {
 		}
 	}
 }
+
+// A tree with flavors gets a Flavors table (DESIGN L13): over the 4-hour
+// run, h100's 8 GPUs held 16 GPU-h (50%), two jobs waited 30m in all
+// (mean 15m); report.html has the same table; a tree without flavors gets
+// none.
+func TestMarkdownFlavors(t *testing.T) {
+	r := handMade()
+	var b strings.Builder
+	Markdown(&b, r, nil, nil)
+	if strings.Contains(b.String(), "## Flavors") {
+		t.Errorf("report.md of a tree without flavors has a Flavors section:\n%s", b.String())
+	}
+	r.Flavors = []*sim.FlavorStats{
+		{Flavor: "h100", GPUs: 8, Used: 16 * 3600, Started: 2, Wait: 1800, Stops: 3, LostGPUh: 1.5},
+		{Flavor: "a100-1g", GPUs: 0},
+	}
+	b.Reset()
+	Markdown(&b, r, nil, nil)
+	md := b.String()
+	for _, want := range []string{
+		"## Flavors",
+		"| flavor | GPUs | held GPU-h | occupancy | jobs started | mean wait | preemptions | work lost GPU-h |",
+		"| h100 | 8 | 16 | 50.0% | 2 | 15m00s | 3 | 1.5 |",
+		"| a100-1g | 0 | 0 | 0.0% | 0 | 0s | 0 | 0.0 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	var h strings.Builder
+	HTML(&h, r, nil, nil, nil)
+	for _, want := range []string{">Flavors<", ">h100<", ">a100-1g<", ">15m00s<"} {
+		if !strings.Contains(h.String(), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+}
