@@ -15,8 +15,8 @@ const (
 	// IdleOrderFair decides idle jobs one at a time, each time the one
 	// whose node would have the lowest borrowed share after its
 	// admission, and lets an idle claimant stop other nodes' idle
-	// allocations under rule L14.fair (DESIGN L14). Built: the order, in
-	// a tree of one flavor (ComputeWith); not yet: L14.fair.
+	// allocations under rule L14.fair (DESIGN L14). Built: the order
+	// (ComputeWith); not yet: L14.fair.
 	IdleOrderFair
 )
 
@@ -41,10 +41,9 @@ type Options struct {
 
 // ComputeWith plans the snapshot as Compute does, under o. With
 // IdleOrderFair the idle jobs are decided in DESIGN L14's order
-// (decideIdleFair) in a tree of one flavor; a tree of several flavors
-// still decides them in L3 order (the flavor a job would take is chosen
-// only as it is decided, decideAcross: later work, issue 19). The give-
-// back rule L14.fair is not built yet in either order.
+// (decideIdleFair; in a tree of several flavors decideIdleFairAcross, by
+// the share in the flavor each would take). The give-back rule L14.fair
+// is not built yet.
 func ComputeWith(s *Snapshot, o Options) (*Plan, error) {
 	return compute(s, o.IdleOrder)
 }

@@ -214,3 +214,46 @@ func checkNoIdleInversion(t *testing.T, seed int64, s *Snapshot, p *Plan) {
 		}
 	}
 }
+
+// TestIdleOrderFairAcrossFlavors: in a tree of two flavors, each idle job
+// goes by its node's borrowed share in the flavor it would take (the
+// first with free GPUs for it, DESIGN L13, L14). h100 as in
+// TestIdleOrderFairWorkedExample at 1:1; then h100 is full and the rest
+// take a100 (nominal 0 for both children, weight 1 each): b5 (1/1) ties
+// c5 (1/1), then c5, b6 (2) ties c6 (2): b6, c6.
+func TestIdleOrderFairAcrossFlavors(t *testing.T) {
+	snap := func() *Snapshot {
+		s := fairOrderSnap(1, 1)
+		s.Quota.Flavors = []quota.Flavor{{Name: "h100", Models: []string{h100}}, {Name: "a100", Models: []string{"NVIDIA A100"}}}
+		s.Quota.GPUs = quota.Nominal{"h100": 8, "a100": 4}
+		for _, c := range s.Quota.Children {
+			c.GPUs = quota.Nominal{"h100": 2}
+			c.Weight = quota.Nominal{"h100": 1, "a100": 1}
+		}
+		n := Node{ID: "node-02", Datacenter: "dc1", NodePool: "default"}
+		for g := 0; g < 4; g++ {
+			n.GPUs = append(n.GPUs, GPU{ID: fmt.Sprintf("a-gpu%d", g), Model: "NVIDIA A100", Healthy: true})
+		}
+		s.Nodes = append(s.Nodes, n)
+		return s
+	}
+	type adm struct{ Job, Flavor string }
+	got := func(p *Plan) []adm {
+		var out []adm
+		for _, a := range actionsOf(p, ActionAdmit) {
+			out = append(out, adm{a.Job, a.Flavor})
+		}
+		return out
+	}
+	h, a := "h100", "a100"
+	fair := []adm{{"b1", h}, {"b2", h}, {"c1", h}, {"c2", h}, {"b3", h}, {"c3", h}, {"b4", h}, {"c4", h},
+		{"b5", a}, {"c5", a}, {"b6", a}, {"c6", a}}
+	if diff := cmp.Diff(fair, got(mustPlanWith(t, snap(), Options{IdleOrder: IdleOrderFair}))); diff != "" {
+		t.Errorf("IdleOrderFair admits (-want +got):\n%s", diff)
+	}
+	l3 := []adm{{"b1", h}, {"b2", h}, {"b3", h}, {"b4", h}, {"b5", h}, {"b6", h}, {"b7", h}, {"b8", h},
+		{"c1", a}, {"c2", a}, {"c3", a}, {"c4", a}}
+	if diff := cmp.Diff(l3, got(mustPlanWith(t, snap(), Options{}))); diff != "" {
+		t.Errorf("IdleOrderL3 admits (-want +got):\n%s", diff)
+	}
+}

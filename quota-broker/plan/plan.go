@@ -104,7 +104,7 @@ func compute(s *Snapshot, idleOrder IdleOrder) (*Plan, error) {
 	// DESIGN L13: a tree of several flavors, or with devices of no
 	// flavor, is planned flavor by flavor (flavors.go).
 	if flavors := quota.TreeFlavors(s.Quota); len(flavors) > 1 || !governed(s, &flavors[0]) {
-		return computeFlavors(s, flavors, newFlavorIndex(s, flavors)), nil
+		return computeFlavors(s, flavors, newFlavorIndex(s, flavors), idleOrder), nil
 	}
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)

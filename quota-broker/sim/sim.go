@@ -30,8 +30,8 @@ type Policy interface {
 }
 
 // Gputide is the real planning core with DESIGN L14's order of idle jobs
-// and rule L14.fair (plan.IdleOrderFair). The core builds the order (in a
-// tree of one flavor), not yet L14.fair.
+// and rule L14.fair (plan.IdleOrderFair). The core builds the order, not
+// yet L14.fair.
 type Gputide struct{}
 
 // Name implements Policy.
