@@ -19,7 +19,7 @@ import (
 
 // MaxWeight is the largest explicit weight a quota node may set (DESIGN
 // L14: 0..10,000).
-const MaxWeight = 10000
+const MaxWeight = quota.MaxWeight
 
 // DefaultWeight, in FairFigures.Weight, marks a node without an explicit
 // weight: its weight is then its nominal in the flavor, not capped at

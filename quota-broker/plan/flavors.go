@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -406,7 +407,7 @@ func (fp *flavorPlan) fitsFree(j *job) bool {
 
 // computeFlavors plans a snapshot whose tree has several flavors, or one
 // flavor and ungoverned devices (see above).
-func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan {
+func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOrder IdleOrder) *Plan {
 	// The jobs in L3 order, once for all flavors, with the flavors each
 	// allows; each flavor's planner gets its own copy of those that allow
 	// it (their groups are the snapshot's, which no planner changes).
@@ -512,29 +513,39 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex) *Plan 
 			fps[fi].jobs[x] = &j
 		}
 	}
+	decideOne := func(x int) {
+		o := order[x]
+		fis := fis[x]
+		if len(fis) == 0 {
+			// No flavor left to it: it waits, decided nowhere.
+			rule := RuleAdmission
+			if o.reservation != "" {
+				rule = RuleReservation
+			}
+			for _, g := range o.groups {
+				pl.Actions = append(pl.Actions, Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+					Count: g.Count, GPUs: g.GPUs, Rule: rule, Reason: noFlavor[x]})
+			}
+			return
+		}
+		decideAcross(fps, fis, x)
+		for _, fi := range fis {
+			take(fps[fi])
+		}
+	}
 	for _, idlePass := range []bool{false, true} {
+		var xs []int
 		for x, o := range order {
-			key := JobKey{Namespace: o.namespace, Job: o.name}
-			if o.idle != idlePass || suspended[key] {
-				continue
+			if o.idle == idlePass && !suspended[JobKey{Namespace: o.namespace, Job: o.name}] {
+				xs = append(xs, x)
 			}
-			fis := fis[x]
-			if len(fis) == 0 {
-				// No flavor left to it: it waits, decided nowhere.
-				rule := RuleAdmission
-				if o.reservation != "" {
-					rule = RuleReservation
-				}
-				for _, g := range o.groups {
-					pl.Actions = append(pl.Actions, Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
-						Count: g.Count, GPUs: g.GPUs, Rule: rule, Reason: noFlavor[x]})
-				}
-				continue
-			}
-			decideAcross(fps, fis, x)
-			for _, fi := range fis {
-				take(fps[fi])
-			}
+		}
+		if idlePass && idleOrder == IdleOrderFair {
+			decideIdleFairAcross(fps, fis, xs, decideOne)
+			continue
+		}
+		for _, x := range xs {
+			decideOne(x)
 		}
 	}
 	// Usage: one row per quota node and flavor, node by node.
@@ -787,4 +798,60 @@ func (p *planner) fitsFree(j *job, cache map[feasibilityKey][]int) (fits, noRoom
 		}
 	}
 	return false, true
+}
+
+// idlePick is where an idle job would go in DESIGN L14's order across
+// flavors: fi, the first of its flavors in which it fits on free GPUs (the
+// flavor an idle job takes, L13 Choice; -1 for none: it will wait, and
+// sorts last), and share, its node's borrowed share there after its
+// admission (planner.idleShareAfter).
+type idlePick struct {
+	fi    int
+	share float64
+	known bool // false: to be computed again
+}
+
+// decideIdleFairAcross decides the idle jobs xs (indexes in the L3 order,
+// in that order) of a tree of several flavors in DESIGN L14's order: each
+// time the job whose node would have the lowest borrowed share after its
+// admission in the flavor it would take, ties in L3 order; decide decides
+// one. A decision changes only the flavors the job allows, so only the
+// picks in those flavors are computed again.
+func decideIdleFairAcross(fps []*flavorPlan, fis [][]int, xs []int, decide func(x int)) {
+	picks := make([]idlePick, len(xs))
+	for len(xs) > 0 {
+		best := -1
+		for i, x := range xs {
+			if !picks[i].known {
+				picks[i] = pickIdle(fps, fis[x], x)
+			}
+			if best < 0 || picks[i].share < picks[best].share {
+				best = i
+			}
+		}
+		x := xs[best]
+		xs = slices.Delete(xs, best, best+1)
+		picks = slices.Delete(picks, best, best+1)
+		decide(x)
+		for i := range picks {
+			if picks[i].fi >= 0 && slices.Contains(fis[x], picks[i].fi) {
+				picks[i].known = false
+			}
+		}
+	}
+}
+
+// pickIdle is idle job x's idlePick over its flavors fis.
+func pickIdle(fps []*flavorPlan, fis []int, x int) idlePick {
+	for _, fi := range fis {
+		fp := fps[fi]
+		j := fp.jobs[x]
+		if j.q == nil {
+			break
+		}
+		if fp.fitsFree(j) {
+			return idlePick{fi: fi, share: fp.p.idleShareAfter(j), known: true}
+		}
+	}
+	return idlePick{fi: -1, share: math.Inf(1), known: true}
 }

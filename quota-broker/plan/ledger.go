@@ -23,6 +23,9 @@ type planner struct {
 	// leaving a job entitled on what yields to it undecided: the driver
 	// of several flavors tries a job so (flavors.go, DESIGN L13 Choice).
 	freeOnly bool
+	// idleOrder is the order of the idle jobs, after the non-idle work
+	// (options.go, DESIGN L14).
+	idleOrder IdleOrder
 	// nodeList and allocList, when not nil, are the nodes and
 	// allocations planned instead of the snapshot's: a flavor's
 	// projection points at the snapshot's own where they are wholly of
@@ -186,6 +189,10 @@ func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buff
 
 func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 	q := &qnode{node: n, index: len(p.quotas), parent: parent, nominal: n.GPUs.Of(p.flavor)}
+	q.weight = q.nominal // DESIGN L14: the default weight is the nominal, not capped
+	if w, ok := n.Weight[p.flavor]; ok {
+		q.weight = w
+	}
 	q.first = q.index
 	if parent != nil {
 		parent.children = append(parent.children, q)

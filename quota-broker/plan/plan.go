@@ -90,6 +90,11 @@ import (
 // only when the quota tree breaks law L1; the snapshot itself is not
 // changed.
 func Compute(s *Snapshot) (*Plan, error) {
+	return compute(s, IdleOrderL3)
+}
+
+// compute is Compute with the idle jobs decided in idleOrder (options.go).
+func compute(s *Snapshot, idleOrder IdleOrder) (*Plan, error) {
 	if s == nil {
 		return nil, fmt.Errorf("no snapshot")
 	}
@@ -99,11 +104,12 @@ func Compute(s *Snapshot) (*Plan, error) {
 	// DESIGN L13: a tree of several flavors, or with devices of no
 	// flavor, is planned flavor by flavor (flavors.go).
 	if flavors := quota.TreeFlavors(s.Quota); len(flavors) > 1 || !governed(s, &flavors[0]) {
-		return computeFlavors(s, flavors, newFlavorIndex(s, flavors)), nil
+		return computeFlavors(s, flavors, newFlavorIndex(s, flavors), idleOrder), nil
 	}
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
+	p.idleOrder = idleOrder
 	defer p.vc.forget()
 	return p.run(), nil
 }
@@ -118,6 +124,10 @@ func (p *planner) run() *Plan {
 	p.drains(cache)
 	jobs := p.pendingJobs()
 	for _, idlePass := range []bool{false, true} {
+		if idlePass && p.idleOrder == IdleOrderFair {
+			p.decideIdleFair(jobs, suspended, cache)
+			break
+		}
 		for _, j := range jobs {
 			if j.idle == idlePass && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
 				p.decide(j, cache)

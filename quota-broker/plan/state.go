@@ -20,7 +20,10 @@ type qnode struct {
 	node *quota.Node
 	// nominal is the node's nominal of the planner's flavor (DESIGN L13):
 	// node.GPUs.Of(planner.flavor).
-	nominal  int
+	nominal int
+	// weight is the node's weight in the planner's flavor (DESIGN L14):
+	// node.Weight's explicit one, else nominal.
+	weight   int
 	index    int
 	parent   *qnode
 	children []*qnode

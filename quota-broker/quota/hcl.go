@@ -107,6 +107,11 @@ func LoadFile(path string) (*Node, Settings, error) {
 // model (with its profile) in two flavors, a flavor named twice, gpus
 // naming an undeclared flavor, a plain number in a tree of several.
 //
+// weight (DESIGN L14), optional, is written like gpus: weight = 3, or
+// weight = { h100 = 3 } (a flavor left out takes the default, the node's
+// nominal); each 0..MaxWeight, else an error naming the node, the flavor
+// and the value at its file:line.
+//
 // Every Node.Pos is "filename:line" of its block. gpus may be written as
 // any constant expression HCL turns into a whole number ("8", 4 * 2). Unknown attributes and
 // blocks are errors. Syntax and type errors are returned as a *ParseError
@@ -255,6 +260,7 @@ var flavorSchema = &hcl.BodySchema{
 var quotaSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "gpus", Required: true},
+		{Name: "weight"},
 		{Name: "child_preemption"},
 		{Name: "priority_preemption"},
 		{Name: "namespaces"},
@@ -301,7 +307,12 @@ func (d *decoder) quota(b *hcl.Block, depth int) (*Node, error) {
 		return nil, err
 	}
 	if a, ok := content.Attributes["gpus"]; ok {
-		if err := d.gpus(a, n); err != nil {
+		if err := d.gpus(a, n, "gpus", &n.GPUs); err != nil {
+			return nil, err
+		}
+	}
+	if a, ok := content.Attributes["weight"]; ok {
+		if err := d.gpus(a, n, "weight", &n.Weight); err != nil {
 			return nil, err
 		}
 	}
@@ -330,13 +341,16 @@ func (d *decoder) quota(b *hcl.Block, depth int) (*Node, error) {
 	return n, nil
 }
 
-// gpus reads a node's nominal (DESIGN L13): a whole number, at most
-// MaxGPUs, the nominal of the tree's only flavor (kept under the key ""
-// until Parse knows the flavors, resolvePlain), or an object by flavor,
-// gpus = { h100 = 16, a100 = 32 }, each a whole number. Values beyond the
-// range of an int are reported here with their text; negative ones that
-// fit are left to Validate, which reports them under law L1.
-func (d *decoder) gpus(a *hcl.Attribute, n *Node) error {
+// gpus reads a node's nominal (DESIGN L13) from attribute a, named attr
+// ("gpus", or "weight", which is written the same way, DESIGN L14) into
+// *dst: a whole number, at most MaxGPUs, the value of the tree's only
+// flavor (kept under the key "" until Parse knows the flavors,
+// resolvePlain), or an object by flavor, gpus = { h100 = 16, a100 = 32 },
+// each a whole number. Values beyond the range of an int are reported
+// here with their text; negative gpus that fit are left to Validate,
+// which reports them under law L1. A weight outside 0..MaxWeight is an
+// error here, naming the node, the flavor and the value at a's file:line.
+func (d *decoder) gpus(a *hcl.Attribute, n *Node, attr string, dst *Nominal) error {
 	var val cty.Value
 	if err := d.attr(a, n.Name, &val); err != nil {
 		return err
@@ -344,23 +358,37 @@ func (d *decoder) gpus(a *hcl.Attribute, n *Node) error {
 	text := d.text(a.Expr.Range())
 	unsuitable := func(why string) error {
 		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(
-			"gpus = %s: Unsuitable value type; Unsuitable value: %s", text, why)}
+			"%s = %s: Unsuitable value type; Unsuitable value: %s", attr, text, why)}
+	}
+	weightRange := func(flavor string, v int) error {
+		if attr != "weight" || v >= 0 && v <= MaxWeight {
+			return nil
+		}
+		of := ""
+		if flavor != "" {
+			of = " of flavor " + strconv.Quote(flavor)
+		}
+		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(
+			"weight%s = %d is out of range (0..%d; DESIGN L14)", of, v, MaxWeight)}
 	}
 	if ty := val.Type(); !val.IsNull() && val.IsWhollyKnown() && (ty.IsObjectType() || ty.IsMapType()) {
-		n.GPUs = Nominal{}
+		*dst = Nominal{}
 		for it := val.ElementIterator(); it.Next(); {
 			k, v := it.Element()
 			name := k.AsString()
 			if !d.flavorNames[name] && (len(d.flavors) > 0 || name != ImplicitFlavor) {
 				return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(
-					"gpus names flavor %s, which the file does not declare (flavors: %s)", nameText(name), d.declared())}
+					"%s names flavor %s, which the file does not declare (flavors: %s)", attr, nameText(name), d.declared())}
 			}
-			i, err := wholeGPUs(v, "gpus."+name, text)
+			i, err := wholeGPUs(v, attr+"."+name, attr, text)
 			if err != nil {
 				err.Pos, err.Node = pos(a.Range), n.Name
 				return err
 			}
-			n.GPUs[name] = i
+			if err := weightRange(name, i); err != nil {
+				return err
+			}
+			(*dst)[name] = i
 		}
 		return nil
 	}
@@ -373,26 +401,30 @@ func (d *decoder) gpus(a *hcl.Attribute, n *Node) error {
 	case !val.IsWhollyKnown():
 		return unsuitable("the value is not known")
 	}
-	i, perr := wholeGPUs(val, "gpus", text)
+	i, perr := wholeGPUs(val, attr, attr, text)
 	if perr != nil {
 		perr.Pos, perr.Node = pos(a.Range), n.Name
 		return perr
 	}
-	n.GPUs = Nominal{"": i}
-	d.plain = append(d.plain, plainGPUs{node: n, pos: pos(a.Range), text: text})
+	if err := weightRange("", i); err != nil {
+		return err
+	}
+	*dst = Nominal{"": i}
+	d.plain = append(d.plain, plainGPUs{node: n, pos: pos(a.Range), text: text, attr: attr, dst: dst})
 	return nil
 }
 
 // wholeGPUs reads one nominal value: a whole number from -MaxGPUs to
-// MaxGPUs (negative ones are left to Validate); name and text are the
-// attribute and its source for the message.
-func wholeGPUs(val cty.Value, name, text string) (int, *ParseError) {
+// MaxGPUs (negative ones are left to Validate); name, attr and text are
+// the value's name, its attribute ("gpus", "weight") and its source for
+// the message.
+func wholeGPUs(val cty.Value, name, attr, text string) (int, *ParseError) {
 	if val.IsNull() || !val.IsWhollyKnown() {
-		return 0, &ParseError{Message: fmt.Sprintf("%s in gpus = %s is not a whole number", name, text)}
+		return 0, &ParseError{Message: fmt.Sprintf("%s in %s = %s is not a whole number", name, attr, text)}
 	}
 	val, err := convert.Convert(val, cty.Number)
 	if err != nil {
-		return 0, &ParseError{Message: fmt.Sprintf("%s in gpus = %s is not a number", name, text)}
+		return 0, &ParseError{Message: fmt.Sprintf("%s in %s = %s is not a number", name, attr, text)}
 	}
 	v := val.AsBigFloat()
 	if !v.IsInt() {
@@ -413,6 +445,10 @@ func wholeGPUs(val cty.Value, name, text string) (int, *ParseError) {
 type plainGPUs struct {
 	node      *Node
 	pos, text string
+	// attr is the attribute ("gpus", "weight") and dst the node's field
+	// it was read into.
+	attr string
+	dst  *Nominal
 }
 
 // declared lists the file's flavors for a message: "h100, a100", or
@@ -438,11 +474,11 @@ func (d *decoder) resolvePlain() error {
 	for _, p := range d.plain {
 		if len(d.flavors) > 1 {
 			return &ParseError{Pos: p.pos, Node: p.node.Name, Message: fmt.Sprintf(
-				"gpus = %s is a plain number, but the tree declares %d flavors (%s): write gpus = { %s = ... } by flavor",
-				p.text, len(d.flavors), d.declared(), d.flavors[0].Name)}
+				"%s = %s is a plain number, but the tree declares %d flavors (%s): write %s = { %s = ... } by flavor",
+				p.attr, p.text, len(d.flavors), d.declared(), p.attr, d.flavors[0].Name)}
 		}
-		v := p.node.GPUs[""]
-		p.node.GPUs = Nominal{only: v}
+		v := (*p.dst)[""]
+		*p.dst = Nominal{only: v}
 	}
 	return nil
 }

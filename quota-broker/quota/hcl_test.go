@@ -827,3 +827,72 @@ func TestFlavorChoice(t *testing.T) {
 		t.Errorf("one-flavor tree: %q, %v", f, err)
 	}
 }
+
+// TestParseWeight: weight is written like gpus (DESIGN L14): a plain
+// number is the only flavor's, an object gives it by flavor, a flavor left
+// out keeps the default (absent from Node.Weight).
+func TestParseWeight(t *testing.T) {
+	src := "flavor \"h100\" {\n  models = [\"NVIDIA H100\"]\n}\nflavor \"a100\" {\n  models = [\"NVIDIA A100\"]\n}\n" +
+		"quota \"r\" {\n  gpus = { h100 = 8, a100 = 8 }\n  quota \"b\" {\n    gpus = { h100 = 4 }\n    weight = { h100 = 3, a100 = 0 }\n  }\n  quota \"c\" { gpus = { h100 = 4 } }\n}\n"
+	root, _, err := Parse([]byte(src), "q.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Nominal{}
+	for _, n := range []*Node{root, root.Children[0], root.Children[1]} {
+		got[n.Name] = n.Weight
+	}
+	if diff := cmp.Diff(map[string]Nominal{"r": nil, "b": {"h100": 3, "a100": 0}, "c": nil}, got); diff != "" {
+		t.Errorf("weights (-want +got):\n%s", diff)
+	}
+	root, _, err = Parse([]byte("quota \"r\" {\n  gpus = 8\n  quota \"b\" {\n    gpus = 2\n    weight = 10000\n  }\n}\n"), "q.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Nominal{ImplicitFlavor: 10000}, root.Children[0].Weight); diff != "" {
+		t.Errorf("plain weight (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseRejectsBadWeights(t *testing.T) {
+	const h = "flavor \"h100\" {\n  models = [\"NVIDIA H100\"]\n}\n"
+	const a = "flavor \"a100\" {\n  models = [\"NVIDIA A100\"]\n}\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"above 10,000",
+			"quota \"r\" {\n  gpus = 8\n  weight = 10001\n}\n",
+			`q.hcl:3: quota "r": weight = 10001 is out of range (0..10000; DESIGN L14)`},
+		{"negative, by flavor",
+			h + "quota \"r\" {\n  gpus = { h100 = 8 }\n  weight = { h100 = -1 }\n}\n",
+			`q.hcl:6: quota "r": weight of flavor "h100" = -1 is out of range (0..10000; DESIGN L14)`},
+		{"an undeclared flavor",
+			h + "quota \"r\" {\n  gpus = { h100 = 8 }\n  weight = { b200 = 1 }\n}\n",
+			`q.hcl:6: quota "r": weight names flavor "b200", which the file does not declare (flavors: h100)`},
+		{"a plain number in a tree of two flavors",
+			h + a + "quota \"r\" {\n  gpus = { h100 = 8 }\n  weight = 2\n}\n",
+			`q.hcl:9: quota "r": weight = 2 is a plain number, but the tree declares 2 flavors (h100, a100): write weight = { h100 = ... } by flavor`},
+		{"not a whole number",
+			"quota \"r\" {\n  gpus = 8\n  weight = 1.5\n}\n",
+			`q.hcl:3: quota "r": weight = 1.5 is not a whole number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, _, err := Parse([]byte(tc.src), "q.hcl")
+			if err == nil {
+				t.Fatalf("no error; tree %+v", dump(root))
+			}
+			if err.Error() != tc.want {
+				t.Errorf("err =\n%s\nwant\n%s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateRejectsBadWeights(t *testing.T) {
+	root := &Node{Name: "r", GPUs: Plain(8), Weight: Plain(MaxWeight + 1), Pos: "t:1"}
+	if err := Validate(root); err == nil || err.Error() != `t:1: quota "r": weight = 10001 is out of range (0..10000; DESIGN L14)` {
+		t.Errorf("err = %v", err)
+	}
+	root.Weight = Nominal{"h100": 1}
+	if err := Validate(root); err == nil || !strings.Contains(err.Error(), `weight names flavor "h100", which the tree does not declare`) {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -39,6 +39,10 @@ const (
 	MaxReservationMaxPerNamespace = 10000
 )
 
+// MaxWeight is the largest explicit weight of a quota node (DESIGN L14:
+// 0..10,000).
+const MaxWeight = 10000
+
 // Node is one node of the quota tree.
 type Node struct {
 	// Name is unique in the tree, e.g. "Quota1.1".
@@ -47,6 +51,11 @@ type Node struct {
 	// flavor it is guaranteed (DESIGN L13; Plain(n) in a tree without
 	// flavor blocks). Keys are flavors of the tree (Validate).
 	GPUs Nominal
+	// Weight is the node's explicit weight per flavor in the sharing of
+	// the GPUs its parent lends (DESIGN L14), each 0..MaxWeight; a flavor
+	// left out (or a nil Weight) takes the default, the node's nominal in
+	// that flavor, not capped. Keys are flavors of the tree (Validate).
+	Weight Nominal `json:",omitempty"`
 	// ChildPreemption lets jobs bound to this node preempt the non-idle
 	// allocations of its descendants (DESIGN L5 step 2).
 	ChildPreemption bool
@@ -200,6 +209,7 @@ func (n *Node) Clone() *Node {
 	c := *n
 	c.Namespaces = append([]string(nil), n.Namespaces...)
 	c.GPUs = n.GPUs.Clone()
+	c.Weight = n.Weight.Clone()
 	if n.Flavors != nil {
 		c.Flavors = make([]Flavor, len(n.Flavors))
 		for i, f := range n.Flavors {
@@ -365,6 +375,16 @@ func Validate(root *Node) error {
 			}
 			if v > MaxGPUs {
 				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf("gpus%s = %d is more than %d", of(f), v, MaxGPUs)}
+			}
+		}
+		for _, f := range slices.Sorted(maps.Keys(n.Weight)) {
+			if !slices.Contains(flavors, f) {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
+					"weight names flavor %s, which the tree does not declare (flavors: %s)", nameText(f), strings.Join(flavors, ", "))}
+			}
+			if v := n.Weight[f]; v < 0 || v > MaxWeight {
+				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
+					"weight%s = %d is out of range (0..%d; DESIGN L14)", of(f), v, MaxWeight)}
 			}
 		}
 		for i, ns := range n.Namespaces {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -153,5 +154,99 @@ func TestReferenceFairLendingBaseline(t *testing.T) {
 	}
 	if c.FairBelow <= 0.2*c.FairShare {
 		t.Errorf("Quota1.2 below its fair share %.0f of %.0f GPU-h: want more than a fifth (the unfairness L14 removes)", c.FairBelow/3600, c.FairShare/3600)
+	}
+}
+
+// weightQuota lends: Quota1 16 over B (2) and C (6), 8 GPUs left to lend;
+// weights as each case writes them.
+const weightQuota = `
+quota "Quota1" {
+  gpus       = 16
+  namespaces = ["workspace-a"]
+  quota "Quota1.1" {
+    gpus       = 2
+    namespaces = ["workspace-b"]
+    %s
+  }
+  quota "Quota1.2" {
+    gpus       = 6
+    namespaces = ["workspace-c"]
+    %s
+  }
+}
+`
+
+// weightScenario: B's idle job of 16 x 1 GPU takes the cluster at 00:00;
+// C's idle job of 16 x 1 GPU arrives at 01:00 and waits (idle jobs never
+// preempt); 3 hours.
+const weightScenario = header + `
+length = "3h"
+cluster {
+  nodes "n" {
+    count = 2
+    gpus  = 8
+  }
+}
+job "b-idle" {
+  namespace = "workspace-b"
+  count     = 16
+  gpus      = 1
+  duration  = "10h"
+  idle      = true
+}
+job "c-idle" {
+  namespace = "workspace-c"
+  at        = "2026-12-07 01:00"
+  count     = 16
+  gpus      = 1
+  duration  = "10h"
+  idle      = true
+}
+`
+
+// TestFairLendingUsesWeights: the Fair lending figures share the lent GPUs
+// by the quota file's weights (DESIGN L14), the default being the nominal.
+//
+//	00:00-01:00  B demand 16, C 0: base(B) 2, lent 14, all to B: B 16.
+//	01:00-03:00  C asks for 16: bases 2 and 6, lent 16 - 8 = 8, both want
+//	             more than 8. Default weights 2:6: parts 2 and 6, fair
+//	             shares B 4, C 12. Weights 3:1: parts 6 and 2, B 8, C 8.
+//
+// B holds 16 throughout, C nothing: C is below its share for 2 hours.
+func TestFairLendingUsesWeights(t *testing.T) {
+	type fair struct {
+		Quota                     string
+		Hours, Share, Held, Below float64 // hours, GPU-hours
+	}
+	for _, tc := range []struct {
+		name   string
+		wb, wc string
+		want   []fair
+	}{
+		{"default", "", "", []fair{{Quota: "Quota1"}, {"Quota1.1", 3, 16 + 2*4, 48, 0}, {"Quota1.2", 3, 2 * 12, 0, 24}}},
+		{"3:1", "weight = 3", "weight = 1", []fair{{Quota: "Quota1"}, {"Quota1.1", 3, 16 + 2*8, 48, 0}, {"Quota1.2", 3, 2 * 8, 0, 16}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := LoadFile(writeScenario(t, weightScenario, map[string]string{"quota.hcl": fmt.Sprintf(weightQuota, tc.wb, tc.wc)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := sc.Workload()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(sc, w, Options{Policy: Gputide{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			noConflicts(t, r)
+			var got []fair
+			for _, q := range r.Quotas {
+				got = append(got, fair{q.Quota, q.FairTime / 3600, q.FairShare / 3600, q.FairHeld / 3600, q.FairBelow / 3600})
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("fair lending figures (-want +got):\n%s", d)
+			}
+		})
 	}
 }

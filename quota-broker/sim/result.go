@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 )
 
 // Result is what one run measured.
@@ -437,7 +438,8 @@ func fairNominal(q *qinfo) int {
 // fairLending adds dt seconds of the state now to each quota node's fair
 // lending figures (QuotaStats.FairTime and the rest): the fair shares of
 // DESIGN L14 (plan.FairShares) on the nodes' figures now, for the one
-// implicit flavor, with every weight the default. A node's demand is what
+// tree's first flavor, with each node's weight (its explicit one, else
+// plan.DefaultWeight: its nominal). A node's demand is what
 // its subtree holds (every allocation state, idle or not) plus what its
 // pending allocations ask for; a batch job stopped as a victim counts
 // twice while its allocations run out their kill_timeout (held, and asked
@@ -445,6 +447,8 @@ func fairNominal(q *qinfo) int {
 func (s *sim) fairLending(dt float64) {
 	f := &s.fair
 	f.Nominal, f.OwnNonIdle, f.NonIdle, f.Demand = f.Nominal[:0], f.OwnNonIdle[:0], f.NonIdle[:0], f.Demand[:0]
+	f.Weight = f.Weight[:0]
+	flavor := quota.FlavorNames(s.tree)[0]
 	held := s.fairHeld[:0]
 	for _, q := range s.qs {
 		used, nonidle, _ := s.quotaFigures(q)
@@ -457,6 +461,11 @@ func (s *sim) fairLending(dt float64) {
 			asked += s.asked[i]
 		}
 		f.Nominal = append(f.Nominal, fairNominal(q))
+		w, ok := q.node.Weight[flavor]
+		if !ok {
+			w = plan.DefaultWeight
+		}
+		f.Weight = append(f.Weight, w)
 		f.OwnNonIdle = append(f.OwnNonIdle, own)
 		f.NonIdle = append(f.NonIdle, nonidle)
 		f.Demand = append(f.Demand, used+asked)

@@ -31,8 +31,8 @@ type Policy interface {
 }
 
 // Gputide is the real planning core with DESIGN L14's order of idle jobs
-// and rule L14.fair (plan.IdleOrderFair). Until the core builds that order
-// it plans as GputideFIFO does.
+// and rule L14.fair (plan.IdleOrderFair). The core builds the order, not
+// yet L14.fair.
 type Gputide struct{}
 
 // Name implements Policy.

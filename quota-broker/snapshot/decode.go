@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -343,9 +344,21 @@ func (c *converter) quota(w *wireQuota, path string, depth int) (*quota.Node, er
 	if err != nil {
 		return nil, err
 	}
+	var weight quota.Nominal
+	if w.Weight != nil {
+		if weight, err = c.nominal(*w.Weight, path+".weight"); err != nil {
+			return nil, err
+		}
+		for _, f := range slices.Sorted(maps.Keys(weight)) {
+			if v := weight[f]; v < 0 || v > quota.MaxWeight {
+				return nil, errf(path+".weight", "weight %d of flavor %s is out of range (0..%d; DESIGN L14)", v, plan.Quote(f), quota.MaxWeight)
+			}
+		}
+	}
 	n := &quota.Node{
 		Name:               w.Name,
 		GPUs:               gpus,
+		Weight:             weight,
 		ChildPreemption:    w.ChildPreemption,
 		PriorityPreemption: w.PriorityPreemption,
 		Namespaces:         w.Namespaces,

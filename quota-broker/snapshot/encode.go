@@ -188,6 +188,7 @@ func quotaToWire(n *quota.Node, flavors []quota.Flavor) *wireQuota {
 		Name: n.Name, GPUs: nominalToWire(n.GPUs, flavors),
 		ChildPreemption: n.ChildPreemption, PriorityPreemption: n.PriorityPreemption,
 		Namespaces: append([]string(nil), n.Namespaces...),
+		Weight:     weightToWire(n.Weight, flavors),
 	}
 	if !n.ChangedAt.IsZero() {
 		w.ChangedAt = timeText(n.ChangedAt)
@@ -220,6 +221,29 @@ func nominalToWire(n quota.Nominal, flavors []quota.Flavor) wireNominal {
 	w := wireNominal{ByFlavor: []wireFlavorGPUs{}}
 	for _, f := range flavors {
 		if v := n.Of(f.Name); v != 0 {
+			w.ByFlavor = append(w.ByFlavor, wireFlavorGPUs{Flavor: f.Name, GPUs: int64(v)})
+		}
+	}
+	return w
+}
+
+// weightToWire writes a node's explicit weights (DESIGN L14): none when
+// it has none, a plain number in a tree of one flavor, else an object of
+// the flavors it sets (0 included: an explicit 0 is not the default).
+func weightToWire(n quota.Nominal, flavors []quota.Flavor) *wireNominal {
+	if len(n) == 0 {
+		return nil
+	}
+	if len(flavors) == 1 {
+		if v, ok := n[flavors[0].Name]; ok {
+			x := int64(v)
+			return &wireNominal{Plain: &x}
+		}
+		return nil
+	}
+	w := &wireNominal{ByFlavor: []wireFlavorGPUs{}}
+	for _, f := range flavors {
+		if v, ok := n[f.Name]; ok {
 			w.ByFlavor = append(w.ByFlavor, wireFlavorGPUs{Flavor: f.Name, GPUs: int64(v)})
 		}
 	}

@@ -155,3 +155,35 @@ func TestDecodeTreeWithFlavors(t *testing.T) {
 		t.Errorf("MarshalQuota round trip: %s -> %+v", data, back)
 	}
 }
+
+// TestWeightRoundTrip: a quota node's weight (DESIGN L14) is read like
+// gpus, an explicit 0 kept apart from the default (absent), and written
+// back as read.
+func TestWeightRoundTrip(t *testing.T) {
+	doc := strings.Replace(flavorDoc, `"gpus": {"a100": 4},`, `"gpus": {"a100": 4}, "weight": {"a100": 3, "h100": 0},`, 1)
+	s, err := Unmarshal([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(quota.Nominal{"a100": 3, "h100": 0}, s.Quota.Children[0].Weight); diff != "" {
+		t.Errorf("weight (-want +got):\n%s", diff)
+	}
+	if s.Quota.Weight != nil {
+		t.Errorf("root weight = %v, want none (the default)", s.Quota.Weight)
+	}
+	data, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Unmarshal(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if diff := cmp.Diff(s, back); diff != "" {
+		t.Errorf("round trip (-first +second):\n%s", diff)
+	}
+	bad := strings.Replace(flavorDoc, `"gpus": {"a100": 4},`, `"gpus": {"a100": 4}, "weight": {"a100": 10001},`, 1)
+	if _, err := Unmarshal([]byte(bad)); err == nil || !strings.Contains(err.Error(), `quota.children[0].weight: weight 10001 of flavor "a100" is out of range (0..10000; DESIGN L14)`) {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -43,13 +43,16 @@ type wireSnapshot struct {
 }
 
 type wireQuota struct {
-	Name               string      `json:"name" snap:"required"`
-	GPUs               wireNominal `json:"gpus" snap:"required"`
-	ChildPreemption    bool        `json:"child_preemption,omitempty"`
-	PriorityPreemption bool        `json:"priority_preemption,omitempty"`
-	Namespaces         []string    `json:"namespaces,omitempty"`
-	ChangedAt          string      `json:"changed_at,omitempty"`
-	Children           []wireQuota `json:"children,omitempty"`
+	Name string      `json:"name" snap:"required"`
+	GPUs wireNominal `json:"gpus" snap:"required"`
+	// Weight is the node's explicit weight (DESIGN L14), written like
+	// gpus; absent, or a flavor left out, is the default (the nominal).
+	Weight             *wireNominal `json:"weight,omitempty"`
+	ChildPreemption    bool         `json:"child_preemption,omitempty"`
+	PriorityPreemption bool         `json:"priority_preemption,omitempty"`
+	Namespaces         []string     `json:"namespaces,omitempty"`
+	ChangedAt          string       `json:"changed_at,omitempty"`
+	Children           []wireQuota  `json:"children,omitempty"`
 	// Flavors are the tree's flavors where the quota object stands alone
 	// (MarshalQuota); on the root only. A snapshot or a tree document
 	// gives them at its top level ("flavors").

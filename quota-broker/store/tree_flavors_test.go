@@ -40,3 +40,30 @@ func TestTreeRecordCarriesFlavors(t *testing.T) {
 		t.Errorf("old record: gpus (-want +got):\n%s flavors %v", diff, old.Root.Flavors)
 	}
 }
+
+// TestTreeRecordCarriesWeights: the tree key holds each node's explicit
+// weights by flavor (DESIGN L14), an explicit 0 apart from the default
+// (none), and a record without them reads as the default.
+func TestTreeRecordCarriesWeights(t *testing.T) {
+	rec := TreeRecord{Settings: quota.DefaultSettings(), Root: &quota.Node{
+		Name: "Quota1", GPUs: quota.Plain(8),
+		Children: []*quota.Node{
+			{Name: "Quota1.1", GPUs: quota.Plain(2), Weight: quota.Nominal{quota.ImplicitFlavor: 3}},
+			{Name: "Quota1.2", GPUs: quota.Plain(2), Weight: quota.Nominal{quota.ImplicitFlavor: 0}},
+		},
+	}}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back TreeRecord
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s\n%s", diff, data)
+	}
+	if back.Root.Weight != nil {
+		t.Errorf("root weight = %v, want none", back.Root.Weight)
+	}
+}

@@ -420,7 +420,7 @@ func fairLending(d *doc, r *sim.Result, compared []*sim.Result) {
 		"the parent's nominal less its own non-idle use and its children's bases, shared by water-filling among the children that want more (demand: GPUs held or asked for, pending included). " +
 		"Each figure is a time integral over the instants where L14 defines the node's fair share: not for the root, which has no parent, nor while the children's bases exceed what the parent's own non-idle use leaves of its nominal (as when, in the reference, the parent's inference takes their GPUs by day). " +
 		"*Held* is what the node's subtree held then (L2: every allocation, idle or not, stopping included), and *below fair share* the integral of max(0, fair share - held). " +
-		"Figures are the quota node's, over its subtree; weights are the defaults (each node's nominal); the one flavor is the implicit `gpu`.")
+		"Figures are the quota node's, over its subtree; weights are the quota file's (`weight`; without one, the node's nominal); the one flavor is the tree's first.")
 	if len(roots) > 0 {
 		d.p("n/a: %s bound to the root, which L14 gives no fair share.", strings.Join(roots, ", "))
 	}
