@@ -319,18 +319,10 @@ func (d *decoder) nominal(n *wireNominal, depth int) error {
 		return nil
 	}
 	for {
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return d.syntaxError("")
-		}
-		if d.data[d.pos] != '"' {
-			return d.syntaxError("looking for beginning of object key string")
-		}
-		key, err := d.str()
+		key, err := d.objectKey()
 		if err != nil {
 			return err
 		}
-		d.pushKey(key)
 		for _, f := range n.ByFlavor {
 			if f.Flavor == key {
 				return d.errorf("key %q is given twice", key)
@@ -810,18 +802,10 @@ func (d *decoder) object(v reflect.Value, depth int) error {
 		return d.required(fields, seen)
 	}
 	for {
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return d.syntaxError("")
-		}
-		if d.data[d.pos] != '"' {
-			return d.syntaxError("looking for beginning of object key string")
-		}
-		key, err := d.str()
+		key, err := d.objectKey()
 		if err != nil {
 			return err
 		}
-		d.pushKey(key)
 		f, ok := fields.byName[key]
 		if !ok {
 			return d.errorf("unknown key %s%s", plan.Quote(key), suggest(key, fields.byName))
@@ -975,4 +959,22 @@ func shortNumber(s string) string {
 		return s[:40] + fmt.Sprintf("... (%d digits)", len(s))
 	}
 	return s
+}
+
+// objectKey reads the next key of an object (after "{" or ","), leading
+// space skipped, and pushes it onto the path that errors name.
+func (d *decoder) objectKey() (string, error) {
+	d.skipSpace()
+	if d.pos >= len(d.data) {
+		return "", d.syntaxError("")
+	}
+	if d.data[d.pos] != '"' {
+		return "", d.syntaxError("looking for beginning of object key string")
+	}
+	key, err := d.str()
+	if err != nil {
+		return "", err
+	}
+	d.pushKey(key)
+	return key, nil
 }
