@@ -376,6 +376,20 @@ type Snapshot struct {
 	// Prewarm are the scheduled scale-ups within drain_horizon that the
 	// core places ahead of time (DESIGN L5 "Pre-warm", Prewarm).
 	Prewarm []Prewarm
+	// Evictions are the GPUs stopped as victims by the broker's recent
+	// plans, by the victim's quota node (DESIGN L14), within the largest
+	// MaxEvict.Per of the tree: what eviction budgets count. The broker
+	// keeps them in the store's history.
+	Evictions []Eviction
+}
+
+// Eviction is one stop of victim allocations (DESIGN L14, snapshot
+// `evictions`): GPUs devices of quota node Quota's namespaces stopped at
+// Time under a rule a budget counts.
+type Eviction struct {
+	Quota string
+	GPUs  int
+	Time  time.Time
 }
 
 // ActionKind is what an action does.
@@ -435,6 +449,9 @@ const (
 	// RulePrewarm: a victim stopped, or GPUs held, so that a scheduled
 	// scale-up finds its GPUs free at its boundary (DESIGN L5 "Pre-warm").
 	RulePrewarm Rule = "L5.prewarm"
+	// RuleFair: an idle allocation of a borrowing node stopped for an
+	// idle claimant whose side borrows less (DESIGN L14, fair give-back).
+	RuleFair Rule = "L14.fair"
 )
 
 // Action is one step of a plan.

@@ -43,6 +43,18 @@ const (
 // 0..10,000).
 const MaxWeight = 10000
 
+// EvictBudget is a quota node's eviction budget, `max_evict = { gpus = 16,
+// per = "5m" }` (DESIGN L14): every victim stop of the node's subtree
+// counts (rules L5.1-L5.3, L5.prewarm, L10.start, L10.drain, L14.fair), and
+// a victim set that would take the GPUs stopped within (now - Per, now]
+// over GPUs is out.
+type EvictBudget struct {
+	// GPUs is the most devices, of every flavor, stopped within Per; >= 0.
+	GPUs int
+	// Per is the window; > 0.
+	Per time.Duration
+}
+
 // Node is one node of the quota tree.
 type Node struct {
 	// Name is unique in the tree, e.g. "Quota1.1".
@@ -56,6 +68,10 @@ type Node struct {
 	// left out (or a nil Weight) takes the default, the node's nominal in
 	// that flavor, not capped. Keys are flavors of the tree (Validate).
 	Weight Nominal `json:",omitempty"`
+	// MaxEvict is the node's eviction budget (DESIGN L14): at most
+	// MaxEvict.GPUs devices, of every flavor, stopped as victims of the
+	// node's subtree within any MaxEvict.Per; nil for none.
+	MaxEvict *EvictBudget `json:",omitempty"`
 	// ChildPreemption lets jobs bound to this node preempt the non-idle
 	// allocations of its descendants (DESIGN L5 step 2).
 	ChildPreemption bool
@@ -210,6 +226,10 @@ func (n *Node) Clone() *Node {
 	c.Namespaces = append([]string(nil), n.Namespaces...)
 	c.GPUs = n.GPUs.Clone()
 	c.Weight = n.Weight.Clone()
+	if n.MaxEvict != nil {
+		b := *n.MaxEvict
+		c.MaxEvict = &b
+	}
 	if n.Flavors != nil {
 		c.Flavors = make([]Flavor, len(n.Flavors))
 		for i, f := range n.Flavors {
