@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,46 @@ func TestNoBudgetKeepsNoEvictions(t *testing.T) {
 	ps, err := st.Preemptions(ctx)
 	if err != nil || len(ps) != len(c1.out.Preempted) {
 		t.Errorf("history: %d preemptions (%v), want %d", len(ps), err, len(c1.out.Preempted))
+	}
+}
+
+// A budget given while the broker leads counts the stops within its whole
+// window, those made before it too: the tree change that widens the
+// window reads the history again.
+func TestNewBudgetCountsEarlierStops(t *testing.T) {
+	f := newFakeNomad(t)
+	f.dynamic = true
+	st := store.NewMemory()
+	ctx := context.Background()
+	clock := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	a, _ := cycleAgent(t, f, st, claimQuota, &clock, hclog.NewNullLogger())
+	lock, err := st.Lock(ctx, "only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.takeLock(lock)
+	c1 := a.runCycle(ctx, &cycleRun{})
+	if stoppedGPUs(c1) == 0 {
+		t.Fatalf("the cycle stopped nothing: %+v", c1.out.Preempted)
+	}
+	var want []plan.Eviction
+	for _, s := range c1.out.Preempted {
+		want = append(want, plan.Eviction{Quota: "C", GPUs: s.GPUs, Time: clock})
+	}
+	// The quota file gains the budget (a new modification time: the
+	// agent reloads it).
+	if err := os.WriteFile(a.cfg.QuotaFile, []byte(budgetQuota), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(a.cfg.QuotaFile, later, later); err != nil {
+		t.Fatal(err)
+	}
+	c2 := a.runCycle(ctx, &cycleRun{})
+	if c2.run.snap == nil || c2.tree.Find("C").MaxEvict == nil {
+		t.Fatalf("the next cycle (step %q) does not plan on the tree with the budget", c2.run.step)
+	}
+	if diff := cmp.Diff(want, c2.run.snap.Evictions); diff != "" {
+		t.Errorf("evictions after the budget was given (-want +got):\n%s", diff)
 	}
 }
