@@ -41,7 +41,7 @@ func (a *Agent) evictions(ctx context.Context, c *cycleState) error {
 		if err != nil {
 			return fmt.Errorf("failed to read the recent stops from the store's history (eviction budgets, DESIGN L14): %w", err)
 		}
-		a.evicted = evictionsOf(c.tree, ps)
+		a.evicted = evictionsOf(c.tree, ps, c.start)
 		a.log.Debug("read the recent stops from the history", "stops", len(ps), "window", w)
 	}
 	if c.lock != nil || a.dryRun {
@@ -58,10 +58,16 @@ func (a *Agent) evictions(ctx context.Context, c *cycleState) error {
 // evictionsOf turns the history's preemptions into the evictions budgets
 // count (plan.Evictions: by the victim's quota node in root, only the
 // rules DESIGN L14 names), each at its own time, in the history's order.
-func evictionsOf(root *quota.Node, ps []store.Preemption) []plan.Eviction {
+// A stop recorded after now (a predecessor whose clock was ahead of this
+// broker's) counts as made now: it is recent, not to be left out.
+func evictionsOf(root *quota.Node, ps []store.Preemption, now time.Time) []plan.Eviction {
 	var out []plan.Eviction
 	for _, p := range ps {
-		out = append(out, plan.Evictions(root, []plan.Action{stopAction(p.Namespace, p.GPUs, plan.Rule(p.Rule))}, p.At)...)
+		at := p.At
+		if at.After(now) {
+			at = now
+		}
+		out = append(out, plan.Evictions(root, []plan.Action{stopAction(p.Namespace, p.GPUs, plan.Rule(p.Rule))}, at)...)
 	}
 	return out
 }

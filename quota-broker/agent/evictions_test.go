@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 )
@@ -200,5 +201,31 @@ func TestNewBudgetCountsEarlierStops(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, c2.run.snap.Evictions); diff != "" {
 		t.Errorf("evictions after the budget was given (-want +got):\n%s", diff)
+	}
+}
+
+// evictionsOf counts the history's stops of the rules DESIGN L14 names by
+// the victim's node of the tree of now; one recorded after now (a
+// predecessor's clock ahead) counts as made now.
+func TestEvictionsOfHistory(t *testing.T) {
+	root := &quota.Node{Name: "R", GPUs: quota.Plain(8), Namespaces: []string{"ns-r"},
+		MaxEvict: &quota.EvictBudget{GPUs: 4, Per: time.Hour},
+		Children: []*quota.Node{{Name: "C", GPUs: quota.Plain(4), Namespaces: []string{"ns-c"}}}}
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	ps := []store.Preemption{
+		{At: now.Add(-2 * time.Hour), Alloc: "a0", Namespace: "ns-c", GPUs: 1, Rule: "L5.1"},
+		{At: now.Add(-time.Minute), Alloc: "a1", Namespace: "ns-c", GPUs: 2, Rule: "L14.fair"},
+		{At: now.Add(-time.Minute), Alloc: "a2", Namespace: "ns-c", GPUs: 8, Rule: "L10.end"},
+		{At: now.Add(-time.Minute), Alloc: "a3", Namespace: "gone", GPUs: 8, Rule: "L5.1"},
+		{At: now.Add(2 * time.Second), Alloc: "a4", Namespace: "ns-r", GPUs: 4, Rule: "L10.drain"},
+	}
+	want := []plan.Eviction{{Quota: "C", GPUs: 1, Time: now.Add(-2 * time.Hour)}, {Quota: "C", GPUs: 2, Time: now.Add(-time.Minute)},
+		{Quota: "R", GPUs: 4, Time: now}}
+	got := evictionsOf(root, ps, now)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("evictionsOf (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want[1:], plan.RecentEvictions(root, got, now)); diff != "" {
+		t.Errorf("within the hour (-want +got):\n%s", diff)
 	}
 }
