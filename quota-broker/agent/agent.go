@@ -95,7 +95,7 @@ type Agent struct {
 	// one cycle to the next (build.Specs).
 	specs build.Specs
 
-	// planner computes a plan (Options.Planner, default plan.Compute).
+	// planner computes a plan (Options.Planner, default plan.ComputeFair: DESIGN L14).
 	planner Planner
 	// lastPanic is the panic of the last cycle while cycles keep
 	// panicking, "" after a plan succeeded (cycle goroutine only): a
@@ -103,7 +103,7 @@ type Agent struct {
 	lastPanic string
 }
 
-// Planner computes the plan of a snapshot: plan.Compute, or a test's.
+// Planner computes the plan of a snapshot: plan.ComputeFair, or a test's.
 type Planner func(*plan.Snapshot) (*plan.Plan, error)
 
 // Options are the run-time options of New.
@@ -114,7 +114,7 @@ type Options struct {
 	// Store overrides the store the configuration names (tests: several
 	// agents on one memory store).
 	Store store.Store
-	// Planner overrides plan.Compute (tests: a planner that panics).
+	// Planner overrides plan.ComputeFair (tests: a planner that panics).
 	Planner Planner
 }
 
@@ -133,7 +133,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store, planner: opt.Planner,
 		evictLoad: opt.DryRun}
 	if a.planner == nil {
-		a.planner = plan.Compute
+		a.planner = plan.ComputeFair
 	}
 	a.consul = cfg.Consul != nil
 	if a.store == nil {
