@@ -11,13 +11,13 @@ import (
 )
 
 // evictionSpy is a policy that keeps the evictions of each snapshot it
-// plans (DESIGN L14).
+// plans and the victim stops of each plan (DESIGN L14).
 type evictionSpy struct {
 	Policy
-	seen []seenEvictions
-	// stopped sums the GPUs of workspace-b's allocations the plans
-	// stopped, by the plan's time.
-	stopped map[time.Time]int
+	seen  []seenEvictions
+	stops []plan.Eviction // per plan and victim namespace's node, in plan order
+	// planOf is the index in seen of the plan of each of stops.
+	planOf []int
 }
 
 type seenEvictions struct {
@@ -25,28 +25,41 @@ type seenEvictions struct {
 	evs []plan.Eviction
 }
 
+// budgetRules are the rules whose stops budgets count (DESIGN L14).
+var budgetRules = map[plan.Rule]bool{plan.RuleIdleDebt: true, plan.RuleChild: true, plan.RulePriority: true,
+	plan.RulePrewarm: true, plan.RuleStart: true, plan.RuleDrain: true, plan.RuleFair: true}
+
+// fairNodes are fairQuota's nodes by namespace.
+var fairNodes = map[string]string{"workspace-a": "Quota1", "workspace-b": "Quota1.1", "workspace-c": "Quota1.2"}
+
 func (p *evictionSpy) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	p.seen = append(p.seen, seenEvictions{s.Time, slices.Clone(s.Evictions)})
 	out, err := p.Policy.Plan(s)
-	if out != nil {
-		for _, act := range out.Actions {
-			if act.Action == plan.ActionStop && act.Namespace == "workspace-b" {
-				if p.stopped == nil {
-					p.stopped = map[time.Time]int{}
-				}
-				p.stopped[s.Time.UTC()] += act.GPUs
-			}
+	if out == nil {
+		return out, err
+	}
+	first := len(p.stops)
+	for _, act := range out.Actions {
+		if act.Action != plan.ActionStop || !budgetRules[act.Rule] {
+			continue
 		}
+		q := fairNodes[act.Namespace]
+		if i := slices.IndexFunc(p.stops[first:], func(e plan.Eviction) bool { return e.Quota == q }); i >= 0 {
+			p.stops[first+i].GPUs += act.GPUs
+			continue
+		}
+		p.stops = append(p.stops, plan.Eviction{Quota: q, GPUs: act.GPUs, Time: s.Time})
+		p.planOf = append(p.planOf, len(p.seen)-1)
 	}
 	return out, err
 }
 
 // The simulator gives the planner the victim stops its plans made, as
 // the broker's history does (DESIGN L14, issue 19 item 3): in
-// fairScenario team A's job takes B's GPUs at 03:00 (L5.1: the plan stops
-// all 16 of B's idle allocations of 1 GPU); with a budget of per 30m on
-// Quota1.1 every snapshot from then to 03:30 carries Quota1.1's GPUs
-// stopped at 03:00, none before or after; without a budget, none ever.
+// fairScenario (C's idle job at 01:00, A's job at 03:00 take B's GPUs),
+// with a budget of per 30m on Quota1.1, every snapshot carries exactly
+// the counted stops of the plans within the 30 minutes before it, by the
+// victim's node; without a budget, none ever.
 func TestSimulatorEvictions(t *testing.T) {
 	budget := strings.Replace(fairQuota, "gpus       = 4\n", "gpus       = 4\n    max_evict  = { gpus = 16, per = \"30m\" }\n", 1)
 	if budget == fairQuota {
@@ -71,30 +84,27 @@ func TestSimulatorEvictions(t *testing.T) {
 		return spy
 	}
 	spy := run(budget)
-	zone, err := time.LoadLocation("America/Los_Angeles")
-	if err != nil {
-		t.Fatal(err)
+	if len(spy.stops) == 0 {
+		t.Fatal("the plans stopped nothing a budget counts: the test shows nothing")
 	}
-	at := time.Date(2026, 12, 7, 3, 0, 0, 0, zone)
-	if len(spy.stopped) != 1 || spy.stopped[at.UTC()] == 0 {
-		t.Fatalf("workspace-b's GPUs stopped by plan time: %v, want some at %s only", spy.stopped, at)
-	}
-	want := []plan.Eviction{{Quota: "Quota1.1", GPUs: spy.stopped[at.UTC()], Time: at}}
 	opt := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
-	within := 0
-	for _, s := range spy.seen {
-		switch {
-		case s.at.After(at) && s.at.Before(at.Add(30*time.Minute)):
-			within++
-			if diff := cmp.Diff(want, s.evs, opt); diff != "" {
-				t.Errorf("snapshot at %s: evictions (-want +got):\n%s", s.at, diff)
+	carried := 0
+	for j, s := range spy.seen {
+		var want []plan.Eviction // the earlier plans' stops within (at - 30m, at]
+		for i, e := range spy.stops {
+			if spy.planOf[i] < j && e.Time.After(s.at.Add(-30*time.Minute)) && !e.Time.After(s.at) {
+				want = append(want, e)
 			}
-		case s.evs != nil:
-			t.Errorf("snapshot at %s: evictions %+v, want none (before the stops or 30m after)", s.at, s.evs)
+		}
+		if len(want) > 0 {
+			carried++
+		}
+		if diff := cmp.Diff(want, s.evs, opt); diff != "" {
+			t.Errorf("snapshot at %s: evictions (-want +got):\n%s", s.at, diff)
 		}
 	}
-	if within == 0 {
-		t.Errorf("no plan within 30m after the stops at %s: the test shows nothing (plans at %v)", at, spy.seen)
+	if carried == 0 {
+		t.Errorf("no plan within 30m after the stops %+v: the test shows nothing", spy.stops)
 	}
 	for _, s := range run(fairQuota).seen {
 		if s.evs != nil {
