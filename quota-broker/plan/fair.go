@@ -41,12 +41,7 @@ const stepFair step = 5
 // fairVictims returns the best victim set of rule L14.fair for claim c of
 // an idle job, or nil when no node has one, with the keys of its units.
 func (p *planner) fairVictims(c *claim) (*victimSet, []victimKey) {
-	keys := grown(p.buf.keys, len(p.units))
-	ok := grown(p.buf.ok, len(p.units))
-	p.buf.keys, p.buf.ok = keys, ok
-	for u := range p.units {
-		keys[u], ok[u] = p.fairCandidate(u, c)
-	}
+	keys, ok := p.fairCandidates(c)
 	var best *victimSet
 	try := &victimSet{}
 	for _, ni := range c.nodes {
@@ -59,6 +54,32 @@ func (p *planner) fairVictims(c *claim) (*victimSet, []victimKey) {
 		return nil, nil
 	}
 	return best, keys
+}
+
+// fairCandidates returns every unit's key for claim c and whether it is a
+// candidate (fairCandidate). They are kept for the claim's next
+// allocations: within one claim only the plan's own stops change them,
+// and fairSetOn skips the units stopped since.
+func (p *planner) fairCandidates(c *claim) ([]victimKey, []bool) {
+	fc := &p.fairCands
+	if fc.c == c && fc.st == p.st && len(fc.keys) == len(p.units) {
+		return fc.keys, fc.ok
+	}
+	keys, ok := grown(fc.keys, len(p.units)), grown(fc.ok, len(p.units)) // its own: other claims' searches use p.buf
+	for u := range p.units {
+		keys[u], ok[u] = p.fairCandidate(u, c)
+	}
+	*fc = fairCands{c: c, st: p.st, keys: keys, ok: ok}
+	return keys, ok
+}
+
+// fairCands are the candidates of the last claim that searched for a
+// fair set (fairCandidates).
+type fairCands struct {
+	c    *claim
+	st   *state
+	keys []victimKey
+	ok   []bool
 }
 
 // fairCandidate returns unit u's key for idle claim c and whether it is a
@@ -122,7 +143,7 @@ func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 	have, all := p.freeOn(n, c), p.freeOn(n, c)
 	for _, ai := range n.allocs {
 		u := p.allocs[ai].unit
-		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
+		if !ok[u] || p.st.stopped[ai] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
 			continue
 		}
 		g := p.gpusOn(u, ai, n, c)
