@@ -18,17 +18,35 @@ const (
 	// allocations under rule L14.fair (DESIGN L14; fair.go): the
 	// broker's (ComputeFair).
 	IdleOrderFair
+	// IdleOrderFairHeads is IdleOrderFair with L14's share comparison
+	// made between the quota nodes' first idle jobs in L3 order (Kueue's
+	// queue heads), not between all idle jobs: within one node the idle
+	// jobs keep L3 order, as under IdleOrderL3, and a node's next job
+	// competes once the one before it is decided (admitted, or left
+	// waiting). NOT DESIGN L14 as written (it compares every idle job, so
+	// within a node the smaller jobs go first: the share after admission
+	// grows with the job's GPUs); a proposal, measured by the simulator's
+	// gputide-heads policy. Rule L14.fair applies as under IdleOrderFair.
+	IdleOrderFairHeads
 )
 
-// String names the order as the simulator's policies do: "l3" or "fair".
+// String names the order: "l3", "fair" or "fair-heads".
 func (o IdleOrder) String() string {
 	switch o {
 	case IdleOrderL3:
 		return "l3"
 	case IdleOrderFair:
 		return "fair"
+	case IdleOrderFairHeads:
+		return "fair-heads"
 	}
 	return "unknown"
+}
+
+// fair reports whether o decides idle jobs in an order of DESIGN L14's
+// shares, with rule L14.fair (IdleOrderFair, IdleOrderFairHeads).
+func (o IdleOrder) fair() bool {
+	return o == IdleOrderFair || o == IdleOrderFairHeads
 }
 
 // Options choose among the planner's variants. The zero value is
@@ -60,7 +78,8 @@ func ComputeFair(s *Snapshot) (*Plan, error) {
 // suspended in DESIGN L14's order: one at a time, each time the one whose
 // own node would have the lowest borrowed share after its admission, ties
 // in L3 order, on the ledger as the plan has left it so far (non-idle
-// work and the idle admissions decided before).
+// work and the idle admissions decided before). Under IdleOrderFairHeads
+// only each quota node's first idle job left (in L3 order) competes.
 //
 // "One at a time" is one admission: a job stopped whole (L5: a batch job
 // that is not elastic, a flex request) is one, decided whole (decide) with
@@ -80,10 +99,22 @@ func (p *planner) decideIdleFair(jobs []*job, suspended map[JobKey]bool, cache m
 			left = append(left, &idleStep{j: j, byOne: p.admitsOneByOne(j)})
 		}
 	}
+	heads := p.idleOrder == IdleOrderFairHeads
+	var seen map[*qnode]bool
+	if heads {
+		seen = map[*qnode]bool{}
+	}
 	for len(left) > 0 {
-		best, bestShare := 0, p.idleStepShare(left[0])
-		for i := 1; i < len(left); i++ {
-			if sh := p.idleStepShare(left[i]); sh < bestShare { // strictly: ties keep L3 order
+		clear(seen)
+		best, bestShare := -1, 0.0
+		for i, st := range left {
+			if heads && st.j.q != nil {
+				if seen[st.j.q] {
+					continue // IdleOrderFairHeads: not its node's first
+				}
+				seen[st.j.q] = true
+			}
+			if sh := p.idleStepShare(st); best < 0 || sh < bestShare { // strictly: ties keep L3 order
 				best, bestShare = i, sh
 			}
 		}
