@@ -73,8 +73,9 @@ Sim Options:
   -policy=NAME
     The planning core's policy: gputide (the default: the core with
     DESIGN L14's fair lending of idle GPUs) or gputide-fifo (idle jobs
-    in submission order, no give-back: the core before L14). Until the
-    core has L14's order the two decide alike.
+    in submission order, no give-back: the core before L14), or
+    gputide-heads (a proposal, not DESIGN L14 as written: L14's shares
+    compared between each quota's first idle job in submission order).
 
   -compare
     Also run the same workload under static quotas, a Kueue-like policy
@@ -133,7 +134,7 @@ func (c *SimCommand) Run(args []string) int {
 	}
 	core, ok := sim.CorePolicy(policyName)
 	if !ok {
-		c.Ui.Error(fmt.Sprintf("Invalid -policy=%q: want %s or %s", policyName, sim.Gputide{}.Name(), sim.GputideFIFO{}.Name()))
+		c.Ui.Error(fmt.Sprintf("Invalid -policy=%q: want %s, %s or %s", policyName, sim.Gputide{}.Name(), sim.GputideFIFO{}.Name(), sim.GputideHeads{}.Name()))
 		return 1
 	}
 	if math.IsNaN(days) || days < 0 || days > 5*366 {

@@ -65,7 +65,7 @@ func TestSimCommandErrors(t *testing.T) {
 		{[]string{"sim", "-days", "-1"}, "Invalid -days"},
 		{[]string{"sim", "-nope"}, "Error parsing flags"},
 		{[]string{"sim", "extra"}, "takes no arguments"},
-		{[]string{"sim", "-policy", "fifo"}, `Invalid -policy="fifo": want gputide or gputide-fifo`},
+		{[]string{"sim", "-policy", "fifo"}, `Invalid -policy="fifo": want gputide, gputide-fifo or gputide-heads`},
 		{[]string{"sim", "-scenario", bad}, "bad.hcl:5"},
 		{[]string{"sim", "-scenario", filepath.Join(dir, "none.hcl")}, "none.hcl"},
 	} {

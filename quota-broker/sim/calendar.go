@@ -32,8 +32,9 @@ import (
 // within kill_timeout plus one interval early (see sim.target).
 type corePrewarm interface{ prewarmsInCore() }
 
-func (Gputide) prewarmsInCore()     {}
-func (GputideFIFO) prewarmsInCore() {}
+func (Gputide) prewarmsInCore()      {}
+func (GputideFIFO) prewarmsInCore()  {}
+func (GputideHeads) prewarmsInCore() {}
 
 // prewarmOf returns the pre-warm entry of inference service st at t, as
 // the broker builds one from a gputide-schedule check (issue 11 item 5,

@@ -57,14 +57,32 @@ func (GputideFIFO) Plan(s *plan.Snapshot) (*plan.Plan, error) {
 	return plan.ComputeWith(s, plan.Options{IdleOrder: plan.IdleOrderL3})
 }
 
+// GputideHeads is Gputide with L14's share comparison between the quota
+// nodes' first idle jobs in L3 order (plan.IdleOrderFairHeads): a
+// proposal, not DESIGN L14 as written, run to measure it (within a node
+// DESIGN's order lets smaller idle jobs pass an older larger one, which
+// then finds no whole node free).
+type GputideHeads struct{}
+
+// Name implements Policy.
+func (GputideHeads) Name() string { return "gputide-heads" }
+
+// Plan implements Policy.
+func (GputideHeads) Plan(s *plan.Snapshot) (*plan.Plan, error) {
+	return plan.ComputeWith(s, plan.Options{IdleOrder: plan.IdleOrderFairHeads})
+}
+
 // CorePolicy returns the policy of the real core called name: Gputide
-// ("gputide") or GputideFIFO ("gputide-fifo"); false for another name.
+// ("gputide"), GputideFIFO ("gputide-fifo") or GputideHeads
+// ("gputide-heads"); false for another name.
 func CorePolicy(name string) (Policy, bool) {
 	switch name {
 	case Gputide{}.Name():
 		return Gputide{}, true
 	case GputideFIFO{}.Name():
 		return GputideFIFO{}, true
+	case GputideHeads{}.Name():
+		return GputideHeads{}, true
 	}
 	return nil, false
 }
