@@ -541,8 +541,8 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 				xs = append(xs, x)
 			}
 		}
-		if idlePass && idleOrder == IdleOrderFair {
-			decideIdleFairAcross(fps, fis, xs, decideOne)
+		if idlePass && idleOrder.fair() {
+			decideIdleFairAcross(fps, fis, xs, decideOne, idleOrder == IdleOrderFair)
 			continue
 		}
 		for _, x := range xs {
@@ -817,12 +817,27 @@ type idlePick struct {
 // time the job whose node would have the lowest borrowed share after its
 // admission in the flavor it would take, ties in L3 order; decide decides
 // one. A decision changes only the flavors the job allows, so only the
-// picks in those flavors are computed again.
-func decideIdleFairAcross(fps []*flavorPlan, fis [][]int, xs []int, decide func(x int)) {
+// picks in those flavors are computed again. With heads
+// (IdleOrderFair) only each quota node's first idle job left
+// competes (the node as the job's first flavor binds it).
+func decideIdleFairAcross(fps []*flavorPlan, fis [][]int, xs []int, decide func(x int), heads bool) {
 	picks := make([]idlePick, len(xs))
+	var seen map[*quota.Node]bool
+	if heads {
+		seen = map[*quota.Node]bool{}
+	}
 	for len(xs) > 0 {
+		clear(seen)
 		best := -1
 		for i, x := range xs {
+			if heads && len(fis[x]) > 0 {
+				if q := fps[fis[x][0]].jobs[x].q; q != nil {
+					if seen[q.node] {
+						continue // not its node's first
+					}
+					seen[q.node] = true
+				}
+			}
 			if !picks[i].known {
 				picks[i] = pickIdle(fps, fis[x], x)
 			}
