@@ -32,8 +32,11 @@ import (
 // devices of several flavors (placed before flavors, or outside the
 // broker) is a victim unit in each flavor apart, and a stop in one
 // flavor leaves its devices of the others counted until the next plan;
-// idle groups' idle fit and pre-warms are planned in the tree's first
-// flavor (item 5).
+// pre-warms are planned in the tree's first flavor (item 5).
+//
+// The idle fit (idleFitAcross) serves the idle groups after the plan,
+// across every flavor's planner: each group's fit lies in the first of
+// its allowed flavors with room for one allocation.
 
 // flavorOfSnapshot returns the flavor a planner of s plans: the tree's
 // first flavor (its only one, or the implicit quota.ImplicitFlavor). A
@@ -215,9 +218,10 @@ func allowedFlavors(j *job, names []string, all []int) []int {
 // projection is the snapshot's projection onto one flavor (see above):
 // snap holds the same tree, time and settings, the pending groups of
 // the jobs that allow the flavor, its bookings, its holds (with only
-// their GPUs of the flavor), and, in the first flavor only, the idle
-// groups and pre-warms; nodes and allocs are the nodes with GPUs of the
-// flavor and the allocations with devices of it (pointers to the
+// their GPUs of the flavor), and, in the first flavor only, the
+// pre-warms (the idle groups are idleFitAcross's, across flavors);
+// nodes and allocs are the nodes with GPUs of the flavor and the
+// allocations with devices of it (pointers to the
 // snapshot's own where they are wholly of the flavor, else copies with
 // only those GPUs; the first flavor's also the allocations on no known
 // GPU, for the planner's warnings).
@@ -237,7 +241,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 		out[fi].nodes = bufs[fi].projNodes[:0]
 		out[fi].allocs = bufs[fi].projAllocs[:0]
 	}
-	out[0].snap.IdleGroups, out[0].snap.Prewarm = s.IdleGroups, s.Prewarm
+	out[0].snap.Prewarm = s.Prewarm
 	var fs []int8
 	// keep returns the IDs of flavor fi among ids, whose flavors are fs.
 	keep := func(ids []string, fs []int8, fi int) []string {
@@ -571,7 +575,11 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 			pl.WakeAt = t
 		}
 	}
-	pl.IdleFit = fps[0].p.idleFit()
+	ps := make([]*planner, len(fps))
+	for fi, fp := range fps {
+		ps[fi] = fp.p
+	}
+	pl.IdleFit = idleFitAcross(ps, s.IdleGroups, idleOrder)
 	return pl
 }
 

@@ -78,7 +78,8 @@ func flavorize(s *Snapshot, r *rand.Rand) []quota.Flavor {
 // and plan of one implicit flavor, for the existing checks: the tree with
 // f's nominals and no flavor blocks, nodes, allocations and holds with
 // only f's GPUs, the pending jobs that allow f, f's bookings, f's
-// actions (and every job stop and suspend), f's usage rows.
+// actions (and every job stop and suspend), f's usage rows, the idle
+// groups whose fit lies in f and their fits.
 func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapshot, *Plan) {
 	of := map[string]string{}
 	for _, n := range s.Nodes {
@@ -98,7 +99,21 @@ func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapsh
 	}
 	ps := &Snapshot{Time: s.Time, Settings: s.Settings, Quota: s.Quota.Clone()}
 	if f == flavors[0].Name { // planned in the first flavor (flavors.go)
-		ps.IdleGroups, ps.Prewarm = s.IdleGroups, s.Prewarm
+		ps.Prewarm = s.Prewarm
+	}
+	// The idle groups whose fit lies in f (idleFitAcross), and their fits.
+	var fits []GroupFit
+	for _, x := range p.IdleFit {
+		if x.Flavor == f {
+			x.Flavor = ""
+			fits = append(fits, x)
+		}
+	}
+	for _, g := range s.IdleGroups {
+		if slices.ContainsFunc(fits, func(x GroupFit) bool { return x.Key() == g.Key() }) {
+			g.Flavors = nil
+			ps.IdleGroups = append(ps.IdleGroups, g)
+		}
 	}
 	ps.Quota.Flavors = nil
 	ps.Quota.Walk(func(n *quota.Node) { n.GPUs = quota.Plain(n.GPUs.Of(f)) })
@@ -131,10 +146,7 @@ func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapsh
 			ps.Holds = append(ps.Holds, h)
 		}
 	}
-	pp := &Plan{WakeAt: p.WakeAt}
-	if f == flavors[0].Name {
-		pp.IdleFit = p.IdleFit
-	}
+	pp := &Plan{WakeAt: p.WakeAt, IdleFit: fits}
 	for _, a := range p.Actions {
 		if a.Flavor == f || a.Action == ActionStopJob || a.Action == ActionSuspend {
 			a.Flavor = ""

@@ -31,6 +31,11 @@ type Prewarm struct {
 	// Until is when the holds end: At + the policy's evaluation_interval
 	// + settle, after At.
 	Until time.Time
+	// Flavors are the flavors the group may use, in the order it tries
+	// them (DESIGN L13, as Pending.Flavors; snapshot key flavors). Nil:
+	// every flavor of the tree, in tree order. The pre-warm is placed in
+	// one of them (prewarmFlavor).
+	Flavors []string
 }
 
 // Key returns the key of the group, the owner of its holds.
@@ -99,6 +104,9 @@ func (c *checker) prewarm(i int, seen map[GroupKey]int) *Fault {
 		return bad(path+".until", "%s is not after at %s", w.Until.Format(time.RFC3339), w.At.Format(time.RFC3339))
 	}
 	if p, msg := datacenters(path, w.Datacenters); msg != "" {
+		return bad(p, "%s", msg)
+	}
+	if p, msg := flavorNames(path, c.s.Quota, w.Flavors); msg != "" {
 		return bad(p, "%s", msg)
 	}
 	return nil
