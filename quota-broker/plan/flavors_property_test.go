@@ -71,6 +71,14 @@ func flavorize(s *Snapshot, r *rand.Rand) []quota.Flavor {
 			s.Reservations[i].Flavor = "h100"
 		}
 	}
+	// Drawn last, so that the corpus above is as it was before they had
+	// flavors.
+	for i := range s.Prewarm {
+		s.Prewarm[i].Flavors = lists[r.IntN(len(lists))]
+	}
+	for i := range s.IdleGroups {
+		s.IdleGroups[i].Flavors = lists[r.IntN(len(lists))]
+	}
 	return flavors
 }
 
@@ -78,8 +86,9 @@ func flavorize(s *Snapshot, r *rand.Rand) []quota.Flavor {
 // and plan of one implicit flavor, for the existing checks: the tree with
 // f's nominals and no flavor blocks, nodes, allocations and holds with
 // only f's GPUs, the pending jobs that allow f, f's bookings, f's
-// actions (and every job stop and suspend), f's usage rows, the idle
-// groups whose fit lies in f and their fits.
+// actions (and every job stop and suspend), f's usage rows, the
+// pre-warms that allow f, the idle groups whose fit lies in f and their
+// fits.
 func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapshot, *Plan) {
 	of := map[string]string{}
 	for _, n := range s.Nodes {
@@ -98,8 +107,13 @@ func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapsh
 		return out
 	}
 	ps := &Snapshot{Time: s.Time, Settings: s.Settings, Quota: s.Quota.Clone()}
-	if f == flavors[0].Name { // planned in the first flavor (flavors.go)
-		ps.Prewarm = s.Prewarm
+	// The pre-warms that allow f: each drains in one of them
+	// (prewarmFlavor).
+	for _, w := range s.Prewarm {
+		if w.Flavors == nil || slices.Contains(w.Flavors, f) {
+			w.Flavors = nil
+			ps.Prewarm = append(ps.Prewarm, w)
+		}
 	}
 	// The idle groups whose fit lies in f (idleFitAcross), and their fits.
 	var fits []GroupFit
@@ -250,7 +264,7 @@ func TestFlavorPlanProperties(t *testing.T) {
 // TestFlavorBookingProperty runs the booking corpus's existing invariants
 // (checkPlan, checkCalendarPlan) with random flavors.
 func TestFlavorBookingProperty(t *testing.T) {
-	checked := 0
+	checked, prewarmLater := 0, 0
 	for _, seed := range bookingSeedList() {
 		s := bookingSnapshot(seed)
 		if s.Validate() != nil {
@@ -275,6 +289,15 @@ func TestFlavorBookingProperty(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		for _, a := range p.Actions {
+			if a.Rule == RulePrewarm && a.Action == ActionHold && a.Flavor != flavors[0].Name {
+				prewarmLater++
+			}
+		}
+	}
+	t.Logf("%d of %d snapshots checked, %d pre-warm holds outside the first flavor", checked, len(bookingSeedList()), prewarmLater)
+	if prewarmLater == 0 {
+		t.Errorf("the corpus no longer tests pre-warms in a later flavor")
 	}
 	if checked < len(bookingSeedList())/2 {
 		t.Errorf("only %d flavored snapshots of the booking corpus are valid", checked)
