@@ -123,8 +123,9 @@ func (p *planner) idleFit() []GroupFit {
 // it is served (fairShareAfter), ties in L3 order. A group's fit lies in
 // one flavor, as all of a job's allocations take one (L13): the first of
 // its allowed flavors (IdleGroup.Flavors, in its order; nil: every
-// flavor in tree order) with free GPUs for one allocation of its shape,
-// where its allocations are placed one at a time by bin-packing as
+// flavor in tree order) with free GPUs for one allocation of its shape
+// (of those in which its job runs allocations, only the first:
+// firstWithRoom), where its allocations are placed one at a time by bin-packing as
 // admission places them (binPack: the feasible node with the fewest free
 // GPUs that still fit, then the lowest node ID) on GPUs that are
 // healthy, held by nobody and being freed for nobody, at most Max -
@@ -167,11 +168,29 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 			given[fi] = make([]int, len(p.quotas))
 		}
 	}
+	// runsIn are, in a tree of several flavors, the flavors in which the
+	// idle groups' jobs run allocations (by job).
+	var runsIn map[JobKey][]int
+	if len(ps) > 1 {
+		runsIn = map[JobKey][]int{}
+		for i := range gs {
+			runsIn[JobKey{Namespace: gs[i].Namespace, Job: gs[i].Job}] = nil
+		}
+		for fi, p := range ps {
+			for k := range p.allocs {
+				a := p.allocs[k].a
+				jk := JobKey{Namespace: a.Namespace, Job: a.Job}
+				if in, ok := runsIn[jk]; ok && !slices.Contains(in, fi) {
+					runsIn[jk] = append(in, fi)
+				}
+			}
+		}
+	}
 	out := make([]GroupFit, len(gs))
 	for len(left) > 0 {
 		best, bestFlavor, bestShare := 0, -1, math.Inf(1)
 		for k, i := range left {
-			fi := firstWithRoom(fs, &gs[i])
+			fi := firstWithRoom(fs, &gs[i], runsIn[JobKey{Namespace: gs[i].Namespace, Job: gs[i].Job}])
 			if order != IdleOrderFair {
 				best, bestFlavor = k, fi
 				break
@@ -218,25 +237,31 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 
 // firstWithRoom returns the index in fs of the first flavor group g
 // allows (IdleGroup.Flavors, nil: all in tree order) with free GPUs for
-// one allocation of its shape, or -1 (none, or g is not governed).
-func firstWithRoom(fs []*fitter, g *IdleGroup) int {
-	try := func(fi int) bool {
-		f := fs[fi]
-		return f.p.byNS[g.Namespace] != nil && f.pick(f.class(g), g.GPUs) >= 0
-	}
-	if g.Flavors == nil {
-		for fi := range fs {
-			if try(fi) {
-				return fi
-			}
+// one allocation of its shape, or -1 (none, or g is not governed). When
+// g's job runs allocations in some of its allowed flavors (runs, indices
+// in fs), only the first of those is tried: the job has taken it (DESIGN
+// L13, all of a job's allocations take one flavor).
+func firstWithRoom(fs []*fitter, g *IdleGroup, runs []int) int {
+	var allowed []int
+	for fi, f := range fs {
+		if g.Flavors == nil || slices.Contains(g.Flavors, f.p.flavor) {
+			allowed = append(allowed, fi)
 		}
-		return -1
 	}
-	for _, name := range g.Flavors {
-		for fi, f := range fs {
-			if f.p.flavor == name && try(fi) {
-				return fi
-			}
+	if g.Flavors != nil {
+		slices.SortStableFunc(allowed, func(a, b int) int {
+			return slices.Index(g.Flavors, fs[a].p.flavor) - slices.Index(g.Flavors, fs[b].p.flavor)
+		})
+	}
+	for _, fi := range allowed {
+		if slices.Contains(runs, fi) {
+			allowed = []int{fi}
+			break
+		}
+	}
+	for _, fi := range allowed {
+		if f := fs[fi]; f.p.byNS[g.Namespace] != nil && f.pick(f.class(g), g.GPUs) >= 0 {
+			return fi
 		}
 	}
 	return -1

@@ -33,7 +33,8 @@ func flavorFit(ns, job string, n int, flavor string) GroupFit {
 // free). A group's fit lies in one flavor (DESIGN L13: all of a job's
 // allocations take one), the first of its allowed flavors with room for
 // one allocation, in its own order; GPUs of the other flavors are not
-// added to it. Plan.IdleFit and IdleFit agree.
+// added to it. A group whose job runs allocations in one of its flavors
+// gets its fit there only. Plan.IdleFit and IdleFit agree.
 func TestIdleFitPerFlavor(t *testing.T) {
 	base := func() *snapBuilder {
 		return newSnap(twoFlavorTree(8, 8)).nodes(1, 8, h100).nodes(1, 8, a100).
@@ -68,6 +69,12 @@ func TestIdleFitPerFlavor(t *testing.T) {
 				idleGroup("workspace-c", "second", 2, 1, 20, igFlavors("h100")),
 			},
 			[]GroupFit{flavorFit("workspace-b", "first", 1, "h100"), flavorFit("workspace-c", "second", 0, "")}},
+		{"its job runs on A100: its fit stays there, though h100 comes first",
+			[]IdleGroup{idleGroup("workspace-b", "sweep", 2, 1, 20, igFlavors("h100", "a100"))},
+			[]GroupFit{flavorFit("workspace-b", "sweep", 3, "a100")}},
+		{"its job runs on A100, which is full: fit 0, not h100's room",
+			[]IdleGroup{idleGroup("workspace-b", "sweep", 4, 1, 20)},
+			[]GroupFit{flavorFit("workspace-b", "sweep", 0, "")}},
 		{"up to max - count in the one flavor",
 			[]IdleGroup{idleGroup("workspace-b", "sweep", 1, 2, 5, igFlavors("a100"))},
 			[]GroupFit{flavorFit("workspace-b", "sweep", 3, "a100")}},
@@ -75,6 +82,12 @@ func TestIdleFitPerFlavor(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := base()
+			if strings.HasPrefix(tc.name, "its job runs on A100") {
+				b.alloc("s1", "workspace-b", "sweep", "node-02", 2, idle, elastic)
+			}
+			if strings.HasSuffix(tc.name, "not h100's room") {
+				b.alloc("c1", "workspace-c", "c-train", "node-02", 4)
+			}
 			b.s.IdleGroups = tc.groups
 			if diff := cmp.Diff(tc.want, mustFit(t, b.build())); diff != "" {
 				t.Errorf("IdleFit (-want +got):\n%s", diff)
