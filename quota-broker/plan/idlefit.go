@@ -278,7 +278,7 @@ func fairShareAfter(p *planner, given []int, g *IdleGroup) float64 {
 		return math.Inf(1)
 	}
 	asked := min(int64(max(0, g.Max-g.Count))*int64(g.GPUs)+int64(given[q.index]), MaxAsk)
-	return p.idleShareAfter(&job{namespace: g.Namespace, name: g.Job, q: q, priority: g.Priority, idle: true, asked: int(asked)})
+	return p.idleShareAfter(&job{namespace: g.Namespace, name: g.Job, q: q, priority: g.Priority, idle: true}, int(asked))
 }
 
 // fitClassKey is what decides which nodes can run a group, but for the
