@@ -186,11 +186,24 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 			}
 		}
 	}
+	// tries[i] are the flavors group i may take its fit in, in order,
+	// and cls[i][fi] its class in flavor fi, built on first use.
+	all := make([]int, len(fs))
+	for fi := range all {
+		all[fi] = fi
+	}
+	tries := make([][]int, len(gs))
+	flat := make([]*fitClass, len(gs)*len(fs))
+	cls := make([][]*fitClass, len(gs))
+	for i := range gs {
+		tries[i] = fitFlavors(fs, &gs[i], runsIn[JobKey{Namespace: gs[i].Namespace, Job: gs[i].Job}], all)
+		cls[i] = flat[i*len(fs) : (i+1)*len(fs) : (i+1)*len(fs)]
+	}
 	out := make([]GroupFit, len(gs))
 	for len(left) > 0 {
 		best, bestFlavor, bestShare := 0, -1, math.Inf(1)
 		for k, i := range left {
-			fi := firstWithRoom(fs, &gs[i], runsIn[JobKey{Namespace: gs[i].Namespace, Job: gs[i].Job}])
+			fi := firstWithRoom(fs, &gs[i], tries[i], cls[i])
 			if order != IdleOrderFair {
 				best, bestFlavor = k, fi
 				break
@@ -211,7 +224,7 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 			continue
 		}
 		f := fs[bestFlavor]
-		c := f.class(g)
+		c := cls[i][bestFlavor]
 		for out[i].Fit < g.Max-g.Count {
 			ni := f.pick(c, g.GPUs)
 			if ni < 0 {
@@ -235,32 +248,47 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 	return out
 }
 
-// firstWithRoom returns the index in fs of the first flavor group g
-// allows (IdleGroup.Flavors, nil: all in tree order) with free GPUs for
-// one allocation of its shape, or -1 (none, or g is not governed). When
-// g's job runs allocations in some of its allowed flavors (runs, indices
-// in fs), only the first of those is tried: the job has taken it (DESIGN
-// L13, all of a job's allocations take one flavor).
-func firstWithRoom(fs []*fitter, g *IdleGroup, runs []int) int {
+// fitFlavors returns the indices in fs of the flavors group g may take
+// its fit in, in the order it tries them: those it allows
+// (IdleGroup.Flavors, in its order; nil: all, in tree order); when its
+// job runs allocations in some of them (runs, indices in fs), the first
+// of those alone: the job has taken it (DESIGN L13, all of a job's
+// allocations take one flavor). all lists every index of fs, and is
+// returned for a group that allows every flavor and runs nowhere.
+func fitFlavors(fs []*fitter, g *IdleGroup, runs []int, all []int) []int {
 	var allowed []int
-	for fi, f := range fs {
-		if g.Flavors == nil || slices.Contains(g.Flavors, f.p.flavor) {
-			allowed = append(allowed, fi)
+	if g.Flavors == nil {
+		allowed = all
+	} else {
+		for _, name := range g.Flavors {
+			for fi, f := range fs {
+				if f.p.flavor == name {
+					allowed = append(allowed, fi)
+				}
+			}
 		}
-	}
-	if g.Flavors != nil {
-		slices.SortStableFunc(allowed, func(a, b int) int {
-			return slices.Index(g.Flavors, fs[a].p.flavor) - slices.Index(g.Flavors, fs[b].p.flavor)
-		})
 	}
 	for _, fi := range allowed {
 		if slices.Contains(runs, fi) {
-			allowed = []int{fi}
-			break
+			return []int{fi}
 		}
 	}
-	for _, fi := range allowed {
-		if f := fs[fi]; f.p.byNS[g.Namespace] != nil && f.pick(f.class(g), g.GPUs) >= 0 {
+	return allowed
+}
+
+// firstWithRoom returns the first of flavors tries (fitFlavors) in which
+// group g has free GPUs for one allocation of its shape, or -1 (none, or
+// g is not governed); cls caches g's class in each flavor (fitter.class).
+func firstWithRoom(fs []*fitter, g *IdleGroup, tries []int, cls []*fitClass) int {
+	for _, fi := range tries {
+		f := fs[fi]
+		if f.p.byNS[g.Namespace] == nil {
+			continue
+		}
+		if cls[fi] == nil {
+			cls[fi] = f.class(g)
+		}
+		if f.pick(cls[fi], g.GPUs) >= 0 {
 			return fi
 		}
 	}
