@@ -104,7 +104,7 @@ func IdleFit(s *Snapshot) ([]GroupFit, error) {
 	defer bufferPool.Put(buf)
 	p := newPlanner(s, buf)
 	defer p.vc.forget()
-	return p.idleFit(), nil
+	return idleFitAcross([]*planner{p}, s.IdleGroups, IdleOrderL3), nil
 }
 
 // idleFit is the last step of a plan of one planner: idleFitAcross on it
@@ -118,9 +118,11 @@ func (p *planner) idleFit() []GroupFit {
 // the planners ps, one per flavor of the tree (tree order), after the
 // plan's actions. The groups are served one after another: under
 // IdleOrderL3 in L3 order (higher priority first, then namespace, job
-// and group); under IdleOrderFair in DESIGN L14's order, each time the
-// group whose own quota node would have the lowest borrowed share after
-// it is served (fairShareAfter), ties in L3 order. A group's fit lies in
+// and group); under IdleOrderFair in DESIGN L14's order as the plan
+// decides idle jobs (decideIdleFair), each time the group, among the
+// quota nodes' first groups left in L3 order, whose own node would have
+// the lowest borrowed share after it is served (fairShareAfter), ties in
+// L3 order (IdleOrderFairEvery: among all groups left). A group's fit lies in
 // one flavor, as all of a job's allocations take one (L13): the first of
 // its allowed flavors (IdleGroup.Flavors, in its order; nil: every
 // flavor in tree order) with free GPUs for one allocation of its shape
@@ -139,7 +141,7 @@ func (p *planner) idleFit() []GroupFit {
 // actions): it runs after the plan's actions and usage are made.
 //
 // O(groups x flavors) picks in L3 order; O(groups^2 x flavors) under
-// IdleOrderFair, whose every step looks at every group left.
+// the fair orders, whose every step looks at the groups left.
 func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 	if len(gs) == 0 {
 		return nil
@@ -162,7 +164,7 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 	// given[fi][qi] are the GPUs the fits served so far give quota node
 	// qi's subtree in flavor fi (IdleOrderFair).
 	var given [][]int
-	if order == IdleOrderFair {
+	if order.fair() {
 		given = make([][]int, len(ps))
 		for fi, p := range ps {
 			given[fi] = make([]int, len(p.quotas))
@@ -200,11 +202,25 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 		cls[i] = flat[i*len(fs) : (i+1)*len(fs) : (i+1)*len(fs)]
 	}
 	out := make([]GroupFit, len(gs))
+	// seen marks, under IdleOrderFair, the quota nodes whose first group
+	// left is already in this step's comparison (a node's own groups keep
+	// L3 order, as the plan's idle jobs do: decideIdleFair).
+	seen := map[string]bool{}
 	for len(left) > 0 {
-		best, bestFlavor, bestShare := 0, -1, math.Inf(1)
+		best, bestFlavor, bestShare := -1, -1, math.Inf(1)
+		clear(seen)
 		for k, i := range left {
+			if order == IdleOrderFair {
+				q := ps[0].byNS[gs[i].Namespace]
+				if q != nil && seen[q.node.Name] {
+					continue
+				}
+				if q != nil {
+					seen[q.node.Name] = true
+				}
+			}
 			fi := firstWithRoom(fs, &gs[i], tries[i], cls[i])
-			if order != IdleOrderFair {
+			if !order.fair() {
 				best, bestFlavor = k, fi
 				break
 			}
@@ -212,7 +228,7 @@ func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 			if fi >= 0 {
 				share = fairShareAfter(ps[fi], given[fi], &gs[i])
 			}
-			if bestFlavor < 0 && fi >= 0 || k == 0 || share < bestShare { // strictly: ties keep L3 order
+			if best < 0 || bestFlavor < 0 && fi >= 0 || share < bestShare { // strictly: ties keep L3 order
 				best, bestFlavor, bestShare = k, fi, share
 			}
 		}

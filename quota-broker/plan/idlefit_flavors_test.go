@@ -92,7 +92,7 @@ func TestIdleFitPerFlavor(t *testing.T) {
 			if diff := cmp.Diff(tc.want, mustFit(t, b.build())); diff != "" {
 				t.Errorf("IdleFit (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.want, mustPlan(t, b.build()).IdleFit); diff != "" {
+			if diff := cmp.Diff(tc.want, mustPlanWith(t, b.build(), Options{IdleOrder: IdleOrderL3}).IdleFit); diff != "" {
 				t.Errorf("Plan.IdleFit (-want +got):\n%s", diff)
 			}
 		})
