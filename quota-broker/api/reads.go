@@ -42,6 +42,9 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 	writeJSON(w, QuotasResponse{State: fresh, Quotas: QuotaFigures(st.Snapshot, st.Plan, s.cfg.Now()), Ungoverned: UngovernedDevices(st.Snapshot)})
 }
 
+// nodeFlavor keys a quota node's figures in one flavor.
+type nodeFlavor struct{ node, flavor string }
+
 // QuotaFigures computes the figures of every quota node and flavor
 // (DESIGN L4, L9, L10, L13): one entry per node and flavor, nodes parents
 // first, a node's flavors in tree order (the implicit flavor "gpu" alone in
@@ -52,15 +55,15 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 // the subtree's namespaces, each counted in one flavor: the one the last
 // plan's answer names, else the first it allows (so that queued adds up
 // across flavors); stopping = GPUs of that flavor held by the subtree's
-// allocations already being stopped (StoppingFor set). Ungoverned devices
-// count nowhere.
+// allocations already being stopped (StoppingFor set). Weight, fair share,
+// borrowed share and eviction budget use are DESIGN L14's (fairFigures).
+// Ungoverned devices count nowhere.
 func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	names := quota.FlavorNames(snap.Quota)
 	only := ""
 	if len(names) == 1 {
 		only = names[0]
 	}
-	type nodeFlavor struct{ node, flavor string }
 	// rowFlavor is the flavor a plan's or a booking's flavor stands for:
 	// "" is the tree's only flavor (the implicit one included).
 	rowFlavor := func(f string) string {
@@ -146,8 +149,84 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	}
 	if snap.Quota != nil {
 		walk(snap.Quota, "")
+		fairFigures(out, snap, names, ownQueued, now)
 	}
 	return out
+}
+
+// fairFigures sets DESIGN L14's figures on out (QuotaFigures' entries: one
+// per node, pre-order, and flavor, in names' order): each node's weight,
+// fair share and borrowed share per flavor, from plan.FairFigures.Build
+// on each node's own figures (used and non-idle: its usage row less its
+// children's; asked: its own queued GPUs, as QueuedGPUs counts them), and
+// each node's eviction budget use (plan.EvictedInBudget on the
+// snapshot's evictions at now). A flavor whose figures do not add up (a
+// plan whose usage rows disagree with the tree) leaves its fair shares
+// nil.
+func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownQueued map[nodeFlavor]int, now time.Time) {
+	var nodes []*quota.Node
+	snap.Quota.Walk(func(n *quota.Node) { nodes = append(nodes, n) })
+	nf := len(names)
+	if len(out) != len(nodes)*nf {
+		return
+	}
+	index := make(map[*quota.Node]int, len(nodes))
+	for i, n := range nodes {
+		index[n] = i
+	}
+	var budget []*EvictBudget
+	for _, n := range nodes {
+		var b *EvictBudget
+		if evicted, ok := plan.EvictedInBudget(n, snap.Evictions, now); ok {
+			b = &EvictBudget{GPUs: n.MaxEvict.GPUs, Per: shortDuration(n.MaxEvict.Per), PerSeconds: n.MaxEvict.Per.Seconds(), EvictedGPUs: evicted}
+		}
+		budget = append(budget, b)
+	}
+	var f plan.FairFigures
+	own := make([]plan.OwnFigures, len(nodes))
+	for k, fl := range names {
+		for i, n := range nodes {
+			q := out[i*nf+k]
+			held, nonidle := q.UsedGPUs, q.NonidleGPUs
+			for _, c := range n.Children {
+				cq := out[index[c]*nf+k]
+				held, nonidle = held-cq.UsedGPUs, nonidle-cq.NonidleGPUs
+			}
+			held = max(0, held)
+			own[i] = plan.OwnFigures{NonIdle: min(max(0, nonidle), held), Held: held, Asked: ownQueued[nodeFlavor{n.Name, fl}]}
+		}
+		var shares []plan.FairShare
+		err := f.Build(snap.Quota, fl, own)
+		if err == nil {
+			shares, err = plan.FairShares(snap.Quota, &f)
+		}
+		for i, n := range nodes {
+			q := &out[i*nf+k]
+			q.Weight, q.WeightExplicit = plan.Weight(n, fl)
+			q.BorrowedShare = Share(plan.BorrowedShare(q.BorrowedGPUs, q.Weight))
+			if b := budget[i]; b != nil {
+				c := *b
+				q.MaxEvict = &c
+			}
+			if err == nil && shares[i].Defined {
+				share := shares[i].Share
+				q.FairShare = &share
+			}
+		}
+	}
+}
+
+// shortDuration writes d as a quota file does: "5m", "1h30m", "90s",
+// without Go's trailing zero units ("5m0s").
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // UngovernedDevices lists the devices of snap that belong to no flavor of
