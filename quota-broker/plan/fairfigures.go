@@ -120,3 +120,14 @@ func EvictedInBudget(n *quota.Node, evictions []Eviction, now time.Time) (evicte
 	}
 	return evicted, true
 }
+
+// EvictionRule reports whether a victim stop under rule r counts against
+// eviction budgets (DESIGN L14): L5.1-L5.3, L5.prewarm, L10.start,
+// L10.drain and L14.fair; not a job's own terms (L10.end, L11).
+func EvictionRule(r Rule) bool {
+	switch r {
+	case RuleIdleDebt, RuleChild, RulePriority, RulePrewarm, RuleStart, RuleDrain, RuleFair:
+		return true
+	}
+	return false
+}
