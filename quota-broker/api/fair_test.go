@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +155,40 @@ func TestShareJSON(t *testing.T) {
 	}
 	if _, err := json.Marshal(Share(math.NaN())); err == nil {
 		t.Error("NaN: no error")
+	}
+}
+
+// TestUIPageFairLending: the page's tree shows DESIGN L14's figures as
+// quota status writes them: weight, fair share ("-" for the root),
+// borrowed share ("inf" for a weight-0 node that borrows) and budget use.
+func TestUIPageFairLending(t *testing.T) {
+	h := newUIHarness(t, false)
+	snap, p := fairState(h.clock.Now())
+	h.be.mu.Lock()
+	h.be.st.Snapshot, h.be.st.Plan = snap, p
+	h.be.mu.Unlock()
+	c := h.browser(t, nil)
+	h.login(t, c, tokTeamB)
+	resp, page := send(t, c, "GET", h.ts.URL+"/ui/", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("page: %d\n%s", resp.StatusCode, page)
+	}
+	cells := regexp.MustCompile(`<td class="n weight">([^<]*)</td><td class="n fair-share">([^<]*)</td><td class="n borrowed-share">([^<]*)</td><td class="evicted">([^<]*)</td>`)
+	var got [][]string
+	for _, m := range cells.FindAllStringSubmatch(page, -1) {
+		got = append(got, m[1:])
+	}
+	want := [][]string{
+		{"8 (nominal)", "-", "0", "3 of 16 GPUs in 5m"},
+		{"1", "6", "3", "3 of 4 GPUs in 10m"},
+		{"0", "2", "inf", "-"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("page L14 cells (-want +got):\n%s", diff)
+	}
+	for _, s := range []string{`<th class="n" title="L14: the explicit weight, or the nominal">weight</th>`, `borrowed share</th>`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %q", s)
+		}
 	}
 }

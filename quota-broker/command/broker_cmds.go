@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -132,52 +131,13 @@ func quotaStatusRows(qs []api.Quota) [][]string {
 		row := []string{strings.Repeat("· ", d) + q.Name, strconv.Itoa(q.NominalGPUs), usedCell(q), usageBar(q),
 			strconv.Itoa(q.BorrowedGPUs), strconv.Itoa(q.DebtGPUs), strconv.Itoa(q.BookedGPUs), strconv.Itoa(q.DisplacedGPUs),
 			strconv.Itoa(q.LendableGPUs), strconv.Itoa(q.QueuedGPUs),
-			weightCell(q), fairShareCell(q), borrowedShareCell(q), evictedCell(q), strings.Join(q.Workspaces, ",")}
+			api.WeightText(q), api.FairShareText(q), api.BorrowedShareText(q), api.EvictedText(q), strings.Join(q.Workspaces, ",")}
 		if flavored {
 			row = slices.Insert(row, 1, q.Flavor)
 		}
 		rows = append(rows, row)
 	}
 	return rows
-}
-
-// weightCell is a node's weight in the row's flavor (DESIGN L14): "1"
-// when set, "8 (nominal)" for the default.
-func weightCell(q api.Quota) string {
-	if q.WeightExplicit {
-		return strconv.Itoa(q.Weight)
-	}
-	return strconv.Itoa(q.Weight) + " (nominal)"
-}
-
-// fairShareCell is a node's fair share in GPUs to one decimal ("3.5",
-// "6"), "-" where DESIGN L14 leaves it undefined (the root; by day under a
-// parent whose own work takes its children's GPUs).
-func fairShareCell(q api.Quota) string {
-	if q.FairShare == nil {
-		return "-"
-	}
-	return strconv.FormatFloat(math.Round(*q.FairShare*10)/10, 'f', -1, 64)
-}
-
-// borrowedShareCell is a node's borrowed share (borrowed GPUs / weight) to
-// two decimals ("0.33"), "inf" for a weight-0 node that borrows.
-func borrowedShareCell(q api.Quota) string {
-	x := float64(q.BorrowedShare)
-	if math.IsInf(x, 1) {
-		return "inf"
-	}
-	return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64)
-}
-
-// evictedCell is a node's eviction budget use, "3 of 16 GPUs in 5m" (the
-// GPUs of every flavor its subtree lost as victims within the window),
-// "-" without a budget.
-func evictedCell(q api.Quota) string {
-	if q.MaxEvict == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%d of %d GPUs in %s", q.MaxEvict.EvictedGPUs, q.MaxEvict.GPUs, q.MaxEvict.Per)
 }
 
 // ungovernedRows lays out the devices of no flavor (DESIGN L13) that
