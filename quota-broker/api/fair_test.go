@@ -80,6 +80,17 @@ func TestQuotaFiguresFairLending(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("L14 figures (-want +got):\n%s", diff)
 	}
+	// A plan that admits the sweep counts it in its usage (5 GPUs held by
+	// Quota1.1 then), not in the demand twice: base(1.1) 2, wants 3, of
+	// the 4 lent; the GPU left goes to Quota1.2 (weight 0, wants 1).
+	p.Actions = []plan.Action{{Action: plan.ActionAdmit, Namespace: "workspace-b", Job: "sweep", Group: "g", Count: 1, GPUs: 2}}
+	var shares []float64
+	for _, q := range QuotaFigures(snap, p, now)[1:] {
+		shares = append(shares, *q.FairShare)
+	}
+	if diff := cmp.Diff([]float64{5, 3}, shares); diff != "" {
+		t.Errorf("fair shares with the sweep admitted (-want +got):\n%s", diff)
+	}
 }
 
 // TestQuotasFairLendingJSON: GET /v1/quotas writes the L14 figures (an

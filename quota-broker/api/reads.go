@@ -74,13 +74,18 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	}
 	usage := map[nodeFlavor]plan.Usage{}
 	answer := map[plan.GroupKey]string{}
+	admitted := map[plan.GroupKey]int{} // allocations the plan admits, counted in its usage
 	if p != nil {
 		for _, u := range p.Usage {
 			usage[nodeFlavor{u.Quota, rowFlavor(u.Flavor)}] = u
 		}
 		for _, a := range p.Actions {
+			k := plan.GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}
 			if a.Action != plan.ActionStop && a.Flavor != "" {
-				answer[plan.GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}] = a.Flavor
+				answer[k] = a.Flavor
+			}
+			if a.Action == plan.ActionAdmit {
+				admitted[k] += a.Count
 			}
 		}
 	}
@@ -108,6 +113,7 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 		}
 	}
 	ownQueued := map[nodeFlavor]int{}
+	ownAsked := map[nodeFlavor]int{} // queued less what the plan admits (DESIGN L14's demand, with usage)
 	for _, pd := range snap.Pending {
 		n, ok := nsNode[pd.Namespace]
 		if !ok {
@@ -121,6 +127,7 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 			f = names[0]
 		}
 		ownQueued[nodeFlavor{n, f}] += pd.Count * pd.GPUs
+		ownAsked[nodeFlavor{n, f}] += max(0, pd.Count-admitted[pd.Key()]) * pd.GPUs
 	}
 	var out []Quota
 	var walk func(n *quota.Node, parent string) (booked, queued, stopping map[string]int)
@@ -149,7 +156,7 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	}
 	if snap.Quota != nil {
 		walk(snap.Quota, "")
-		fairFigures(out, snap, names, ownQueued, now)
+		fairFigures(out, snap, names, ownAsked, now)
 	}
 	return out
 }
@@ -158,12 +165,13 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 // per node, pre-order, and flavor, in names' order): each node's weight,
 // fair share and borrowed share per flavor, from plan.FairFigures.Build
 // on each node's own figures (used and non-idle: its usage row less its
-// children's; asked: its own queued GPUs, as QueuedGPUs counts them), and
+// children's; asked: its own queued GPUs, as QueuedGPUs counts them, less
+// those of the allocations the plan admits, which its usage counts), and
 // each node's eviction budget use (plan.EvictedInBudget on the
 // snapshot's evictions at now). A flavor whose figures do not add up (a
 // plan whose usage rows disagree with the tree) leaves its fair shares
 // nil.
-func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownQueued map[nodeFlavor]int, now time.Time) {
+func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownAsked map[nodeFlavor]int, now time.Time) {
 	var nodes []*quota.Node
 	snap.Quota.Walk(func(n *quota.Node) { nodes = append(nodes, n) })
 	nf := len(names)
@@ -193,7 +201,7 @@ func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownQueued map
 				held, nonidle = held-cq.UsedGPUs, nonidle-cq.NonidleGPUs
 			}
 			held = max(0, held)
-			own[i] = plan.OwnFigures{NonIdle: min(max(0, nonidle), held), Held: held, Asked: ownQueued[nodeFlavor{n.Name, fl}]}
+			own[i] = plan.OwnFigures{NonIdle: min(max(0, nonidle), held), Held: held, Asked: ownAsked[nodeFlavor{n.Name, fl}]}
 		}
 		var shares []plan.FairShare
 		err := f.Build(snap.Quota, fl, own)
