@@ -186,7 +186,7 @@ func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownAsked map[
 	for _, n := range nodes {
 		var b *EvictBudget
 		if evicted, ok := plan.EvictedInBudget(n, snap.Evictions, now); ok {
-			b = &EvictBudget{GPUs: n.MaxEvict.GPUs, Per: shortDuration(n.MaxEvict.Per), PerSeconds: n.MaxEvict.Per.Seconds(), EvictedGPUs: evicted}
+			b = &EvictBudget{GPUs: n.MaxEvict.GPUs, Per: plan.DurationText(n.MaxEvict.Per), PerSeconds: n.MaxEvict.Per.Seconds(), EvictedGPUs: evicted}
 		}
 		budget = append(budget, b)
 	}
@@ -222,19 +222,6 @@ func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownAsked map[
 			}
 		}
 	}
-}
-
-// shortDuration writes d as a quota file does: "5m", "1h30m", "90s",
-// without Go's trailing zero units ("5m0s").
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // UngovernedDevices lists the devices of snap that belong to no flavor of

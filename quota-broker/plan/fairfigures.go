@@ -115,7 +115,7 @@ func EvictedInBudget(n *quota.Node, evictions []Eviction, now time.Time) (evicte
 	from := now.Add(-n.MaxEvict.Per)
 	for _, e := range evictions {
 		if sub[e.Quota] && e.Time.After(from) && !e.Time.After(now) {
-			evicted += e.GPUs
+			evicted += max(0, e.GPUs) // as the planner counts them (indexBudgets)
 		}
 	}
 	return evicted, true
