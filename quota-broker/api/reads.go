@@ -167,7 +167,7 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 // on each node's own figures (used and non-idle: its usage row less its
 // children's; asked: its own queued GPUs, as QueuedGPUs counts them, less
 // those of the allocations the plan admits, which its usage counts), and
-// each node's eviction budget use (plan.EvictedInBudget on the
+// each node's eviction budget use (plan.BudgetUse on the
 // snapshot's evictions at now). A flavor whose figures do not add up (a
 // plan whose usage rows disagree with the tree) leaves its fair shares
 // nil.
@@ -182,11 +182,12 @@ func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownAsked map[
 	for i, n := range nodes {
 		index[n] = i
 	}
+	use := plan.BudgetUse(snap.Quota, snap.Evictions, now)
 	var budget []*EvictBudget
 	for _, n := range nodes {
 		var b *EvictBudget
-		if evicted, ok := plan.EvictedInBudget(n, snap.Evictions, now); ok {
-			b = &EvictBudget{GPUs: n.MaxEvict.GPUs, Per: plan.DurationText(n.MaxEvict.Per), PerSeconds: n.MaxEvict.Per.Seconds(), EvictedGPUs: evicted}
+		if n.MaxEvict != nil {
+			b = &EvictBudget{GPUs: n.MaxEvict.GPUs, Per: plan.DurationText(n.MaxEvict.Per), PerSeconds: n.MaxEvict.Per.Seconds(), EvictedGPUs: use[n.Name]}
 		}
 		budget = append(budget, b)
 	}

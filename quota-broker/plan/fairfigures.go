@@ -11,8 +11,9 @@ import (
 // same way: the simulator's report, the API, `quota status`, the page and
 // the metrics. FairFigures.Build is the one place that turns a node's own
 // GPUs into its subtree's figures (non-idle, demand, borrowed) and reads
-// its nominal and weight; EvictedInBudget is the one place that counts a
-// node's eviction budget use.
+// its nominal and weight; BudgetUse counts the nodes' eviction budget use
+// for the readers (the planner counts its own, with its wake-ups, in
+// budget.go's indexBudgets, by the same rule).
 
 // OwnFigures are one quota node's own figures in one flavor, in devices
 // of that flavor: those of the allocations and pending groups of the
@@ -101,24 +102,39 @@ func (f *FairFigures) Build(root *quota.Node, flavor string, own []OwnFigures) e
 	return nil
 }
 
-// EvictedInBudget is node n's eviction budget use at now (DESIGN L14): the
-// devices, of every flavor, of evictions whose quota node is n or one of
-// its descendants (a victim's stop counts against its node and every
-// ancestor) with a time in (now - per, now], per being n's budget window.
-// ok is false, and evicted 0, when n sets no budget (MaxEvict nil).
-func EvictedInBudget(n *quota.Node, evictions []Eviction, now time.Time) (evicted int, ok bool) {
-	if n == nil || n.MaxEvict == nil {
-		return 0, false
-	}
-	sub := map[string]bool{}
-	n.Walk(func(x *quota.Node) { sub[x.Name] = true })
-	from := now.Add(-n.MaxEvict.Per)
-	for _, e := range evictions {
-		if sub[e.Quota] && e.Time.After(from) && !e.Time.After(now) {
-			evicted += max(0, e.GPUs) // as the planner counts them (indexBudgets)
+// BudgetUse is the eviction budget use at now of every node of the tree
+// rooted at root that sets a budget (DESIGN L14), by node name: the
+// devices, of every flavor, of the evictions whose quota node is the node
+// or one of its descendants (a victim's stop counts against its node and
+// every ancestor) with a time in (now - per, now], per being that node's
+// budget window. A node with a budget and no eviction in its window maps
+// to 0; a node without a budget is absent; an eviction of a node not in
+// the tree counts nowhere. O(evictions x depth).
+func BudgetUse(root *quota.Node, evictions []Eviction, now time.Time) map[string]int {
+	parent := map[string]*quota.Node{}
+	byName := map[string]*quota.Node{}
+	use := map[string]int{}
+	var walk func(n, up *quota.Node)
+	walk = func(n, up *quota.Node) {
+		byName[n.Name], parent[n.Name] = n, up
+		if n.MaxEvict != nil {
+			use[n.Name] = 0
+		}
+		for _, c := range n.Children {
+			walk(c, n)
 		}
 	}
-	return evicted, true
+	if root != nil {
+		walk(root, nil)
+	}
+	for _, e := range evictions {
+		for n := byName[e.Quota]; n != nil; n = parent[n.Name] {
+			if b := n.MaxEvict; b != nil && e.Time.After(now.Add(-b.Per)) && !e.Time.After(now) {
+				use[n.Name] += max(0, e.GPUs) // as the planner counts them (indexBudgets)
+			}
+		}
+	}
+	return use
 }
 
 // EvictionRule reports whether a victim stop under rule r counts against

@@ -104,33 +104,32 @@ func TestWeight(t *testing.T) {
 	}
 }
 
-// TestEvictedInBudget: a node's budget counts the evictions of its own
-// and its descendants' quota nodes, of every flavor, within (now - per,
-// now]: the stop exactly per ago is out, one at now is in; a node without
-// a budget reports none.
-func TestEvictedInBudget(t *testing.T) {
+// TestBudgetUse: a node's budget counts the evictions of its own and its
+// descendants' quota nodes, of every flavor, within (now - per, now] of
+// its own window: the stop exactly per ago is out, one at now is in; a
+// node without a budget is absent, one with nothing in its window reads
+// 0.
+func TestBudgetUse(t *testing.T) {
 	root := fairTree()
 	root.MaxEvict = &quota.EvictBudget{GPUs: 16, Per: 5 * time.Minute}
 	root.Children[0].MaxEvict = &quota.EvictBudget{GPUs: 4, Per: time.Minute}
+	root.Children = append(root.Children, &quota.Node{Name: "Quota1.3", MaxEvict: &quota.EvictBudget{GPUs: 1, Per: time.Hour}})
 	now := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 	ev := []Eviction{
 		{Quota: "Quota1.1", GPUs: 2, Time: now},
 		{Quota: "Quota1.1", GPUs: 1, Time: now.Add(-30 * time.Second)},
+		{Quota: "Quota1.1", GPUs: 8, Time: now.Add(-90 * time.Second)}, // in Quota1's 5m, not in Quota1.1's 1m
 		{Quota: "Quota1.2", GPUs: 4, Time: now.Add(-2 * time.Minute)},
 		{Quota: "Quota1", GPUs: 8, Time: now.Add(-5 * time.Minute)}, // exactly per ago: out
 		{Quota: "Quota1.2", GPUs: 16, Time: now.Add(time.Second)},   // after now: out
 		{Quota: "Quota9", GPUs: 32, Time: now.Add(-time.Second)},    // not in the tree
+		{Quota: "Quota1.2", GPUs: -3, Time: now.Add(-time.Second)},  // negative: counts as 0
 	}
-	type use struct {
-		Evicted int
-		OK      bool
-	}
-	var got []use
-	for _, n := range []*quota.Node{root, root.Children[0], root.Children[1]} {
-		e, ok := EvictedInBudget(n, ev, now)
-		got = append(got, use{e, ok})
-	}
-	if diff := cmp.Diff([]use{{7, true}, {3, true}, {0, false}}, got); diff != "" {
+	want := map[string]int{"Quota1": 15, "Quota1.1": 3, "Quota1.3": 0}
+	if diff := cmp.Diff(want, BudgetUse(root, ev, now)); diff != "" {
 		t.Errorf("budget use (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{}, BudgetUse(nil, ev, now)); diff != "" {
+		t.Errorf("no tree (-want +got):\n%s", diff)
 	}
 }
