@@ -424,7 +424,7 @@ func (a *Agent) observe(b *build.Build, p *plan.Plan, took time.Duration) {
 	a.metrics.PlanSeconds.Observe(took.Seconds())
 	a.metrics.MetaErrors.Set(float64(metaErrs))
 	a.metrics.PendingJobs.Set(float64(pending))
-	a.metrics.ObservePlan(p)
+	a.metrics.ObservePlan(p, b.Snapshot.Quota)
 	for _, w := range p.Warnings {
 		a.log.Debug("plan warning", "kind", w.Kind, "namespace", w.Namespace, "warning", w.Message)
 	}

@@ -474,7 +474,11 @@ func (a *Agent) account(ctx context.Context, c *cycleState) error {
 	} else if len(ids) > 0 {
 		a.log.Info("moved ended bookings to history", "reservations", ids)
 	}
-	a.metrics.ObserveOutcome(out)
+	var tree *quota.Node // the tree of the plan carried out: its namespaces name the victims' quota nodes
+	if c.b != nil && c.b.Snapshot != nil {
+		tree = c.b.Snapshot.Quota
+	}
+	a.metrics.ObserveOutcome(out, tree)
 	if out.Admitted+out.Stopped+out.Suspended+out.Expired+out.MetaWrites+len(out.Errors)+out.JobsStopped+out.JobsSuspended+out.Held > 0 {
 		a.log.Info("plan carried out", "admitted", out.Admitted, "stopped", out.Stopped, "suspended", out.Suspended,
 			"jobs_stopped", out.JobsStopped, "jobs_suspended", out.JobsSuspended, "held", out.Held,

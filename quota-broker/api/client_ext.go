@@ -32,6 +32,8 @@ type (
 	Quota                = client.Quota
 	QuotasResponse       = client.QuotasResponse
 	Ungoverned           = client.Ungoverned
+	EvictBudget          = client.EvictBudget
+	Share                = client.Share
 	IdleFitResponse      = client.IdleFitResponse
 	QueueEntry           = client.QueueEntry
 	QueueResponse        = client.QueueResponse

@@ -129,11 +129,16 @@ func TestQuotaFiguresPerFlavor(t *testing.T) {
 		},
 	}
 	ws := func(ns string) []string { return []string{ns} }
+	// DESIGN L14, weights the nominals: h100, Quota1.1 base max(1,
+	// min(4, 1)) = 1, nothing more wanted: share 1; a100, base max(0,
+	// min(2, 1 used + 2 queued)) = 2, wants 1 of the 8 - 2 Quota1 lends:
+	// share 3. The root has none.
+	fair := func(x float64) *float64 { return &x }
 	want := []Quota{
-		{Name: "Quota1", Flavor: "h100", NominalGPUs: 8, UsedGPUs: 2, NonidleGPUs: 2, LendableGPUs: 6, QueuedGPUs: 2, StoppingGPUs: 1, Workspaces: ws("workspace-a")},
-		{Name: "Quota1", Flavor: "a100", NominalGPUs: 8, UsedGPUs: 1, LendableGPUs: 7, BookedGPUs: 2, QueuedGPUs: 2, StoppingGPUs: 1, Workspaces: ws("workspace-a")},
-		{Name: "Quota1.1", Parent: "Quota1", Flavor: "h100", NominalGPUs: 4, UsedGPUs: 1, NonidleGPUs: 1, LendableGPUs: 3, StoppingGPUs: 1, Workspaces: ws("workspace-b")},
-		{Name: "Quota1.1", Parent: "Quota1", Flavor: "a100", NominalGPUs: 2, UsedGPUs: 1, DisplacedGPUs: 1, LendableGPUs: 1, BookedGPUs: 2, QueuedGPUs: 2, StoppingGPUs: 1, Workspaces: ws("workspace-b")},
+		{Name: "Quota1", Flavor: "h100", NominalGPUs: 8, UsedGPUs: 2, NonidleGPUs: 2, LendableGPUs: 6, QueuedGPUs: 2, StoppingGPUs: 1, Workspaces: ws("workspace-a"), Weight: 8},
+		{Name: "Quota1", Flavor: "a100", NominalGPUs: 8, UsedGPUs: 1, LendableGPUs: 7, BookedGPUs: 2, QueuedGPUs: 2, StoppingGPUs: 1, Workspaces: ws("workspace-a"), Weight: 8},
+		{Name: "Quota1.1", Parent: "Quota1", Flavor: "h100", NominalGPUs: 4, UsedGPUs: 1, NonidleGPUs: 1, LendableGPUs: 3, StoppingGPUs: 1, Workspaces: ws("workspace-b"), Weight: 4, FairShare: fair(1)},
+		{Name: "Quota1.1", Parent: "Quota1", Flavor: "a100", NominalGPUs: 2, UsedGPUs: 1, DisplacedGPUs: 1, LendableGPUs: 1, BookedGPUs: 2, QueuedGPUs: 2, StoppingGPUs: 1, Workspaces: ws("workspace-b"), Weight: 2, FairShare: fair(3)},
 	}
 	if diff := cmp.Diff(want, QuotaFigures(snap, p, now)); diff != "" {
 		t.Errorf("figures per flavor (-want +got):\n%s", diff)

@@ -42,6 +42,9 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 	writeJSON(w, QuotasResponse{State: fresh, Quotas: QuotaFigures(st.Snapshot, st.Plan, s.cfg.Now()), Ungoverned: UngovernedDevices(st.Snapshot)})
 }
 
+// nodeFlavor keys a quota node's figures in one flavor.
+type nodeFlavor struct{ node, flavor string }
+
 // QuotaFigures computes the figures of every quota node and flavor
 // (DESIGN L4, L9, L10, L13): one entry per node and flavor, nodes parents
 // first, a node's flavors in tree order (the implicit flavor "gpu" alone in
@@ -52,15 +55,15 @@ func (s *Server) quotas(w http.ResponseWriter, r *http.Request, c *caller) {
 // the subtree's namespaces, each counted in one flavor: the one the last
 // plan's answer names, else the first it allows (so that queued adds up
 // across flavors); stopping = GPUs of that flavor held by the subtree's
-// allocations already being stopped (StoppingFor set). Ungoverned devices
-// count nowhere.
+// allocations already being stopped (StoppingFor set). Weight, fair share,
+// borrowed share and eviction budget use are DESIGN L14's (fairFigures).
+// Ungoverned devices count nowhere.
 func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	names := quota.FlavorNames(snap.Quota)
 	only := ""
 	if len(names) == 1 {
 		only = names[0]
 	}
-	type nodeFlavor struct{ node, flavor string }
 	// rowFlavor is the flavor a plan's or a booking's flavor stands for:
 	// "" is the tree's only flavor (the implicit one included).
 	rowFlavor := func(f string) string {
@@ -71,13 +74,18 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	}
 	usage := map[nodeFlavor]plan.Usage{}
 	answer := map[plan.GroupKey]string{}
+	admitted := map[plan.GroupKey]int{} // allocations the plan admits, counted in its usage
 	if p != nil {
 		for _, u := range p.Usage {
 			usage[nodeFlavor{u.Quota, rowFlavor(u.Flavor)}] = u
 		}
 		for _, a := range p.Actions {
+			k := plan.GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}
 			if a.Action != plan.ActionStop && a.Flavor != "" {
-				answer[plan.GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}] = a.Flavor
+				answer[k] = a.Flavor
+			}
+			if a.Action == plan.ActionAdmit {
+				admitted[k] += a.Count
 			}
 		}
 	}
@@ -105,6 +113,7 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 		}
 	}
 	ownQueued := map[nodeFlavor]int{}
+	ownAsked := map[nodeFlavor]int{} // queued less what the plan admits (DESIGN L14's demand, with usage)
 	for _, pd := range snap.Pending {
 		n, ok := nsNode[pd.Namespace]
 		if !ok {
@@ -118,6 +127,7 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 			f = names[0]
 		}
 		ownQueued[nodeFlavor{n, f}] += pd.Count * pd.GPUs
+		ownAsked[nodeFlavor{n, f}] += max(0, pd.Count-admitted[pd.Key()]) * pd.GPUs
 	}
 	var out []Quota
 	var walk func(n *quota.Node, parent string) (booked, queued, stopping map[string]int)
@@ -146,8 +156,73 @@ func QuotaFigures(snap *plan.Snapshot, p *plan.Plan, now time.Time) []Quota {
 	}
 	if snap.Quota != nil {
 		walk(snap.Quota, "")
+		fairFigures(out, snap, names, ownAsked, now)
 	}
 	return out
+}
+
+// fairFigures sets DESIGN L14's figures on out (QuotaFigures' entries: one
+// per node, pre-order, and flavor, in names' order): each node's weight,
+// fair share and borrowed share per flavor, from plan.FairFigures.Build
+// on each node's own figures (used and non-idle: its usage row less its
+// children's; asked: its own queued GPUs, as QueuedGPUs counts them, less
+// those of the allocations the plan admits, which its usage counts), and
+// each node's eviction budget use (plan.BudgetUse on the
+// snapshot's evictions at now). A flavor whose figures do not add up (a
+// plan whose usage rows disagree with the tree) leaves its fair shares
+// nil.
+func fairFigures(out []Quota, snap *plan.Snapshot, names []string, ownAsked map[nodeFlavor]int, now time.Time) {
+	var nodes []*quota.Node
+	snap.Quota.Walk(func(n *quota.Node) { nodes = append(nodes, n) })
+	nf := len(names)
+	if len(out) != len(nodes)*nf {
+		return
+	}
+	index := make(map[*quota.Node]int, len(nodes))
+	for i, n := range nodes {
+		index[n] = i
+	}
+	use := plan.BudgetUse(snap.Quota, snap.Evictions, now)
+	var budget []*EvictBudget
+	for _, n := range nodes {
+		var b *EvictBudget
+		if n.MaxEvict != nil {
+			b = &EvictBudget{GPUs: n.MaxEvict.GPUs, Per: plan.DurationText(n.MaxEvict.Per), PerSeconds: n.MaxEvict.Per.Seconds(), EvictedGPUs: use[n.Name]}
+		}
+		budget = append(budget, b)
+	}
+	var f plan.FairFigures
+	own := make([]plan.OwnFigures, len(nodes))
+	for k, fl := range names {
+		for i, n := range nodes {
+			q := out[i*nf+k]
+			held, nonidle := q.UsedGPUs, q.NonidleGPUs
+			for _, c := range n.Children {
+				cq := out[index[c]*nf+k]
+				held, nonidle = held-cq.UsedGPUs, nonidle-cq.NonidleGPUs
+			}
+			held = max(0, held)
+			own[i] = plan.OwnFigures{NonIdle: min(max(0, nonidle), held), Held: held, Asked: ownAsked[nodeFlavor{n.Name, fl}]}
+		}
+		var shares []plan.FairShare
+		err := f.Build(snap.Quota, fl, own)
+		if err == nil {
+			shares, err = plan.FairShares(snap.Quota, &f)
+		}
+		for i, n := range nodes {
+			q := &out[i*nf+k]
+			q.Weight, q.WeightExplicit = plan.Weight(n, fl)
+			q.BorrowedShare = Share(plan.BorrowedShare(q.BorrowedGPUs, q.Weight))
+			if b := budget[i]; b != nil {
+				c := *b
+				q.MaxEvict = &c
+			}
+			if err == nil && shares[i].Defined {
+				share := shares[i].Share
+				q.FairShare = &share
+			}
+		}
+	}
 }
 
 // UngovernedDevices lists the devices of snap that belong to no flavor of

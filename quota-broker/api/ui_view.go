@@ -87,6 +87,9 @@ type uiQuota struct {
 	Indent int // pixels: 16 per level below the root
 	Bars   []uiBar
 	Height int // of the bars' SVG
+	// The texts of DESIGN L14's figures, as quota status writes them
+	// (fairtext.go).
+	WeightText, FairShareText, BorrowedShareText, EvictedText string
 }
 
 // uiBar is one figure drawn against the node's nominal GPUs.
@@ -283,7 +286,8 @@ func uiQuotas(qs []Quota) []uiQuota {
 			{"debt", "debt", q.DebtGPUs},
 			{"displaced", "displaced", q.DisplacedGPUs},
 		}
-		u := uiQuota{Quota: q, Indent: 16 * d}
+		u := uiQuota{Quota: q, Indent: 16 * d, WeightText: WeightText(q), FairShareText: FairShareText(q),
+			BorrowedShareText: BorrowedShareText(q), EvictedText: EvictedText(q)}
 		for i, f := range figures {
 			u.Bars = append(u.Bars, uiBar{Label: f.label, Class: f.class, GPUs: f.gpus,
 				Y: i * (uiBarHeight + 1), Width: barWidth(f.gpus, q.NominalGPUs)})

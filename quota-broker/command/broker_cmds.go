@@ -68,6 +68,15 @@ Usage: gputide quota status [options]
   node and flavor, each with "flavor" ("gpu" for the implicit flavor).
   Devices of no flavor (ungoverned, left to Nomad) are listed under the
   tree by node, with the reason.
+
+  Fair lending (DESIGN L14), per node and flavor: Weight (explicit, or
+  "8 (nominal)" for the default), Fair share in GPUs ("-" where L14
+  leaves it undefined: the root, and by day the children of a parent
+  whose own work takes their GPUs), Borrowed share (borrowed GPUs /
+  weight; "inf" for a weight-0 node that borrows) and Evicted, the use of
+  the node's max_evict budget: "3 of 16 GPUs in 5m" counts the GPUs of
+  every flavor stopped as victims of the node's subtree within the last
+  5m ("-" without a budget).
 ` + apiHelp)
 }
 
@@ -106,7 +115,8 @@ func quotaStatusRows(qs []api.Quota) [][]string {
 		flavors[q.Flavor] = true
 	}
 	flavored := len(flavors) > 1
-	head := []string{"Quota", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued", "Workspaces"}
+	head := []string{"Quota", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued",
+		"Weight", "Fair share", "Borrowed share", "Evicted", "Workspaces"}
 	if flavored {
 		head = slices.Insert(head, 1, "Flavor")
 	}
@@ -120,7 +130,8 @@ func quotaStatusRows(qs []api.Quota) [][]string {
 		depth[q.Name] = d
 		row := []string{strings.Repeat("· ", d) + q.Name, strconv.Itoa(q.NominalGPUs), usedCell(q), usageBar(q),
 			strconv.Itoa(q.BorrowedGPUs), strconv.Itoa(q.DebtGPUs), strconv.Itoa(q.BookedGPUs), strconv.Itoa(q.DisplacedGPUs),
-			strconv.Itoa(q.LendableGPUs), strconv.Itoa(q.QueuedGPUs), strings.Join(q.Workspaces, ",")}
+			strconv.Itoa(q.LendableGPUs), strconv.Itoa(q.QueuedGPUs),
+			api.WeightText(q), api.FairShareText(q), api.BorrowedShareText(q), api.EvictedText(q), strings.Join(q.Workspaces, ",")}
 		if flavored {
 			row = slices.Insert(row, 1, q.Flavor)
 		}

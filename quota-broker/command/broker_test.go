@@ -3,13 +3,16 @@ package command
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +24,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/acl"
 	"github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/snapshot"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -45,10 +49,6 @@ func startBroker(t *testing.T) string {
 
 func startBrokerWith(t *testing.T, serve func(http.Handler) *httptest.Server) string {
 	t.Helper()
-	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, `{"AccessorID":"acls-disabled","SecretID":"","Name":"ACLs disabled token","Type":"client"}`)
-	}))
-	t.Cleanup(nomad.Close)
 	data, err := os.ReadFile(filepath.FromSlash("../../examples/reference/snapshot.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,17 @@ func startBrokerWith(t *testing.T, serve func(http.Handler) *httptest.Server) st
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := snap.Time.Add(time.Second)
+	return serveBroker(t, serve, snap, p, snap.Time.Add(time.Second))
+}
+
+// serveBroker runs an API server on snap and its plan p at now, as
+// startBrokerWith does.
+func serveBroker(t *testing.T, serve func(http.Handler) *httptest.Server, snap *plan.Snapshot, p *plan.Plan, now time.Time) string {
+	t.Helper()
+	nomad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"AccessorID":"acls-disabled","SecretID":"","Name":"ACLs disabled token","Type":"client"}`)
+	}))
+	t.Cleanup(nomad.Close)
 	res, err := acl.NewResolver(acl.Config{Address: nomad.URL, AdminToken: "adm"})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +80,7 @@ func startBrokerWith(t *testing.T, serve func(http.Handler) *httptest.Server) st
 	if _, _, err := kv.SeedTree(context.Background(), store.TreeRecord{Root: snap.Quota.Clone(), Settings: snap.Settings}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.NewServer(api.Config{Backend: refBackend{api.BrokerState{Snapshot: snap, Plan: p, SyncedAt: snap.Time}},
+	srv, err := api.NewServer(api.Config{Backend: refBackend{api.BrokerState{Snapshot: snap, Plan: p, SyncedAt: now.Add(-time.Second)}},
 		Store: kv, Resolver: res, QuotaWrites: true, Staleness: time.Minute, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -344,22 +354,55 @@ func TestQuotaStatusRowsPerFlavor(t *testing.T) {
 		{Name: "Quota1.1", Parent: "Quota1", Flavor: "a100", NominalGPUs: 8, UsedGPUs: 2, BookedGPUs: 2, Workspaces: []string{"workspace-b"}},
 	}
 	want := [][]string{
-		{"Quota", "Flavor", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued", "Workspaces"},
-		{"Quota1", "h100", "16", "16", usageBar(qs[0]), "0", "0", "0", "0", "0", "0", "workspace-a"},
-		{"Quota1", "a100", "8", "2", usageBar(qs[1]), "0", "0", "0", "0", "6", "0", "workspace-a"},
-		{"· Quota1.1", "h100", "4", "6 (+2 stopping)", usageBar(qs[2]), "4", "0", "0", "0", "0", "3", "workspace-b"},
-		{"· Quota1.1", "a100", "8", "2", usageBar(qs[3]), "0", "0", "2", "0", "0", "0", "workspace-b"},
+		{"Quota", "Flavor", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued",
+			"Weight", "Fair share", "Borrowed share", "Evicted", "Workspaces"},
+		{"Quota1", "h100", "16", "16", usageBar(qs[0]), "0", "0", "0", "0", "0", "0", "0 (nominal)", "-", "0", "-", "workspace-a"},
+		{"Quota1", "a100", "8", "2", usageBar(qs[1]), "0", "0", "0", "0", "6", "0", "0 (nominal)", "-", "0", "-", "workspace-a"},
+		{"· Quota1.1", "h100", "4", "6 (+2 stopping)", usageBar(qs[2]), "4", "0", "0", "0", "0", "3", "0 (nominal)", "-", "0", "-", "workspace-b"},
+		{"· Quota1.1", "a100", "8", "2", usageBar(qs[3]), "0", "0", "2", "0", "0", "0", "0 (nominal)", "-", "0", "-", "workspace-b"},
 	}
 	if diff := cmp.Diff(want, quotaStatusRows(qs)); diff != "" {
 		t.Errorf("rows per flavor (-want +got):\n%s", diff)
 	}
 	one := []api.Quota{{Name: "Quota1", Flavor: "gpu", NominalGPUs: 8, UsedGPUs: 4, NonidleGPUs: 4}}
 	wantOne := [][]string{
-		{"Quota", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued", "Workspaces"},
-		{"Quota1", "8", "4", "[##########..........]", "0", "0", "0", "0", "0", "0", ""},
+		{"Quota", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced", "Lendable", "Queued",
+			"Weight", "Fair share", "Borrowed share", "Evicted", "Workspaces"},
+		{"Quota1", "8", "4", "[##########..........]", "0", "0", "0", "0", "0", "0", "0 (nominal)", "-", "0", "-", ""},
 	}
 	if diff := cmp.Diff(wantOne, quotaStatusRows(one)); diff != "" {
 		t.Errorf("one flavor (-want +got):\n%s", diff)
+	}
+}
+
+// TestQuotaStatusFairLending: quota status shows DESIGN L14's figures per
+// node: the weight (explicit, or the nominal by default), the fair share
+// to one decimal or "-" where undefined, the borrowed share to two
+// decimals or "inf", and the eviction budget's use or "-" without one;
+// -json writes the API's fields as they are.
+func TestQuotaStatusFairLending(t *testing.T) {
+	share := func(x float64) *float64 { return &x }
+	qs := []api.Quota{
+		{Name: "Quota1", Flavor: "gpu", NominalGPUs: 8, UsedGPUs: 8, Weight: 8,
+			MaxEvict: &api.EvictBudget{GPUs: 16, Per: "5m", PerSeconds: 300, EvictedGPUs: 3}},
+		{Name: "Quota1.1", Parent: "Quota1", Flavor: "gpu", NominalGPUs: 2, UsedGPUs: 3, BorrowedGPUs: 1, Weight: 3, WeightExplicit: true,
+			FairShare: share(3.5), BorrowedShare: api.Share(1.0 / 3)},
+		{Name: "Quota1.2", Parent: "Quota1", Flavor: "gpu", NominalGPUs: 2, UsedGPUs: 5, BorrowedGPUs: 3, Weight: 0, WeightExplicit: true,
+			FairShare: share(4.46), BorrowedShare: api.Share(math.Inf(1)),
+			MaxEvict: &api.EvictBudget{GPUs: 2, Per: "1h30m", PerSeconds: 5400, EvictedGPUs: 0}},
+	}
+	var got [][]string
+	for _, r := range quotaStatusRows(qs) {
+		got = append(got, r[10:14])
+	}
+	want := [][]string{
+		{"Weight", "Fair share", "Borrowed share", "Evicted"},
+		{"8 (nominal)", "-", "0", "3 of 16 GPUs in 5m"},
+		{"3", "3.5", "0.33", "-"},
+		{"0", "4.5", "inf", "0 of 2 GPUs in 1h30m"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("L14 columns (-want +got):\n%s", diff)
 	}
 }
 
@@ -378,5 +421,69 @@ func TestUngovernedRows(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ungoverned rows (-want +got):\n%s", diff)
+	}
+}
+
+// TestQuotaStatusFairLendingCLI: "quota status" and its -json against a
+// broker at night on 8 GPUs (DESIGN L14): Quota1.1 (nominal 2, weight 1)
+// holds 5 and asks for 2 more, Quota1.2 (nominal 2, weight 0) holds 3;
+// Quota1 lends 4, all to Quota1.1 (fair shares 6 and 2, borrowed shares 3
+// and +Inf), and its budget of 16 per 5m has 3 used by stops of its
+// children's allocations.
+func TestQuotaStatusFairLendingCLI(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	root := &quota.Node{Name: "Quota1", GPUs: quota.Plain(8), Namespaces: []string{"workspace-a"},
+		MaxEvict: &quota.EvictBudget{GPUs: 16, Per: 5 * time.Minute}, Children: []*quota.Node{
+			{Name: "Quota1.1", GPUs: quota.Plain(2), Weight: quota.Plain(1), Namespaces: []string{"workspace-b"}},
+			{Name: "Quota1.2", GPUs: quota.Plain(2), Weight: quota.Plain(0), Namespaces: []string{"workspace-c"}},
+		}}
+	snap := &plan.Snapshot{Time: now, Quota: root,
+		Pending: []plan.Pending{{Namespace: "workspace-b", Job: "sweep", Group: "g", Count: 1, GPUs: 2, Idle: true}},
+		Evictions: []plan.Eviction{
+			{Quota: "Quota1.1", GPUs: 2, Time: now.Add(-time.Minute)},
+			{Quota: "Quota1.2", GPUs: 1, Time: now.Add(-4 * time.Minute)},
+			{Quota: "Quota1.2", GPUs: 4, Time: now.Add(-6 * time.Minute)},
+		}}
+	p := &plan.Plan{Usage: []plan.Usage{
+		{Quota: "Quota1", Nominal: 8, Used: 8},
+		{Quota: "Quota1.1", Nominal: 2, Used: 5, Borrowed: 3},
+		{Quota: "Quota1.2", Nominal: 2, Used: 3, Borrowed: 1},
+	}}
+	t.Setenv("GPUTIDE_ADDR", serveBroker(t, httptest.NewServer, snap, p, now))
+	t.Setenv("NOMAD_TOKEN", "adm")
+	code, out, errOut := runCLI(t, "quota", "status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got [][]string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
+		got = append(got, f[len(f)-5:len(f)-1])
+	}
+	want := [][]string{
+		{"Weight", "Fair share", "Borrowed share", "Evicted"},
+		{"8 (nominal)", "-", "0", "3 of 16 GPUs in 5m"},
+		{"1", "6", "3", "-"},
+		{"0", "2", "inf", "-"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("quota status L14 columns (-want +got):\n%s\n%s", diff, out)
+	}
+	code, out, errOut = runCLI(t, "quota", "status", "-json")
+	if code != 0 {
+		t.Fatalf("-json: exit %d: %s", code, errOut)
+	}
+	for _, s := range []string{`"borrowed_share": "+Inf"`, `"fair_share": 6,`, `"weight_explicit": true`,
+		"\"max_evict\": {\n        \"gpus\": 16,\n        \"per\": \"5m\",\n        \"per_seconds\": 300,\n        \"evicted_gpus\": 3\n      }"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("-json: no %q in\n%s", s, out)
+		}
+	}
+	var res api.QuotasResponse
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(api.QuotaFigures(snap, p, now), res.Quotas); diff != "" {
+		t.Errorf("-json quotas (-want +got):\n%s", diff)
 	}
 }

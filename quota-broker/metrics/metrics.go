@@ -31,6 +31,12 @@ type Metrics struct {
 	PendingJobs    prometheus.Gauge
 	WaitingActions prometheus.Gauge
 	CyclePanics    prometheus.Counter // cycles that panicked and were recovered
+	// BorrowedShare is each quota node's borrowed share by flavor (DESIGN
+	// L14: borrowed GPUs / weight; +Inf for a weight-0 node that borrows).
+	BorrowedShare *prometheus.GaugeVec
+	// EvictedGPUs counts the GPUs of the victim stops a budget counts
+	// (plan.EvictionRule), by the victim's quota node and rule.
+	EvictedGPUs *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them with reg (when not nil).
@@ -70,21 +76,31 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Task groups the last plan left waiting."}),
 		CyclePanics: prometheus.NewCounter(prometheus.CounterOpts{Name: "gputide_cycle_panics_total",
 			Help: "Broker cycles (planning or any other step) that panicked; the broker recovered and stopped acting until a plan succeeded."}),
+		BorrowedShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gputide_borrowed_share",
+			Help: "Borrowed GPUs of the quota node's subtree divided by its weight (L14); +Inf for a weight-0 node that borrows."}, []string{"quota", "flavor"}),
+		EvictedGPUs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gputide_evicted_gpus_total",
+			Help: "GPUs stopped as victims under a rule eviction budgets count (L14), by the victim's quota node."}, []string{"quota", "rule"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Preemptions, m.PreemptedGPUs, m.Admissions, m.Suspensions, m.ActionErrors, m.Plans,
 			m.PlanSeconds, m.Connected, m.StateAge, m.MetaErrors, m.QuotaNominal, m.QuotaUsed, m.QuotaNonIdle,
-			m.QuotaBorrowed, m.QuotaDebt, m.QuotaLendable, m.PendingJobs, m.WaitingActions, m.CyclePanics)
+			m.QuotaBorrowed, m.QuotaDebt, m.QuotaLendable, m.PendingJobs, m.WaitingActions, m.CyclePanics,
+			m.BorrowedShare, m.EvictedGPUs)
 	}
 	return m
 }
 
 // ObservePlan sets the per-quota gauges from a plan's usage: one series
-// per quota node and flavor, {quota="Q",flavor="F"}, in GPUs.
-func (m *Metrics) ObservePlan(p *plan.Plan) {
+// per quota node and flavor, {quota="Q",flavor="F"}, in GPUs, and each
+// node's borrowed share (DESIGN L14: the row's borrowed GPUs over the
+// node's weight in tree, plan.Weight; a row of a node not in tree, or a
+// nil tree, sets none).
+func (m *Metrics) ObservePlan(p *plan.Plan, tree *quota.Node) {
 	if m == nil || p == nil {
 		return
 	}
+	nodes := map[string]*quota.Node{}
+	tree.Walk(func(n *quota.Node) { nodes[n.Name] = n })
 	waiting := 0
 	for _, a := range p.Actions {
 		if a.Action == plan.ActionWait {
@@ -106,20 +122,37 @@ func (m *Metrics) ObservePlan(p *plan.Plan) {
 		m.QuotaBorrowed.WithLabelValues(u.Quota, fl).Set(float64(u.Borrowed))
 		m.QuotaDebt.WithLabelValues(u.Quota, fl).Set(float64(u.Debt))
 		m.QuotaLendable.WithLabelValues(u.Quota, fl).Set(float64(u.Lendable))
+		if n := nodes[u.Quota]; n != nil {
+			w, _ := plan.Weight(n, fl)
+			m.BorrowedShare.WithLabelValues(u.Quota, fl).Set(plan.BorrowedShare(u.Borrowed, w))
+		}
 	}
 }
 
 // ObserveOutcome counts what one act.Actor.Execute did: each preemption
-// (by rule, victim namespace and claimant namespace) and its GPUs, each job
-// moved to its pool (admission) or to the holding pool (suspension, a
-// victim's job included), and each failed call by action.
-func (m *Metrics) ObserveOutcome(o act.Outcome) {
+// (by rule, victim namespace and claimant namespace) and its GPUs, the GPUs
+// of each stop a budget counts (plan.EvictionRule) by the quota node tree
+// binds the victim's namespace to (quota.Namespaces; a namespace of no
+// node is not counted there), each job moved to its pool (admission) or to
+// the holding pool (suspension, a victim's job included), and each failed
+// call by action. tree is the quota tree of the plan carried out.
+func (m *Metrics) ObserveOutcome(o act.Outcome, tree *quota.Node) {
 	if m == nil {
 		return
 	}
+	var nsNode map[string]string
 	for _, s := range o.Preempted {
 		m.Preemptions.WithLabelValues(string(s.Rule), s.Namespace, s.Claimant.Namespace).Inc()
 		m.PreemptedGPUs.WithLabelValues(string(s.Rule)).Add(float64(s.GPUs))
+		if !plan.EvictionRule(s.Rule) {
+			continue
+		}
+		if nsNode == nil {
+			nsNode = quota.Namespaces(tree)
+		}
+		if q, ok := nsNode[s.Namespace]; ok {
+			m.EvictedGPUs.WithLabelValues(q, string(s.Rule)).Add(float64(s.GPUs))
+		}
 	}
 	for _, mv := range o.Moves {
 		if mv.Admission {

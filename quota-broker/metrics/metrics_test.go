@@ -7,6 +7,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -28,7 +29,7 @@ func TestObserveOutcomeCountsWhatTheAdapterDid(t *testing.T) {
 		},
 		Failed: []string{"admit", "meta", "admit"},
 		Errors: []error{errors.New("x"), errors.New("y"), errors.New("z")},
-	})
+	}, nil)
 	want := `
 # HELP gputide_action_errors_total Nomad calls of a plan that failed.
 # TYPE gputide_action_errors_total counter
@@ -61,7 +62,7 @@ func TestObservePlanSetsTheQuotaGauges(t *testing.T) {
 	m.ObservePlan(&plan.Plan{
 		Actions: []plan.Action{{Action: plan.ActionWait}, {Action: plan.ActionAdmit}, {Action: plan.ActionWait}},
 		Usage:   []plan.Usage{{Quota: "Quota1", Nominal: 8, Used: 6, NonIdle: 4, Borrowed: 1, Debt: 2, Lendable: 3}},
-	})
+	}, nil)
 	want := `
 # HELP gputide_quota_used_gpus GPUs in use in the quota node's subtree.
 # TYPE gputide_quota_used_gpus gauge
@@ -89,7 +90,7 @@ func TestObservePlanLabelsEachFlavor(t *testing.T) {
 		{Quota: "Quota1", Flavor: "a100", Nominal: 32, Used: 5},
 		{Quota: "Quota1.1", Flavor: "h100", Nominal: 4, Used: 10, Borrowed: 6},
 		{Quota: "Quota1.1", Flavor: "a100", Nominal: 8, Used: 0},
-	}})
+	}}, nil)
 	want := `
 # HELP gputide_quota_used_gpus GPUs in use in the quota node's subtree.
 # TYPE gputide_quota_used_gpus gauge
@@ -111,6 +112,84 @@ gputide_quota_nominal_gpus{flavor="h100",quota="Quota1"} 16
 gputide_quota_nominal_gpus{flavor="h100",quota="Quota1.1"} 4
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gputide_quota_used_gpus", "gputide_quota_borrowed_gpus", "gputide_quota_nominal_gpus"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestObservePlanBorrowedShare: gputide_borrowed_share{quota,flavor} is
+// each row's borrowed GPUs over the node's weight in the tree (DESIGN
+// L14): the explicit weight of the flavor, else the nominal; a weight-0
+// node that borrows has +Inf, one that does not 0. A second plan sets the
+// gauges anew.
+func TestObservePlanBorrowedShare(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	tree := &quota.Node{Name: "Quota1", GPUs: quota.Nominal{"h100": 16, "a100": 8}, Children: []*quota.Node{
+		{Name: "Quota1.1", GPUs: quota.Nominal{"h100": 4, "a100": 4}, Weight: quota.Nominal{"h100": 2}},
+		{Name: "Quota1.2", GPUs: quota.Nominal{"h100": 4, "a100": 4}, Weight: quota.Nominal{"h100": 0, "a100": 0}},
+	}}
+	m.ObservePlan(&plan.Plan{Usage: []plan.Usage{
+		{Quota: "Quota1", Flavor: "h100", Nominal: 16, Used: 16},
+		{Quota: "Quota1", Flavor: "a100", Nominal: 8, Used: 4},
+		{Quota: "Quota1.1", Flavor: "h100", Nominal: 4, Used: 7, Borrowed: 3},
+		{Quota: "Quota1.1", Flavor: "a100", Nominal: 4, Used: 6, Borrowed: 2},
+		{Quota: "Quota1.2", Flavor: "h100", Nominal: 4, Used: 5, Borrowed: 1},
+		{Quota: "Quota1.2", Flavor: "a100", Nominal: 4, Used: 0},
+		{Quota: "Gone", Flavor: "h100", Nominal: 4, Used: 8, Borrowed: 4},
+	}}, tree)
+	want := `
+# HELP gputide_borrowed_share Borrowed GPUs of the quota node's subtree divided by its weight (L14); +Inf for a weight-0 node that borrows.
+# TYPE gputide_borrowed_share gauge
+gputide_borrowed_share{flavor="a100",quota="Quota1"} 0
+gputide_borrowed_share{flavor="a100",quota="Quota1.1"} 0.5
+gputide_borrowed_share{flavor="a100",quota="Quota1.2"} 0
+gputide_borrowed_share{flavor="h100",quota="Quota1"} 0
+gputide_borrowed_share{flavor="h100",quota="Quota1.1"} 1.5
+gputide_borrowed_share{flavor="h100",quota="Quota1.2"} +Inf
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gputide_borrowed_share"); err != nil {
+		t.Fatal(err)
+	}
+	m.ObservePlan(&plan.Plan{Usage: []plan.Usage{{Quota: "Quota1.2", Flavor: "h100", Nominal: 4, Used: 4}}}, tree)
+	if got := testutil.ToFloat64(m.BorrowedShare.WithLabelValues("Quota1.2", "h100")); got != 0 {
+		t.Errorf("Quota1.2 h100 after it gave back: %v, want 0", got)
+	}
+}
+
+// TestObserveOutcomeEvictedGPUs: gputide_evicted_gpus_total{quota,rule}
+// adds the GPUs of each stop under a rule budgets count (DESIGN L14), by
+// the quota node of the victim's namespace; a job's own terms (L10.end,
+// L11.max_run) and a namespace of no node are not counted there.
+func TestObserveOutcomeEvictedGPUs(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	tree := &quota.Node{Name: "Quota1", Namespaces: []string{"workspace-a"}, Children: []*quota.Node{
+		{Name: "Quota1.1", Namespaces: []string{"workspace-b"}},
+		{Name: "Quota1.2", Namespaces: []string{"workspace-c", "workspace-d"}},
+	}}
+	stop := func(ns string, gpus int, r plan.Rule) act.Stop {
+		return act.Stop{Namespace: ns, Job: "j", Alloc: "a", GPUs: gpus, Rule: r}
+	}
+	m.ObserveOutcome(act.Outcome{Preempted: []act.Stop{
+		stop("workspace-b", 2, plan.RuleFair), stop("workspace-b", 1, plan.RuleFair),
+		stop("workspace-c", 4, plan.RuleIdleDebt), stop("workspace-d", 8, plan.RuleIdleDebt),
+		stop("workspace-c", 1, plan.RuleChild), stop("workspace-a", 2, plan.RulePriority),
+		stop("workspace-b", 3, plan.RulePrewarm), stop("workspace-c", 5, plan.RuleStart), stop("workspace-c", 6, plan.RuleDrain),
+		stop("workspace-b", 7, plan.RuleEnd), stop("workspace-b", 9, plan.RuleFlexMaxRun),
+		stop("workspace-z", 16, plan.RuleFair),
+	}}, tree)
+	want := `
+# HELP gputide_evicted_gpus_total GPUs stopped as victims under a rule eviction budgets count (L14), by the victim's quota node.
+# TYPE gputide_evicted_gpus_total counter
+gputide_evicted_gpus_total{quota="Quota1",rule="L5.3"} 2
+gputide_evicted_gpus_total{quota="Quota1.1",rule="L14.fair"} 3
+gputide_evicted_gpus_total{quota="Quota1.1",rule="L5.prewarm"} 3
+gputide_evicted_gpus_total{quota="Quota1.2",rule="L10.drain"} 6
+gputide_evicted_gpus_total{quota="Quota1.2",rule="L10.start"} 5
+gputide_evicted_gpus_total{quota="Quota1.2",rule="L5.1"} 12
+gputide_evicted_gpus_total{quota="Quota1.2",rule="L5.2"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gputide_evicted_gpus_total"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -92,7 +92,7 @@ func (p *planner) withinBudgets(set *victimSet, c *claim) bool {
 		b := q.node.MaxEvict
 		if n, ok := add[q]; ok && p.st.evicted[q.index]+n > b.GPUs {
 			if p.budgetWhy == "" {
-				p.budgetWhy = fmt.Sprintf("%s: %d of %d GPUs evicted in the last %s", q.node.Name, p.st.evicted[q.index], b.GPUs, durationText(b.Per))
+				p.budgetWhy = fmt.Sprintf("%s: %d of %d GPUs evicted in the last %s", q.node.Name, p.st.evicted[q.index], b.GPUs, DurationText(b.Per))
 			}
 			return false
 		}
@@ -100,9 +100,9 @@ func (p *planner) withinBudgets(set *victimSet, c *claim) bool {
 	return true
 }
 
-// durationText writes a budget's window as the quota file does: "5m",
+// DurationText writes a budget's window as the quota file does: "5m",
 // "1h", "90s", "1h30m".
-func durationText(d time.Duration) string {
+func DurationText(d time.Duration) string {
 	s := d.String()
 	for _, suf := range []string{"m0s", "h0m"} {
 		if len(s) > len(suf) && s[len(s)-len(suf):] == suf {

@@ -12,8 +12,9 @@ import (
 // Eviction per victim quota node (the node of the stopped allocation's
 // namespace in the tree rooted at root), GPUs summed over its stops, in
 // the order of each node's first stop. Only ActionStop actions count, and
-// only under the rules DESIGN L14 names (L5.1-L5.3, L5.prewarm, L10.start,
-// L10.drain, L14.fair; not the job's own terms, L10.end and L11.*); a stop in a namespace no node of the tree
+// only under the rules DESIGN L14 names (EvictionRule: L5.1-L5.3,
+// L5.prewarm, L10.start, L10.drain, L14.fair; not the job's own terms,
+// L10.end and L11.*); a stop in a namespace no node of the tree
 // governs counts against no budget. Nil when nothing counts.
 func Evictions(root *quota.Node, acts []Action, at time.Time) []Eviction {
 	var out []Eviction
@@ -22,9 +23,7 @@ func Evictions(root *quota.Node, acts []Action, at time.Time) []Eviction {
 		if act.Action != ActionStop || act.GPUs <= 0 || root == nil {
 			continue
 		}
-		switch act.Rule {
-		case RuleIdleDebt, RuleChild, RulePriority, RulePrewarm, RuleStart, RuleDrain, RuleFair:
-		default:
+		if !EvictionRule(act.Rule) {
 			continue
 		}
 		if nodes == nil {

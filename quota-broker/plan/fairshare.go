@@ -17,7 +17,9 @@ import (
 // flavor's figures. Plans do not cap admissions at the fair share (DESIGN
 // L14): they approach it through the order and rule L14.fair (options.go,
 // fair.go), which compare borrowed shares; the simulator's report and the
-// tests measure against the fair shares.
+// tests measure against the fair shares, and the API, quota status and
+// the page show them. FairFigures.Build (fairfigures.go) builds the
+// figures from each node's own GPUs for all of those readers.
 
 // MaxWeight is the largest explicit weight a quota node may set (DESIGN
 // L14: 0..10,000).

@@ -198,10 +198,7 @@ func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buff
 
 func (p *planner) indexTree(n *quota.Node, parent *qnode) {
 	q := &qnode{node: n, index: len(p.quotas), parent: parent, nominal: n.GPUs.Of(p.flavor)}
-	q.weight = q.nominal // DESIGN L14: the default weight is the nominal, not capped
-	if w, ok := n.Weight[p.flavor]; ok {
-		q.weight = w
-	}
+	q.weight, _ = Weight(n, p.flavor) // DESIGN L14: explicit, else the nominal, not capped
 	q.first = q.index
 	if parent != nil {
 		parent.children = append(parent.children, q)

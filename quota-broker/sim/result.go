@@ -419,59 +419,40 @@ func (s *sim) advance(t int64) {
 	s.last, s.now = t, t
 }
 
-// fairNominal is q's nominal as the fair shares count it: the one place
-// the fair-lending figures read a nominal, so that with flavors (DESIGN
-// L13) it becomes the nominal in the flavor being measured. It reads the
-// nominal as a plain number of GPUs or, once quota.Node's nominal is per
-// flavor (issue 17, a type with Total), as its total over the tree's one
-// flavor, so that it builds on both sides of that change.
-func fairNominal(q *qinfo) int {
-	switch n := any(q.node.GPUs).(type) {
-	case int:
-		return n
-	case interface{ Total() int }:
-		return n.Total()
-	}
-	panic(fmt.Sprintf("quota %q: a nominal of type %T", q.node.Name, q.node.GPUs))
-}
-
 // fairLending adds dt seconds of the state now to each quota node's fair
 // lending figures (QuotaStats.FairTime and the rest): the fair shares of
-// DESIGN L14 (plan.FairShares) on the nodes' figures now, for the one
-// tree's first flavor, with each node's weight (its explicit one, else
-// plan.DefaultWeight: its nominal). A node's demand is what
-// its subtree holds (every allocation state, idle or not) plus what its
-// pending allocations ask for; a batch job stopped as a victim counts
+// DESIGN L14 (plan.FairShares) on the nodes' figures now, for the
+// tree's first flavor, built by plan.FairFigures.Build (the rule the API
+// and the metrics use too) from each node's own figures: the GPUs its
+// namespaces hold (every allocation state), non-idle or not, and what
+// their pending allocations ask for. The simulator counts every device of
+// a node whatever its flavor, against the nominal and weight of the first
+// flavor: exact on a tree of one flavor. A batch job stopped as a victim counts
 // twice while its allocations run out their kill_timeout (held, and asked
 // for again), as the broker's snapshot shows it.
 func (s *sim) fairLending(dt float64) {
-	f := &s.fair
-	f.Nominal, f.OwnNonIdle, f.NonIdle, f.Demand = f.Nominal[:0], f.OwnNonIdle[:0], f.NonIdle[:0], f.Demand[:0]
-	f.Weight = f.Weight[:0]
-	flavor := quota.FlavorNames(s.tree)[0]
-	held := s.fairHeld[:0]
+	own, held := s.fairOwn[:0], s.fairHeld[:0]
 	for _, q := range s.qs {
-		used, nonidle, _ := s.quotaFigures(q)
-		own, asked := 0, 0
+		var o plan.OwnFigures
 		for _, i := range q.own {
-			o := &s.own[i]
-			own += o[placing][0] + o[running][0] + o[stopping][0]
+			c := &s.own[i]
+			o.NonIdle += c[placing][0] + c[running][0] + c[stopping][0]
+			o.Held += c[placing][0] + c[running][0] + c[stopping][0] + c[placing][1] + c[running][1] + c[stopping][1]
+			o.Asked += s.asked[i]
 		}
-		for _, i := range q.sub {
-			asked += s.asked[i]
-		}
-		f.Nominal = append(f.Nominal, fairNominal(q))
-		w, ok := q.node.Weight[flavor]
-		if !ok {
-			w = plan.DefaultWeight
-		}
-		f.Weight = append(f.Weight, w)
-		f.OwnNonIdle = append(f.OwnNonIdle, own)
-		f.NonIdle = append(f.NonIdle, nonidle)
-		f.Demand = append(f.Demand, used+asked)
+		own = append(own, o)
+		used, _, _ := s.quotaFigures(q)
 		held = append(held, used)
 	}
-	s.fairHeld = held
+	s.fairOwn, s.fairHeld = own, held
+	f := &s.fair
+	err := f.Build(s.tree, quota.FlavorNames(s.tree)[0], own)
+	if err != nil {
+		if s.fairErr == nil {
+			s.fairErr = fmt.Errorf("at %s: %w", s.fmt(s.last), err)
+		}
+		return
+	}
 	out, err := plan.AppendFairShares(s.fairOut[:0], s.tree, f)
 	s.fairOut = out
 	if err != nil {

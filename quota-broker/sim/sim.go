@@ -187,7 +187,9 @@ type sim struct {
 	// (fairLending); fairErr the first error computing them.
 	fair    plan.FairFigures
 	fairOut []plan.FairShare
-	// fairHeld are, per quota node, the GPUs its subtree holds.
+	// fairOwn are, per quota node, its own figures (plan.OwnFigures);
+	// fairHeld the GPUs its subtree holds.
+	fairOwn  []plan.OwnFigures
 	fairHeld []int
 	fairErr  error
 

@@ -15,7 +15,9 @@
 //	    {"name": "Quota1.1", "parent": "Quota1",
 //	     "nominal_gpus": 56, "used_gpus": 40, "nonidle_gpus": 38, "borrowed_gpus": 0,
 //	     "debt_gpus": 0, "booked_gpus": 8, "displaced_gpus": 0, "lendable_gpus": 16,
-//	     "queued_gpus": 4, "workspaces": ["workspace-a"]}
+//	     "queued_gpus": 4, "workspaces": ["workspace-a"],
+//	     "weight": 56, "fair_share": 60.5, "borrowed_share": 0,   // DESIGN L14; weight_explicit: true when set
+//	     "max_evict": {"gpus": 16, "per": "5m", "per_seconds": 300, "evicted_gpus": 3}}
 //	  ]
 //	}
 //
@@ -35,8 +37,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +113,70 @@ type Quota struct {
 	// mid-preemption a node may read "12 used of 8" with 4 of them leaving.
 	StoppingGPUs int      `json:"stopping_gpus,omitempty"`
 	Workspaces   []string `json:"workspaces,omitempty"`
+	// Weight is the node's weight in the flavor (DESIGN L14): its explicit
+	// weight (WeightExplicit), else its nominal in the flavor.
+	Weight         int  `json:"weight"`
+	WeightExplicit bool `json:"weight_explicit,omitempty"`
+	// FairShare is the node's fair share of the flavor (DESIGN L14), in
+	// devices, fractional (7 GPUs lent to two children of equal weight
+	// give each 3.5); nil (absent in JSON) when L14 leaves it undefined:
+	// for the root, and for the children of a parent whose own non-idle
+	// use leaves less of its nominal than their bases.
+	FairShare *float64 `json:"fair_share,omitempty"`
+	// BorrowedShare is BorrowedGPUs / Weight (DESIGN L14); with weight 0,
+	// 0 while the node borrows nothing, +Inf (JSON "+Inf") once it does.
+	BorrowedShare Share `json:"borrowed_share"`
+	// MaxEvict is the node's eviction budget and its use now (DESIGN
+	// L14), the same on each of the node's flavors (a budget counts
+	// devices of every flavor); nil (absent) when the node sets none.
+	MaxEvict *EvictBudget `json:"max_evict,omitempty"`
+}
+
+// EvictBudget is a quota node's eviction budget, `max_evict = { gpus = 16,
+// per = "5m" }`, and its use now (DESIGN L14).
+type EvictBudget struct {
+	// GPUs is the most devices, of every flavor, the node's subtree may
+	// lose as victims within Per.
+	GPUs int `json:"gpus"`
+	// Per is the window as the quota file writes it ("5m", "1h30m");
+	// PerSeconds the same in seconds.
+	Per        string  `json:"per"`
+	PerSeconds float64 `json:"per_seconds"`
+	// EvictedGPUs is the devices, of every flavor, stopped as victims of
+	// the node's and its descendants' namespaces within (now - per, now]
+	// (the snapshot's evictions): "3 of 16 GPUs in 5m".
+	EvictedGPUs int `json:"evicted_gpus"`
+}
+
+// Share is a borrowed share (DESIGN L14): a JSON number, or the string
+// "+Inf" for the infinite share of a weight-0 node that borrows (JSON has
+// no infinity; Prometheus writes it the same way).
+type Share float64
+
+// MarshalJSON writes s as a number, or "+Inf".
+func (s Share) MarshalJSON() ([]byte, error) {
+	f := float64(s)
+	switch {
+	case math.IsInf(f, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(f, -1) || math.IsNaN(f):
+		return nil, fmt.Errorf("borrowed share %v: not a share", f)
+	}
+	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
+}
+
+// UnmarshalJSON reads a number or "+Inf".
+func (s *Share) UnmarshalJSON(b []byte) error {
+	if string(b) == `"+Inf"` {
+		*s = Share(math.Inf(1))
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || f < 0 {
+		return fmt.Errorf("borrowed share %s: want a number >= 0 or \"+Inf\"", b)
+	}
+	*s = Share(f)
+	return nil
 }
 
 // State is the freshness every read carries.
