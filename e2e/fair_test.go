@@ -134,12 +134,15 @@ func holdSteady(t *testing.T, c *api.Client, d time.Duration, stopped, bLeft, cR
 // waitReason returns, from the broker's API, why team C's idle job waits:
 // the last plan's wait for workspace-c/idle/main in GET /v1/queue (its
 // reason) or in GET /v1/plan (its reason, or each flavor's), or else the
-// job's gputide_reason meta. "" when nothing says it waits.
+// job's gputide_reason meta, joined by " | ", with any read that failed.
+// "" when nothing says it waits.
 func waitReason(t *testing.T, c *api.Client, b *broker) string {
 	t.Helper()
 	var reasons []string
 	var q brokerapi.QueueResponse
-	if err := getJSON("http://"+b.Addr+"/v1/queue?namespace="+url.QueryEscape("workspace-c"), &q); err == nil {
+	if err := getJSON("http://"+b.Addr+"/v1/queue?namespace="+url.QueryEscape("workspace-c"), &q); err != nil {
+		reasons = append(reasons, err.Error())
+	} else {
 		for _, e := range q.Queue {
 			if e.Job == "idle" && e.Action == string(plan.ActionWait) {
 				reasons = append(reasons, e.Reason)
@@ -149,7 +152,9 @@ func waitReason(t *testing.T, c *api.Client, b *broker) string {
 	var p struct {
 		Actions []plan.Action `json:"actions"`
 	}
-	if err := getJSON("http://"+b.Addr+"/v1/plan", &p); err == nil {
+	if err := getJSON("http://"+b.Addr+"/v1/plan", &p); err != nil {
+		reasons = append(reasons, err.Error())
+	} else {
 		for _, a := range p.Actions {
 			if a.Action == plan.ActionWait && a.Namespace == "workspace-c" && a.Job == "idle" {
 				reasons = append(reasons, a.Reason)
