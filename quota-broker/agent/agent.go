@@ -87,7 +87,7 @@ type Agent struct {
 	// one cycle to the next (build.Specs).
 	specs build.Specs
 
-	// planner computes a plan (Options.Planner, default plan.Compute).
+	// planner computes a plan (Options.Planner, default plan.ComputeFair: DESIGN L14).
 	planner Planner
 	// lastPanic is the panic of the last cycle while cycles keep
 	// panicking, "" after a plan succeeded (cycle goroutine only): a
@@ -95,7 +95,7 @@ type Agent struct {
 	lastPanic string
 }
 
-// Planner computes the plan of a snapshot: plan.Compute, or a test's.
+// Planner computes the plan of a snapshot: plan.ComputeFair, or a test's.
 type Planner func(*plan.Snapshot) (*plan.Plan, error)
 
 // Options are the run-time options of New.
@@ -106,7 +106,7 @@ type Options struct {
 	// Store overrides the store the configuration names (tests: several
 	// agents on one memory store).
 	Store store.Store
-	// Planner overrides plan.Compute (tests: a planner that panics).
+	// Planner overrides plan.ComputeFair (tests: a planner that panics).
 	Planner Planner
 }
 
@@ -124,7 +124,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
 		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store, planner: opt.Planner}
 	if a.planner == nil {
-		a.planner = plan.Compute
+		a.planner = plan.ComputeFair
 	}
 	a.consul = cfg.Consul != nil
 	if a.store == nil {

@@ -26,12 +26,12 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("the planner panicked: %v", e.Value)
 }
 
-// PlanSafely runs planner on s (plan.Compute when nil) and turns a panic
+// PlanSafely runs planner on s (plan.ComputeFair, the broker's planner, when nil) and turns a panic
 // into a *PanicError carrying the stack, so that no caller (the agent's
 // cycle, gputide plan) dies of the planner.
 func PlanSafely(planner Planner, s *plan.Snapshot) (p *plan.Plan, err error) {
 	if planner == nil {
-		planner = plan.Compute
+		planner = plan.ComputeFair
 	}
 	defer func() {
 		if v := recover(); v != nil {

@@ -139,7 +139,7 @@ func DecodePlanRequest(data []byte) (PlanRequest, error) {
 }
 
 // previewPlan serves POST /v1/plan: submit-job for a new job, read-job for
-// a waiting one; the plan runs plan.Compute on the current snapshot (no
+// a waiting one; the plan runs plan.ComputeFair on the current snapshot (no
 // rule of its own).
 func (s *Server) previewPlan(w http.ResponseWriter, r *http.Request, c *caller) {
 	data, err := readBody(r)

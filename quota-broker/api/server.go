@@ -98,7 +98,7 @@ type Config struct {
 	// nil: reservation.CheckTree (L1 and the bookings).
 	CheckTree func(root *quota.Node, settings quota.Settings, bookings []reservation.Booking, now time.Time) error
 	// Planner plans a preview's snapshot (POST /v1/plan); nil:
-	// plan.Compute. The agent gives its own (Options.Planner).
+	// plan.ComputeFair. The agent gives its own (Options.Planner).
 	Planner func(*plan.Snapshot) (*plan.Plan, error)
 }
 
@@ -126,7 +126,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Planner == nil {
-		cfg.Planner = plan.Compute
+		cfg.Planner = plan.ComputeFair
 	}
 	if cfg.CheckTree == nil {
 		cfg.CheckTree = func(root *quota.Node, _ quota.Settings, bookings []reservation.Booking, now time.Time) error {

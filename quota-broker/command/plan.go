@@ -21,7 +21,7 @@ import (
 // snapshot of the cluster.
 type PlanCommand struct {
 	Meta
-	// Planner overrides plan.Compute (tests: a planner that panics).
+	// Planner overrides plan.ComputeFair (tests: a planner that panics).
 	Planner agent.Planner
 }
 

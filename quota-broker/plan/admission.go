@@ -33,6 +33,11 @@ type job struct {
 	// asked is the total GPUs of all pending allocations of all groups,
 	// saturated at MaxAsk so that no sum of counts can wrap around.
 	asked int
+	// fairLeft is, while an idle job whose allocations form one unit
+	// (L5: a batch job that is not elastic, a flex request) is decided,
+	// the GPUs it asks for that are not admitted yet; 0 for other jobs
+	// (planner.fairAsk, rule L14.fair).
+	fairLeft int
 }
 
 // maxRun is the job's flex max_run for ordering; a non-flex job counts as 0.

@@ -14,8 +14,10 @@ import (
 // figures the caller gives. It is pure arithmetic: it reads the tree's
 // shape and names and nothing else of a quota.Node, so that a caller with
 // per-flavor nominals (DESIGN L13) calls it once per flavor with that
-// flavor's figures. Plans do not use it yet (the L14 order and rule
-// L14.fair are later work); the simulator's report measures against it.
+// flavor's figures. Plans do not cap admissions at the fair share (DESIGN
+// L14): they approach it through the order and rule L14.fair (options.go,
+// fair.go), which compare borrowed shares; the simulator's report and the
+// tests measure against the fair shares.
 
 // MaxWeight is the largest explicit weight a quota node may set (DESIGN
 // L14: 0..10,000).

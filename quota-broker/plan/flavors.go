@@ -233,7 +233,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	nf := len(fx.flavors)
 	out := make([]projection, nf)
 	for fi := range out {
-		out[fi].snap = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings}
+		out[fi].snap = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings, Evictions: s.Evictions}
 		out[fi].nodes = bufs[fi].projNodes[:0]
 		out[fi].allocs = bufs[fi].projAllocs[:0]
 	}
@@ -455,6 +455,7 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 	for fi := range flavors {
 		buf := bufs[fi]
 		p := newFlavorPlanner(projected[fi], buf, flavors[fi].Name, named)
+		p.idleOrder = idleOrder // rule L14.fair in each flavor (DESIGN L13 Choice)
 		defer p.vc.forget()
 		fps[fi] = &flavorPlan{p: p, cache: map[feasibilityKey][]int{}}
 	}
@@ -850,7 +851,7 @@ func pickIdle(fps []*flavorPlan, fis []int, x int) idlePick {
 			break
 		}
 		if fp.fitsFree(j) {
-			return idlePick{fi: fi, share: fp.p.idleShareAfter(j), known: true}
+			return idlePick{fi: fi, share: fp.p.idleShareAfter(j, j.asked), known: true}
 		}
 	}
 	return idlePick{fi: -1, share: math.Inf(1), known: true}

@@ -76,6 +76,10 @@ type planner struct {
 	// first use (reservationByID): only a pending job naming a reservation
 	// that has not started needs it.
 	resByID map[string]*Reservation
+	// budgetWhy is the first eviction budget that refused a victim set
+	// of the claim being placed, as a wait reason (budget.go); reset for
+	// each allocation placed.
+	budgetWhy string
 	// wakeAt is the plan's WakeAt so far (see planner.wake).
 	wakeAt time.Time
 	// maxKill is the largest kill_timeout of the live allocations (L8).
@@ -164,6 +168,7 @@ func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buff
 	p.indexBookings()
 	p.st.displaced = p.deriveDisplaced()
 	p.indexHolds()
+	p.indexBudgets()
 	sort.Strings(p.warnings)
 	p.booked = true
 	for i, c := range p.nodes {

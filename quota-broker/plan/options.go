@@ -10,13 +10,13 @@ const (
 	// IdleOrderL3 decides idle jobs in L3 order (priority, then
 	// submission, namespace and names), each placed only on free GPUs,
 	// with no give-back: the planner as it was before L14 (the
-	// simulator's gputide-fifo policy measures it).
+	// simulator's gputide-fifo policy measures it), and Compute's.
 	IdleOrderL3 IdleOrder = iota
 	// IdleOrderFair decides idle jobs one at a time, each time the one
 	// whose node would have the lowest borrowed share after its
 	// admission, and lets an idle claimant stop other nodes' idle
-	// allocations under rule L14.fair (DESIGN L14). Built: the order
-	// (ComputeWith); not yet: L14.fair.
+	// allocations under rule L14.fair (DESIGN L14; fair.go): the
+	// broker's (ComputeFair).
 	IdleOrderFair
 )
 
@@ -42,53 +42,158 @@ type Options struct {
 // ComputeWith plans the snapshot as Compute does, under o. With
 // IdleOrderFair the idle jobs are decided in DESIGN L14's order
 // (decideIdleFair; in a tree of several flavors decideIdleFairAcross, by
-// the share in the flavor each would take). The give-back rule L14.fair
-// is not built yet.
+// the share in the flavor each would take), and an idle claimant that
+// fits on no free GPUs may take other nodes' idle allocations under rule
+// L14.fair (fair.go).
 func ComputeWith(s *Snapshot, o Options) (*Plan, error) {
 	return compute(s, o.IdleOrder)
+}
+
+// ComputeFair is ComputeWith under IdleOrderFair: DESIGN L14's order and
+// rule L14.fair, the planner the broker runs. Compute keeps the L3 order
+// while its tests and fixtures move over.
+func ComputeFair(s *Snapshot) (*Plan, error) {
+	return ComputeWith(s, Options{IdleOrder: IdleOrderFair})
 }
 
 // decideIdleFair decides the idle jobs of jobs (in L3 order) not in
 // suspended in DESIGN L14's order: one at a time, each time the one whose
 // own node would have the lowest borrowed share after its admission, ties
-// in L3 order. The share after admission is idleShareAfter's, on the
-// ledger as the plan has left it so far (non-idle work and the idle jobs
-// decided before). A job that then does not fit waits as in L3 order;
-// nothing it did not place changes the others' shares.
+// in L3 order, on the ledger as the plan has left it so far (non-idle
+// work and the idle admissions decided before).
 //
-// O(idle jobs^2 x tree depth) per plan: each pick scans the jobs left.
+// "One at a time" is one admission: a job stopped whole (L5: a batch job
+// that is not elastic, a flex request) is one, decided whole (decide) with
+// its share after all it asks for; the allocations of any other idle job
+// (service, elastic batch: each a unit of L5) are each one, so that the
+// sides of rule L14.fair meet within one allocation and no node takes
+// from a second one what a third will take from it in the same plan (the
+// property of no taking back, fair_test.go). A job whose allocation does
+// not fit stops there and waits for the rest; its admits are one action
+// per group, emitted when the job is done.
+//
+// O(idle allocations x idle jobs x tree depth) per plan.
 func (p *planner) decideIdleFair(jobs []*job, suspended map[JobKey]bool, cache map[feasibilityKey][]int) {
-	var left []*job
+	var left []*idleStep
 	for _, j := range jobs {
 		if j.idle && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
-			left = append(left, j)
+			left = append(left, &idleStep{j: j, byOne: p.admitsOneByOne(j)})
 		}
 	}
 	for len(left) > 0 {
-		best, bestShare := 0, p.idleShareAfter(left[0])
+		best, bestShare := 0, p.idleStepShare(left[0])
 		for i := 1; i < len(left); i++ {
-			if sh := p.idleShareAfter(left[i]); sh < bestShare { // strictly: ties keep L3 order
+			if sh := p.idleStepShare(left[i]); sh < bestShare { // strictly: ties keep L3 order
 				best, bestShare = i, sh
 			}
 		}
-		j := left[best]
-		left = append(left[:best], left[best+1:]...)
-		p.decide(j, cache)
+		st := left[best]
+		if !st.byOne {
+			left = append(left[:best], left[best+1:]...)
+			p.decide(st.j, cache)
+			continue
+		}
+		if !p.idleStepOne(st, cache) {
+			left = append(left[:best], left[best+1:]...)
+			p.idleStepDone(st)
+		}
+	}
+}
+
+// idleStep is an idle job being decided allocation by allocation
+// (decideIdleFair): the group at gi, of which placed allocations are
+// placed so far on nodes.
+type idleStep struct {
+	j      *job
+	byOne  bool
+	gi     int
+	claim  *claim
+	nodes  [][]string // per group, the nodes of its placed allocations
+	reason string     // why the allocation that did not fit did not
+}
+
+// admitsOneByOne reports whether idle job j is admitted allocation by
+// allocation under DESIGN L14's order: bound to a quota node, not a flex
+// request, every group a service or elastic batch one (L5's units of one
+// allocation).
+func (p *planner) admitsOneByOne(j *job) bool {
+	if j.q == nil || j.flex != nil {
+		return false
+	}
+	for _, g := range j.groups {
+		if g.Type != JobService && (g.Type != JobBatch || !g.Elastic) {
+			return false
+		}
+	}
+	return true
+}
+
+// idleStepShare is the borrowed share st's node would have after its next
+// admission: its next allocation's GPUs, or, for a job decided whole, all
+// it asks for (idleShareAfter).
+func (p *planner) idleStepShare(st *idleStep) float64 {
+	if !st.byOne {
+		return p.idleShareAfter(st.j, st.j.asked)
+	}
+	return p.idleShareAfter(st.j, st.j.groups[st.gi].GPUs)
+}
+
+// idleStepOne places st's next allocation and reports whether the job has
+// more to place.
+func (p *planner) idleStepOne(st *idleStep, cache map[feasibilityKey][]int) bool {
+	j := st.j
+	if st.nodes == nil {
+		st.nodes = make([][]string, len(j.groups))
+	}
+	g := j.groups[st.gi]
+	if st.claim == nil || st.claim.g != g {
+		st.claim = p.newClaim(j, g, cache)
+	}
+	ni, why := p.placeOne(st.claim)
+	if ni < 0 {
+		st.reason = why
+		return false
+	}
+	st.nodes[st.gi] = append(st.nodes[st.gi], p.nodes[ni].n.ID)
+	for len(st.nodes[st.gi]) == j.groups[st.gi].Count {
+		if st.gi++; st.gi == len(j.groups) {
+			return false
+		}
+	}
+	return true
+}
+
+// idleStepDone emits st's actions: an admit per group with the nodes of
+// its placed allocations, and a wait for the allocations not placed, of
+// the group that did not fit and of the groups after it.
+func (p *planner) idleStepDone(st *idleStep) {
+	for gi, g := range st.j.groups {
+		var nodes []string
+		if st.nodes != nil {
+			nodes = st.nodes[gi]
+		}
+		if len(nodes) > 0 {
+			p.emit(Action{Action: ActionAdmit, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+				Count: len(nodes), GPUs: g.GPUs, Nodes: nodes, Rule: RuleIdle, Reason: p.admitReason(st.j)})
+		}
+		if rest := g.Count - len(nodes); rest > 0 && st.reason != "" {
+			p.emit(Action{Action: ActionWait, Namespace: g.Namespace, Job: g.Job, Group: g.Group,
+				Count: rest, GPUs: g.GPUs, Rule: RuleAdmission, Reason: st.reason})
+		}
 	}
 }
 
 // idleShareAfter is the borrowed share (DESIGN L4, L14: borrowed / weight,
 // BorrowedShare) that idle job j's own node would have in the planner's
-// flavor after all j asks for (job.asked) were admitted: borrowed =
-// max(0, used + asked - max(nominal, nonIdle)) on the node's subtree
-// figures. A job bound to no quota node sorts last (it is only warned
+// flavor after gpus more GPUs of j were admitted: borrowed = max(0, used
+// + gpus - max(nominal, nonIdle)) on the node's subtree figures. A job bound to no quota node sorts last (it is only warned
 // about).
-func (p *planner) idleShareAfter(j *job) float64 {
+func (p *planner) idleShareAfter(j *job, gpus int) float64 {
 	if j.q == nil {
 		return math.Inf(1)
 	}
 	i := j.q.index
 	l := p.st.ledger
-	borrowed := max(0, l.used[i]+j.asked-max(j.q.nominal, l.nonIdle[i]))
+	borrowed := max(0, l.used[i]+gpus-max(j.q.nominal, l.nonIdle[i]))
 	return BorrowedShare(borrowed, j.q.weight)
 }

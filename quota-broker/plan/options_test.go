@@ -139,6 +139,10 @@ func TestPropertyIdleOrderFairNoInversion(t *testing.T) {
 				pSubmitted(time.Duration(rng.Intn(60))*time.Minute))
 		}
 		s := b.build()
+		// The order alone: every live allocation (started an hour ago) is
+		// younger than min_runtime, so rule L14.fair stops none of them
+		// (fair_test.go tests the give-back).
+		s.Settings.MinRuntime = 2 * time.Hour
 		if err := s.Validate(); err != nil {
 			continue // an allocation past a node's GPUs: not this property's business
 		}

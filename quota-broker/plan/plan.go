@@ -175,6 +175,10 @@ func (p *planner) decide(j *job, cache map[feasibilityKey][]int) {
 	var y yielded
 	switch {
 	case j.idle:
+		j.fairLeft = 0
+		if g := j.groups[0]; g.Type == JobBatch && !g.Elastic || j.flex != nil {
+			j.fairLeft = j.asked // L5: stopped whole, so admitted whole (fairAsk)
+		}
 	case j.reservation != "":
 		// L10: a job naming an active reservation is entitled by its
 		// booking alone; before the start (or after the end) it waits.
@@ -302,15 +306,30 @@ func (p *planner) placeOne(c *claim) (int, string) {
 		p.admitOne(c, ni)
 		return ni, ""
 	}
-	if c.j.idle {
+	fair := c.j.idle && p.idleOrder == IdleOrderFair
+	if c.j.idle && (!fair || p.freeOnly) {
 		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt%s",
 			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
 	}
 	if p.freeOnly {
 		return -1, fmt.Sprintf("no node has %s%s%s", gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g))
 	}
-	set, keys := p.findVictims(c)
-	if set == nil {
+	p.budgetWhy = ""
+	var set *victimSet
+	var keys []victimKey
+	if fair {
+		set, keys = p.fairVictims(c)
+	} else {
+		set, keys = p.findVictims(c)
+	}
+	switch {
+	case set == nil && p.budgetWhy != "":
+		return -1, fmt.Sprintf("no node has %s%s%s within the eviction budgets: %s%s",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.budgetWhy, p.heldNote(c))
+	case set == nil && fair:
+		return -1, fmt.Sprintf("idle job: no node has %s%s%s, even with fair give-back (L14)%s",
+			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
+	case set == nil:
 		return -1, fmt.Sprintf("no node has %s%s%s, even with preemption%s",
 			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))
 	}
@@ -346,6 +365,7 @@ func (p *planner) newClaim(j *job, g *Pending, cache map[feasibilityKey][]int) *
 func (p *planner) admitOne(c *claim, ni int) {
 	p.take(p.nodes[ni], c, c.g.GPUs, noClaimant)
 	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false, c.j.res != nil)
+	c.j.fairLeft = max(0, c.j.fairLeft-c.g.GPUs)
 	if c.j.res != nil {
 		*p.usedOf(c.j.res) += c.g.GPUs
 	}

@@ -229,8 +229,13 @@ type state struct {
 	// the next; L10 Cover). Such an allocation is a victim of that owner
 	// only (see claimedByOther).
 	claimedBy []int32
-	ledger    ledger
-	actions   []Action
+	// evicted is, per quota node with an eviction budget (DESIGN L14),
+	// the GPUs of its subtree stopped as victims within its window: the
+	// snapshot's Evictions, then this plan's stops (budget.go); nil when
+	// no node has a budget.
+	evicted []int
+	ledger  ledger
+	actions []Action
 }
 
 // debtOf returns the quota node whose lowered nominal makes allocation ai
@@ -263,6 +268,7 @@ func (s *state) clone() *state {
 		debt:        cloneOrNil(s.debt),
 		displaced:   cloneOrNil(s.displaced),
 		claimedBy:   cloneOrNil(s.claimedBy),
+		evicted:     cloneOrNil(s.evicted),
 		ledger:      s.ledger.clone(),
 		actions:     append([]Action(nil), s.actions...),
 	}

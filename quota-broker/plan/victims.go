@@ -27,6 +27,8 @@ func (s step) rule() Rule {
 		return RuleStart
 	case stepChild:
 		return RuleChild
+	case stepFair:
+		return RuleFair
 	default:
 		return RulePriority
 	}
@@ -247,7 +249,7 @@ func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
 		try := &victimSet{}
 		for _, ni := range c.nodes {
 			p.victimEvals++
-			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && (best == nil || try.better(best)) {
+			if p.victimsOn(p.nodes[ni], c, keys, ok, try) && p.withinBudgets(try, c) && (best == nil || try.better(best)) {
 				best, try = try, &victimSet{}
 			}
 		}
@@ -313,16 +315,7 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 		}
 	}
 	*set = victimSet{node: n.index, units: units}
-	for i, u := range units {
-		if i == 0 || p.keyLess(set.worst, keys[u]) {
-			set.worst = keys[u]
-		}
-		for _, ai := range p.units[u].allocs {
-			a := &p.allocs[ai]
-			set.gpus += a.count
-			set.workLost += float64(a.count) * max(0, float64(p.now.UnixNano()-a.started)/1e9)
-		}
-	}
+	p.fillSet(set, keys)
 	return true
 }
 
@@ -390,6 +383,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 			st.freeFor[g] = c.cid
 		}
 		st.ledger.add(a.q, -a.count, a.idle, st.debtOf(ai) != nil, a.reserved)
+		p.countEviction(a.q, a.count)
 		act := Action{
 			Action:    ActionStop,
 			Alloc:     a.a.ID,
@@ -441,6 +435,8 @@ func unitRule(k victimKey, c *claim) Rule {
 func (p *planner) stopReason(a, worst *alloc, k victimKey, c *claim) string {
 	debt, displaced := p.st.debtOf(a.index), p.st.displacedOf(a.index)
 	switch {
+	case k.step == stepFair:
+		return p.fairReason(a, c)
 	case a.idle:
 		return fmt.Sprintf("idle allocation of %s reclaimed for %s", a.q.node.Name, c.j.q.node.Name)
 	case debt != nil && k.step == stepIdleDebt:

@@ -70,8 +70,11 @@ job "a-train" {
 // where the shares are defined (until A's job holds 8 of Quota1's own at
 // 03:00: bases 4 + 8 > 16 - 8), B's fair share is 16 for an hour (base 4
 // + all 12 lent) and 8 for two (C's base takes 8 of the lent: 4 + 4),
-// 32 GPU-h, while it holds 16 (48 GPU-h); C's is 0 and then 8 (16 GPU-h)
-// while it holds none. A is bound to the root: n/a.
+// 32 GPU-h; C's is 0 and then 8 (16 GPU-h). The report is gputide's: at
+// 01:00 C's job takes 8 of B's allocations back (rule L14.fair), so B
+// holds 16 and then 8 (32 GPU-h), C 8 (16 GPU-h), neither below; under
+// gputide-fifo (the comparison table) C holds none, 16 below. A is bound
+// to the root: n/a.
 func TestFairLendingSection(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range fairFiles {
@@ -101,8 +104,8 @@ func TestFairLendingSection(t *testing.T) {
 	want := "## Fair lending\n\n" + `| workspace | quota | fair share GPU-h | held GPU-h | below fair share GPU-h |
 |---|---|---:|---:|---:|
 | workspace-a | Quota1 | n/a | n/a | n/a |
-| workspace-b | Quota1.1 | 32 | 48 | 0 |
-| workspace-c | Quota1.2 | 16 | 0 | 16 |
+| workspace-b | Quota1.1 | 32 | 32 | 0 |
+| workspace-c | Quota1.2 | 16 | 16 | 0 |
 `
 	for _, s := range []string{want,
 		"n/a: `workspace-a` (Quota1) bound to the root, which L14 gives no fair share.",
@@ -111,7 +114,7 @@ func TestFairLendingSection(t *testing.T) {
 |---|---|---:|---:|
 | workspace-a | Quota1 | n/a | n/a |
 | workspace-b | Quota1.1 | 0 of 32 in 3h00m | 0 of 32 in 3h00m |
-| workspace-c | Quota1.2 | 16 of 16 in 3h00m | 16 of 16 in 3h00m |
+| workspace-c | Quota1.2 | 16 of 16 in 3h00m | 0 of 16 in 3h00m |
 `} {
 		if !strings.Contains(md.String(), s) {
 			t.Errorf("report.md lacks\n%s\nin:\n%s", s, md.String())

@@ -202,6 +202,7 @@ var ruleText = map[string]string{
 	"L5.2":          "child-level preemption (a parent's job takes its children's GPUs)",
 	"L5.3":          "priority preemption within a quota",
 	"L5.prewarm":    "pre-warm: GPUs freed ahead of a scheduled inference scale-up",
+	"L14.fair":      "fair give-back: an idle job takes idle GPUs back from a side that borrows more (DESIGN L14)",
 	"L10.drain":     "drain: GPUs freed for a Calendar booking's start",
 	"L10.start":     "displaced by a job of an active Calendar booking",
 	"L10.end":       "a booking's job stopped at its end (a job stop)",

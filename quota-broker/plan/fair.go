@@ -1,0 +1,267 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Fair give-back, rule L14.fair (DESIGN L14). Under IdleOrderFair an idle
+// claimant that fits on no free GPUs may stop idle allocations of another
+// quota node, in its own flavor (the planner's), so that the borrowed GPUs
+// move toward the fair shares without ever moving back and forth:
+//
+//  1. candidates (fairCandidate): idle allocations, not of the claimant's
+//     own job, of a node that is neither the claimant's node, nor one of
+//     its ancestors or descendants, not younger than min_runtime (no
+//     fallback to younger ones, unlike L6), and a victim at all (not of an
+//     active reservation, not being stopped, not claimed by another owner);
+//     a batch unit only if every allocation in it is one;
+//  2. sides (fairSides): with P the lowest common ancestor of the
+//     claimant's node and the victim's, C1 and C2 are P's children above
+//     the claimant's node and the victim's;
+//  3. order on a node (fairSetOn): repeatedly the candidate whose C2 has
+//     the highest borrowed share, with the stops chosen before it applied,
+//     ties by L5's key (victimKey);
+//  4. condition (fairAllowed): a candidate is taken only while its own
+//     node and every node up to C2 borrow, and while C2's borrowed share,
+//     with the stops chosen before it and itself applied, stays at or
+//     above C1's after the whole job's admission (Kueue's
+//     LessThanOrEqualToFinalShare): no pair of nodes can take GPUs back
+//     and forth (two infinite shares, of sides that borrow at weight 0,
+//     compare by their borrowed GPUs instead);
+//  5. a node's set is then made minimal as L6 does (drop, from the last
+//     added backwards, each unit not needed), and L6 picks the node
+//     (victimSet.better), eviction budgets applied (budget.go).
+
+// stepFair is the class of every candidate of rule L14.fair. It only
+// compares fair sets with one another.
+const stepFair step = 5
+
+// fairVictims returns the best victim set of rule L14.fair for claim c of
+// an idle job, or nil when no node has one, with the keys of its units.
+func (p *planner) fairVictims(c *claim) (*victimSet, []victimKey) {
+	keys := grown(p.buf.keys, len(p.units))
+	ok := grown(p.buf.ok, len(p.units))
+	p.buf.keys, p.buf.ok = keys, ok
+	for u := range p.units {
+		keys[u], ok[u] = p.fairCandidate(u, c)
+	}
+	var best *victimSet
+	for _, ni := range c.nodes {
+		try := &victimSet{}
+		p.victimEvals++
+		if p.fairSetOn(p.nodes[ni], c, keys, ok, try) && p.withinBudgets(try, c) && (best == nil || try.better(best)) {
+			best = try
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	return best, keys
+}
+
+// fairCandidate returns unit u's key for idle claim c and whether it is a
+// candidate of rule L14.fair (step 1 above).
+func (p *planner) fairCandidate(u int, c *claim) (victimKey, bool) {
+	q := c.j.q
+	un := &p.units[u]
+	var worst victimKey
+	for n, ai := range un.allocs {
+		a := &p.allocs[ai]
+		if !a.idle || a.q == nil || !a.victimable || p.st.stopped[ai] || p.claimedByOther(ai, c.cid, c.alt) ||
+			a.q == q || a.q.isDescendantOf(q) || q.isDescendantOf(a.q) ||
+			p.settings.MinRuntime > 0 && p.now.UnixNano()-a.started < int64(p.settings.MinRuntime) {
+			return victimKey{}, false
+		}
+		if n > 0 && a.q != p.allocs[un.allocs[0]].q {
+			return victimKey{}, false // one job, one namespace: cannot happen
+		}
+		k := victimKey{priority: a.priority, started: a.started, alloc: int32(ai), step: stepFair}
+		if n == 0 || p.keyLess(worst, k) {
+			worst = k
+		}
+	}
+	return worst, len(un.allocs) > 0
+}
+
+// fairSides returns C1 and C2: the children of the lowest common ancestor
+// of nodes a (the claimant's) and b (the victim's) above a and above b.
+// Neither node is an ancestor of the other (fairCandidate).
+func fairSides(a, b *qnode) (c1, c2 *qnode) {
+	c1 = a
+	for c1.parent != nil && !(c1.parent.first <= b.index && b.index <= c1.parent.last) {
+		c1 = c1.parent
+	}
+	c2 = b
+	for c2.parent != c1.parent {
+		c2 = c2.parent
+	}
+	return c1, c2
+}
+
+// fairShare is node q's borrowed share (BorrowedShare: L4's borrowed GPUs
+// over its weight) with its subtree's used GPUs changed by delta.
+func (p *planner) fairShare(q *qnode, delta int) float64 {
+	return BorrowedShare(p.borrowedWith(q, delta), q.weight)
+}
+
+// borrowedWith is node q's borrowed GPUs (DESIGN L4: max(0, used -
+// max(nominal, nonidle)) on its subtree) with its used GPUs changed by
+// delta.
+func (p *planner) borrowedWith(q *qnode, delta int) int {
+	l := p.st.ledger
+	return max(0, l.used[q.index]+delta-max(q.nominal, l.nonIdle[q.index]))
+}
+
+// fairSetOn builds node n's set of rule L14.fair for claim c into set
+// (steps 3-5 above) and reports whether there is one. keys and ok are the
+// units' candidacy (fairCandidate).
+func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
+	cands := p.scratch[:0]
+	have, all := p.freeOn(n, c), p.freeOn(n, c)
+	for _, ai := range n.allocs {
+		u := p.allocs[ai].unit
+		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
+			continue
+		}
+		g := p.gpusOn(u, ai, n, c)
+		cands = append(cands, unitGPUs{unit: u, gpus: g})
+		all += g
+	}
+	p.scratch = cands
+	if len(cands) == 0 || all < c.g.GPUs {
+		return false
+	}
+	// taken GPUs per quota node index, of the units chosen so far
+	// (subtree figures: a unit's GPUs count at its node and ancestors).
+	taken := map[int]int{}
+	var chosen []unitGPUs
+	for have < c.g.GPUs {
+		bi, bestShare := -1, math.Inf(-1)
+		for i, cu := range cands {
+			if cu.gpus < 0 {
+				continue // tried, not allowed
+			}
+			_, c2 := fairSides(c.j.q, p.allocs[p.units[cu.unit].allocs[0]].q)
+			sh := p.fairShare(c2, -taken[c2.index])
+			if bi < 0 || sh > bestShare || sh == bestShare && p.keyLess(keys[cu.unit], keys[cands[bi].unit]) {
+				bi, bestShare = i, sh
+			}
+		}
+		if bi < 0 {
+			return false
+		}
+		cu := cands[bi]
+		if !p.fairAllowed(c, cu.unit, taken) {
+			cands[bi].gpus = -1
+			continue
+		}
+		chosen = append(chosen, cu)
+		p.takeFair(cu.unit, taken, +1)
+		cands[bi].gpus = -1
+		have += cu.gpus
+	}
+	// L6: drop, from the last added backwards, each unit not needed.
+	units := set.units[:0]
+	for i := len(chosen) - 1; i >= 0; i-- {
+		if have-chosen[i].gpus >= c.g.GPUs {
+			have -= chosen[i].gpus
+			chosen[i].gpus = -1
+		}
+	}
+	for _, t := range chosen {
+		if t.gpus >= 0 {
+			units = append(units, t.unit)
+		}
+	}
+	*set = victimSet{node: n.index, units: units}
+	p.fillSet(set, keys)
+	return true
+}
+
+// takeFair adds (sign +1) unit u's GPUs to taken at its node and every
+// ancestor.
+func (p *planner) takeFair(u int, taken map[int]int, sign int) {
+	for _, ai := range p.units[u].allocs {
+		a := &p.allocs[ai]
+		taken[a.q.index] += sign * a.count
+		for _, an := range a.q.ancestors {
+			taken[an.index] += sign * a.count
+		}
+	}
+}
+
+// fairAllowed is step 4 above for unit u of claim c, with the GPUs of the
+// units chosen before it in taken.
+func (p *planner) fairAllowed(c *claim, u int, taken map[int]int) bool {
+	vq := p.allocs[p.units[u].allocs[0]].q
+	c1, c2 := fairSides(c.j.q, vq)
+	for q := vq; ; q = q.parent {
+		if p.borrowedWith(q, -taken[q.index]) <= 0 {
+			return false // it no longer borrows
+		}
+		if q == c2 {
+			break
+		}
+	}
+	gpus := 0
+	for _, ai := range p.units[u].allocs {
+		gpus += p.allocs[ai].count
+	}
+	d1, d2 := p.fairAsk(c)-taken[c1.index], -taken[c2.index]-gpus
+	s1, s2 := p.fairShare(c1, d1), p.fairShare(c2, d2)
+	if math.IsInf(s1, 1) && math.IsInf(s2, 1) {
+		// Both sides borrow at weight 0: infinite shares do not compare,
+		// so their borrowed GPUs do, or two such sides would take the
+		// same GPUs back and forth.
+		return p.borrowedWith(c2, d2) >= p.borrowedWith(c1, d1)
+	}
+	return s2 >= s1
+}
+
+// fillSet sets a victim set's worst key, work lost and GPUs from its units
+// (DESIGN L6's comparison).
+func (p *planner) fillSet(set *victimSet, keys []victimKey) {
+	for i, u := range set.units {
+		if i == 0 || p.keyLess(set.worst, keys[u]) {
+			set.worst = keys[u]
+		}
+		for _, ai := range p.units[u].allocs {
+			a := &p.allocs[ai]
+			set.gpus += a.count
+			set.workLost += float64(a.count) * max(0, float64(p.now.UnixNano()-a.started)/1e9)
+		}
+	}
+}
+
+// fairReason says why idle allocation a is stopped for claim c under rule
+// L14.fair: the two sides and their borrowed shares now (after the stop).
+func (p *planner) fairReason(a *alloc, c *claim) string {
+	c1, c2 := fairSides(c.j.q, a.q)
+	return fmt.Sprintf("fair give-back (L14): idle allocation of %s, whose side %s borrows %s GPUs per weight, reclaimed for %s, whose side %s borrows %s after admission",
+		a.q.node.Name, c2.node.Name, shareText(p.fairShare(c2, 0)), c.j.q.node.Name, c1.node.Name, shareText(p.fairShare(c1, p.fairAsk(c))))
+}
+
+// fairAsk is the GPUs that "the whole job's admission" adds to the
+// claimant's side (DESIGN L14, Kueue's share after the preemptor's
+// admission): for a job whose allocations are admitted and stopped one by
+// one (a service or elastic batch job: each allocation is a unit of L5),
+// the allocation being placed, so that each allocation is its own
+// admission and the sides meet within one allocation; for a job stopped
+// whole (a batch job that is not elastic, a flex request), all it asks for
+// that the plan has not admitted yet (job.fairLeft).
+func (p *planner) fairAsk(c *claim) int {
+	if c.j.fairLeft > 0 {
+		return c.j.fairLeft
+	}
+	return c.g.GPUs
+}
+
+// shareText writes a borrowed share for a reason: "1.50", or "inf".
+func shareText(s float64) string {
+	if math.IsInf(s, 1) {
+		return "inf"
+	}
+	return fmt.Sprintf("%.2f", s)
+}
