@@ -61,7 +61,10 @@ type Agent struct {
 	lock       *store.Lock // the leader lock while held (L12)
 	leaderName string      // the holder last seen, "" when none
 	newTerm    bool        // the lock was taken since the last leader cycle
-	prunedAt   time.Time   // when the history was last pruned (cycle goroutine)
+	// evictLoad: read the recent stops from the store's history at the
+	// next cycle (a new term; a dry run's first cycle; evictions.go).
+	evictLoad  bool
+	prunedAt   time.Time // when the history was last pruned (cycle goroutine)
 	tree       *quota.Node
 	settings   quota.Settings
 	quotaMTime time.Time
@@ -75,6 +78,11 @@ type Agent struct {
 	addr       string // the HTTP address actually bound
 	poolOK     bool   // the holding pool is known to exist (cycle goroutine only)
 	seeded     bool   // a dry run recorded its first start (cycle goroutine only)
+	// evicted are the recent victim stops eviction budgets count, kept
+	// for the window evictWindow (DESIGN L14; evictions.go; cycle
+	// goroutine only).
+	evicted     []plan.Eviction
+	evictWindow time.Duration
 	// left are the snapshot faults logged by the last cycle (cycle
 	// goroutine only): a fault is logged when it appears, not every cycle.
 	left map[string]bool
@@ -122,7 +130,8 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		now = time.Now
 	}
 	a := &Agent{cfg: cfg, dryRun: opt.DryRun, log: log, now: now, trigger: make(chan struct{}, 1),
-		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store, planner: opt.Planner}
+		recorder: &history.Recorder{}, registry: prometheus.NewRegistry(), store: opt.Store, planner: opt.Planner,
+		evictLoad: opt.DryRun}
 	if a.planner == nil {
 		a.planner = plan.ComputeFair
 	}

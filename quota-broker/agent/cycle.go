@@ -27,8 +27,10 @@ import (
 //  1. read: Nomad's state (the watcher's, within the staleness bound,
 //     job summaries refreshed), the quota tree, and a view of the memory:
 //     job records, intents, holds, bookings, the leader's name. The first
-//     cycle of a leader term loads the memory from the store first; up to
-//     the act nothing else reads the store (account's guarded move of
+//     cycle of a leader term loads the memory from the store first, and
+//     the recent stops eviction budgets count from its history
+//     (evictions.go; again when a tree change widens their window); up
+//     to the act nothing else reads the store (account's guarded move of
 //     ended bookings and the history prune read what they write).
 //  2. build: the snapshot (build.From): the intents as StoppingFor and
 //     StoppingForReservation, the recorded admissions as accepted (at the
@@ -50,7 +52,8 @@ import (
 //     whole (stopped) and the drop of an idle group's unplaced_since
 //     before its scale-down are written by the Fence just before the
 //     call. The Actor keeps none of these between cycles.
-//  6. account: preemptions into the history, the outcome into the
+//  6. account: preemptions into the history (and the counted ones into
+//     the recent stops eviction budgets count), the outcome into the
 //     metrics and the log, ended bookings moved to history, the history
 //     pruned.
 //
@@ -104,9 +107,12 @@ type cycleState struct {
 	lock     *store.Lock // the leader lock; nil on a standby and in a dry run
 	newTerm  bool        // the first cycle since the lock was taken
 	stops    stops
-	b        *build.Build
-	p        *plan.Plan
-	out      nomadact.Outcome
+	// evictions are the recent victim stops budgets count (DESIGN L14),
+	// the snapshot's.
+	evictions []plan.Eviction
+	b         *build.Build
+	p         *plan.Plan
+	out       nomadact.Outcome
 }
 
 // read is step 1.
@@ -149,7 +155,7 @@ func (a *Agent) read(ctx context.Context, c *cycleState) error {
 		return fmt.Errorf("failed to refresh job summaries: %w", err)
 	}
 	c.start = a.now()
-	return nil
+	return a.evictions(ctx, c)
 }
 
 // observeConnection feeds the metrics of Nomad's connection.
@@ -192,7 +198,7 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
 		Reservations: forFlavors(c.view.res, c.tree), Holds: c.view.planHolds(c.start),
 		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt,
-		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Specs: &a.specs}
+		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Specs: &a.specs, Evictions: c.evictions}
 	c.b = build.From(c.state, in)
 	c.run.snap = c.b.Snapshot
 	a.logLeft(c.b.Left)
@@ -462,6 +468,7 @@ func (a *Agent) account(ctx context.Context, c *cycleState) error {
 	out := c.out
 	a.recorder.AddOutcome(out)
 	a.recordPreemptions(ctx, c.lock, out)
+	a.noteEvictions(c.tree, out, a.now())
 	if ids, err := a.endBookings(ctx, c.lock, c.view.res, c.b, a.now()); err != nil {
 		a.log.Error("failed to move ended bookings to history", "error", err)
 	} else if len(ids) > 0 {

@@ -62,11 +62,12 @@ func (a *Agent) lead(ctx context.Context) {
 
 // takeLock makes this agent the leader with lock: its memory loads the
 // store's records at the next cycle (the term's one read of them), which
-// is the first of the term (newTerm).
+// is the first of the term (newTerm), and so does the list of recent
+// stops eviction budgets count, from the history (evictLoad).
 func (a *Agent) takeLock(lock *store.Lock) {
 	a.mem.lead() // before the lock shows: no leader cycle on a standby's memory
 	a.mu.Lock()
-	a.lock, a.leaderName, a.newTerm = lock, a.holder, true
+	a.lock, a.leaderName, a.newTerm, a.evictLoad = lock, a.holder, true, true
 	a.mu.Unlock()
 }
 

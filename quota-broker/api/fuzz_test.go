@@ -39,6 +39,9 @@ func FuzzDecoders(f *testing.F) {
 		// and settings (issue 16).
 		`{"root":{"name":"Q","gpus":8,"children":[{"name":"a\nb","gpus":1},{"name":"\u0000\u202e","gpus":1}]},"settings":{"debt_grace":"10m","reservation_max_per_namespace":7}}`,
 		`{"root":{"name":"","gpus":8},"settings":{"settle":"-1s"}}`, "quota \"a\\nb\" {\n  gpus = 8\n}\n",
+		// Eviction budgets (DESIGN L14), well formed and not.
+		`{"root":{"name":"Q","gpus":8,"max_evict":{"gpus":2,"per":"10m"},"children":[{"name":"A","gpus":1,"max_evict":{"gpus":-1,"per":"0s"}}]}}`,
+		"quota \"Q\" {\n  gpus = 8\n  max_evict = { gpus = 2, per = \"25h\" }\n}\n",
 	} {
 		f.Add([]byte(s))
 	}

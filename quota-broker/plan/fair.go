@@ -41,24 +41,45 @@ const stepFair step = 5
 // fairVictims returns the best victim set of rule L14.fair for claim c of
 // an idle job, or nil when no node has one, with the keys of its units.
 func (p *planner) fairVictims(c *claim) (*victimSet, []victimKey) {
-	keys := grown(p.buf.keys, len(p.units))
-	ok := grown(p.buf.ok, len(p.units))
-	p.buf.keys, p.buf.ok = keys, ok
-	for u := range p.units {
-		keys[u], ok[u] = p.fairCandidate(u, c)
-	}
+	keys, ok := p.fairCandidates(c)
 	var best *victimSet
+	try := &victimSet{}
 	for _, ni := range c.nodes {
-		try := &victimSet{}
 		p.victimEvals++
 		if p.fairSetOn(p.nodes[ni], c, keys, ok, try) && p.withinBudgets(try, c) && (best == nil || try.better(best)) {
-			best = try
+			best, try = try, &victimSet{}
 		}
 	}
 	if best == nil {
 		return nil, nil
 	}
 	return best, keys
+}
+
+// fairCandidates returns every unit's key for claim c and whether it is a
+// candidate (fairCandidate). They are kept for the claim's next
+// allocations: within one claim only the plan's own stops change them,
+// and fairSetOn skips the units stopped since.
+func (p *planner) fairCandidates(c *claim) ([]victimKey, []bool) {
+	fc := &p.fairCands
+	if fc.c == c && fc.st == p.st && len(fc.keys) == len(p.units) {
+		return fc.keys, fc.ok
+	}
+	keys, ok := grown(fc.keys, len(p.units)), grown(fc.ok, len(p.units)) // its own: other claims' searches use p.buf
+	for u := range p.units {
+		keys[u], ok[u] = p.fairCandidate(u, c)
+	}
+	*fc = fairCands{c: c, st: p.st, keys: keys, ok: ok}
+	return keys, ok
+}
+
+// fairCands are the candidates of the last claim that searched for a
+// fair set (fairCandidates).
+type fairCands struct {
+	c    *claim
+	st   *state
+	keys []victimKey
+	ok   []bool
 }
 
 // fairCandidate returns unit u's key for idle claim c and whether it is a
@@ -122,7 +143,7 @@ func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 	have, all := p.freeOn(n, c), p.freeOn(n, c)
 	for _, ai := range n.allocs {
 		u := p.allocs[ai].unit
-		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
+		if !ok[u] || p.st.stopped[ai] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
 			continue
 		}
 		g := p.gpusOn(u, ai, n, c)
@@ -135,7 +156,8 @@ func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 	}
 	// taken GPUs per quota node index, of the units chosen so far
 	// (subtree figures: a unit's GPUs count at its node and ancestors).
-	taken := map[int]int{}
+	taken := &p.fairTaken
+	taken.reset(len(p.quotas))
 	var chosen []unitGPUs
 	for have < c.g.GPUs {
 		bi, bestShare := -1, math.Inf(-1)
@@ -144,7 +166,7 @@ func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 				continue // tried, not allowed
 			}
 			_, c2 := fairSides(c.j.q, p.allocs[p.units[cu.unit].allocs[0]].q)
-			sh := p.fairShare(c2, -taken[c2.index])
+			sh := p.fairShare(c2, -taken.of(c2.index))
 			if bi < 0 || sh > bestShare || sh == bestShare && p.keyLess(keys[cu.unit], keys[cands[bi].unit]) {
 				bi, bestShare = i, sh
 			}
@@ -182,23 +204,52 @@ func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 
 // takeFair adds (sign +1) unit u's GPUs to taken at its node and every
 // ancestor.
-func (p *planner) takeFair(u int, taken map[int]int, sign int) {
+func (p *planner) takeFair(u int, taken *fairTaken, sign int) {
 	for _, ai := range p.units[u].allocs {
 		a := &p.allocs[ai]
-		taken[a.q.index] += sign * a.count
+		taken.add(a.q.index, sign*a.count)
 		for _, an := range a.q.ancestors {
-			taken[an.index] += sign * a.count
+			taken.add(an.index, sign*a.count)
 		}
 	}
 }
 
+// fairTaken is the GPUs a node's fair set takes so far, per quota node
+// index (fairSetOn), reused from node to node: reset clears only the
+// entries touched.
+type fairTaken struct {
+	gpus    []int
+	touched []int
+}
+
+func (t *fairTaken) reset(n int) {
+	if len(t.gpus) < n {
+		t.gpus = make([]int, n)
+		t.touched = t.touched[:0]
+		return
+	}
+	for _, i := range t.touched {
+		t.gpus[i] = 0
+	}
+	t.touched = t.touched[:0]
+}
+
+func (t *fairTaken) add(i, n int) {
+	if t.gpus[i] == 0 {
+		t.touched = append(t.touched, i)
+	}
+	t.gpus[i] += n
+}
+
+func (t *fairTaken) of(i int) int { return t.gpus[i] }
+
 // fairAllowed is step 4 above for unit u of claim c, with the GPUs of the
 // units chosen before it in taken.
-func (p *planner) fairAllowed(c *claim, u int, taken map[int]int) bool {
+func (p *planner) fairAllowed(c *claim, u int, taken *fairTaken) bool {
 	vq := p.allocs[p.units[u].allocs[0]].q
 	c1, c2 := fairSides(c.j.q, vq)
 	for q := vq; ; q = q.parent {
-		if p.borrowedWith(q, -taken[q.index]) <= 0 {
+		if p.borrowedWith(q, -taken.of(q.index)) <= 0 {
 			return false // it no longer borrows
 		}
 		if q == c2 {
@@ -209,7 +260,7 @@ func (p *planner) fairAllowed(c *claim, u int, taken map[int]int) bool {
 	for _, ai := range p.units[u].allocs {
 		gpus += p.allocs[ai].count
 	}
-	d1, d2 := p.fairAsk(c)-taken[c1.index], -taken[c2.index]-gpus
+	d1, d2 := p.fairAsk(c)-taken.of(c1.index), -taken.of(c2.index)-gpus
 	s1, s2 := p.fairShare(c1, d1), p.fairShare(c2, d2)
 	if math.IsInf(s1, 1) && math.IsInf(s2, 1) {
 		// Both sides borrow at weight 0: infinite shares do not compare,

@@ -511,3 +511,31 @@ func inSubtree(n *quota.Node, name string) bool {
 	n.Walk(func(x *quota.Node) { found = found || x.Name == name })
 	return found
 }
+
+// BenchmarkFairGiveBack: rule L14.fair at scale. n nodes of 8 GPUs, each
+// full with four 2-GPU idle allocations of team B (borrowing all but 2 of
+// Quota1's n x 8), and team C's elastic idle job of 200 allocations of 2
+// GPUs: every one of them is placed by L14.fair (docs/benchmarks.md).
+func BenchmarkFairGiveBack(b *testing.B) {
+	for _, n := range []int{500, 5000} {
+		tree := givebackTree()
+		tree.GPUs = quota.Plain(n * 8)
+		bld := newSnap(tree).nodes(n, 8, h100).settings(0, time.Hour)
+		for ni := 1; ni <= n; ni++ {
+			for k := 0; k < 4; k++ {
+				bld.alloc(fmt.Sprintf("b%05d-%d", ni, k), "workspace-b", "elastic-b", fmt.Sprintf("node-%02d", ni), 2, idle, elastic,
+					started(time.Duration(ni*4+k)*time.Second))
+			}
+		}
+		s := bld.pending("workspace-c", "elastic-c", 200, 2, pIdle, pType(JobBatch), func(p *Pending) { p.Elastic = true }).build()
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := Compute(s)
+				if err != nil || admittedCount(p) != 200 || len(stops(p)) != 200 {
+					b.Fatalf("unexpected plan: %v, %d admitted, %d stops", err, admittedCount(p), len(stops(p)))
+				}
+			}
+		})
+	}
+}

@@ -76,6 +76,10 @@ type planner struct {
 	// first use (reservationByID): only a pending job naming a reservation
 	// that has not started needs it.
 	resByID map[string]*Reservation
+	// fairTaken is rule L14.fair's scratch of a node's set, fairCands its
+	// candidates of the last claim (fair.go).
+	fairTaken fairTaken
+	fairCands fairCands
 	// budgetWhy is the first eviction budget that refused a victim set
 	// of the claim being placed, as a wait reason (budget.go); reset for
 	// each allocation placed.

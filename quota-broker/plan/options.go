@@ -7,17 +7,17 @@ import "math"
 type IdleOrder uint8
 
 const (
+	// IdleOrderFair decides idle jobs one admission at a time, each time
+	// the one whose node would have the lowest borrowed share after it,
+	// and lets an idle claimant stop other nodes' idle allocations under
+	// rule L14.fair (DESIGN L14; fair.go): Compute's, the broker's, the
+	// zero value.
+	IdleOrderFair IdleOrder = iota
 	// IdleOrderL3 decides idle jobs in L3 order (priority, then
 	// submission, namespace and names), each placed only on free GPUs,
 	// with no give-back: the planner as it was before L14 (the
-	// simulator's gputide-fifo policy measures it), and Compute's.
-	IdleOrderL3 IdleOrder = iota
-	// IdleOrderFair decides idle jobs one at a time, each time the one
-	// whose node would have the lowest borrowed share after its
-	// admission, and lets an idle claimant stop other nodes' idle
-	// allocations under rule L14.fair (DESIGN L14; fair.go): the
-	// broker's (ComputeFair).
-	IdleOrderFair
+	// simulator's gputide-fifo policy measures it).
+	IdleOrderL3
 )
 
 // String names the order as the simulator's policies do: "l3" or "fair".
@@ -35,7 +35,7 @@ func (o IdleOrder) String() string {
 // Compute's planner.
 type Options struct {
 	// IdleOrder is how idle jobs are ordered and may take GPUs back
-	// (DESIGN L14). Default IdleOrderL3.
+	// (DESIGN L14). Default IdleOrderFair.
 	IdleOrder IdleOrder
 }
 
@@ -50,8 +50,7 @@ func ComputeWith(s *Snapshot, o Options) (*Plan, error) {
 }
 
 // ComputeFair is ComputeWith under IdleOrderFair: DESIGN L14's order and
-// rule L14.fair, the planner the broker runs. Compute keeps the L3 order
-// while its tests and fixtures move over.
+// rule L14.fair, the planner the broker runs; Compute is the same.
 func ComputeFair(s *Snapshot) (*Plan, error) {
 	return ComputeWith(s, Options{IdleOrder: IdleOrderFair})
 }

@@ -257,7 +257,7 @@ func TestIdleOrderFairAcrossFlavors(t *testing.T) {
 	}
 	l3 := []adm{{"b1", h}, {"b2", h}, {"b3", h}, {"b4", h}, {"b5", h}, {"b6", h}, {"b7", h}, {"b8", h},
 		{"c1", a}, {"c2", a}, {"c3", a}, {"c4", a}}
-	if diff := cmp.Diff(l3, got(mustPlanWith(t, snap(), Options{}))); diff != "" {
+	if diff := cmp.Diff(l3, got(mustPlanWith(t, snap(), Options{IdleOrder: IdleOrderL3}))); diff != "" {
 		t.Errorf("IdleOrderL3 admits (-want +got):\n%s", diff)
 	}
 }

@@ -90,7 +90,7 @@ import (
 // only when the quota tree breaks law L1; the snapshot itself is not
 // changed.
 func Compute(s *Snapshot) (*Plan, error) {
-	return compute(s, IdleOrderL3)
+	return compute(s, IdleOrderFair)
 }
 
 // compute is Compute with the idle jobs decided in idleOrder (options.go).

@@ -217,7 +217,23 @@ func checkPlan(s *Snapshot, p *Plan) error {
 		// reservation, L10.start).
 		ahead := a.Rule == RuleDrain || a.Rule == RulePrewarm
 		start := a.Rule == RuleStart && pend[a.For] != nil && active[pend[a.For].Reservation]
-		if a.Rule != RuleIdleDebt && a.Rule != RuleChild && a.Rule != RulePriority && !ahead && !start {
+		if a.Rule == RuleFair {
+			// L14.fair: an idle victim of another node, neither the
+			// claimant's ancestor nor its descendant, for an idle
+			// claimant.
+			v, c := allocs[a.Alloc], pend[a.For]
+			if v == nil || c == nil || !v.Idle || !c.Idle {
+				return fmt.Errorf("stop %s by L14.fair for %s: victim and claimant must both be idle", a.Alloc, a.For)
+			}
+			for _, pair := range [][2]string{{owner[v.Namespace], owner[c.Namespace]}, {owner[c.Namespace], owner[v.Namespace]}} {
+				for n := pair[0]; n != ""; n = parent[n] {
+					if n == pair[1] {
+						return fmt.Errorf("stop %s (%s) by L14.fair for %s (%s): one node is the other's ancestor or the same",
+							a.Alloc, owner[v.Namespace], a.For, owner[c.Namespace])
+					}
+				}
+			}
+		} else if a.Rule != RuleIdleDebt && a.Rule != RuleChild && a.Rule != RulePriority && !ahead && !start {
 			return fmt.Errorf("stop %s has rule %q", a.Alloc, a.Rule)
 		}
 		if !ahead && (a.For.IsZero() || !admitted[a.For]) {

@@ -37,7 +37,7 @@ func TestWaitReasonSaysOneFreeGPU(t *testing.T) {
 	}
 	for idle, want := range map[bool]string{
 		false: `no node has 1 free GPU in any datacenter, node pool "default", even with preemption; 8 GPUs held for reservation r-b`,
-		true:  `idle job: no node has 1 free GPU in any datacenter, node pool "default"; idle jobs never preempt; 8 GPUs held for reservation r-b`,
+		true:  `idle job: no node has 1 free GPU in any datacenter, node pool "default", even with fair give-back (L14); 8 GPUs held for reservation r-b`,
 	} {
 		p := mustPlan(t, build(idle))
 		if w := actionsOf(p, ActionWait); len(w) != 1 || w[0].Reason != want {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -131,12 +132,12 @@ func mixedSnapshot(seed uint64, nodes int) *Snapshot {
 
 // planHash is the SHA-256 of a plan's JSON, to compare plans byte for
 // byte.
-func planHash(t testing.TB, s *Snapshot) (string, *Plan) {
+func planHash(t testing.TB, s *Snapshot, o IdleOrder) (string, *Plan) {
 	t.Helper()
 	if err := s.Validate(); err != nil {
 		t.Fatalf("the generated snapshot is invalid: %v", err)
 	}
-	p, err := Compute(s)
+	p, err := ComputeWith(s, Options{IdleOrder: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,30 +165,38 @@ func planHash(t testing.TB, s *Snapshot) (string, *Plan) {
 // namespace, message; issue 16): their actions, usage, wake_at, idle fit
 // and number of warnings were compared with the plans before and are the
 // same. With both of issue 16's core changes merged, seeds 2-4 keep the
-// warnings-only hashes and seed 1 combines its debt diff with them.
+// warnings-only hashes and seed 1 combines its debt diff with them. Since
+// DESIGN L14 the planner's default order is IdleOrderFair: the L3 hashes
+// stay as recorded (the planner under IdleOrderL3 is unchanged), and the
+// fair ones were recorded when rule L14.fair landed; each differs from
+// its L3 plan only in the idle jobs' order, their admissions and the
+// stops of rule L14.fair (TestLargePlansFairDiffersOnlyInIdleWork).
 func TestLargePlansAsBeforeTheVictimCache(t *testing.T) {
 	golden := []struct {
 		name  string
 		s     *Snapshot
 		stops int
-		hash  string
+		hash  string // under IdleOrderL3, as recorded before DESIGN L14
+		fair  string // under IdleOrderFair (Compute's since rule L14.fair)
 	}{
-		{"held 200 nodes, admit 700", heldSnapshot(200, 700), 700, "03048c81f0896f934f332812c669036d387ddb7c3e30c7516af5d49d2eb4648d"},
-		{"mixed seed 1, 300 nodes", mixedSnapshot(1, 300), -1, "6c01fad12971a1e716ee201e60794f57a3d21b9adf3e6abe1854330cf14d2af5"},
-		{"mixed seed 2, 300 nodes", mixedSnapshot(2, 300), -1, "c3b2c1510254676fa331aa8750ffc73562d71f694e775837c7338a4e046e50ad"},
-		{"mixed seed 3, 500 nodes", mixedSnapshot(3, 500), -1, "18b49a308aa4da43c5906371a1b7f66962bbf0cf0546e908268087e1eb947abd"},
-		{"mixed seed 4, 500 nodes", mixedSnapshot(4, 500), -1, "a6e6fcc8e17eeb0a5c37e574846f44fe6246e2b4c08b0ef030b1c80db0227918"},
+		{"held 200 nodes, admit 700", heldSnapshot(200, 700), 700, "03048c81f0896f934f332812c669036d387ddb7c3e30c7516af5d49d2eb4648d", "03048c81f0896f934f332812c669036d387ddb7c3e30c7516af5d49d2eb4648d"},
+		{"mixed seed 1, 300 nodes", mixedSnapshot(1, 300), -1, "6c01fad12971a1e716ee201e60794f57a3d21b9adf3e6abe1854330cf14d2af5", "6c01fad12971a1e716ee201e60794f57a3d21b9adf3e6abe1854330cf14d2af5"},
+		{"mixed seed 2, 300 nodes", mixedSnapshot(2, 300), -1, "c3b2c1510254676fa331aa8750ffc73562d71f694e775837c7338a4e046e50ad", "440037c855d2689ed1b2d36d574c448cfd336833c0b5836fe9f2b197029c6a36"},
+		{"mixed seed 3, 500 nodes", mixedSnapshot(3, 500), -1, "18b49a308aa4da43c5906371a1b7f66962bbf0cf0546e908268087e1eb947abd", "9ac0809e7fc880592fb8ea0248a54d149b476b07a44228f6572c83c1eda059b2"},
+		{"mixed seed 4, 500 nodes", mixedSnapshot(4, 500), -1, "a6e6fcc8e17eeb0a5c37e574846f44fe6246e2b4c08b0ef030b1c80db0227918", "5fca5252bf0d6aca8a85310258f9926544a03a3030be3921abd445bb914739c7"},
 	}
 	for _, g := range golden {
 		t.Run(g.name, func(t *testing.T) {
-			hash, p := planHash(t, g.s)
-			n := len(actionsOf(p, ActionStop))
-			if g.stops >= 0 && n != g.stops {
-				t.Errorf("%d stops, want %d", n, g.stops)
-			}
-			t.Logf("%d actions, %d stops, %d admits", len(p.Actions), n, len(actionsOf(p, ActionAdmit)))
-			if hash != g.hash {
-				t.Errorf("plan hash %s, want %s", hash, g.hash)
+			for _, o := range []IdleOrder{IdleOrderL3, IdleOrderFair} {
+				hash, p := planHash(t, g.s, o)
+				n := len(actionsOf(p, ActionStop))
+				if g.stops >= 0 && n != g.stops {
+					t.Errorf("%s: %d stops, want %d", o, n, g.stops)
+				}
+				t.Logf("%s: %d actions, %d stops, %d admits", o, len(p.Actions), n, len(actionsOf(p, ActionAdmit)))
+				if want := map[IdleOrder]string{IdleOrderL3: g.hash, IdleOrderFair: g.fair}[o]; hash != want {
+					t.Errorf("%s: plan hash %s, want %s", o, hash, want)
+				}
 			}
 		})
 	}
@@ -283,5 +292,38 @@ func TestManyAllocationAdmitSearchesLinearly(t *testing.T) {
 	if scanLarge < 12*scanSmall {
 		t.Errorf("without the cache node searches grew only %.1fx (%d, then %d): the measure no longer shows quadratic growth",
 			float64(scanLarge)/float64(scanSmall), scanSmall, scanLarge)
+	}
+}
+
+// TestLargePlansFairDiffersOnlyInIdleWork: on the large golden snapshots,
+// the plan under IdleOrderFair (DESIGN L14) and under IdleOrderL3 make
+// the same actions for all non-idle work, in the same order: L14 changes
+// only the idle jobs' admissions and waits and adds stops of rule
+// L14.fair (non-idle work is decided first, the same way, in both).
+func TestLargePlansFairDiffersOnlyInIdleWork(t *testing.T) {
+	for seed, nodes := range map[uint64]int{1: 300, 2: 300, 3: 500, 4: 500} {
+		s := mixedSnapshot(seed, nodes)
+		idleGroup := map[GroupKey]bool{}
+		for _, g := range s.Pending {
+			idleGroup[g.Key()] = g.Idle
+		}
+		nonIdle := func(p *Plan) []Action {
+			var out []Action
+			for _, a := range p.Actions {
+				if a.Rule == RuleFair || idleGroup[GroupKey{Namespace: a.Namespace, Job: a.Job, Group: a.Group}] && a.Action != ActionStop {
+					continue
+				}
+				out = append(out, a)
+			}
+			return out
+		}
+		l3 := mustPlanWith(t, s, Options{IdleOrder: IdleOrderL3})
+		fair := mustPlanWith(t, s, Options{IdleOrder: IdleOrderFair})
+		if d := cmp.Diff(nonIdle(l3), nonIdle(fair)); d != "" {
+			t.Errorf("seed %d: non-idle actions differ (-L3 +fair):\n%s", seed, d)
+		}
+		if len(actionsOf(fair, ActionStop)) < len(actionsOf(l3, ActionStop)) {
+			t.Errorf("seed %d: fewer stops under L14 than under L3", seed)
+		}
 	}
 }

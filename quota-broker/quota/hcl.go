@@ -112,6 +112,11 @@ func LoadFile(path string) (*Node, Settings, error) {
 // nominal); each 0..MaxWeight, else an error naming the node, the flavor
 // and the value at its file:line.
 //
+// max_evict (DESIGN L14), optional, is a node's eviction budget: at most
+// gpus devices (of every flavor) stopped as victims of its subtree within
+// any window of per, max_evict = { gpus = 16, per = "5m" }; gpus 0..MaxGPUs,
+// per a Go duration above 0 and at most MaxEvictPer (24h), both required.
+//
 // Every Node.Pos is "filename:line" of its block. gpus may be written as
 // any constant expression HCL turns into a whole number ("8", 4 * 2). Unknown attributes and
 // blocks are errors. Syntax and type errors are returned as a *ParseError
@@ -261,6 +266,7 @@ var quotaSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "gpus", Required: true},
 		{Name: "weight"},
+		{Name: "max_evict"},
 		{Name: "child_preemption"},
 		{Name: "priority_preemption"},
 		{Name: "namespaces"},
@@ -313,6 +319,11 @@ func (d *decoder) quota(b *hcl.Block, depth int) (*Node, error) {
 	}
 	if a, ok := content.Attributes["weight"]; ok {
 		if err := d.gpus(a, n, "weight", &n.Weight); err != nil {
+			return nil, err
+		}
+	}
+	if a, ok := content.Attributes["max_evict"]; ok {
+		if err := d.maxEvict(a, n); err != nil {
 			return nil, err
 		}
 	}
@@ -411,6 +422,69 @@ func (d *decoder) gpus(a *hcl.Attribute, n *Node, attr string, dst *Nominal) err
 	}
 	*dst = Nominal{"": i}
 	d.plain = append(d.plain, plainGPUs{node: n, pos: pos(a.Range), text: text, attr: attr, dst: dst})
+	return nil
+}
+
+// maxEvict reads a node's eviction budget (DESIGN L14) from attribute a:
+// an object with exactly the keys gpus, a whole number from 0 to MaxGPUs,
+// and per, a Go duration above 0 and at most MaxEvictPer:
+//
+//	max_evict = { gpus = 16, per = "5m" }
+//
+// Errors name the node, the key and the value at a's file:line.
+func (d *decoder) maxEvict(a *hcl.Attribute, n *Node) error {
+	var val cty.Value
+	if err := d.attr(a, n.Name, &val); err != nil {
+		return err
+	}
+	text := d.text(a.Expr.Range())
+	bad := func(format string, args ...any) error {
+		return &ParseError{Pos: pos(a.Range), Node: n.Name, Message: fmt.Sprintf(format, args...)}
+	}
+	ty := val.Type()
+	if val.IsNull() || !val.IsWhollyKnown() || !(ty.IsObjectType() || ty.IsMapType()) {
+		return bad("max_evict = %s: want an object { gpus = 16, per = \"5m\" } (DESIGN L14)", text)
+	}
+	b := &EvictBudget{}
+	seen := map[string]bool{}
+	for it := val.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		key := k.AsString()
+		switch key {
+		case "gpus":
+			vt := text // the value's own text where it is a number
+			if !v.IsNull() && v.IsKnown() && v.Type() == cty.Number {
+				vt = v.AsBigFloat().Text('g', -1)
+			}
+			i, err := wholeGPUs(v, "max_evict.gpus", "max_evict", vt)
+			if err != nil {
+				err.Pos, err.Node = pos(a.Range), n.Name
+				return err
+			}
+			b.GPUs = i
+		case "per":
+			if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+				return bad("max_evict.per in max_evict = %s is not a string (a Go duration such as \"5m\")", text)
+			}
+			per, err := time.ParseDuration(v.AsString())
+			if err != nil {
+				return bad("max_evict.per = %q is not a duration (Go syntax such as \"90s\", \"5m\", \"1h\")", v.AsString())
+			}
+			b.Per = per
+		default:
+			return bad("max_evict has no key %s (its keys: gpus, per)", nameText(key))
+		}
+		seen[key] = true
+	}
+	for _, key := range []string{"gpus", "per"} {
+		if !seen[key] {
+			return bad("max_evict = %s lacks %s (write max_evict = { gpus = 16, per = \"5m\" })", text, key)
+		}
+	}
+	if problem := CheckEvictBudget(b); problem != "" {
+		return bad("%s", problem)
+	}
+	n.MaxEvict = b
 	return nil
 }
 

@@ -398,6 +398,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("flavor \"h\" { models = [\"H\"] }\nflavor \"g\" { models = [\"H\"] }\nquota \"a\" { gpus = { h = 1 } }"))
 	f.Add([]byte("flavor \"m\" { models = [] \n mig_profile = \"1g.5gb\" }\nquota \"a\" { gpus = { m = 1, x = 2 } }"))
 	f.Add([]byte("flavor \"h\" { models = [\"H\", 1] }\nquota \"a\" { gpus = { h = -1 } }"))
+	// Eviction budgets (DESIGN L14), well formed and not.
+	f.Add([]byte("quota \"a\" {\n gpus = 4\n max_evict = { gpus = 2, per = \"10m\" }\n quota \"b\" {\n gpus = 2\n max_evict = { gpus = 0, per = \"24h\" }\n }\n}\n"))
+	f.Add([]byte(`quota "a" { 
+ gpus = 4
+ max_evict = { gpus = -1, per = "-1s", x = 1 }
+}`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		root, _, err := Parse(src, "fuzz.hcl")
 		if err != nil {
@@ -894,5 +900,91 @@ func TestValidateRejectsBadWeights(t *testing.T) {
 	root.Weight = Nominal{"h100": 1}
 	if err := Validate(root); err == nil || !strings.Contains(err.Error(), `weight names flavor "h100", which the tree does not declare`) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestParseMaxEvict: max_evict = { gpus, per } is a node's eviction budget
+// (DESIGN L14), on any node; a node without it has none.
+func TestParseMaxEvict(t *testing.T) {
+	src := "quota \"r\" {\n  gpus = 8\n  max_evict = { gpus = 16, per = \"5m\" }\n" +
+		"  quota \"b\" {\n    gpus = 2\n    max_evict = { per = \"24h\", gpus = 0 }\n  }\n  quota \"c\" { gpus = 2 }\n}\n"
+	root, _, err := Parse([]byte(src), "q.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*EvictBudget{}
+	root.Walk(func(n *Node) { got[n.Name] = n.MaxEvict })
+	want := map[string]*EvictBudget{"r": {GPUs: 16, Per: 5 * time.Minute}, "b": {GPUs: 0, Per: 24 * time.Hour}, "c": nil}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("budgets (-want +got):\n%s", diff)
+	}
+	if w := EvictWindow(root); w != 24*time.Hour {
+		t.Errorf("EvictWindow = %s, want 24h", w)
+	}
+	if diff := cmp.Diff(want["r"], root.Clone().MaxEvict); diff != "" {
+		t.Errorf("Clone (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseRejectsBadMaxEvict(t *testing.T) {
+	const head = "quota \"r\" {\n  gpus = 8\n  "
+	for _, tc := range []struct{ name, attr, want string }{
+		{"a number", `max_evict = 16`,
+			`q.hcl:3: quota "r": max_evict = 16: want an object { gpus = 16, per = "5m" } (DESIGN L14)`},
+		{"no per", `max_evict = { gpus = 16 }`,
+			`q.hcl:3: quota "r": max_evict = { gpus = 16 } lacks per (write max_evict = { gpus = 16, per = "5m" })`},
+		{"no gpus", `max_evict = { per = "5m" }`,
+			`q.hcl:3: quota "r": max_evict = { per = "5m" } lacks gpus (write max_evict = { gpus = 16, per = "5m" })`},
+		{"an unknown key", `max_evict = { gpus = 1, per = "5m", every = "1m" }`,
+			`q.hcl:3: quota "r": max_evict has no key "every" (its keys: gpus, per)`},
+		{"negative gpus", `max_evict = { gpus = -1, per = "5m" }`,
+			`q.hcl:3: quota "r": max_evict.gpus = -1 is negative`},
+		{"fractional gpus", `max_evict = { gpus = 1.5, per = "5m" }`,
+			`q.hcl:3: quota "r": max_evict.gpus = 1.5 is not a whole number`},
+		{"per not a duration", `max_evict = { gpus = 1, per = "5 minutes" }`,
+			`q.hcl:3: quota "r": max_evict.per = "5 minutes" is not a duration (Go syntax such as "90s", "5m", "1h")`},
+		{"per a number", `max_evict = { gpus = 1, per = 300 }`,
+			`q.hcl:3: quota "r": max_evict.per in max_evict = { gpus = 1, per = 300 } is not a string (a Go duration such as "5m")`},
+		{"per zero", `max_evict = { gpus = 1, per = "0s" }`,
+			`q.hcl:3: quota "r": max_evict.per = "0s" is not above 0 (a Go duration such as "5m")`},
+		{"per negative", `max_evict = { gpus = 1, per = "-5m" }`,
+			`q.hcl:3: quota "r": max_evict.per = "-5m0s" is not above 0 (a Go duration such as "5m")`},
+		{"per above a day", `max_evict = { gpus = 1, per = "25h" }`,
+			`q.hcl:3: quota "r": max_evict.per = "25h0m0s" is more than 24h0m0s (DESIGN L14)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, _, err := Parse([]byte(head+tc.attr+"\n}\n"), "q.hcl")
+			if err == nil {
+				t.Fatalf("no error; tree %+v", dump(root))
+			}
+			if err.Error() != tc.want {
+				t.Errorf("err =\n%s\nwant\n%s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateRejectsBadMaxEvict(t *testing.T) {
+	for _, tc := range []struct {
+		b    EvictBudget
+		want string
+	}{
+		{EvictBudget{GPUs: -1, Per: time.Minute}, `t:1: quota "r": max_evict.gpus = -1 is negative`},
+		{EvictBudget{GPUs: MaxGPUs + 1, Per: time.Minute}, `t:1: quota "r": max_evict.gpus = 2147483648 is more than 2147483647`},
+		{EvictBudget{GPUs: 1}, `t:1: quota "r": max_evict.per = "0s" is not above 0 (a Go duration such as "5m")`},
+		{EvictBudget{GPUs: 1, Per: MaxEvictPer + time.Second}, `t:1: quota "r": max_evict.per = "24h0m1s" is more than 24h0m0s (DESIGN L14)`},
+	} {
+		b := tc.b
+		root := &Node{Name: "r", GPUs: Plain(8), MaxEvict: &b, Pos: "t:1"}
+		if err := Validate(root); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: err = %v, want %s", tc.b, err, tc.want)
+		}
+	}
+	root := &Node{Name: "r", GPUs: Plain(8), MaxEvict: &EvictBudget{GPUs: 0, Per: MaxEvictPer}}
+	if err := Validate(root); err != nil {
+		t.Errorf("the largest window: %v", err)
+	}
+	if w := EvictWindow(&Node{Name: "r"}); w != 0 {
+		t.Errorf("EvictWindow without budgets = %s, want 0", w)
 	}
 }

@@ -55,6 +55,49 @@ type EvictBudget struct {
 	Per time.Duration
 }
 
+// MaxEvictPer is the longest window an eviction budget may have
+// (max_evict's per, DESIGN L14): a day. Budgets are meant for minutes
+// (they pace how fast a team loses GPUs to preemption); the bound keeps
+// the recent stops the broker reads from its history, and a snapshot's
+// `evictions`, to at most a day of them.
+const MaxEvictPer = 24 * time.Hour
+
+// CheckEvictBudget returns what is wrong with an eviction budget (DESIGN
+// L14), as "max_evict.per = \"0s\" is not above 0", or "" when it is
+// well formed: GPUs from 0 to MaxGPUs, Per above 0 and at most
+// MaxEvictPer. nil (no budget) is well formed.
+func CheckEvictBudget(b *EvictBudget) string {
+	switch {
+	case b == nil:
+		return ""
+	case b.GPUs < 0:
+		return fmt.Sprintf("max_evict.gpus = %d is negative", b.GPUs)
+	case b.GPUs > MaxGPUs:
+		return fmt.Sprintf("max_evict.gpus = %d is more than %d", b.GPUs, MaxGPUs)
+	case b.Per <= 0:
+		return fmt.Sprintf("max_evict.per = %q is not above 0 (a Go duration such as \"5m\")", b.Per)
+	case b.Per > MaxEvictPer:
+		return fmt.Sprintf("max_evict.per = %q is more than %s (DESIGN L14)", b.Per, MaxEvictPer)
+	}
+	return ""
+}
+
+// EvictWindow is the largest MaxEvict.Per of the tree rooted at root
+// (DESIGN L14): the stops older than it count against no budget. 0 when
+// no node has a budget (or root is nil).
+func EvictWindow(root *Node) time.Duration {
+	var w time.Duration
+	if root == nil {
+		return 0
+	}
+	root.Walk(func(n *Node) {
+		if n.MaxEvict != nil && n.MaxEvict.Per > w {
+			w = n.MaxEvict.Per
+		}
+	})
+	return w
+}
+
 // Node is one node of the quota tree.
 type Node struct {
 	// Name is unique in the tree, e.g. "Quota1.1".
@@ -406,6 +449,9 @@ func Validate(root *Node) error {
 				return &ValidationError{Pos: n.Pos, Node: n.Name, Message: fmt.Sprintf(
 					"weight%s = %d is out of range (0..%d; DESIGN L14)", of(f), v, MaxWeight)}
 			}
+		}
+		if problem := CheckEvictBudget(n.MaxEvict); problem != "" {
+			return &ValidationError{Pos: n.Pos, Node: n.Name, Message: problem}
 		}
 		for i, ns := range n.Namespaces {
 			if ns == "" || strings.TrimSpace(ns) != ns {

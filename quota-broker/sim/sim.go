@@ -223,6 +223,12 @@ type sim struct {
 	// smaller than jobByKey (every job of the trace), in which apply finds
 	// the job of each wait action (one per pending job and plan).
 	pendByKey map[plan.GroupKey]*job
+	// evicted are the victim stops the plans made that eviction budgets
+	// count (DESIGN L14, plan.Evictions), within the tree's largest
+	// max_evict per (plan.RecentEvictions; none while no node has a
+	// budget): the snapshot's evictions, as the broker's history gives
+	// them.
+	evicted []plan.Eviction
 }
 
 // Run simulates the scenario's workload under one policy.
@@ -730,6 +736,10 @@ func (s *sim) snapshot() *plan.Snapshot {
 	*snap = plan.Snapshot{Time: s.tm(s.now), Quota: s.tree, Settings: s.sc.Settings, Nodes: s.planNodes,
 		Allocations: snap.Allocations[:0], Pending: snap.Pending[:0], Reservations: s.reservations,
 		Holds: s.liveHolds(), Prewarm: snap.Prewarm[:0]}
+	if len(s.evicted) > 0 {
+		s.evicted = plan.RecentEvictions(s.tree, s.evicted, snap.Time)
+		snap.Evictions = s.evicted
+	}
 	if s.corePre {
 		snap.Prewarm, _ = s.prewarms(snap.Prewarm)
 	}
@@ -849,6 +859,15 @@ func (s *sim) apply(p *plan.Plan) {
 			s.holdEvent(act)
 		}
 	}
+	// The stops made, for eviction budgets (window: the tree's largest
+	// per, read at the first stop; 0: none kept).
+	var counted []plan.Action
+	window := time.Duration(-1)
+	defer func() {
+		if len(counted) > 0 {
+			s.evicted = append(s.evicted, plan.Evictions(s.tree, counted, s.tm(s.now))...)
+		}
+	}()
 	for _, act := range p.Actions {
 		if act.Action != plan.ActionStop {
 			continue
@@ -886,6 +905,14 @@ func (s *sim) apply(p *plan.Plan) {
 		node, gpus := s.nodes[a.node].id, len(a.slots)
 		s.stop(a, act.Rule, act.For)
 		a.stoppingForRes = forRes
+		if window < 0 {
+			window = quota.EvictWindow(s.tree)
+		}
+		if window > 0 {
+			made := act
+			made.GPUs = gpus
+			counted = append(counted, made)
+		}
 		if a.fi >= 0 && a.fi < len(s.res.Flavors) {
 			s.res.Flavors[a.fi].Stops++
 			s.res.Flavors[a.fi].LostGPUh += s.res.lastLost

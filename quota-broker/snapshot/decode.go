@@ -273,6 +273,9 @@ func (c *converter) snapshot(w *wireSnapshot) (*plan.Snapshot, error) {
 	if s.Prewarm, err = c.prewarms(w.Prewarm); err != nil {
 		return nil, err
 	}
+	if s.Evictions, err = c.evictions(w.Evictions, s.Quota); err != nil {
+		return nil, err
+	}
 	if err := s.Validate(); err != nil {
 		var f *plan.Fault
 		if errors.As(err, &f) {
@@ -355,10 +358,15 @@ func (c *converter) quota(w *wireQuota, path string, depth int) (*quota.Node, er
 			}
 		}
 	}
+	maxEvict, err := evictBudget(w.MaxEvict, path)
+	if err != nil {
+		return nil, err
+	}
 	n := &quota.Node{
 		Name:               w.Name,
 		GPUs:               gpus,
 		Weight:             weight,
+		MaxEvict:           maxEvict,
 		ChildPreemption:    w.ChildPreemption,
 		PriorityPreemption: w.PriorityPreemption,
 		Namespaces:         w.Namespaces,

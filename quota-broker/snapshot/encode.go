@@ -174,6 +174,7 @@ func toWire(s *plan.Snapshot) *wireSnapshot {
 	}
 	w.IdleGroups = idleGroupsToWire(s.IdleGroups)
 	w.Prewarm = prewarmsToWire(s.Prewarm)
+	w.Evictions = evictionsToWire(s.Evictions)
 	return w
 }
 
@@ -189,6 +190,7 @@ func quotaToWire(n *quota.Node, flavors []quota.Flavor) *wireQuota {
 		ChildPreemption: n.ChildPreemption, PriorityPreemption: n.PriorityPreemption,
 		Namespaces: append([]string(nil), n.Namespaces...),
 		Weight:     weightToWire(n.Weight, flavors),
+		MaxEvict:   evictBudgetToWire(n.MaxEvict),
 	}
 	if !n.ChangedAt.IsZero() {
 		w.ChangedAt = timeText(n.ChangedAt)

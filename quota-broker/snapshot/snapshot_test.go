@@ -846,6 +846,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte(withIdle))
 	f.Add([]byte(flavorDoc))
+	f.Add([]byte(withBudgets))
+	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1, "max_evict": {"gpus": 0, "per": "24h"}}, "evictions": [{"quota": "Q", "gpus": 1, "time": "2026-12-01T08:00:00Z"}]}`))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "flavors": [{"name": "x", "models": ["X"]}], "quota": {"name": "Q", "gpus": {"x": 1, "y": 2}}}`))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}}`))
 	f.Add([]byte(`{"time": "2026-12-01T08:00:00Z", "quota": {"name": "Q", "gpus": 1}} []`))

@@ -40,6 +40,9 @@ type wireSnapshot struct {
 	Holds        []wireHold        `json:"holds,omitempty"`
 	IdleGroups   []wireIdleGroup   `json:"idle_groups,omitempty"`
 	Prewarm      []wirePrewarm     `json:"prewarm,omitempty"`
+	// Evictions are the recent victim stops eviction budgets count
+	// (DESIGN L14).
+	Evictions []wireEviction `json:"evictions,omitempty"`
 }
 
 type wireQuota struct {
@@ -47,12 +50,15 @@ type wireQuota struct {
 	GPUs wireNominal `json:"gpus" snap:"required"`
 	// Weight is the node's explicit weight (DESIGN L14), written like
 	// gpus; absent, or a flavor left out, is the default (the nominal).
-	Weight             *wireNominal `json:"weight,omitempty"`
-	ChildPreemption    bool         `json:"child_preemption,omitempty"`
-	PriorityPreemption bool         `json:"priority_preemption,omitempty"`
-	Namespaces         []string     `json:"namespaces,omitempty"`
-	ChangedAt          string       `json:"changed_at,omitempty"`
-	Children           []wireQuota  `json:"children,omitempty"`
+	Weight *wireNominal `json:"weight,omitempty"`
+	// MaxEvict is the node's eviction budget (DESIGN L14), none when
+	// absent.
+	MaxEvict           *wireEvictBudget `json:"max_evict,omitempty"`
+	ChildPreemption    bool             `json:"child_preemption,omitempty"`
+	PriorityPreemption bool             `json:"priority_preemption,omitempty"`
+	Namespaces         []string         `json:"namespaces,omitempty"`
+	ChangedAt          string           `json:"changed_at,omitempty"`
+	Children           []wireQuota      `json:"children,omitempty"`
 	// Flavors are the tree's flavors where the quota object stands alone
 	// (MarshalQuota); on the root only. A snapshot or a tree document
 	// gives them at its top level ("flavors").

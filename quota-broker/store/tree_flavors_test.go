@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -65,5 +66,31 @@ func TestTreeRecordCarriesWeights(t *testing.T) {
 	}
 	if back.Root.Weight != nil {
 		t.Errorf("root weight = %v, want none", back.Root.Weight)
+	}
+}
+
+// TestTreeRecordCarriesMaxEvict: the tree key holds each node's eviction
+// budget (DESIGN L14), and a record without one reads as none.
+func TestTreeRecordCarriesMaxEvict(t *testing.T) {
+	rec := TreeRecord{Settings: quota.DefaultSettings(), Root: &quota.Node{
+		Name: "Quota1", GPUs: quota.Plain(8), MaxEvict: &quota.EvictBudget{GPUs: 16, Per: 5 * time.Minute},
+		Children: []*quota.Node{
+			{Name: "Quota1.1", GPUs: quota.Plain(2), MaxEvict: &quota.EvictBudget{GPUs: 0, Per: time.Hour}},
+			{Name: "Quota1.2", GPUs: quota.Plain(2)},
+		},
+	}}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back TreeRecord
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s\n%s", diff, data)
+	}
+	if back.Root.Children[1].MaxEvict != nil {
+		t.Errorf("Quota1.2 budget = %+v, want none", back.Root.Children[1].MaxEvict)
 	}
 }

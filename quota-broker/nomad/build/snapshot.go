@@ -70,6 +70,10 @@ type Input struct {
 	// Holds are the holds the broker keeps (the agent: its store's holds/),
 	// passed on as plan.Snapshot.Holds.
 	Holds []plan.Hold
+	// Evictions are the recent victim stops eviction budgets count (the
+	// agent: from its store's history of preemptions, DESIGN L14), passed
+	// on as plan.Snapshot.Evictions.
+	Evictions []plan.Eviction
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
 	Policies *Policies
@@ -272,7 +276,7 @@ func build(s watch.View, in Input) *Build {
 	firstSeenPending(snap.Pending, in.FirstSeen)
 	requeuedPending(snap.Pending, in.Requeued)
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
-	snap.Reservations, snap.Holds = in.Reservations, in.Holds
+	snap.Reservations, snap.Holds, snap.Evictions = in.Reservations, in.Holds, in.Evictions
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.Allocs)
 	if in.UnplacedSince != nil {
 		for k, iv := range b.Idle {
