@@ -6,16 +6,17 @@ package e2e
 // flavor, with the values the scenario leaves.
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/cli"
@@ -125,50 +126,69 @@ func statusJSONFigures(t *testing.T, b *broker) (map[string]flavorFig, map[strin
 	return figs, ws, nil
 }
 
-// barCell is a usage bar in a `quota status` row: 20 cells of '#', '+',
-// '.' or ' ', and '>' when use passes the nominal.
-var barCell = regexp.MustCompile(`\[[#+. ]{20}\]>?`)
-
 // statusRow is one row of the `quota status` table, by column.
 type statusRow struct {
 	Nominal, Used, Bar, Borrowed, Debt, Booked, Displaced, Lendable, Queued, Workspaces string
 }
 
+// statusColumns are the `quota status` columns point (d) reads, in the
+// order the table has them; other columns (DESIGN L14's, say) may come
+// between them.
+var statusColumns = []string{"Quota", "Flavor", "Nominal", "Used", "Usage", "Borrowed", "Debt", "Booked", "Displaced",
+	"Lendable", "Queued", "Workspaces"}
+
+// headerCell is one header name: words joined by single spaces, columns
+// two spaces or more apart (formatList).
+var headerCell = regexp.MustCompile(`\S+( \S+)*`)
+
 // statusTextRows parses the `quota status` table of a flavored tree: the
 // header, then one row per node and flavor ("· " per level before the
-// name), by "node/flavor".
-func statusTextRows(out string) (map[string]statusRow, error) {
-	sc := bufio.NewScanner(strings.NewReader(out))
+// name), by "node/flavor" in the order of the rows. Each cell is cut at
+// its header's column (in runes: "·" is one), so cells with spaces (the
+// usage bar) read whole.
+func statusTextRows(out string) (map[string]statusRow, []string, error) {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	head := []rune(lines[0])
+	var names []string
+	var starts []int
+	for _, m := range headerCell.FindAllStringIndex(string(head), -1) {
+		names = append(names, string(head)[m[0]:m[1]])
+		starts = append(starts, utf8.RuneCountInString(string(head)[:m[0]]))
+	}
+	col := map[string]int{}
+	last := -1
+	for _, want := range statusColumns {
+		i := slices.Index(names, want)
+		if i <= last {
+			return nil, nil, fmt.Errorf("header %q: no column %q after the columns before it", lines[0], want)
+		}
+		col[want], last = i, i
+	}
 	rows := map[string]statusRow{}
-	line := 0
-	for sc.Scan() {
-		l := sc.Text()
-		line++
-		if line == 1 {
-			if got := strings.Fields(l); strings.Join(got, " ") != "Quota Flavor Nominal Used Usage Borrowed Debt Booked Displaced Lendable Queued Workspaces" {
-				return nil, fmt.Errorf("header %q", l)
+	var order []string
+	for n, l := range lines[1:] {
+		r := []rune(l)
+		cell := func(name string) string {
+			i := col[name]
+			from, to := min(starts[i], len(r)), len(r)
+			if i+1 < len(starts) {
+				to = min(starts[i+1], len(r))
 			}
-			continue
+			return strings.TrimSpace(string(r[from:to]))
 		}
 		if strings.TrimSpace(l) == "" {
-			return nil, fmt.Errorf("line %d is empty (an ungoverned devices section?):\n%s", line, out)
+			return nil, nil, fmt.Errorf("line %d is empty (an ungoverned devices section?)", n+2)
 		}
-		bar := barCell.FindString(l)
-		if bar == "" {
-			return nil, fmt.Errorf("line %d has no usage bar: %q", line, l)
-		}
-		f := strings.Fields(strings.ReplaceAll(strings.Replace(l, bar, "BAR", 1), "· ", ""))
-		if len(f) != 12 {
-			return nil, fmt.Errorf("line %d has %d columns, want 12: %q", line, len(f), l)
-		}
-		k := f[0] + "/" + f[1]
+		k := strings.TrimLeft(cell("Quota"), "· ") + "/" + cell("Flavor")
 		if _, dup := rows[k]; dup {
-			return nil, fmt.Errorf("%s twice", k)
+			return nil, nil, fmt.Errorf("%s twice", k)
 		}
-		rows[k] = statusRow{Nominal: f[2], Used: f[3], Bar: bar, Borrowed: f[5], Debt: f[6], Booked: f[7],
-			Displaced: f[8], Lendable: f[9], Queued: f[10], Workspaces: f[11]}
+		rows[k] = statusRow{Nominal: cell("Nominal"), Used: cell("Used"), Bar: cell("Usage"), Borrowed: cell("Borrowed"),
+			Debt: cell("Debt"), Booked: cell("Booked"), Displaced: cell("Displaced"), Lendable: cell("Lendable"),
+			Queued: cell("Queued"), Workspaces: cell("Workspaces")}
+		order = append(order, k)
 	}
-	return rows, sc.Err()
+	return rows, order, nil
 }
 
 // metricsLine is one per-quota gauge of /metrics; Prometheus writes the
@@ -253,7 +273,7 @@ func checkFlavorFigures(t *testing.T, b *broker) {
 	if err != nil {
 		t.Fatalf("(d) %v", err)
 	}
-	rows, err := statusTextRows(out)
+	rows, order, err := statusTextRows(out)
 	if err != nil {
 		t.Fatalf("(d) quota status: %v\n%s", err, out)
 	}
@@ -268,11 +288,6 @@ func checkFlavorFigures(t *testing.T, b *broker) {
 	}
 	// The rows go node by node in tree order, each node's flavors in the
 	// tree's order.
-	var order []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
-		f := strings.Fields(strings.ReplaceAll(l, "· ", ""))
-		order = append(order, f[0]+"/"+f[1])
-	}
 	wantOrder := []string{"Quota1/h100", "Quota1/a100", "Quota1/a100-1g", "Quota1.1/h100", "Quota1.1/a100", "Quota1.1/a100-1g",
 		"Quota1.2/h100", "Quota1.2/a100", "Quota1.2/a100-1g"}
 	if d := cmp.Diff(wantOrder, order); d != "" {
