@@ -73,8 +73,7 @@ Sim Options:
   -policy=NAME
     The planning core's policy: gputide (the default: the core with
     DESIGN L14's fair lending of idle GPUs) or gputide-fifo (idle jobs
-    in submission order, no give-back: the core before L14). Until the
-    core has L14's order the two decide alike.
+    in submission order, no give-back: the core before L14).
 
   -compare
     Also run the same workload under static quotas, a Kueue-like policy

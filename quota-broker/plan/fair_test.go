@@ -395,8 +395,15 @@ func fairFiguresOf(s *Snapshot) (FairFigures, []*quota.Node) {
 // allocation (1 GPU here) where L14 defines it and the child is not held
 // back by what it asks (it asks for more than its share); (ii) no node
 // takes back under L14.fair what it lost under L14.fair from the same
-// node in the same run.
+// node in the same run. Under IdleOrderFair and the word-for-word
+// IdleOrderFairEvery alike.
 func TestPropertyFairGiveBack(t *testing.T) {
+	for _, order := range []IdleOrder{IdleOrderFair, IdleOrderFairEvery} {
+		t.Run(order.String(), func(t *testing.T) { propertyFairGiveBack(t, order) })
+	}
+}
+
+func propertyFairGiveBack(t *testing.T, order IdleOrder) {
 	seeds := 200
 	if testing.Short() {
 		seeds = 40
@@ -411,7 +418,7 @@ func TestPropertyFairGiveBack(t *testing.T) {
 		lost := map[[2]string]bool{} // {loser, taker} under L14.fair
 		last := -1
 		for k := 0; k < 8; k++ {
-			p := fairPlan(t, w.s)
+			p := mustPlanWith(t, w.s, Options{IdleOrder: order})
 			nsOf := map[string]string{}
 			for _, a := range w.s.Allocations {
 				nsOf[a.ID] = a.Namespace
@@ -458,8 +465,15 @@ func TestPropertyFairGiveBack(t *testing.T) {
 // TestPropertyEvictionBudget is issue 19's property (iii): with budgets,
 // over plans applied one after another with a minute between them, no
 // window of a node's per ever holds more than its gpus of stops of idle
-// claimants (those a budget may refuse).
+// claimants (those a budget may refuse). Under IdleOrderFair and the word-for-word
+// IdleOrderFairEvery alike.
 func TestPropertyEvictionBudget(t *testing.T) {
+	for _, order := range []IdleOrder{IdleOrderFair, IdleOrderFairEvery} {
+		t.Run(order.String(), func(t *testing.T) { propertyEvictionBudget(t, order) })
+	}
+}
+
+func propertyEvictionBudget(t *testing.T, order IdleOrder) {
 	seeds := 100
 	if testing.Short() {
 		seeds = 20
@@ -476,7 +490,7 @@ func TestPropertyEvictionBudget(t *testing.T) {
 		var log []Eviction
 		for k := 0; k < 10; k++ {
 			w.s.Evictions = log
-			p := fairPlan(t, w.s)
+			p := mustPlanWith(t, w.s, Options{IdleOrder: order})
 			nsOf := map[string]string{}
 			for _, a := range w.s.Allocations {
 				nsOf[a.ID] = a.Namespace

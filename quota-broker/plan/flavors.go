@@ -31,9 +31,13 @@ import (
 // Known limits, left to the later items: a job that holds
 // devices of several flavors (placed before flavors, or outside the
 // broker) is a victim unit in each flavor apart, and a stop in one
-// flavor leaves its devices of the others counted until the next plan;
-// idle groups' idle fit and pre-warms are planned in the tree's first
-// flavor (item 5).
+// flavor leaves its devices of the others counted until the next plan.
+//
+// A pre-warm drains in one of its allowed flavors (prewarmFlavor),
+// chosen once every flavor's timed stops, holds and covers are planned.
+// The idle fit (idleFitAcross) serves the idle groups after the plan,
+// across every flavor's planner: each group's fit lies in the first of
+// its allowed flavors with room for one allocation.
 
 // flavorOfSnapshot returns the flavor a planner of s plans: the tree's
 // first flavor (its only one, or the implicit quota.ImplicitFlavor). A
@@ -215,9 +219,11 @@ func allowedFlavors(j *job, names []string, all []int) []int {
 // projection is the snapshot's projection onto one flavor (see above):
 // snap holds the same tree, time and settings, the pending groups of
 // the jobs that allow the flavor, its bookings, its holds (with only
-// their GPUs of the flavor), and, in the first flavor only, the idle
-// groups and pre-warms; nodes and allocs are the nodes with GPUs of the
-// flavor and the allocations with devices of it (pointers to the
+// their GPUs of the flavor), the pre-warms that allow the flavor (each
+// drains in one, prewarmFlavor; the idle groups are idleFitAcross's,
+// across flavors);
+// nodes and allocs are the nodes with GPUs of the flavor and the
+// allocations with devices of it (pointers to the
 // snapshot's own where they are wholly of the flavor, else copies with
 // only those GPUs; the first flavor's also the allocations on no known
 // GPU, for the planner's warnings).
@@ -237,7 +243,14 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 		out[fi].nodes = bufs[fi].projNodes[:0]
 		out[fi].allocs = bufs[fi].projAllocs[:0]
 	}
-	out[0].snap.IdleGroups, out[0].snap.Prewarm = s.IdleGroups, s.Prewarm
+	for fi := range out {
+		f := fx.flavors[fi].Name
+		for _, w := range s.Prewarm {
+			if w.Flavors == nil || slices.Contains(w.Flavors, f) {
+				out[fi].snap.Prewarm = append(out[fi].snap.Prewarm, w)
+			}
+		}
+	}
 	var fs []int8
 	// keep returns the IDs of flavor fi among ids, whose flavors are fs.
 	keep := func(ids []string, fs []int8, fi int) []string {
@@ -498,7 +511,26 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		}
 		fp.p.bindHolds()
 		fp.p.cover(fp.cache)
+	}
+	// Each pre-warm drains in one of its flavors (prewarmFlavor, DESIGN
+	// L5 "Pre-warm", L13); the others keep its entry to name its holds.
+	ps := make([]*planner, len(fps))
+	caches := make([]map[feasibilityKey][]int, len(fps))
+	allocs := make([][]*Allocation, len(fps))
+	for fi, fp := range fps {
+		ps[fi], caches[fi], allocs[fi] = fp.p, fp.cache, projected[fi].allocs
+	}
+	drained := make([][]Prewarm, len(fps))
+	for i := range s.Prewarm {
+		if fi := prewarmFlavor(&s.Prewarm[i], names, ps, allocs, caches); fi >= 0 {
+			drained[fi] = append(drained[fi], s.Prewarm[i])
+		}
+	}
+	for fi, fp := range fps {
+		listed := fp.p.snap.Prewarm
+		fp.p.snap.Prewarm = drained[fi]
 		fp.p.drains(fp.cache)
+		fp.p.snap.Prewarm = listed
 		take(fp)
 		if fp.p.st.heldBy == nil && !freeing {
 			fp.noRoom = map[noRoomKey]int{}
@@ -541,8 +573,8 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 				xs = append(xs, x)
 			}
 		}
-		if idlePass && idleOrder == IdleOrderFair {
-			decideIdleFairAcross(fps, fis, xs, decideOne)
+		if idlePass && idleOrder.fair() {
+			decideIdleFairAcross(fps, fis, xs, decideOne, idleOrder == IdleOrderFair)
 			continue
 		}
 		for _, x := range xs {
@@ -572,7 +604,7 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 			pl.WakeAt = t
 		}
 	}
-	pl.IdleFit = fps[0].p.idleFit()
+	pl.IdleFit = idleFitAcross(ps, s.IdleGroups, idleOrder)
 	return pl
 }
 
@@ -817,12 +849,27 @@ type idlePick struct {
 // time the job whose node would have the lowest borrowed share after its
 // admission in the flavor it would take, ties in L3 order; decide decides
 // one. A decision changes only the flavors the job allows, so only the
-// picks in those flavors are computed again.
-func decideIdleFairAcross(fps []*flavorPlan, fis [][]int, xs []int, decide func(x int)) {
+// picks in those flavors are computed again. With heads
+// (IdleOrderFair) only each quota node's first idle job left
+// competes (the node as the job's first flavor binds it).
+func decideIdleFairAcross(fps []*flavorPlan, fis [][]int, xs []int, decide func(x int), heads bool) {
 	picks := make([]idlePick, len(xs))
+	var seen map[*quota.Node]bool
+	if heads {
+		seen = map[*quota.Node]bool{}
+	}
 	for len(xs) > 0 {
+		clear(seen)
 		best := -1
 		for i, x := range xs {
+			if heads && len(fis[x]) > 0 {
+				if q := fps[fis[x][0]].jobs[x].q; q != nil {
+					if seen[q.node] {
+						continue // not its node's first
+					}
+					seen[q.node] = true
+				}
+			}
 			if !picks[i].known {
 				picks[i] = pickIdle(fps, fis[x], x)
 			}

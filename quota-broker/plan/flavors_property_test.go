@@ -71,6 +71,14 @@ func flavorize(s *Snapshot, r *rand.Rand) []quota.Flavor {
 			s.Reservations[i].Flavor = "h100"
 		}
 	}
+	// Drawn last, so that the corpus above is as it was before they had
+	// flavors.
+	for i := range s.Prewarm {
+		s.Prewarm[i].Flavors = lists[r.IntN(len(lists))]
+	}
+	for i := range s.IdleGroups {
+		s.IdleGroups[i].Flavors = lists[r.IntN(len(lists))]
+	}
 	return flavors
 }
 
@@ -78,7 +86,9 @@ func flavorize(s *Snapshot, r *rand.Rand) []quota.Flavor {
 // and plan of one implicit flavor, for the existing checks: the tree with
 // f's nominals and no flavor blocks, nodes, allocations and holds with
 // only f's GPUs, the pending jobs that allow f, f's bookings, f's
-// actions (and every job stop and suspend), f's usage rows.
+// actions (and every job stop and suspend), f's usage rows, the
+// pre-warms that allow f, the idle groups whose fit lies in f and their
+// fits.
 func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapshot, *Plan) {
 	of := map[string]string{}
 	for _, n := range s.Nodes {
@@ -97,8 +107,27 @@ func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapsh
 		return out
 	}
 	ps := &Snapshot{Time: s.Time, Settings: s.Settings, Quota: s.Quota.Clone()}
-	if f == flavors[0].Name { // planned in the first flavor (flavors.go)
-		ps.IdleGroups, ps.Prewarm = s.IdleGroups, s.Prewarm
+	// The pre-warms that allow f: each drains in one of them
+	// (prewarmFlavor).
+	for _, w := range s.Prewarm {
+		if w.Flavors == nil || slices.Contains(w.Flavors, f) {
+			w.Flavors = nil
+			ps.Prewarm = append(ps.Prewarm, w)
+		}
+	}
+	// The idle groups whose fit lies in f (idleFitAcross), and their fits.
+	var fits []GroupFit
+	for _, x := range p.IdleFit {
+		if x.Flavor == f {
+			x.Flavor = ""
+			fits = append(fits, x)
+		}
+	}
+	for _, g := range s.IdleGroups {
+		if slices.ContainsFunc(fits, func(x GroupFit) bool { return x.Key() == g.Key() }) {
+			g.Flavors = nil
+			ps.IdleGroups = append(ps.IdleGroups, g)
+		}
 	}
 	ps.Quota.Flavors = nil
 	ps.Quota.Walk(func(n *quota.Node) { n.GPUs = quota.Plain(n.GPUs.Of(f)) })
@@ -131,10 +160,7 @@ func flavorPart(s *Snapshot, p *Plan, flavors []quota.Flavor, f string) (*Snapsh
 			ps.Holds = append(ps.Holds, h)
 		}
 	}
-	pp := &Plan{WakeAt: p.WakeAt}
-	if f == flavors[0].Name {
-		pp.IdleFit = p.IdleFit
-	}
+	pp := &Plan{WakeAt: p.WakeAt, IdleFit: fits}
 	for _, a := range p.Actions {
 		if a.Flavor == f || a.Action == ActionStopJob || a.Action == ActionSuspend {
 			a.Flavor = ""
@@ -238,7 +264,7 @@ func TestFlavorPlanProperties(t *testing.T) {
 // TestFlavorBookingProperty runs the booking corpus's existing invariants
 // (checkPlan, checkCalendarPlan) with random flavors.
 func TestFlavorBookingProperty(t *testing.T) {
-	checked := 0
+	checked, prewarmLater := 0, 0
 	for _, seed := range bookingSeedList() {
 		s := bookingSnapshot(seed)
 		if s.Validate() != nil {
@@ -263,6 +289,15 @@ func TestFlavorBookingProperty(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		for _, a := range p.Actions {
+			if a.Rule == RulePrewarm && a.Action == ActionHold && a.Flavor != flavors[0].Name {
+				prewarmLater++
+			}
+		}
+	}
+	t.Logf("%d of %d snapshots checked, %d pre-warm holds outside the first flavor", checked, len(bookingSeedList()), prewarmLater)
+	if prewarmLater == 0 {
+		t.Errorf("the corpus no longer tests pre-warms in a later flavor")
 	}
 	if checked < len(bookingSeedList())/2 {
 		t.Errorf("only %d flavored snapshots of the booking corpus are valid", checked)

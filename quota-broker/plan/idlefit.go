@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +28,10 @@ type IdleGroup struct {
 	// (placed or not), 0 <= Count; the fit is at most Max - Count.
 	Max   int
 	Count int
+	// Flavors are the flavors the group may use, in the order it tries
+	// them (DESIGN L13, as Pending.Flavors; snapshot key flavors). Nil:
+	// every flavor of the tree, in tree order.
+	Flavors []string
 }
 
 // Key returns the key of the group.
@@ -42,6 +47,11 @@ type GroupFit struct {
 	Job       string `json:"job"`
 	Group     string `json:"group"`
 	Fit       int    `json:"fit"`
+	// Flavor is the flavor the fit lies in (DESIGN L13: all of a job's
+	// allocations take one flavor), named when Fit > 0 in a tree that
+	// declares flavors; "" (omitted) otherwise, so that trees without
+	// flavor blocks answer as before flavors.
+	Flavor string `json:"flavor,omitempty"`
 }
 
 // Key returns the key of the group.
@@ -61,10 +71,11 @@ func (p *Plan) IdleFitOf(k GroupKey) (int, bool) {
 }
 
 // IdleFit returns the idle fit of every idle group of s on the snapshot as
-// it is, before any plan (the GPUs free now). Compute reports the fit after
-// its own actions in Plan.IdleFit, which is what the broker serves. s must
-// pass Validate; as Compute, it returns an error only for no snapshot or a
-// quota tree that breaks L1. The result is sorted by group key.
+// it is, before any plan (the GPUs free now), in L3 order. Compute reports
+// the fit after its own actions in Plan.IdleFit, which is what the broker
+// serves. s must pass Validate; as Compute, it returns an error only for
+// no snapshot or a quota tree that breaks L1. The result is sorted by
+// group key.
 func IdleFit(s *Snapshot) ([]GroupFit, error) {
 	if s == nil {
 		return nil, fmt.Errorf("no snapshot")
@@ -72,48 +83,148 @@ func IdleFit(s *Snapshot) ([]GroupFit, error) {
 	if err := quota.Validate(s.Quota); err != nil {
 		return nil, err
 	}
+	if flavors := quota.TreeFlavors(s.Quota); len(flavors) > 1 || !governed(s, &flavors[0]) {
+		// One planner per flavor on the snapshot's projections (DESIGN
+		// L13, flavors.go).
+		fx := newFlavorIndex(s, flavors)
+		bufs := make([]*buffers, len(flavors))
+		for fi := range bufs {
+			bufs[fi] = bufferPool.Get().(*buffers)
+			defer bufferPool.Put(bufs[fi])
+		}
+		projected := projectAll(s, fx, nil, nil, bufs)
+		ps := make([]*planner, len(flavors))
+		for fi := range flavors {
+			ps[fi] = newFlavorPlanner(projected[fi], bufs[fi], flavors[fi].Name, len(s.Quota.Flavors) > 0)
+			defer ps[fi].vc.forget()
+		}
+		return idleFitAcross(ps, s.IdleGroups, IdleOrderL3), nil
+	}
 	buf := bufferPool.Get().(*buffers)
 	defer bufferPool.Put(buf)
-	return newPlanner(s, buf).idleFit(), nil
+	p := newPlanner(s, buf)
+	defer p.vc.forget()
+	return p.idleFit(), nil
 }
 
-// idleFit is the last step of a plan (issue 11 item 4, DESIGN L3, L4): for
-// each idle group, in L3 order (higher priority first, then namespace, job
-// and group), the allocations of its shape that fit on GPUs that are
-// healthy, held by nobody and being freed for nobody, placed one at a time
-// by bin-packing as admission places them (binPack: the feasible node with
-// the fewest free GPUs that still fit, then the lowest node ID), at most
-// Max - Count. Each placement takes its GPUs, so no GPU is promised to two
-// groups; GPUs admitted or freed for claimants by the plan are not free. A
-// group whose namespace is bound to no quota is not governed: fit 0.
-//
-// It changes the state's GPU holders (not the ledger nor the actions): it
-// runs after the plan's actions and usage are made.
+// idleFit is the last step of a plan of one planner: idleFitAcross on it
+// alone, in the planner's idle order.
 func (p *planner) idleFit() []GroupFit {
-	gs := p.snap.IdleGroups
+	return idleFitAcross([]*planner{p}, p.snap.IdleGroups, p.idleOrder)
+}
+
+// idleFitAcross is the last step of a plan (issue 11 item 4, DESIGN L3,
+// L4, L13, L14, §8 idle_fit): the idle fit of each idle group of gs on
+// the planners ps, one per flavor of the tree (tree order), after the
+// plan's actions. The groups are served one after another: under
+// IdleOrderL3 in L3 order (higher priority first, then namespace, job
+// and group); under IdleOrderFair in DESIGN L14's order, each time the
+// group whose own quota node would have the lowest borrowed share after
+// it is served (fairShareAfter), ties in L3 order. A group's fit lies in
+// one flavor, as all of a job's allocations take one (L13): the first of
+// its allowed flavors (IdleGroup.Flavors, in its order; nil: every
+// flavor in tree order) with free GPUs for one allocation of its shape
+// (of those in which its job runs allocations, only the first:
+// firstWithRoom), where its allocations are placed one at a time by bin-packing as
+// admission places them (binPack: the feasible node with the fewest free
+// GPUs that still fit, then the lowest node ID) on GPUs that are
+// healthy, held by nobody and being freed for nobody, at most Max -
+// Count. Each placement takes its GPUs, so no GPU is promised to two
+// groups; GPUs admitted or freed for claimants by the plan are not
+// free. A group whose namespace is bound to no quota is not governed:
+// fit 0. GroupFit.Flavor names the flavor where Fit > 0 and the tree
+// declares flavors (planner.label).
+//
+// It changes the planners' GPU holders (not the ledgers nor the
+// actions): it runs after the plan's actions and usage are made.
+//
+// O(groups x flavors) picks in L3 order; O(groups^2 x flavors) under
+// IdleOrderFair, whose every step looks at every group left.
+func idleFitAcross(ps []*planner, gs []IdleGroup, order IdleOrder) []GroupFit {
 	if len(gs) == 0 {
 		return nil
 	}
-	order := make([]int, len(gs))
-	for i := range order {
-		order[i] = i
+	left := make([]int, len(gs))
+	for i := range left {
+		left[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		x, y := &gs[order[a]], &gs[order[b]]
+	sort.SliceStable(left, func(a, b int) bool {
+		x, y := &gs[left[a]], &gs[left[b]]
 		if x.Priority != y.Priority {
 			return x.Priority > y.Priority
 		}
 		return x.Key().Compare(y.Key()) < 0
 	})
-	f := &fitter{p: p, classes: map[fitClassKey]*fitClass{}}
+	fs := make([]*fitter, len(ps))
+	for fi, p := range ps {
+		fs[fi] = &fitter{p: p, classes: map[fitClassKey]*fitClass{}}
+	}
+	// given[fi][qi] are the GPUs the fits served so far give quota node
+	// qi's subtree in flavor fi (IdleOrderFair).
+	var given [][]int
+	if order == IdleOrderFair {
+		given = make([][]int, len(ps))
+		for fi, p := range ps {
+			given[fi] = make([]int, len(p.quotas))
+		}
+	}
+	// runsIn are, in a tree of several flavors, the flavors in which the
+	// idle groups' jobs run allocations (by job).
+	var runsIn map[JobKey][]int
+	if len(ps) > 1 {
+		runsIn = map[JobKey][]int{}
+		for i := range gs {
+			runsIn[JobKey{Namespace: gs[i].Namespace, Job: gs[i].Job}] = nil
+		}
+		for fi, p := range ps {
+			for k := range p.allocs {
+				a := p.allocs[k].a
+				jk := JobKey{Namespace: a.Namespace, Job: a.Job}
+				if in, ok := runsIn[jk]; ok && !slices.Contains(in, fi) {
+					runsIn[jk] = append(in, fi)
+				}
+			}
+		}
+	}
+	// tries[i] are the flavors group i may take its fit in, in order,
+	// and cls[i][fi] its class in flavor fi, built on first use.
+	all := make([]int, len(fs))
+	for fi := range all {
+		all[fi] = fi
+	}
+	tries := make([][]int, len(gs))
+	flat := make([]*fitClass, len(gs)*len(fs))
+	cls := make([][]*fitClass, len(gs))
+	for i := range gs {
+		tries[i] = fitFlavors(fs, &gs[i], runsIn[JobKey{Namespace: gs[i].Namespace, Job: gs[i].Job}], all)
+		cls[i] = flat[i*len(fs) : (i+1)*len(fs) : (i+1)*len(fs)]
+	}
 	out := make([]GroupFit, len(gs))
-	for _, i := range order {
+	for len(left) > 0 {
+		best, bestFlavor, bestShare := 0, -1, math.Inf(1)
+		for k, i := range left {
+			fi := firstWithRoom(fs, &gs[i], tries[i], cls[i])
+			if order != IdleOrderFair {
+				best, bestFlavor = k, fi
+				break
+			}
+			share := math.Inf(1)
+			if fi >= 0 {
+				share = fairShareAfter(ps[fi], given[fi], &gs[i])
+			}
+			if bestFlavor < 0 && fi >= 0 || k == 0 || share < bestShare { // strictly: ties keep L3 order
+				best, bestFlavor, bestShare = k, fi, share
+			}
+		}
+		i := left[best]
+		left = slices.Delete(left, best, best+1)
 		g := &gs[i]
 		out[i] = GroupFit{Namespace: g.Namespace, Job: g.Job, Group: g.Group}
-		if p.byNS[g.Namespace] == nil {
+		if bestFlavor < 0 {
 			continue
 		}
-		c := f.class(g)
+		f := fs[bestFlavor]
+		c := cls[i][bestFlavor]
 		for out[i].Fit < g.Max-g.Count {
 			ni := f.pick(c, g.GPUs)
 			if ni < 0 {
@@ -122,9 +233,80 @@ func (p *planner) idleFit() []GroupFit {
 			f.take(ni, g)
 			out[i].Fit++
 		}
+		if out[i].Fit > 0 {
+			out[i].Flavor = f.p.label
+			if given != nil {
+				q := f.p.byNS[g.Namespace]
+				given[bestFlavor][q.index] += out[i].Fit * g.GPUs
+				for _, a := range q.ancestors {
+					given[bestFlavor][a.index] += out[i].Fit * g.GPUs
+				}
+			}
+		}
 	}
 	slices.SortFunc(out, func(a, b GroupFit) int { return a.Key().Compare(b.Key()) })
 	return out
+}
+
+// fitFlavors returns the indices in fs of the flavors group g may take
+// its fit in, in the order it tries them: those it allows
+// (IdleGroup.Flavors, in its order; nil: all, in tree order); when its
+// job runs allocations in some of them (runs, indices in fs), the first
+// of those alone: the job has taken it (DESIGN L13, all of a job's
+// allocations take one flavor). all lists every index of fs, and is
+// returned for a group that allows every flavor and runs nowhere.
+func fitFlavors(fs []*fitter, g *IdleGroup, runs []int, all []int) []int {
+	var allowed []int
+	if g.Flavors == nil {
+		allowed = all
+	} else {
+		for _, name := range g.Flavors {
+			for fi, f := range fs {
+				if f.p.flavor == name {
+					allowed = append(allowed, fi)
+				}
+			}
+		}
+	}
+	for _, fi := range allowed {
+		if slices.Contains(runs, fi) {
+			return []int{fi}
+		}
+	}
+	return allowed
+}
+
+// firstWithRoom returns the first of flavors tries (fitFlavors) in which
+// group g has free GPUs for one allocation of its shape, or -1 (none, or
+// g is not governed); cls caches g's class in each flavor (fitter.class).
+func firstWithRoom(fs []*fitter, g *IdleGroup, tries []int, cls []*fitClass) int {
+	for _, fi := range tries {
+		f := fs[fi]
+		if f.p.byNS[g.Namespace] == nil {
+			continue
+		}
+		if cls[fi] == nil {
+			cls[fi] = f.class(g)
+		}
+		if f.pick(cls[fi], g.GPUs) >= 0 {
+			return fi
+		}
+	}
+	return -1
+}
+
+// fairShareAfter is the borrowed share (DESIGN L4, L14) that idle group
+// g's own quota node would have in planner p's flavor once all g asks
+// for, (Max - Count) x GPUs, were placed on top of the plan and of given
+// (GPUs the fits served before give each quota node's subtree, by
+// quota index): planner.idleShareAfter of a job asking for both.
+func fairShareAfter(p *planner, given []int, g *IdleGroup) float64 {
+	q := p.byNS[g.Namespace]
+	if q == nil {
+		return math.Inf(1)
+	}
+	asked := min(int64(max(0, g.Max-g.Count))*int64(g.GPUs)+int64(given[q.index]), MaxAsk)
+	return p.idleShareAfter(&job{namespace: g.Namespace, name: g.Job, q: q, priority: g.Priority, idle: true}, int(asked))
 }
 
 // fitClassKey is what decides which nodes can run a group, but for the
@@ -317,5 +499,25 @@ func (c *checker) idleGroup(i int, seen map[GroupKey]int) *Fault {
 	if p, msg := datacenters(path, g.Datacenters); msg != "" {
 		return bad(p, "%s", msg)
 	}
+	if p, msg := flavorNames(path, c.s.Quota, g.Flavors); msg != "" {
+		return bad(p, "%s", msg)
+	}
 	return nil
+}
+
+// flavorNames checks the flavors list at path+".flavors" (an idle group's
+// or a pre-warm's, DESIGN L13): each a flavor of the tree rooted at root,
+// listed once. It returns the path of the first bad entry and why, or "".
+func flavorNames(path string, root *quota.Node, fs []string) (string, string) {
+	names := quota.FlavorNames(root)
+	for k, f := range fs {
+		p := path + ".flavors[" + strconv.Itoa(k) + "]"
+		if !slices.Contains(names, f) {
+			return p, fmt.Sprintf("%s is not a flavor of the tree (%s)", Quote(f), strings.Join(names, ", "))
+		}
+		if slices.Index(fs, f) < k {
+			return p, fmt.Sprintf("flavor %s is listed twice", Quote(f))
+		}
+	}
+	return "", ""
 }

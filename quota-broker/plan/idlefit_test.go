@@ -225,6 +225,19 @@ func BenchmarkComputeIdleGroups(b *testing.B) {
 			reportCPU(b, cpu)
 		})
 	}
+	// The broker's planner: the idle fit in DESIGN L14's order, each time
+	// the group of the lowest borrowed share after it (idleFitAcross).
+	b.Run("groups=1000/fair", func(b *testing.B) {
+		s := idleFitSnapshot(5000, 1000)
+		b.ReportAllocs()
+		cpu := cpuTime()
+		for b.Loop() {
+			if _, err := ComputeFair(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, cpu)
+	})
 }
 
 func idleFitSnapshot(nodes, groups int) *Snapshot {

@@ -86,7 +86,7 @@ func TestIdleOrderFairWorkedExample(t *testing.T) {
 	}
 }
 
-// TestPropertyIdleOrderFairNoInversion: with IdleOrderFair, over random
+// TestPropertyIdleOrderFairNoInversion: with IdleOrderFairEvery (L14 word for word), over random
 // trees (weights random or default) and workloads of non-idle and idle
 // allocations and idle jobs of 1..4 GPUs, no idle job W is left waiting
 // while an idle job A of at least W's GPUs was admitted (so W would have
@@ -146,7 +146,7 @@ func TestPropertyIdleOrderFairNoInversion(t *testing.T) {
 		if err := s.Validate(); err != nil {
 			continue // an allocation past a node's GPUs: not this property's business
 		}
-		p := mustPlanWith(t, s, Options{IdleOrder: IdleOrderFair})
+		p := mustPlanWith(t, s, Options{IdleOrder: IdleOrderFairEvery})
 		checkNoIdleInversion(t, seed, s, p)
 	}
 }
@@ -259,5 +259,44 @@ func TestIdleOrderFairAcrossFlavors(t *testing.T) {
 		{"c1", a}, {"c2", a}, {"c3", a}, {"c4", a}}
 	if diff := cmp.Diff(l3, got(mustPlanWith(t, snap(), Options{IdleOrder: IdleOrderL3}))); diff != "" {
 		t.Errorf("IdleOrderL3 admits (-want +got):\n%s", diff)
+	}
+}
+
+// TestIdleOrderFairKeepsANodesL3Order: two nodes of 8 free GPUs; Quota1 16 with
+// children Quota1.1 (workspace-b) and Quota1.2 (workspace-c) of nominal 2;
+// b waits with an idle job of 8 GPUs (big, submitted first) and four of 4
+// (s1..s4), c with one of 1 (cj, submitted last). L14's order read word
+// for word (IdleOrderFairEvery) compares every idle job's share after its
+// admission, so b's jobs of 4
+// ((4-2)/2 = 1, then 3, then 5) pass big (3, then 5, then 7) and big
+// waits: the simulator's utilisation loss of issue 19 (a node's older
+// large idle job finds no whole node once the smaller ones have spread).
+// IdleOrderFair, the broker's, compares only each node's first job in L3 order:
+// cj (share 0), then b's head big, then s1 in the 7 GPUs cj left; L3
+// admits big, s1 and s2, in L3 order (no room left for cj).
+func TestIdleOrderFairKeepsANodesL3Order(t *testing.T) {
+	tree := &quota.Node{Name: "Quota1", GPUs: quota.Plain(16), Children: []*quota.Node{
+		{Name: "Quota1.1", GPUs: quota.Plain(2), Namespaces: []string{"workspace-b"}},
+		{Name: "Quota1.2", GPUs: quota.Plain(2), Namespaces: []string{"workspace-c"}}}}
+	b := newSnap(tree).nodes(2, 8, h100)
+	b.pending("workspace-b", "big", 1, 8, pIdle, pType(JobBatch), pSubmitted(60*time.Minute))
+	for i := 1; i <= 4; i++ {
+		b.pending("workspace-b", fmt.Sprintf("s%d", i), 1, 4, pIdle, pType(JobBatch), pSubmitted(time.Duration(50-i)*time.Minute))
+	}
+	b.pending("workspace-c", "cj", 1, 1, pIdle, pType(JobBatch), pSubmitted(10*time.Minute))
+	s := b.build()
+	for _, tc := range []struct {
+		order IdleOrder
+		want  []string
+	}{
+		{IdleOrderL3, []string{"big", "s1", "s2"}},
+		{IdleOrderFairEvery, []string{"cj", "s1", "s2", "s3"}},
+		{IdleOrderFair, []string{"cj", "big", "s1"}},
+	} {
+		t.Run(tc.order.String(), func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, admitted(mustPlanWith(t, s, Options{IdleOrder: tc.order}))); diff != "" {
+				t.Errorf("admitted (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

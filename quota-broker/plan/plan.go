@@ -124,7 +124,7 @@ func (p *planner) run() *Plan {
 	p.drains(cache)
 	jobs := p.pendingJobs()
 	for _, idlePass := range []bool{false, true} {
-		if idlePass && p.idleOrder == IdleOrderFair {
+		if idlePass && p.idleOrder.fair() {
 			p.decideIdleFair(jobs, suspended, cache)
 			break
 		}
@@ -306,7 +306,7 @@ func (p *planner) placeOne(c *claim) (int, string) {
 		p.admitOne(c, ni)
 		return ni, ""
 	}
-	fair := c.j.idle && p.idleOrder == IdleOrderFair
+	fair := c.j.idle && p.idleOrder.fair()
 	if c.j.idle && (!fair || p.freeOnly) {
 		return -1, fmt.Sprintf("idle job: no node has %s%s%s; idle jobs never preempt%s",
 			gpuCount(c.g.GPUs, "free"), modelText(c.g.Model), placeText(c.g), p.heldNote(c))

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,6 +32,11 @@ type Prewarm struct {
 	// Until is when the holds end: At + the policy's evaluation_interval
 	// + settle, after At.
 	Until time.Time
+	// Flavors are the flavors the group may use, in the order it tries
+	// them (DESIGN L13, as Pending.Flavors; snapshot key flavors). Nil:
+	// every flavor of the tree, in tree order. The pre-warm is placed in
+	// one of them (prewarmFlavor).
+	Flavors []string
 }
 
 // Key returns the key of the group, the owner of its holds.
@@ -101,5 +107,87 @@ func (c *checker) prewarm(i int, seen map[GroupKey]int) *Fault {
 	if p, msg := datacenters(path, w.Datacenters); msg != "" {
 		return bad(p, "%s", msg)
 	}
+	if p, msg := flavorNames(path, c.s.Quota, w.Flavors); msg != "" {
+		return bad(p, "%s", msg)
+	}
 	return nil
+}
+
+// prewarmRoom reports, for pre-warm w in the planner's flavor, whether its
+// group is entitled now (prewarmEntitled) and whether all its Count
+// allocations fit on free GPUs of its feasible nodes now (bin-packing
+// allocations of one size places as many as the nodes' free GPUs hold).
+// A group whose namespace is bound to no quota is neither.
+func (p *planner) prewarmRoom(w *Prewarm, cache map[feasibilityKey][]int) (entitled, free bool) {
+	q := p.byNS[w.Namespace]
+	if q == nil || p.prewarmEntitled(w, q) != "" {
+		return false, false
+	}
+	g := w.pending()
+	c := &claim{j: &job{namespace: w.Namespace, name: w.Job, q: q, priority: w.Priority}, g: g, cid: noClaimant, alt: noClaimant}
+	room := 0
+	for _, ni := range p.feasibleNodes(g, cache) {
+		if room += p.freeOn(p.nodes[ni], c) / w.GPUs; room >= w.Count {
+			return true, true
+		}
+	}
+	return true, false
+}
+
+// prewarmFlavor returns the index in the tree's flavors names of the one
+// flavor pre-warm w is placed in (DESIGN L5 "Pre-warm", L13: all of a
+// job's allocations take one flavor), among those it allows (w.Flavors in
+// its order; nil: every flavor in tree order), or -1 when it allows none
+// of the tree's. ps are the flavors' planners before their drains and
+// allocs their projections' allocations. In order: the first allowed
+// flavor in which GPUs are held for the group already (a pre-warm stays
+// where an earlier plan began it); else the first in which the job runs
+// allocations (its allocations have taken that flavor); else, as L13's
+// choice, the first in which the group is entitled now and fits on free
+// GPUs, else the first in which it is entitled (its drain makes room by
+// L5/L6 or warns), else the first (where it is warned of).
+func prewarmFlavor(w *Prewarm, names []string, ps []*planner, allocs [][]*Allocation, caches []map[feasibilityKey][]int) int {
+	var allowed []int
+	if w.Flavors == nil {
+		for fi := range names {
+			allowed = append(allowed, fi)
+		}
+	} else {
+		for _, f := range w.Flavors {
+			if fi := slices.Index(names, f); fi >= 0 {
+				allowed = append(allowed, fi)
+			}
+		}
+	}
+	if len(allowed) <= 1 {
+		if len(allowed) == 0 {
+			return -1
+		}
+		return allowed[0]
+	}
+	owner := HoldOwner{Group: w.Key()}
+	for _, fi := range allowed {
+		if slices.ContainsFunc(ps[fi].snap.Holds, func(h Hold) bool { return h.For == owner }) {
+			return fi
+		}
+	}
+	for _, fi := range allowed {
+		if slices.ContainsFunc(allocs[fi], func(a *Allocation) bool { return a.Namespace == w.Namespace && a.Job == w.Job }) {
+			return fi
+		}
+	}
+	firstEntitled := -1
+	for _, fi := range allowed {
+		entitled, free := ps[fi].prewarmRoom(w, caches[fi])
+		if free {
+			return fi
+		}
+		if entitled && firstEntitled < 0 {
+			firstEntitled = fi
+		}
+	}
+	if firstEntitled >= 0 {
+		return firstEntitled
+	}
+	return allowed[0]
 }

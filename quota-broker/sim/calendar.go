@@ -63,7 +63,7 @@ func (s *sim) prewarmOf(st *inferState, t int64) (plan.Prewarm, bool) {
 		if target > cur {
 			in := st.cfg
 			return plan.Prewarm{Namespace: in.Namespace, Job: in.Name, Group: in.Group, Type: plan.JobService,
-				Priority: in.Priority, GPUs: in.GPUs, Model: in.Model, Datacenters: in.Datacenters, NodePool: in.NodePool,
+				Priority: in.Priority, GPUs: in.GPUs, Model: in.Model, Datacenters: in.Datacenters, NodePool: in.NodePool, Flavors: in.Flavors,
 				At: at.UTC(), Count: min(target-cur, quota.MaxGPUs),
 				Until: at.Add(time.Duration(s.interval) + s.sc.Settings.Settle).UTC()}, true
 		}

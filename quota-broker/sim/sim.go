@@ -31,8 +31,7 @@ type Policy interface {
 }
 
 // Gputide is the real planning core with DESIGN L14's order of idle jobs
-// and rule L14.fair (plan.IdleOrderFair). The core builds the order, not
-// yet L14.fair.
+// and rule L14.fair (plan.IdleOrderFair), the broker's planner.
 type Gputide struct{}
 
 // Name implements Policy.

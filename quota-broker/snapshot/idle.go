@@ -18,8 +18,11 @@ type wireIdleGroup struct {
 	Model       string   `json:"model,omitempty" snap:"intern"`
 	Datacenters []string `json:"datacenters,omitempty" snap:"intern,unique=datacenter"`
 	NodePool    string   `json:"node_pool,omitempty" snap:"intern"`
-	Max         int64    `json:"max" snap:"required"`
-	Count       int64    `json:"count" snap:"required"`
+	// Flavors are the group's allowed flavors in order (DESIGN L13);
+	// none: every flavor of the tree in tree order.
+	Flavors []string `json:"flavors,omitempty" snap:"intern,unique=flavor"`
+	Max     int64    `json:"max" snap:"required"`
+	Count   int64    `json:"count" snap:"required"`
 }
 
 // idleGroups converts idle_groups; the rest of their rules are
@@ -42,7 +45,7 @@ func (c *converter) idleGroups(ws []wireIdleGroup) ([]plan.IdleGroup, error) {
 			return nil, errf(path+".count", "must be in 0-%d, not %d", quota.MaxGPUs, w.Count)
 		}
 		out = append(out, plan.IdleGroup{Namespace: w.Namespace, Job: w.Job, Group: w.Group, Priority: int(w.Priority),
-			GPUs: int(w.GPUs), Model: w.Model, Datacenters: nilIfEmpty(w.Datacenters), NodePool: w.NodePool,
+			GPUs: int(w.GPUs), Model: w.Model, Datacenters: nilIfEmpty(w.Datacenters), NodePool: w.NodePool, Flavors: nilIfEmpty(w.Flavors),
 			Max: int(w.Max), Count: int(w.Count)})
 	}
 	return out, nil
@@ -55,7 +58,7 @@ func idleGroupsToWire(gs []plan.IdleGroup) []wireIdleGroup {
 	for _, g := range gs {
 		out = append(out, wireIdleGroup{Namespace: g.Namespace, Job: g.Job, Group: g.Group, Priority: int64(g.Priority),
 			GPUs: int64(g.GPUs), Model: g.Model, Datacenters: append([]string(nil), g.Datacenters...), NodePool: g.NodePool,
-			Max: int64(g.Max), Count: int64(g.Count)})
+			Flavors: append([]string(nil), g.Flavors...), Max: int64(g.Max), Count: int64(g.Count)})
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 var withIdle = strings.TrimSuffix(strings.TrimSpace(base), "}") + `,
   "idle_groups": [{"namespace": "workspace-c", "job": "training", "group": "train", "priority": 30,
                    "gpus": 2, "model": "NVIDIA A100-SXM4-40GB", "datacenters": ["dc2"], "node_pool": "gpu",
-                   "max": 8, "count": 1},
+                   "flavors": ["gpu"], "max": 8, "count": 1},
                   {"namespace": "workspace-b", "job": "sweep", "group": "trial", "priority": 20,
                    "gpus": 1, "max": 4, "count": 0}]
 }`
@@ -25,7 +25,7 @@ func TestIdleGroupsDecodeAndRoundTrip(t *testing.T) {
 	}
 	want := []plan.IdleGroup{
 		{Namespace: "workspace-c", Job: "training", Group: "train", Priority: 30, GPUs: 2, Model: "NVIDIA A100-SXM4-40GB",
-			Datacenters: []string{"dc2"}, NodePool: "gpu", Max: 8, Count: 1},
+			Datacenters: []string{"dc2"}, NodePool: "gpu", Max: 8, Count: 1, Flavors: []string{"gpu"}},
 		{Namespace: "workspace-b", Job: "sweep", Group: "trial", Priority: 20, GPUs: 1, Max: 4},
 	}
 	if diff := cmp.Diff(want, s.IdleGroups); diff != "" {

@@ -19,9 +19,12 @@ type wirePrewarm struct {
 	Model       string   `json:"model,omitempty" snap:"intern"`
 	Datacenters []string `json:"datacenters,omitempty" snap:"intern,unique=datacenter"`
 	NodePool    string   `json:"node_pool,omitempty" snap:"intern"`
-	At          string   `json:"at" snap:"required"`
-	Count       int64    `json:"count" snap:"required"`
-	Until       string   `json:"until" snap:"required"`
+	// Flavors are the group's allowed flavors in order (DESIGN L13);
+	// none: every flavor of the tree in tree order.
+	Flavors []string `json:"flavors,omitempty" snap:"intern,unique=flavor"`
+	At      string   `json:"at" snap:"required"`
+	Count   int64    `json:"count" snap:"required"`
+	Until   string   `json:"until" snap:"required"`
 }
 
 // prewarms converts prewarm; the rest of their rules (type, until after
@@ -50,7 +53,7 @@ func (c *converter) prewarms(ws []wirePrewarm) ([]plan.Prewarm, error) {
 		}
 		out = append(out, plan.Prewarm{Namespace: w.Namespace, Job: w.Job, Group: w.Group, Type: plan.JobType(w.Type),
 			Priority: int(w.Priority), GPUs: int(w.GPUs), Model: w.Model, Datacenters: nilIfEmpty(w.Datacenters),
-			NodePool: w.NodePool, At: at, Count: int(w.Count), Until: until})
+			NodePool: w.NodePool, Flavors: nilIfEmpty(w.Flavors), At: at, Count: int(w.Count), Until: until})
 	}
 	return out, nil
 }
@@ -63,7 +66,7 @@ func prewarmsToWire(ws []plan.Prewarm) []wirePrewarm {
 		out = append(out, wirePrewarm{Namespace: w.Namespace, Job: w.Job, Group: w.Group, Type: string(w.Type),
 			Priority: int64(w.Priority), GPUs: int64(w.GPUs), Model: w.Model,
 			Datacenters: append([]string(nil), w.Datacenters...), NodePool: w.NodePool,
-			At: timeText(w.At), Count: int64(w.Count), Until: timeText(w.Until)})
+			Flavors: append([]string(nil), w.Flavors...), At: timeText(w.At), Count: int64(w.Count), Until: timeText(w.Until)})
 	}
 	return out
 }

@@ -14,7 +14,7 @@ import (
 var withPrewarm = strings.TrimSuffix(strings.TrimSpace(base), "}") + `,
   "prewarm": [{"namespace": "workspace-a", "job": "inference", "group": "web", "type": "service", "priority": 70,
                "gpus": 2, "model": "NVIDIA A100-SXM4-40GB", "datacenters": ["dc2"], "node_pool": "gpu",
-               "at": "2026-12-01T09:00:00Z", "count": 3, "until": "2026-12-01T09:01:30Z"},
+               "flavors": ["gpu"], "at": "2026-12-01T09:00:00Z", "count": 3, "until": "2026-12-01T09:01:30Z"},
               {"namespace": "workspace-b", "job": "api", "group": "srv", "type": "batch", "priority": 50,
                "gpus": 1, "at": "2026-12-01T09:30:00+01:00", "count": 1, "until": "2026-12-01T08:31:00Z"}]
 }`
@@ -28,7 +28,7 @@ func TestPrewarmDecodeAndRoundTrip(t *testing.T) {
 	at2 := time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC)
 	want := []plan.Prewarm{
 		{Namespace: "workspace-a", Job: "inference", Group: "web", Type: plan.JobService, Priority: 70, GPUs: 2,
-			Model: "NVIDIA A100-SXM4-40GB", Datacenters: []string{"dc2"}, NodePool: "gpu",
+			Model: "NVIDIA A100-SXM4-40GB", Datacenters: []string{"dc2"}, NodePool: "gpu", Flavors: []string{"gpu"},
 			At: at, Count: 3, Until: at.Add(90 * time.Second)},
 		{Namespace: "workspace-b", Job: "api", Group: "srv", Type: plan.JobBatch, Priority: 50, GPUs: 1,
 			At: at2, Count: 1, Until: at2.Add(time.Minute)},

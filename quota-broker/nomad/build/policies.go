@@ -335,8 +335,9 @@ func (v *IdleView) Unplaced() bool { return v.Count > max(v.Live, 1) }
 // gputide-idle check whose target is a governed batch job marked idle and
 // elastic (meta gputide_idle, gputide_elastic), running (not stopped) and
 // with a task group of that name that asks for GPUs. Shape, priority,
-// datacenters and pool come from the job; max from the policy; count is
-// the group's count. It also returns the groups' IdleViews, by key.
+// datacenters, pool and allowed flavors (the job's, JobFlavors, DESIGN
+// L13) come from the job; max from the policy; count is the group's
+// count. It also returns the groups' IdleViews, by key.
 // The views are nil while the policies are not synced (the idle groups
 // are not known then), else a map, empty when there are none. Policies of
 // other groups are ignored: the gputide-idle strategy of such a
@@ -359,7 +360,7 @@ func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string
 		v, j, gpus, model, count := t.view, t.view.Job, t.gpus, t.model, t.count
 		out = append(out, plan.IdleGroup{Namespace: sp.Group.Namespace, Job: sp.Group.Job, Group: sp.Group.Group,
 			Priority: prio(j), GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
-			Max: int(min(sp.Max, quota.MaxGPUs)), Count: count})
+			Max: int(min(sp.Max, quota.MaxGPUs)), Count: count, Flavors: v.Flavors})
 		iv := &IdleView{Group: sp.Group, Count: count}
 		if j.JobModifyIndex != nil {
 			iv.JobModifyIndex = *j.JobModifyIndex

@@ -116,7 +116,7 @@ func TestBuildMakesIdleGroupsFromIdlePolicies(t *testing.T) {
 	_, s, pols := idleState(t, 2)
 	b := idleBuild(t, s, pols, claimTree(), at(t))
 	want := []plan.IdleGroup{{Namespace: "workspace-c", Job: "training", Group: "worker", Priority: 50, GPUs: 2,
-		NodePool: "default", Max: 6, Count: 2}} // datacenters ["*"]: any
+		NodePool: "default", Max: 6, Count: 2, Flavors: []string{"gpu"}}} // datacenters ["*"]: any; the implicit flavor
 	if diff := cmp.Diff(want, b.Snapshot.IdleGroups); diff != "" {
 		t.Fatalf("idle groups (-want +got):\n%s", diff)
 	}
@@ -179,5 +179,26 @@ func TestPolicyWatcherRunRecoversAfterAFailure(t *testing.T) {
 	}
 	if err := (&PolicyWatcher{}).Run(context.Background()); err == nil {
 		t.Fatal("Run without Policies: no error")
+	}
+}
+
+// TestBuildIdleGroupCarriesItsJobsFlavors (DESIGN L13): in a tree of
+// flavors h100 and a100, an idle group allows the flavors its job does
+// (JobFlavors: its device requests, in the order of gputide_flavors), as
+// its pending groups would, so that the core looks for its fit there.
+func TestBuildIdleGroupCarriesItsJobsFlavors(t *testing.T) {
+	_, s, pols := idleState(t, 2)
+	k := trainingC.JobKey()
+	j := raw(s).Jobs[k]
+	j.Meta["gputide_flavors"] = "a100,h100"
+	tree := claimTree()
+	tree.Flavors = []quota.Flavor{h100, a100}
+	tree.Walk(func(n *quota.Node) { n.GPUs = quota.Nominal{"h100": n.GPUs.Total()} })
+	b := idleBuild(t, s, pols, tree, at(t))
+	if len(b.Snapshot.IdleGroups) != 1 {
+		t.Fatalf("idle groups: %+v, want one", b.Snapshot.IdleGroups)
+	}
+	if diff := cmp.Diff([]string{"a100", "h100"}, b.Snapshot.IdleGroups[0].Flavors); diff != "" {
+		t.Errorf("idle group flavors (-want +got):\n%s", diff)
 	}
 }

@@ -26,7 +26,8 @@ const DefaultEvaluationInterval = quota.DefaultAutoscalerEvaluationInterval
 // scales above it), is above the group's count now becomes an entry: at the
 // boundary, count = that count minus the group's count, until = at +
 // evaluation_interval (when unset, the agent's: the tree's
-// autoscaler_evaluation_interval, else DefaultEvaluationInterval) + settle.
+// autoscaler_evaluation_interval, else DefaultEvaluationInterval) + settle,
+// flavors = the job's (JobFlavors, DESIGN L13: the core drains it in one).
 // Policies read from files never reach Policies, and a broker whose
 // policies are not synced makes none: those get no pre-warm, and scaling
 // goes on. A check whose config does not parse is skipped (the Autoscaler
@@ -57,7 +58,7 @@ func prewarms(pols *Policies, jobs map[plan.JobKey]*JobView, now time.Time, set 
 		out = append(out, plan.Prewarm{Namespace: sp.Group.Namespace, Job: sp.Group.Job, Group: sp.Group.Group,
 			Type: typ, Priority: prio(j), GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters),
 			NodePool: v.Options.Pool, At: at, Count: min(target-count, quota.MaxGPUs),
-			Until: at.Add(eval + set.Settle)})
+			Until: at.Add(eval + set.Settle), Flavors: v.Flavors})
 	}
 	return out
 }

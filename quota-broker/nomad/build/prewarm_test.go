@@ -29,7 +29,7 @@ func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
 	b := idleBuild(t, s, pols, claimTree(), boundary.Add(-30*time.Minute))
 	want := []plan.Prewarm{{Namespace: "workspace-a", Job: "inference", Group: "server", Type: plan.JobService,
 		Priority: 80, GPUs: 4, NodePool: "default", At: boundary, Count: 3,
-		Until: boundary.Add(time.Minute + 30*time.Second)}}
+		Until: boundary.Add(time.Minute + 30*time.Second), Flavors: []string{"gpu"}}}
 	if diff := cmp.Diff(want, b.Snapshot.Prewarm); diff != "" {
 		t.Fatalf("prewarm (-want +got):\n%s", diff)
 	}
@@ -57,7 +57,7 @@ func TestPrewarmCountIsCappedAtThePolicyMax(t *testing.T) {
 	}{
 		{"2", []plan.Prewarm{{Namespace: "workspace-a", Job: "inference", Group: "server", Type: plan.JobService,
 			Priority: 80, GPUs: 4, NodePool: "default", At: boundary, Count: 1,
-			Until: boundary.Add(time.Minute + 30*time.Second)}}},
+			Until: boundary.Add(time.Minute + 30*time.Second), Flavors: []string{"gpu"}}}},
 		{"1", nil},
 	} {
 		f, s := listRecorded(t)
