@@ -3,7 +3,8 @@ package e2e
 // The broker on GPU flavors (issue 17 item 3, DESIGN L13): two client
 // agents, one of 8 H100 and one of 8 A100 of which 2 are cut into 7 x
 // 1g.5gb slices (6 whole A100, 14 slices), and a tree with the flavors
-// h100, a100 and a100-1g.
+// h100, a100 and a100-1g; points (a)-(d) of the issue's e2e, (d) in
+// flavor_figures_test.go.
 
 import (
 	"fmt"
@@ -211,5 +212,8 @@ func TestBrokerOnFlavors(t *testing.T) {
 		t.Errorf("the pinned job got a meta error:\n%s", tail(log, 4000))
 	}
 	t.Logf("(c) reason: %s", reason)
+
+	// (d) quota status, its -json and /metrics show each flavor apart.
+	checkFlavorFigures(t, br)
 	t.Logf("test body took %s", time.Since(began).Round(10*time.Millisecond))
 }
