@@ -111,3 +111,19 @@ func DurationText(d time.Duration) string {
 	}
 	return s
 }
+
+// budgetBroken returns the first budget (in pre-order) that the plan's
+// stops since before (the state's evicted counts then) took over its
+// limit, as a wait reason, or "".
+func (p *planner) budgetBroken(before []int) string {
+	if p.st.evicted == nil || before == nil {
+		return ""
+	}
+	for _, q := range p.quotas {
+		b := q.node.MaxEvict
+		if b != nil && p.st.evicted[q.index] > before[q.index] && p.st.evicted[q.index] > b.GPUs {
+			return fmt.Sprintf("%s: %d of %d GPUs evicted in the last %s", q.node.Name, before[q.index], b.GPUs, DurationText(b.Per))
+		}
+	}
+	return ""
+}

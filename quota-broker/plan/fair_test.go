@@ -553,3 +553,66 @@ func BenchmarkFairGiveBack(b *testing.B) {
 		})
 	}
 }
+
+// TestEvictionBudgetPriority: L5.3's stops keep the node's budget too:
+// with max_evict of 1 GPU the high-priority job of 2 runs 1 and the other
+// waits, naming the budget; with 2 it runs both.
+func TestEvictionBudgetPriority(t *testing.T) {
+	for _, tc := range []struct {
+		budget int
+		stops  int
+	}{{1, 1}, {2, 2}} {
+		tree := &quota.Node{Name: "Q", GPUs: quota.Plain(4), PriorityPreemption: true, Namespaces: []string{"ns"}}
+		b := newSnap(tree).nodes(1, 4, h100).settings(0, time.Hour)
+		for i := 1; i <= 4; i++ {
+			b.alloc(fmt.Sprintf("low%d", i), "ns", fmt.Sprintf("low%d", i), "node-01", 1, priority(10))
+		}
+		s := b.pending("ns", "high", 2, 1, pPriority(90)).build()
+		s.Quota.MaxEvict = &quota.EvictBudget{GPUs: tc.budget, Per: 5 * time.Minute}
+		p := mustPlan(t, s)
+		if got := len(stops(p)); got != tc.stops {
+			t.Errorf("budget %d: %d stops %v, want %d", tc.budget, got, stops(p), tc.stops)
+		}
+		if got := admittedCount(p); got != tc.stops {
+			t.Errorf("budget %d: %d admitted, want %d", tc.budget, got, tc.stops)
+		}
+		if tc.stops == 1 {
+			w := actionsOf(p, ActionWait)
+			if len(w) != 1 || !strings.Contains(w[0].Reason, "Q: 1 of 1 GPUs evicted in the last 5m") {
+				t.Errorf("budget %d: waits %+v, want the budget's reason", tc.budget, w)
+			}
+		}
+	}
+}
+
+// TestEvictionBudgetPriorityRestore: when the GPUs are free but the node's
+// nominal is full, the high-priority job is placed and the lower-priority
+// allocations yield to restore the nominal (L5.3, placeWhole): those stops
+// keep the budget too, the whole job waiting when they would not.
+func TestEvictionBudgetPriorityRestore(t *testing.T) {
+	for _, tc := range []struct {
+		budget int
+		stops  int
+	}{{1, 0}, {2, 2}} {
+		tree := &quota.Node{Name: "Q", GPUs: quota.Plain(4), PriorityPreemption: true, Namespaces: []string{"ns"}}
+		b := newSnap(tree).nodes(1, 8, h100).settings(0, time.Hour)
+		for i := 1; i <= 4; i++ {
+			b.alloc(fmt.Sprintf("low%d", i), "ns", fmt.Sprintf("low%d", i), "node-01", 1, priority(10))
+		}
+		s := b.pending("ns", "high", 2, 1, pPriority(90)).build()
+		s.Quota.MaxEvict = &quota.EvictBudget{GPUs: tc.budget, Per: 5 * time.Minute}
+		p := mustPlan(t, s)
+		if got := len(stops(p)); got != tc.stops {
+			t.Errorf("budget %d: %d stops %v, want %d", tc.budget, got, stops(p), tc.stops)
+		}
+		if got := admittedCount(p); got != tc.stops {
+			t.Errorf("budget %d: %d admitted, want %d", tc.budget, got, tc.stops)
+		}
+		if tc.stops == 0 {
+			w := actionsOf(p, ActionWait)
+			if len(w) != 1 || !strings.Contains(w[0].Reason, "not within the eviction budgets: Q: 0 of 1 GPUs evicted in the last 5m") {
+				t.Errorf("budget %d: waits %+v, want the budget's reason", tc.budget, w)
+			}
+		}
+	}
+}

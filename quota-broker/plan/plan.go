@@ -237,6 +237,15 @@ func (p *planner) placeWhole(j *job, y yielded, cache map[feasibilityKey][]int) 
 			j.q.node.Name, j.q.nominal))
 		return
 	}
+	if why := p.budgetBroken(saved.evicted); why != "" && j.res == nil {
+		// The restore's L5.3 stops are chosen by priority, not as an L6
+		// set: a budget they would take over refuses the whole job
+		// (DESIGN L14), as a claimant with no set within budget waits.
+		p.st = saved
+		p.rebook(resolved)
+		p.waitAll(j, RuleAdmission, fmt.Sprintf("%s: allocations of lower priority would yield, but not within the eviction budgets: %s", j.q.node.Name, why))
+		return
+	}
 	for i := start; i < len(p.st.actions); i++ {
 		if a := &p.st.actions[i]; a.Action == ActionAdmit {
 			a.Reason = p.admitReason(j) + "; allocations of lower priority yield (L5.3)"
