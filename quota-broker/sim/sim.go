@@ -225,6 +225,20 @@ type sim struct {
 	pendByKey map[plan.GroupKey]*job
 }
 
+// The garbage collector's settings `gputide sim` runs under (unless GOGC
+// is set) and the benchmarks use: the simulator is a batch program with a
+// small live heap, and the planning core allocates large short-lived
+// arrays per pending job and flavor (DESIGN L13's choice across flavors),
+// so it trades memory for fewer collections: GOGC 1000, within a 900 MiB
+// soft limit. At GOGC 400 the mixed example spent 14 of its 71 s of CPU in
+// the kernel (the scavenger returning freed pages that the next arrays
+// fault in again); at 1000, 5 of 49 s, at 284 MB peak RSS
+// (docs/benchmarks.md, "The mixed example").
+const (
+	GCPercent   = 1000
+	MemoryLimit = 900 << 20 // bytes
+)
+
 // Run simulates the scenario's workload under one policy.
 func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
 	if opt.Policy == nil {
