@@ -291,9 +291,10 @@ func sortPending(out []*pjob) {
 // freeMap is the free GPUs per node and flavor (GPUs on no allocation),
 // for placement, and what each node offers a group's placement
 // constraints. The alternatives place by flavor as the core does (DESIGN
-// L13): an allocation takes GPUs of one flavor, the first of the group's
-// flavors (Pending.Flavors, nil for the tree's order) with room on a node,
-// as Kueue's TryNextFlavor does; ungoverned devices are never offered.
+// L13): a job takes one flavor for all its allocations, chosen by the
+// policy among its flavors in order (jobOrder: Pending.Flavors, nil for
+// the tree's order), and is placed on GPUs of that flavor only (place);
+// ungoverned devices are never offered.
 type freeMap struct {
 	ids     []string
 	flavors []string // the tree's flavor names
