@@ -146,10 +146,10 @@ func (c *SimCommand) Run(args []string) int {
 		return 1
 	}
 	// The simulator is a batch program with a small live heap: trade memory
-	// for less collection (the Philly replay stays far below 1 GiB).
+	// for less collection, within a soft limit (sim.GCPercent).
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-		debug.SetMemoryLimit(900 << 20)
+		debug.SetGCPercent(sim.GCPercent)
+		debug.SetMemoryLimit(sim.MemoryLimit)
 	}
 
 	sc, err := loadScenario(scenario)

@@ -27,7 +27,8 @@ func benchScenario(b *testing.B, file string) {
 		b.Skip("no ../shared/traces beside the repository")
 	}
 	// As gputide sim does: a batch program with a small live heap.
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(MemoryLimit))
 	sc, err := LoadFile(file)
 	if err != nil {
 		b.Fatal(err)
@@ -52,4 +53,11 @@ func benchScenario(b *testing.B, file string) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.Sys)/(1<<20), "MiB-sys")
+}
+
+// BenchmarkMixed replays the mixed example's two days (examples/mixed:
+// three flavors, `gputide sim -scenario examples/mixed/scenario.hcl`);
+// its CPU time is in docs/benchmarks.md.
+func BenchmarkMixed(b *testing.B) {
+	benchScenario(b, "../../examples/mixed/scenario.hcl")
 }

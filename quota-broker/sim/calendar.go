@@ -191,7 +191,7 @@ func snapshotReservations(sc *Scenario) []plan.Reservation {
 	out := make([]plan.Reservation, 0, len(sc.Reservations))
 	for _, r := range sc.Reservations {
 		out = append(out, plan.Reservation{ID: r.ID, Namespace: r.Namespace, Quota: r.Quota, GPUs: r.GPUs,
-			AllocGPUs: r.AllocGPUs, Model: r.Model, NodePool: r.NodePool, Start: r.Start.UTC(), End: r.End().UTC()})
+			AllocGPUs: r.AllocGPUs, Model: r.Model, Flavor: r.Flavor, NodePool: r.NodePool, Start: r.Start.UTC(), End: r.End().UTC()})
 	}
 	return out
 }

@@ -394,3 +394,94 @@ func TestSimSuspendAndHeldGPUs(t *testing.T) {
 		t.Error("an idle job took GPUs held for another group")
 	}
 }
+
+// flavorBooking is a scenario on flavorQuota's tree (h100, a100): one node
+// of 8 H100 and one of 8 A100, workspace-b (Quota1.2: h100 = 8, a100 = 8)
+// booking 8 A100 from 02:00 for 2 hours, and its job naming the booking.
+const flavorBooking = header + `length = "6h"
+cluster {
+  nodes "h" {
+    count = 1
+    gpus  = 8
+    model = "NVIDIA H100 80GB HBM3"
+  }
+  nodes "a" {
+    count = 1
+    gpus  = 8
+    model = "NVIDIA A100-SXM4-80GB"
+  }
+}
+reservation "r-a100" {
+  namespace = "workspace-b"
+  gpus      = 8
+  start     = "2026-12-07 02:00"
+  duration  = "2h"
+  flavor    = "a100"
+}
+job "booked" {
+  namespace   = "workspace-b"
+  at          = "2026-12-07 00:30"
+  gpus        = 8
+  duration    = "5h"
+  reservation = "r-a100"
+}
+`
+
+// A reservation block names its flavor (DESIGN L13: a booking is of one
+// flavor, required in a tree of several): the booking of 8 a100 is
+// checked against the a100 nominals, its job waits for the start and
+// runs at 02:00 on the A100 node (node-02), in flavor a100, though the H100 node
+// is free all along. A booking without a flavor in this tree of two, an
+// unknown flavor, or a flavor and a model are errors naming file:line.
+func TestSimBookingFlavor(t *testing.T) {
+	files := map[string]string{"quota.hcl": flavorQuota}
+	sc, err := LoadFile(writeScenario(t, flavorBooking, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Reservations) != 1 || sc.Reservations[0].Flavor != "a100" || sc.Reservations[0].Quota != "Quota1.2" {
+		t.Fatalf("reservations %+v, want r-a100 of flavor a100 at Quota1.2", sc.Reservations)
+	}
+	if d := cmp.Diff([]plan.Reservation{{ID: "r-a100", Namespace: "workspace-b", Quota: "Quota1.2", GPUs: 8, AllocGPUs: 8, Flavor: "a100",
+		Start: time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}}, snapshotReservations(sc)); d != "" {
+		t.Errorf("the snapshot's reservations (-want +got):\n%s", d)
+	}
+	w, err := sc.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev bytes.Buffer
+	r, err := Run(sc, w, Options{Events: &ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noConflicts(t, r)
+	var got []string
+	for _, e := range events(t, ev.Bytes()) {
+		if e.Job == "booked" && e.Event != "submit" && e.Event != "wait" {
+			got = append(got, line(e)+" "+e.Node+" "+e.Flavor)
+		}
+	}
+	want := []string{
+		"02:00:00 admit booked L10  a100",
+		"02:00:00 start booked  node-02 a100",
+		"03:59:30 stop_job booked L10.end  ",
+		"04:00:00 gone booked  node-02 ",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("the booked job's events (-want +got):\n%s", d)
+	}
+
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"missing", "  flavor    = \"a100\"\n", "", `scenario.hcl:18: reservation "r-a100": flavor "": is missing: the tree has 2 flavors (h100, a100), name one`},
+		{"unknown", `flavor    = "a100"`, `flavor    = "v100"`, `scenario.hcl:23: reservation "r-a100": flavor "v100": is not a flavor of the tree (h100, a100)`},
+		{"and model", `flavor    = "a100"`, "flavor    = \"a100\"\n  model = \"NVIDIA A100-SXM4-80GB\"", `scenario.hcl:23: reservation "r-a100": flavor "a100": given with model "NVIDIA A100-SXM4-80GB": a booking gives flavor or model, not both`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadFile(writeScenario(t, strings.Replace(flavorBooking, tc.old, tc.new, 1), files))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -201,10 +201,15 @@ type Booking struct {
 	GPUs          int
 	AllocGPUs     int // divides GPUs; default the largest divisor up to 8
 	Model         string
-	NodePool      string
-	Start         time.Time // in the scenario's zone
-	Duration      time.Duration
-	Pos           string // "file:line" of the block
+	// Flavor is the flavor booked (DESIGN L13, `flavor`): a flavor of the
+	// tree, required when it declares several; the tree's only flavor
+	// when it declares one; "" in a tree without flavor blocks (the
+	// implicit flavor). A booking gives flavor or model, not both.
+	Flavor   string
+	NodePool string
+	Start    time.Time // in the scenario's zone
+	Duration time.Duration
+	Pos      string // "file:line" of the block
 }
 
 // End is the first instant after the booking's window.

@@ -19,7 +19,9 @@ import (
 //	  alloc_gpus = 8                   # default: the largest divisor of gpus up to 8
 //	  start      = "2026-12-07 09:00"  # local time or RFC 3339
 //	  duration   = "4h"
-//	  # model, node_pool: the booking's shape
+//	  flavor     = "h100"              # a flavor of the tree (DESIGN L13): required
+//	                                   # when it declares several flavors
+//	  # model, node_pool: the booking's shape (model only without flavors)
 //	}
 //	job "run" {
 //	  namespace   = "workspace-b"
@@ -35,13 +37,15 @@ import (
 // parseReservation reads a reservation block. A booking is checked as the
 // broker checks one made at the scenario's start (reservation.Prepare: ID,
 // namespace bound, gpus, alloc_gpus dividing gpus, duration from the tree's
-// reservation_min_duration to 90 days), starting at or after the
+// reservation_min_duration to 90 days; flavor a flavor of the tree,
+// required when it declares several (DESIGN L13), and not with a model),
+// starting at or after the
 // scenario's start and at most reservation_max_ahead after it, and it must
 // fit law L10 with the bookings before it in the file (reservation.Tree).
 // Every error names the field and its value.
 func (s *Scenario) parseReservation(blk *hcl.Block, what string) error {
 	b, _, err := open(blk.Body, s.File, what, blk.DefRange,
-		[]string{"namespace", "gpus", "alloc_gpus", "start", "duration", "model", "node_pool"})
+		[]string{"namespace", "gpus", "alloc_gpus", "start", "duration", "model", "node_pool", "flavor"})
 	if err != nil {
 		return err
 	}
@@ -53,6 +57,7 @@ func (s *Scenario) parseReservation(blk *hcl.Block, what string) error {
 	r.Duration = b.duration("duration", true, 0, 1, reservation.MaxDuration)
 	r.Model = b.str("model", false, "")
 	r.NodePool = b.str("node_pool", false, "")
+	r.Flavor = b.str("flavor", false, "")
 	s.Notes = append(s.Notes, b.notes...)
 	if b.err != nil {
 		return b.err
@@ -82,7 +87,7 @@ func (s *Scenario) parseReservation(blk *hcl.Block, what string) error {
 	// Prepare checks a booking made before its start: "now" is just before
 	// it (the start's own bounds are checked above).
 	bk, err := reservation.Prepare(tree, reservation.Booking{ID: r.ID, Namespace: r.Namespace, GPUs: r.GPUs, AllocGPUs: r.AllocGPUs,
-		Model: r.Model, NodePool: r.NodePool, Start: r.Start, End: r.End()}, r.Start.Add(-time.Nanosecond), lim)
+		Model: r.Model, Flavor: r.Flavor, NodePool: r.NodePool, Start: r.Start, End: r.End()}, r.Start.Add(-time.Nanosecond), lim)
 	if err != nil {
 		attr := ""
 		if e, ok := err.(*reservation.Error); ok {
@@ -93,14 +98,14 @@ func (s *Scenario) parseReservation(blk *hcl.Block, what string) error {
 		}
 		return fail(attr, "%v", err)
 	}
-	r.Quota, r.AllocGPUs = bk.Node, bk.AllocGPUs
+	r.Quota, r.AllocGPUs, r.Flavor = bk.Node, bk.AllocGPUs, bk.Flavor
 	var before []reservation.Booking
 	for _, o := range s.Reservations {
 		if o.ID == r.ID {
 			return &Error{Pos: r.Pos, Msg: fmt.Sprintf("%s: ID used twice (first at %s)", what, o.Pos)}
 		}
 		before = append(before, reservation.Booking{ID: o.ID, Namespace: o.Namespace, Node: o.Quota, GPUs: o.GPUs,
-			AllocGPUs: o.AllocGPUs, Start: o.Start, End: o.End()})
+			AllocGPUs: o.AllocGPUs, Model: o.Model, Flavor: o.Flavor, Start: o.Start, End: o.End()})
 	}
 	if err := tree.Check(before, bk, s.Start.Add(maxAhead)); err != nil {
 		return fail("gpus", "gpus = %d: refused by law L10: %v", r.GPUs, err)

@@ -232,6 +232,22 @@ type sim struct {
 	evicted []plan.Eviction
 }
 
+// The garbage collector's settings `gputide sim` runs under (unless GOGC
+// is set) and the benchmarks use: the simulator is a batch program with a
+// small live heap, and the planning core allocates large short-lived
+// arrays per pending job and flavor (DESIGN L13's choice across flavors),
+// so it trades memory for fewer collections: GOGC 1000, within a 512 MiB
+// soft limit that bounds the larger replays (the whole Philly trace stays
+// at about 520 MB, as it was at GOGC 400 with 900 MiB). At GOGC 400 the
+// mixed example spent 14 of its 71 s of CPU in the kernel (the scavenger
+// returning freed pages that the next arrays fault in again); at 1000, 5
+// of 51 s, at about 300 MB peak RSS (docs/benchmarks.md, "The mixed
+// example").
+const (
+	GCPercent   = 1000
+	MemoryLimit = 512 << 20 // bytes
+)
+
 // Run simulates the scenario's workload under one policy.
 func Run(sc *Scenario, w *Workload, opt Options) (*Result, error) {
 	if opt.Policy == nil {
