@@ -41,6 +41,45 @@ const stepFair step = 5
 // fairVictims returns the best victim set of rule L14.fair for claim c of
 // an idle job, or nil when no node has one, with the keys of its units.
 func (p *planner) fairVictims(c *claim) (*victimSet, []victimKey) {
+	// A search that found nothing is not made again for the same shape
+	// until the plan admits or stops something (fairNone).
+	memo := fairMemo{q: c.j.q, gpus: c.g.GPUs, ask: p.fairAsk(c), model: c.g.Model}
+	if len(c.nodes) > 0 {
+		memo.nodes = &c.nodes[0]
+	}
+	if m, ok := p.fairNone[memo]; ok && m == (fairMark{p.fairEpoch, p.st}) {
+		return nil, nil
+	}
+	set, keys := p.fairSearch(c)
+	if set == nil && p.budgetWhy == "" {
+		if p.fairNone == nil {
+			p.fairNone = map[fairMemo]fairMark{}
+		}
+		p.fairNone[memo] = fairMark{p.fairEpoch, p.st}
+	}
+	return set, keys
+}
+
+// fairMemo is the shape of a claim whose fair search found nothing: its
+// node, its allocation's GPUs and model, its feasible nodes (the list the
+// feasibility cache shares between claims of one placement), and what its
+// admission adds to its side (fairAsk). fairMark is when: the planner's
+// fairEpoch, which admitOne and stopUnit advance, and the state.
+type fairMemo struct {
+	q     *qnode
+	gpus  int
+	ask   int
+	model string
+	nodes *int
+}
+
+type fairMark struct {
+	epoch uint64
+	st    *state
+}
+
+// fairSearch is fairVictims without the memo.
+func (p *planner) fairSearch(c *claim) (*victimSet, []victimKey) {
 	keys, ok := p.fairCandidates(c)
 	var best *victimSet
 	try := &victimSet{}

@@ -80,6 +80,10 @@ type planner struct {
 	// candidates of the last claim (fair.go).
 	fairTaken fairTaken
 	fairCands fairCands
+	// fairNone remembers the shapes whose fair search found nothing, at
+	// fairEpoch, which every admission and stop advances (fair.go).
+	fairNone  map[fairMemo]fairMark
+	fairEpoch uint64
 	// budgetWhy is the first eviction budget that refused a victim set
 	// of the claim being placed, as a wait reason (budget.go); reset for
 	// each allocation placed.

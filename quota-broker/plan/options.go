@@ -93,42 +93,56 @@ func ComputeFair(s *Snapshot) (*Plan, error) {
 // not fit stops there and waits for the rest; its admits are one action
 // per group, emitted when the job is done.
 //
-// O(idle allocations x idle jobs x tree depth) per plan.
+// O(idle admissions x quota nodes) per plan under IdleOrderFair, O(idle
+// admissions x idle jobs) under IdleOrderFairEvery.
 func (p *planner) decideIdleFair(jobs []*job, suspended map[JobKey]bool, cache map[feasibilityKey][]int) {
-	var left []*idleStep
-	for _, j := range jobs {
-		if j.idle && !suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
-			left = append(left, &idleStep{j: j, byOne: p.admitsOneByOne(j)})
+	// The candidates are the queues' heads: one queue per quota node
+	// under IdleOrderFair, one per job under IdleOrderFairEvery (and for
+	// a job bound to no node), each in L3 order; pos is the L3 position
+	// of a queue's head, for ties.
+	type queue struct {
+		steps []*idleStep
+		pos   []int
+	}
+	var queues []*queue
+	byNode := map[*qnode]*queue{}
+	for pos, j := range jobs {
+		if !j.idle || suspended[JobKey{Namespace: j.namespace, Job: j.name}] {
+			continue
 		}
-	}
-	heads := p.idleOrder == IdleOrderFair
-	var seen map[*qnode]bool
-	if heads {
-		seen = map[*qnode]bool{}
-	}
-	for len(left) > 0 {
-		clear(seen)
-		best, bestShare := -1, 0.0
-		for i, st := range left {
-			if heads && st.j.q != nil {
-				if seen[st.j.q] {
-					continue // not its node's first
-				}
-				seen[st.j.q] = true
+		q := byNode[j.q]
+		if q == nil || p.idleOrder != IdleOrderFair || j.q == nil {
+			q = &queue{}
+			queues = append(queues, q)
+			if p.idleOrder == IdleOrderFair && j.q != nil {
+				byNode[j.q] = q
 			}
-			if sh := p.idleStepShare(st); best < 0 || sh < bestShare { // strictly: ties keep L3 order
+		}
+		q.steps = append(q.steps, &idleStep{j: j, byOne: p.admitsOneByOne(j)})
+		q.pos = append(q.pos, pos)
+	}
+	for len(queues) > 0 {
+		best, bestShare := -1, 0.0
+		for i, q := range queues {
+			sh := p.idleStepShare(q.steps[0])
+			if best < 0 || sh < bestShare || sh == bestShare && q.pos[0] < queues[best].pos[0] { // ties: L3 order
 				best, bestShare = i, sh
 			}
 		}
-		st := left[best]
-		if !st.byOne {
-			left = append(left[:best], left[best+1:]...)
+		q := queues[best]
+		st := q.steps[0]
+		done := true
+		if st.byOne {
+			if done = !p.idleStepOne(st, cache); done {
+				p.idleStepDone(st)
+			}
+		} else {
 			p.decide(st.j, cache)
-			continue
 		}
-		if !p.idleStepOne(st, cache) {
-			left = append(left[:best], left[best+1:]...)
-			p.idleStepDone(st)
+		if done {
+			if q.steps, q.pos = q.steps[1:], q.pos[1:]; len(q.steps) == 0 {
+				queues = append(queues[:best], queues[best+1:]...)
+			}
 		}
 	}
 }

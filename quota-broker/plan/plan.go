@@ -375,6 +375,7 @@ func (p *planner) admitOne(c *claim, ni int) {
 	p.take(p.nodes[ni], c, c.g.GPUs, noClaimant)
 	p.st.ledger.add(c.j.q, c.g.GPUs, c.j.idle, false, c.j.res != nil)
 	c.j.fairLeft = max(0, c.j.fairLeft-c.g.GPUs)
+	p.fairEpoch++
 	if c.j.res != nil {
 		*p.usedOf(c.j.res) += c.g.GPUs
 	}

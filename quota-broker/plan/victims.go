@@ -405,6 +405,7 @@ func (p *planner) stopUnit(u int, k victimKey, c *claim) {
 		st.actions = append(st.actions, act)
 	}
 	p.vc.unitStopped(u)
+	p.fairEpoch++
 	p.rederive()
 }
 
