@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // Fair give-back, rule L14.fair (DESIGN L14). Under IdleOrderFair an idle
@@ -178,19 +177,8 @@ func (p *planner) borrowedWith(q *qnode, delta int) int {
 // (steps 3-5 above) and reports whether there is one. keys and ok are the
 // units' candidacy (fairCandidate).
 func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
-	cands := p.scratch[:0]
-	have, all := p.freeOn(n, c), p.freeOn(n, c)
-	for _, ai := range n.allocs {
-		u := p.allocs[ai].unit
-		if !ok[u] || p.st.stopped[ai] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
-			continue
-		}
-		g := p.gpusOn(u, ai, n, c)
-		cands = append(cands, unitGPUs{unit: u, gpus: g})
-		all += g
-	}
-	p.scratch = cands
-	if len(cands) == 0 || all < c.g.GPUs {
+	cands, have, enough := p.nodeCandidates(n, c, ok)
+	if !enough {
 		return false
 	}
 	// taken GPUs per quota node index, of the units chosen so far
@@ -223,21 +211,7 @@ func (p *planner) fairSetOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 		cands[bi].gpus = -1
 		have += cu.gpus
 	}
-	// L6: drop, from the last added backwards, each unit not needed.
-	units := set.units[:0]
-	for i := len(chosen) - 1; i >= 0; i-- {
-		if have-chosen[i].gpus >= c.g.GPUs {
-			have -= chosen[i].gpus
-			chosen[i].gpus = -1
-		}
-	}
-	for _, t := range chosen {
-		if t.gpus >= 0 {
-			units = append(units, t.unit)
-		}
-	}
-	*set = victimSet{node: n.index, units: units}
-	p.fillSet(set, keys)
+	p.minimalSet(n, c, chosen, have, keys, set)
 	return true
 }
 

@@ -554,65 +554,40 @@ func BenchmarkFairGiveBack(b *testing.B) {
 	}
 }
 
-// TestEvictionBudgetPriority: L5.3's stops keep the node's budget too:
-// with max_evict of 1 GPU the high-priority job of 2 runs 1 and the other
-// waits, naming the budget; with 2 it runs both.
+// TestEvictionBudgetPriority: L5.3's stops keep the node's budget, both
+// as L6 sets (no GPU free: the high-priority job of 2 runs 1 within a
+// budget of 1 and the other waits, naming it) and as the restore of the
+// node's nominal when the GPUs are free (placeWhole: the whole job waits
+// when its stops would take the budget over). Budget 2 lets both run.
 func TestEvictionBudgetPriority(t *testing.T) {
 	for _, tc := range []struct {
-		budget int
-		stops  int
-	}{{1, 1}, {2, 2}} {
-		tree := &quota.Node{Name: "Q", GPUs: quota.Plain(4), PriorityPreemption: true, Namespaces: []string{"ns"}}
-		b := newSnap(tree).nodes(1, 4, h100).settings(0, time.Hour)
-		for i := 1; i <= 4; i++ {
-			b.alloc(fmt.Sprintf("low%d", i), "ns", fmt.Sprintf("low%d", i), "node-01", 1, priority(10))
-		}
-		s := b.pending("ns", "high", 2, 1, pPriority(90)).build()
-		s.Quota.MaxEvict = &quota.EvictBudget{GPUs: tc.budget, Per: 5 * time.Minute}
-		p := mustPlan(t, s)
-		if got := len(stops(p)); got != tc.stops {
-			t.Errorf("budget %d: %d stops %v, want %d", tc.budget, got, stops(p), tc.stops)
-		}
-		if got := admittedCount(p); got != tc.stops {
-			t.Errorf("budget %d: %d admitted, want %d", tc.budget, got, tc.stops)
-		}
-		if tc.stops == 1 {
-			w := actionsOf(p, ActionWait)
-			if len(w) != 1 || !strings.Contains(w[0].Reason, "Q: 1 of 1 GPUs evicted in the last 5m") {
-				t.Errorf("budget %d: waits %+v, want the budget's reason", tc.budget, w)
+		name          string
+		gpus, budget  int
+		stops, admits int
+		reason        string
+	}{
+		{"L6 sets, budget 1", 4, 1, 1, 1, "Q: 1 of 1 GPUs evicted in the last 5m"},
+		{"L6 sets, budget 2", 4, 2, 2, 2, ""},
+		{"restore, budget 1", 8, 1, 0, 0, "not within the eviction budgets: Q: 0 of 1 GPUs evicted in the last 5m"},
+		{"restore, budget 2", 8, 2, 2, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := &quota.Node{Name: "Q", GPUs: quota.Plain(4), PriorityPreemption: true, Namespaces: []string{"ns"},
+				MaxEvict: &quota.EvictBudget{GPUs: tc.budget, Per: 5 * time.Minute}}
+			b := newSnap(tree).nodes(1, tc.gpus, h100).settings(0, time.Hour)
+			for i := 1; i <= 4; i++ {
+				b.alloc(fmt.Sprintf("low%d", i), "ns", fmt.Sprintf("low%d", i), "node-01", 1, priority(10))
 			}
-		}
-	}
-}
-
-// TestEvictionBudgetPriorityRestore: when the GPUs are free but the node's
-// nominal is full, the high-priority job is placed and the lower-priority
-// allocations yield to restore the nominal (L5.3, placeWhole): those stops
-// keep the budget too, the whole job waiting when they would not.
-func TestEvictionBudgetPriorityRestore(t *testing.T) {
-	for _, tc := range []struct {
-		budget int
-		stops  int
-	}{{1, 0}, {2, 2}} {
-		tree := &quota.Node{Name: "Q", GPUs: quota.Plain(4), PriorityPreemption: true, Namespaces: []string{"ns"}}
-		b := newSnap(tree).nodes(1, 8, h100).settings(0, time.Hour)
-		for i := 1; i <= 4; i++ {
-			b.alloc(fmt.Sprintf("low%d", i), "ns", fmt.Sprintf("low%d", i), "node-01", 1, priority(10))
-		}
-		s := b.pending("ns", "high", 2, 1, pPriority(90)).build()
-		s.Quota.MaxEvict = &quota.EvictBudget{GPUs: tc.budget, Per: 5 * time.Minute}
-		p := mustPlan(t, s)
-		if got := len(stops(p)); got != tc.stops {
-			t.Errorf("budget %d: %d stops %v, want %d", tc.budget, got, stops(p), tc.stops)
-		}
-		if got := admittedCount(p); got != tc.stops {
-			t.Errorf("budget %d: %d admitted, want %d", tc.budget, got, tc.stops)
-		}
-		if tc.stops == 0 {
-			w := actionsOf(p, ActionWait)
-			if len(w) != 1 || !strings.Contains(w[0].Reason, "not within the eviction budgets: Q: 0 of 1 GPUs evicted in the last 5m") {
-				t.Errorf("budget %d: waits %+v, want the budget's reason", tc.budget, w)
+			p := mustPlan(t, b.pending("ns", "high", 2, 1, pPriority(90)).build())
+			if got := len(stops(p)); got != tc.stops {
+				t.Errorf("%d stops %v, want %d", got, stops(p), tc.stops)
 			}
-		}
+			if got := admittedCount(p); got != tc.admits {
+				t.Errorf("%d admitted, want %d", got, tc.admits)
+			}
+			if w := actionsOf(p, ActionWait); tc.reason != "" && (len(w) != 1 || !strings.Contains(w[0].Reason, tc.reason)) {
+				t.Errorf("waits %+v, want one with %q", w, tc.reason)
+			}
+		})
 	}
 }

@@ -263,21 +263,8 @@ func (p *planner) findVictimsScan(c *claim) (*victimSet, []victimKey) {
 // victimsOn builds node n's minimal victim set for claim c into set and
 // reports whether there is one.
 func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set *victimSet) bool {
-	// The node's candidate units, each with the GPUs it frees here.
-	cands := p.scratch[:0]
-	all := p.freeOn(n, c)
-	have := all
-	for _, ai := range n.allocs {
-		u := p.allocs[ai].unit
-		if !ok[u] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
-			continue
-		}
-		g := p.gpusOn(u, ai, n, c)
-		cands = append(cands, unitGPUs{unit: u, gpus: g})
-		all += g
-	}
-	p.scratch = cands
-	if len(cands) == 0 || all < c.g.GPUs {
+	cands, have, enough := p.nodeCandidates(n, c, ok)
+	if !enough {
 		return false // even every candidate on the node is not enough
 	}
 	if len(cands) <= 12 {
@@ -300,8 +287,35 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 	for ; k < len(cands) && have < c.g.GPUs; k++ {
 		have += cands[k].gpus
 	}
-	taken := cands[:k]
-	// Drop, from the last added backwards, each unit not needed.
+	p.minimalSet(n, c, cands[:k], have, keys, set)
+	return true
+}
+
+// nodeCandidates returns node n's candidate units for claim c (those ok,
+// not stopped by this plan), each with the GPUs it frees there (gpusOn),
+// in p.scratch; have, the GPUs free for c on n now; and whether free and
+// candidates together hold one allocation of c.
+func (p *planner) nodeCandidates(n *cnode, c *claim, ok []bool) (cands []unitGPUs, have int, enough bool) {
+	cands = p.scratch[:0]
+	have = p.freeOn(n, c)
+	all := have
+	for _, ai := range n.allocs {
+		u := p.allocs[ai].unit
+		if !ok[u] || p.st.stopped[ai] || slices.ContainsFunc(cands, func(x unitGPUs) bool { return x.unit == u }) {
+			continue
+		}
+		g := p.gpusOn(u, ai, n, c)
+		cands = append(cands, unitGPUs{unit: u, gpus: g})
+		all += g
+	}
+	p.scratch = cands
+	return cands, have, len(cands) > 0 && all >= c.g.GPUs
+}
+
+// minimalSet makes set node n's set of the units taken, in the order they
+// were taken, with have the GPUs free for c once all are stopped (DESIGN
+// L6): each one not needed is dropped, from the last taken backwards.
+func (p *planner) minimalSet(n *cnode, c *claim, taken []unitGPUs, have int, keys []victimKey, set *victimSet) {
 	units := set.units[:0]
 	for i := len(taken) - 1; i >= 0; i-- {
 		if have-taken[i].gpus >= c.g.GPUs {
@@ -316,7 +330,6 @@ func (p *planner) victimsOn(n *cnode, c *claim, keys []victimKey, ok []bool, set
 	}
 	*set = victimSet{node: n.index, units: units}
 	p.fillSet(set, keys)
-	return true
 }
 
 // unitGPUs is a candidate unit with the GPUs it would free on one node.
