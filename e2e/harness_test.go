@@ -549,7 +549,16 @@ func (a *nomadAgent) purgeJobs() {
 		_, _, _ = a.Client.Jobs().Deregister(j.ID, true, &api.WriteOptions{Namespace: j.Namespace})
 	}
 	_ = a.Client.System().GarbageCollect()
-	time.Sleep(500 * time.Millisecond)
+	// A client destroys the allocations the servers collected, and
+	// unmounts their secrets and private folders, on its next sync: wait
+	// for it (seconds on a loaded machine), so that the agent's stop finds
+	// no mount of its own left.
+	_ = waitFor(15*time.Second, 200*time.Millisecond, func() error {
+		if left := mountsUnder(a.DataDir); len(left) > 0 {
+			return fmt.Errorf("%d mounts left", len(left))
+		}
+		return nil
+	})
 }
 
 // mountsUnder lists mount points below dir.

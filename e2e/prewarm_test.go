@@ -124,9 +124,12 @@ func TestPrewarmDrainsBorrowersBeforeAScheduledScaleUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	entrySeen := time.Now()
-	// Datacenters ["*"] is any datacenter: none listed.
+	// Datacenters ["*"] is any datacenter: none listed. Flavors: the
+	// job's allowed flavors as the adapter derives them (DESIGN L13), in a
+	// tree without flavor blocks the implicit one.
 	want := plan.Prewarm{Namespace: "workspace-a", Job: "inference", Group: "main", Type: plan.JobService, Priority: 80,
-		GPUs: 2, NodePool: "default", At: boundary.UTC(), Count: 2, Until: boundary.Add(prewarmEval + prewarmSettle).UTC()}
+		GPUs: 2, NodePool: "default", At: boundary.UTC(), Count: 2, Until: boundary.Add(prewarmEval + prewarmSettle).UTC(),
+		Flavors: []string{"gpu"}}
 	if d := cmp.Diff(want, entry, cmpopts.EquateEmpty()); d != "" {
 		t.Fatalf("pre-warm entry (-want +got):\n%s", d)
 	}
