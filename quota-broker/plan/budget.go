@@ -26,29 +26,26 @@ import (
 // cache (victimcache.go): a set's fate then depends on stops on other
 // nodes.
 func (p *planner) indexBudgets() {
-	var evicted []int
+	use := BudgetUse(p.snap.Quota, p.snap.Evictions, p.now) // the count the API shows, the one rule
+	if len(use) == 0 {
+		return
+	}
+	evicted := make([]int, len(p.quotas))
 	for _, q := range p.quotas {
 		if q.node.MaxEvict == nil {
 			continue
 		}
-		if evicted == nil {
-			evicted = make([]int, len(p.quotas))
-		}
-		from := p.now.Add(-q.node.MaxEvict.Per)
+		evicted[q.index] = use[q.node.Name]
+		// The budget frees up as each counted stop leaves its window.
 		for _, e := range p.snap.Evictions {
-			v := p.byName[e.Quota]
-			if v == nil || !(v == q || v.isDescendantOf(q)) || !e.Time.After(from) || e.Time.After(p.now) {
-				continue
+			if v := p.byName[e.Quota]; v != nil && (v == q || v.isDescendantOf(q)) &&
+				e.Time.After(p.now.Add(-q.node.MaxEvict.Per)) && !e.Time.After(p.now) {
+				p.wake(e.Time.Add(q.node.MaxEvict.Per))
 			}
-			evicted[q.index] += max(0, e.GPUs)
-			// The budget frees up as this stop leaves the window.
-			p.wake(e.Time.Add(q.node.MaxEvict.Per))
 		}
 	}
 	p.st.evicted = evicted
-	if evicted != nil {
-		p.scanVictims = true
-	}
+	p.scanVictims = true
 }
 
 // countEviction adds a victim's stop of gpus GPUs of quota node q to the
