@@ -591,3 +591,42 @@ func TestEvictionBudgetPriority(t *testing.T) {
 		})
 	}
 }
+
+// TestFairAndBudgetsMeetBookings: rule L14.fair and eviction budgets
+// against an active booking (DESIGN L10, L14). A budget of 0 on Quota1.1
+// refuses C's non-idle claim its L5.1 stops, but never a job of an active
+// reservation of Quota1.2; and L14.fair never takes the booking's own
+// idle allocation.
+func TestFairAndBudgetsMeetBookings(t *testing.T) {
+	start := t0.Add(-time.Minute)
+	build := func(reserved bool) *Snapshot {
+		b := fairSnap()
+		b.s.Pending = nil
+		b.booking("r-c", "workspace-c", "Quota1.2", 2, start, start.Add(time.Hour))
+		p := Pending{Namespace: "workspace-c", Job: "train", Group: "g", Type: JobBatch, Priority: 50, Count: 2, GPUs: 1,
+			NodePool: "default", SubmittedAt: t0}
+		if reserved {
+			p.Reservation = "r-c"
+		}
+		s := b.build()
+		s.Pending = []Pending{p}
+		s.Quota.Children[0].MaxEvict = &quota.EvictBudget{GPUs: 0, Per: 5 * time.Minute}
+		return s
+	}
+	if p := mustPlan(t, build(false)); len(stops(p)) != 0 || admittedCount(p) != 0 {
+		t.Errorf("plain job: stops %v, %d admitted; want the budget to refuse both", stops(p), admittedCount(p))
+	}
+	p := mustPlan(t, build(true))
+	if len(stops(p)) != 2 || admittedCount(p) != 2 {
+		t.Errorf("the booking's job: stops %v, %d admitted; want 2 and 2, the budget never refusing it", stops(p), admittedCount(p))
+	}
+	// The booking's own idle allocation is never a victim of L14.fair.
+	b := newSnap(givebackTree()).nodes(1, 8, h100).settings(0, time.Hour).
+		booking("r-b", "workspace-b", "Quota1.1", 8, start, start.Add(time.Hour))
+	for i := 1; i <= 8; i++ {
+		b.alloc(fmt.Sprintf("b%d", i), "workspace-b", "booked", "node-01", 1, idle, elastic, reservation("r-b"))
+	}
+	if p := mustPlan(t, b.pending("workspace-c", "x", 2, 1, pIdle).build()); len(stops(p)) != 0 {
+		t.Errorf("stops %v of an active booking's allocations, want none", stops(p))
+	}
+}
