@@ -92,8 +92,8 @@ type Agent struct {
 	policies      *build.Policies
 	policyWatcher *build.PolicyWatcher
 	// specs keeps what the cycles' builds read of each job's spec, from
-	// one cycle to the next (build.Specs).
-	specs build.Specs
+	// one cycle to the next (build.Memo).
+	memo build.Memo
 
 	// planner computes a plan (Options.Planner, default plan.ComputeFair: DESIGN L14).
 	planner Planner

@@ -198,7 +198,7 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
 		Reservations: forFlavors(c.view.res, c.tree), Holds: c.view.planHolds(c.start),
 		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt,
-		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Specs: &a.specs, Evictions: c.evictions}
+		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Memo: &a.memo, Evictions: c.evictions}
 	c.b = build.From(c.state, in)
 	c.run.snap = c.b.Snapshot
 	a.logLeft(c.b.Left)

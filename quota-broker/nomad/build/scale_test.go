@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -78,7 +80,7 @@ func BenchmarkFromScale(b *testing.B) {
 		b.Run(fmt.Sprintf("specs=%v", specs), func(b *testing.B) {
 			in := in
 			if specs { // the agent's: kept across builds
-				in.Specs = &Specs{}
+				in.Memo = &Memo{}
 				From(s, in)
 			}
 			b.ReportAllocs()
@@ -128,14 +130,14 @@ func TestSpecsKeepOneReadPerSpec(t *testing.T) {
 	s, in := scaleState(t, 50)
 	want := From(s, in)
 	cached := in
-	cached.Specs = &Specs{}
+	cached.Memo = &Memo{}
 	for range 2 {
 		got := From(s, cached)
 		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
 			t.Fatalf("snapshot with Specs (-without +with):\n%s", diff)
 		}
 	}
-	if n := cached.Specs.Len(); n != 100 {
+	if n := cached.Memo.Len(); n != 100 {
 		t.Fatalf("Specs keeps %d specs, want 100 (one per job)", n)
 	}
 	// A new spec of train-00000 (team-00) in place of the old, as an
@@ -154,7 +156,85 @@ func TestSpecsKeepOneReadPerSpec(t *testing.T) {
 	if !got.Jobs[key].Options.Idle {
 		t.Fatalf("job %s: options %+v, want idle (its new spec)", key, got.Jobs[key].Options)
 	}
-	if n := cached.Specs.Len(); n != 100 {
+	if n := cached.Memo.Len(); n != 100 {
 		t.Fatalf("Specs keeps %d specs after the change, want 100 (the old one forgotten)", n)
+	}
+}
+
+// A build with a Memo makes the snapshot a build without makes after each
+// kind of change the watcher's events bring (a new job, a job gone, an
+// allocation stopping, an allocation gone, a node drained), and keeps a
+// part whose generation did not change: the nodes' slice is the same
+// while only jobs and allocations change.
+func TestMemoFollowsEvents(t *testing.T) {
+	s, in := scaleState(t, 50)
+	kept := in
+	kept.Memo = &Memo{}
+	check := func(step string) *Build {
+		t.Helper()
+		want, got := From(s, in), From(s, kept)
+		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+			t.Fatalf("%s: snapshot with a Memo (-without +with):\n%s", step, diff)
+		}
+		if diff := cmp.Diff(want.UngovernedGPUs, got.UngovernedGPUs); diff != "" {
+			t.Fatalf("%s: ungoverned GPUs with a Memo (-without +with):\n%s", step, diff)
+		}
+		if len(want.Jobs) != len(got.Jobs) {
+			t.Fatalf("%s: %d jobs with a Memo, want %d", step, len(got.Jobs), len(want.Jobs))
+		}
+		return got
+	}
+	first := check("first build")
+	apply := func(topic api.Topic, typ string, payload map[string]any) {
+		s.Apply(&api.Events{Index: s.Index() + 1, Events: []api.Event{{Topic: topic, Type: typ, Payload: payload}}}, hclog.NewNullLogger())
+	}
+	var job *api.Job
+	var alloc watch.Alloc
+	s.Read(func(v watch.View) {
+		job = v.Jobs[plan.JobKey{Namespace: scalegen.Team(2), Job: "train-00002"}]
+		for _, a := range v.Allocs {
+			if alloc.ID == "" || a.ID < alloc.ID {
+				alloc = *a
+			}
+		}
+	})
+	added := *job
+	added.ID, added.Name = ptr("aaa-new"), ptr("aaa-new")
+	added.NodePool = ptr(DefaultHoldingPool)
+	apply(api.TopicJob, "JobRegistered", map[string]any{"Job": &added})
+	got := check("a job added")
+	if len(got.Snapshot.Pending) != len(first.Snapshot.Pending)+1 {
+		t.Fatalf("a job added: %d pending groups, want %d", len(got.Snapshot.Pending), len(first.Snapshot.Pending)+1)
+	}
+	if &got.Snapshot.Nodes[0] != &first.Snapshot.Nodes[0] {
+		t.Fatalf("a job added: the nodes were derived again, want them kept (their generation did not change)")
+	}
+	apply(api.TopicJob, "JobDeregistered", map[string]any{"Job": job, "Deleted": true})
+	check("a job gone")
+	apply(api.TopicAllocation, "AllocationUpdated", map[string]any{"Allocation": &api.Allocation{ID: alloc.ID,
+		Namespace: alloc.Namespace, JobID: alloc.JobID, TaskGroup: alloc.Group, NodeID: alloc.NodeID,
+		ClientStatus: api.AllocClientStatusRunning, DesiredStatus: api.AllocDesiredStatusStop, ModifyIndex: alloc.ModifyIndex + 1}})
+	got = check("an allocation stopping")
+	if i := slices.IndexFunc(got.Snapshot.Allocations, func(a plan.Allocation) bool { return a.ID == alloc.ID }); i < 0 ||
+		got.Snapshot.Allocations[i].StoppingFor != UnknownClaimant {
+		t.Fatalf("an allocation stopping: %s not stopping in the snapshot", alloc.ID)
+	}
+	apply(api.TopicAllocation, "AllocationUpdated", map[string]any{"Allocation": &api.Allocation{ID: alloc.ID,
+		Namespace: alloc.Namespace, JobID: alloc.JobID, TaskGroup: alloc.Group, NodeID: alloc.NodeID,
+		ClientStatus: api.AllocClientStatusComplete, DesiredStatus: api.AllocDesiredStatusStop, ModifyIndex: alloc.ModifyIndex + 2}})
+	got = check("an allocation gone")
+	if len(got.Snapshot.Allocations) != len(first.Snapshot.Allocations)-1 {
+		t.Fatalf("an allocation gone: %d allocations, want %d", len(got.Snapshot.Allocations), len(first.Snapshot.Allocations)-1)
+	}
+	var node *api.Node
+	s.Read(func(v watch.View) {
+		n := v.Nodes[first.Snapshot.Nodes[0].ID]
+		node = &api.Node{ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodePool: n.NodePool, Status: api.NodeStatusReady,
+			SchedulingEligibility: api.NodeSchedulingIneligible, DrainStrategy: &api.DrainStrategy{}}
+	})
+	apply(api.TopicNode, "NodeDrain", map[string]any{"Node": node})
+	got = check("a node drained")
+	if &got.Snapshot.Nodes[0] == &first.Snapshot.Nodes[0] {
+		t.Fatalf("a node drained: the nodes were kept, want them derived again")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad/device"
@@ -86,10 +85,10 @@ type Input struct {
 	// nil or zero: not known to be. Passed on as IdleView.UnplacedSince,
 	// for the Actor's scale-down.
 	UnplacedSince func(group plan.GroupKey) time.Time
-	// Specs, when set, keeps what builds read of each job's spec from one
-	// build to the next (the agent's, across cycles); nil: every build
-	// reads every spec.
-	Specs *Specs
+	// Memo, when set, keeps what builds derive from the parts of the
+	// state that did not change from one build to the next (the agent's,
+	// across cycles); nil: every build derives everything.
+	Memo *Memo
 }
 
 // StopStatus is the status meta still to write on a job the broker
@@ -217,22 +216,17 @@ func build(s watch.View, in Input) *Build {
 		holding = DefaultHoldingPool
 	}
 	governed := governedOnce(quota.Namespaces(in.Quota), in.Governed)
-	in.Specs.begin()
-	defer in.Specs.end()
+	in.Memo.begin()
+	defer in.Memo.end()
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
 	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
 
-	var flavors []quota.Flavor
-	if in.Quota != nil {
-		flavors = in.Quota.Flavors
-	}
-	snap.Nodes = snapshotNodes(s.Nodes)
-	b.UngovernedGPUs = ungovernedGPUs(snap.Nodes, flavors)
-	live := liveByGroup(s.Allocs)
+	snap.Nodes, b.UngovernedGPUs = in.Memo.nodesOf(s, in.Quota)
+	live, held := in.Memo.allocsOf(s)
 	bookings := IndexBookings(in.Reservations)
-	for _, k := range slices.SortedFunc(maps.Keys(s.Jobs), plan.JobKey.Compare) {
+	for _, k := range in.Memo.jobKeysOf(s) {
 		j := s.Jobs[k]
-		spec := in.Specs.of(j, holding)
+		spec := in.Memo.of(j, holding, in.Quota)
 		if !governed(spec.namespace) {
 			continue
 		}
@@ -246,15 +240,8 @@ func build(s watch.View, in Input) *Build {
 		if v.MetaErr == nil {
 			// A stopped job's gputide_flavors is not checked (as its
 			// reservation is not): its status is the stop's.
-			fl, err := JobFlavors(flavors, j)
-			if f, ok := PinnedFlavor(flavors, j); ok && err != nil && listsFlavor(j.Meta, f) {
-				// Admission pinned it to f, one of the flavors its
-				// gputide_flavors lists: f alone, the others the pin
-				// excludes being no meta error.
-				fl, err = []string{f}, nil
-			}
-			if v.Flavors = fl; !v.stopped() {
-				v.MetaErr = err
+			if v.Flavors = spec.flavors; !v.stopped() {
+				v.MetaErr = spec.flavorsErr
 			}
 		}
 		if in.Stopped != nil {
@@ -271,7 +258,7 @@ func build(s watch.View, in Input) *Build {
 		}
 		snap.Pending = append(snap.Pending, pending...)
 	}
-	snap.Allocations, b.UnknownStopping = snapshotAllocations(s.Allocs, b.Jobs, in.Stopping, governed)
+	snap.Allocations, b.UnknownStopping = snapshotAllocations(held, b.Jobs, in.Stopping, governed)
 	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
 	firstSeenPending(snap.Pending, in.FirstSeen)
 	requeuedPending(snap.Pending, in.Requeued)
@@ -516,17 +503,12 @@ func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
 	}
 }
 
-// snapshotAllocations is step 5: the live allocations that hold GPUs, by
-// ID, and the governed ones stopping for a claimant the broker cannot name.
-func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
+// snapshotAllocations is step 5: the live allocations that hold GPUs
+// (held: heldAllocs), by ID, and the governed ones stopping for a
+// claimant the broker cannot name. An allocation's GPU IDs are the
+// state's own slice (never changed in place: read only, as the snapshot).
+func snapshotAllocations(held []*watch.Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
 	governed func(string) bool) (out []plan.Allocation, unknown []string) {
-	held := make([]*watch.Alloc, 0, len(allocs))
-	for _, a := range allocs {
-		if a.Live() && len(a.GPUIDs) > 0 {
-			held = append(held, a)
-		}
-	}
-	slices.SortFunc(held, func(p, q *watch.Alloc) int { return strings.Compare(p.ID, q.ID) })
 	out = make([]plan.Allocation, 0, len(held))
 	for _, a := range held {
 		v := jobs[a.JobKey()]
@@ -534,7 +516,7 @@ func snapshotAllocations(allocs map[string]*watch.Alloc, jobs map[plan.JobKey]*J
 			continue // decided as pending in step 4
 		}
 		pa := plan.Allocation{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Group: a.Group,
-			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: append([]string(nil), a.GPUIDs...),
+			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: slices.Clip(a.GPUIDs),
 			StartedAt: a.StartedAt}
 		if v != nil {
 			if v.spec != nil {

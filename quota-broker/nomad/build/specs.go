@@ -1,32 +1,12 @@
 package build
 
 import (
-	"sync"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
 )
-
-// Specs keeps what a build reads of each job's spec: the job's fields it
-// reads for every job and allocation (namespace, ID, node pool, type,
-// priority, stop, status), its gputide meta options (or meta error) and,
-// per task group, its count, the GPUs and model one allocation asks for
-// and the largest kill_timeout of its tasks. It is
-// keyed by the spec's pointer: the watcher's State puts a new *api.Job in
-// place of a job whenever the job changes (an event, the broker's own
-// register, a read) and never changes one in place, so a spec read by the
-// last build is not read again. A build with Input.Specs forgets the specs
-// it did not see, so the cache holds one entry per governed job. The zero
-// value is ready; it is safe for concurrent use. At 10,000 jobs it saves a
-// cycle reading every job's meta and every group's devices again (issue
-// 18, docs/benchmarks.md).
-type Specs struct {
-	mu    sync.Mutex
-	read  map[*api.Job]*specRead
-	seen  map[*api.Job]bool // by the build under way (begin .. end)
-	depth int               // builds under way
-}
 
 // specRead is what a build reads of one spec: every field of the job a
 // build uses (the spec is a large tree of pointers, which a build over
@@ -45,6 +25,12 @@ type specRead struct {
 	metaErr   error
 	groups    []groupRead // the spec's task groups that have a name, in order
 	gpuGroups int         // task groups that ask for nvidia/gpu devices
+	// tree is the quota tree the flavors were read against (its
+	// pointer: a tree changed is a new tree); flavors and flavorsErr are
+	// jobFlavors' answer for it.
+	tree       *quota.Node
+	flavors    []string
+	flavorsErr error
 }
 
 // groupRead is what a build reads of one task group.
@@ -56,9 +42,10 @@ type groupRead struct {
 	killTimeout time.Duration
 }
 
-// readSpec reads job j's spec with holding as the holding pool.
-func readSpec(j *api.Job, holding string) *specRead {
-	r := &specRead{holding: holding, namespace: nsOrDefault(str(j.Namespace)), id: str(j.ID), pool: str(j.NodePool),
+// readSpec reads job j's spec with holding as the holding pool and tree
+// as the quota tree.
+func readSpec(j *api.Job, holding string, tree *quota.Node) *specRead {
+	r := &specRead{holding: holding, tree: tree, namespace: nsOrDefault(str(j.Namespace)), id: str(j.ID), pool: str(j.NodePool),
 		typ: plan.JobType(str(j.Type)), priority: prio(j), stop: j.Stop != nil && *j.Stop, status: str(j.Status),
 		parent: j.IsPeriodic() || j.IsParameterized()}
 	r.options, r.metaErr = ParseJobOptions(j.Meta, holding)
@@ -79,7 +66,27 @@ func readSpec(j *api.Job, holding string) *specRead {
 				killTimeout: groupKillTimeout(j, *tg.Name)})
 		}
 	}
+	var flavors []quota.Flavor
+	if tree != nil {
+		flavors = tree.Flavors
+	}
+	r.flavors, r.flavorsErr = jobFlavors(flavors, j)
 	return r
+}
+
+// jobFlavors is what build step 3 reads of job j's flavors with the
+// tree's flavors: JobFlavors, except that a job admission pinned to f
+// (PinnedFlavor), one of the flavors its gputide_flavors lists, gets f
+// alone, the others the pin excludes being no meta error.
+func jobFlavors(flavors []quota.Flavor, j *api.Job) ([]string, error) {
+	fl, err := JobFlavors(flavors, j)
+	if err == nil {
+		return fl, nil
+	}
+	if f, ok := PinnedFlavor(flavors, j); ok && listsFlavor(j.Meta, f) {
+		return []string{f}, nil
+	}
+	return fl, err
 }
 
 // group returns what was read of the task group named name (the first of
@@ -96,67 +103,36 @@ func (r *specRead) group(name string) (groupRead, bool) {
 	return groupRead{}, false
 }
 
-// of returns what is read of j's spec with holding as the holding pool:
-// the cached read when c has one, else a new read (kept when c is not nil).
-func (c *Specs) of(j *api.Job, holding string) *specRead {
-	if c == nil {
-		return readSpec(j, holding)
+// of returns what is read of j's spec with holding as the holding pool
+// and tree as the quota tree: the kept read when m has one made with
+// both, else a new read (kept when m is not nil), marked as seen by the
+// build under way.
+func (m *Memo) of(j *api.Job, holding string, tree *quota.Node) *specRead {
+	if m == nil {
+		return readSpec(j, holding, tree)
 	}
-	c.mu.Lock()
-	r := c.read[j]
-	if c.seen != nil {
-		c.seen[j] = true
+	m.mu.Lock()
+	e := m.specs[j]
+	if e != nil {
+		e.seen = m.build
 	}
-	c.mu.Unlock()
-	if r != nil && r.holding == holding {
-		return r
+	m.mu.Unlock()
+	if e != nil && e.read.holding == holding && e.read.tree == tree {
+		return e.read
 	}
-	r = readSpec(j, holding)
-	c.mu.Lock()
-	if c.read == nil {
-		c.read = map[*api.Job]*specRead{}
+	r := readSpec(j, holding, tree)
+	m.mu.Lock()
+	if m.specs == nil {
+		m.specs = map[*api.Job]*specEntry{}
 	}
-	c.read[j] = r
-	c.mu.Unlock()
+	m.specs[j] = &specEntry{read: r, seen: m.build}
+	m.mu.Unlock()
 	return r
 }
 
-// begin starts a build's marking of the specs it sees.
-func (c *Specs) begin() {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.depth == 0 {
-		c.seen = map[*api.Job]bool{}
-	}
-	c.depth++
-}
-
-// end ends a build: once no build is under way, the specs none saw are
-// forgotten.
-func (c *Specs) end() {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.depth--
-	if c.depth > 0 {
-		return
-	}
-	for j := range c.read {
-		if !c.seen[j] {
-			delete(c.read, j)
-		}
-	}
-	c.seen = nil
-}
-
 // Len is the number of specs kept.
-func (c *Specs) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.read)
+func (m *Memo) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.specs)
 }

@@ -42,6 +42,7 @@ func (s *State) applyOne(e *api.Event) error {
 		if deleted {
 			delete(s.jobs, k)
 			delete(s.summaries, k)
+			s.touchJobs()
 			return nil
 		}
 		if s.governed != nil && !s.governed(nsOrDefault(str(j.Namespace))) {
@@ -52,6 +53,7 @@ func (s *State) applyOne(e *api.Event) error {
 		}
 		s.jobs[k] = j
 		s.dirty[k] = true
+		s.touchJobs()
 	case api.TopicAllocation:
 		pl, err := decodePayload(e)
 		a := pl.Allocation
@@ -75,6 +77,7 @@ func (s *State) applyOne(e *api.Event) error {
 		} else {
 			s.allocs[al.ID] = al
 		}
+		s.touchAllocs()
 		if s.governed == nil || s.governed(al.Namespace) {
 			s.dirty[al.JobKey()] = true
 		}
@@ -98,6 +101,7 @@ func (s *State) applyOne(e *api.Event) error {
 		if err != nil || n == nil {
 			return fmt.Errorf("bad node payload: %v", err)
 		}
+		s.touchNodes()
 		if e.Type == "NodeDeregistration" {
 			delete(s.nodes, n.ID)
 			return nil
@@ -179,6 +183,7 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 					gone = isNotFound(ierr)
 				}
 				s.mu.Lock()
+				s.touchJobs()
 				missing := s.jobs[k] == nil && (s.governed == nil || s.governed(ns))
 				switch {
 				case err == nil:
@@ -253,6 +258,7 @@ func (s *State) refreshPools(ctx context.Context, c *api.Client, keys []plan.Job
 	}
 	s.mu.Lock()
 	s.pools = pools
+	s.touchJobs()
 	s.mu.Unlock()
 	return nil
 }
@@ -275,6 +281,7 @@ func (s *State) fetchJob(ctx context.Context, c *api.Client, k plan.JobKey) erro
 	defer s.mu.Unlock()
 	if old := s.jobs[k]; old == nil || old.ModifyIndex == nil || j.ModifyIndex == nil || *old.ModifyIndex < *j.ModifyIndex {
 		s.jobs[k] = j
+		s.touchJobs()
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -84,7 +85,34 @@ type State struct {
 	dirty map[plan.JobKey]bool
 	// governed says which namespaces' jobs are kept (nil: all).
 	governed func(namespace string) bool
+	// gen says when each part of the state last changed (Generations).
+	gen Generations
 }
+
+// Generations says when each part of a State last changed, as values of
+// one process-wide counter: a part whose value is unchanged between two
+// reads, of the same State or of any other, is unchanged, so a build may
+// keep what it derived from it (build.Memo). A part's value changes at
+// every write to it under the State's lock (events, refreshes, the
+// broker's own notes, Edit); a new State starts with new values.
+type Generations struct {
+	Nodes  uint64 // the nodes
+	Allocs uint64 // the allocations
+	// Jobs covers the jobs, their summaries and the node pool names.
+	Jobs uint64
+}
+
+// generation is the process-wide counter Generations take their values
+// from.
+var generation atomic.Uint64
+
+func nextGen() uint64 { return generation.Add(1) }
+
+// touchNodes, touchAllocs and touchJobs record a write to a part (callers
+// hold s.mu for writing).
+func (s *State) touchNodes()  { s.gen.Nodes = nextGen() }
+func (s *State) touchAllocs() { s.gen.Allocs = nextGen() }
+func (s *State) touchJobs()   { s.gen.Jobs = nextGen() }
 
 // NewState returns an empty state.
 func NewState() *State {
@@ -96,6 +124,7 @@ func NewState() *State {
 		blocked:    map[string]*api.Evaluation{},
 		namespaces: map[string]bool{},
 		dirty:      map[plan.JobKey]bool{},
+		gen:        Generations{Nodes: nextGen(), Allocs: nextGen(), Jobs: nextGen()},
 	}
 }
 
@@ -331,6 +360,7 @@ func (s *State) MarkStopping(id string) {
 		c := *a
 		c.DesiredStatus = api.AllocDesiredStatusStop
 		s.allocs[id] = &c
+		s.touchAllocs()
 	}
 }
 
@@ -347,6 +377,7 @@ func (s *State) NoteJob(key plan.JobKey, j *api.Job, modifyIndex uint64) {
 	}
 	s.jobs[key] = &c
 	s.dirty[key] = true
+	s.touchJobs()
 }
 
 // KeepJob stores a job the broker read itself (a spec the state lacked, or
@@ -363,6 +394,7 @@ func (s *State) KeepJob(key plan.JobKey, j *api.Job) {
 	}
 	if old := s.jobs[key]; old == nil || old.ModifyIndex == nil || j.ModifyIndex == nil || *old.ModifyIndex <= *j.ModifyIndex {
 		s.jobs[key] = j
+		s.touchJobs()
 	}
 }
 
@@ -379,6 +411,8 @@ type View struct {
 	// Dirty lists the jobs whose summary (or existence) the next Refresh
 	// fetches again.
 	Dirty map[plan.JobKey]bool
+	// Gen says when each part last changed.
+	Gen Generations
 }
 
 // Read calls fn with a view of the state, under the state's read lock: fn
@@ -386,13 +420,18 @@ type View struct {
 func (s *State) Read(fn func(View)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty})
+	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty, Gen: s.gen})
 }
 
 // Edit calls fn with a view of the state under its write lock, for tests
-// and tools that shape a state by hand; fn may change the maps.
+// and tools that shape a state by hand; fn may change the maps (every
+// part counts as changed). Maps kept past fn and changed later must not be
+// built with a build.Memo.
 func (s *State) Edit(fn func(View)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty})
+	s.touchNodes()
+	s.touchAllocs()
+	s.touchJobs()
+	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty, Gen: s.gen})
 }
