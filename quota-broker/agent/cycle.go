@@ -283,10 +283,7 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 func (a *Agent) recordJobs(b *batch, c *cycleState) {
 	now := c.start
 	var started map[plan.JobKey]time.Time
-	for _, k := range slices.SortedFunc(maps.Keys(c.b.Jobs), plan.JobKey.Compare) {
-		if _, ok := c.view.jobs[jobID(k)]; ok {
-			continue
-		}
+	for _, k := range unrecordedJobs(c) {
 		jv := c.b.Jobs[k]
 		seen := now
 		if t := build.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
@@ -307,17 +304,46 @@ func (a *Agent) recordJobs(b *batch, c *cycleState) {
 	for _, alloc := range c.stops.stale {
 		b.deleteIntent(alloc)
 	}
+	for _, id := range a.vanishedJobs(c) {
+		b.deleteJob(id)
+	}
+}
+
+// unrecordedJobs are the governed jobs of the build without a record, in
+// order (a cycle finds a few among thousands: only those are sorted).
+func unrecordedJobs(c *cycleState) []plan.JobKey {
+	var out []plan.JobKey
+	for k := range c.b.Jobs {
+		if _, ok := c.view.jobs[jobID(k)]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, plan.JobKey.Compare)
+	return out
+}
+
+// vanishedJobs are the records of governed jobs Nomad no longer has, in
+// order: those whose job the build lacks, each confirmed against the
+// state as it is now (a job the events brought back since the build
+// keeps its record).
+func (a *Agent) vanishedJobs(c *cycleState) []store.JobID {
+	var out []store.JobID
 	governed := map[string]bool{} // by namespace: governed reads the tree each call
-	for _, id := range slices.SortedFunc(maps.Keys(c.view.jobs), compareJobIDs) {
+	for id := range c.view.jobs {
+		if _, ok := c.b.Jobs[plan.JobKey{Namespace: id.Namespace, Job: id.Job}]; ok {
+			continue
+		}
 		g, ok := governed[id.Namespace]
 		if !ok {
 			g = a.governed(id.Namespace)
 			governed[id.Namespace] = g
 		}
 		if g && c.state.Job(id.Namespace, id.Job) == nil {
-			b.deleteJob(id)
+			out = append(out, id)
 		}
 	}
+	slices.SortFunc(out, compareJobIDs)
+	return out
 }
 
 // recordUnplaced adds to b the job records whose unplaced_since changes
