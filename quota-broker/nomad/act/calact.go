@@ -3,7 +3,6 @@ package act
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
@@ -79,12 +78,17 @@ func (a *Actor) stopJob(ctx context.Context, v *build.JobView, act plan.Action) 
 // forgotten; a job gone from Nomad has its whole record dropped by the
 // broker.
 func (x *execution) queueStoppedStatus(ctx context.Context) {
-	for _, k := range slices.SortedFunc(maps.Keys(x.b.Jobs), plan.JobKey.Compare) {
+	var stopped []plan.JobKey // few among thousands: only they are sorted
+	for k, v := range x.b.Jobs {
+		if !v.Stopped.IsZero() {
+			stopped = append(stopped, k)
+		}
+	}
+	slices.SortFunc(stopped, plan.JobKey.Compare)
+	for _, k := range stopped {
 		v := x.b.Jobs[k]
 		st := v.Stopped
 		switch {
-		case st.IsZero():
-			continue
 		case v.Job.Stop == nil || !*v.Job.Stop:
 			if modifyIndex(v.Job) != st.JobModifyIndex {
 				x.a.forgetStop(ctx, k) // registered again by its user

@@ -219,7 +219,7 @@ func build(s watch.View, in Input) *Build {
 	in.Memo.begin()
 	defer in.Memo.end()
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
-	b := &Build{Snapshot: snap, Jobs: map[plan.JobKey]*JobView{}}
+	b := &Build{Snapshot: snap, Jobs: make(map[plan.JobKey]*JobView, len(s.Jobs))}
 
 	snap.Nodes, b.UngovernedGPUs = in.Memo.nodesOf(s, in.Quota)
 	live, held := in.Memo.allocsOf(s)
