@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,7 +212,9 @@ func (e *scaleEnv) step(tb testing.TB) time.Duration {
 		b.StartTimer()
 	}
 	start, cpu0 := time.Now(), cpuTime()
-	e.a.cycle(e.ctx)
+	// The label lets a CPU profile show the measured cycles alone
+	// (go tool pprof -tagfocus cycle=measured).
+	pprof.Do(e.ctx, pprof.Labels("cycle", "measured"), func(ctx context.Context) { e.a.cycle(ctx) })
 	took, cpu := time.Since(start), cpuTime()-cpu0
 	if bench {
 		b.StopTimer()

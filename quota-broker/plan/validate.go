@@ -133,12 +133,15 @@ func (s *Snapshot) Validate() error {
 // breaks a rule, one fault each. Items are checked against the items that
 // passed before them: an allocation on a node that failed fails as on an
 // unknown node. Without (items) is the snapshot the adapter can plan.
-func (s *Snapshot) Check() (fatal *Fault, items []*Fault) {
+func (s *Snapshot) Check() (fatal *Fault, items []*Fault) { return s.check(nil) }
+
+// check is Check with the node index of nodes (nil: made here).
+func (s *Snapshot) check(nodes *NodeCheck) (fatal *Fault, items []*Fault) {
 	c := &checker{s: s}
 	if fatal := c.fatal(); fatal != nil {
 		return fatal, nil
 	}
-	c.nodes()
+	nodes.use(c)
 	c.allocations()
 	c.pending()
 	c.reservations()
@@ -150,8 +153,10 @@ func (s *Snapshot) Check() (fatal *Fault, items []*Fault) {
 
 // Without returns a copy of s without the items that faults name: each
 // node, allocation and reservation by its index, and every pending group
-// of each job. Lists are copied; the items kept are shared with s (Compute
-// does not change them). Fatal faults are ignored.
+// of each job. Lists are copied, but for the nodes when none is left out
+// (the same slice, so that a NodeCheck kept for s serves the result too);
+// the items kept are shared with s (Compute does not change them). Fatal
+// faults are ignored.
 func (s *Snapshot) Without(faults []*Fault) *Snapshot {
 	if len(faults) == 0 {
 		return s
@@ -169,7 +174,9 @@ func (s *Snapshot) Without(faults []*Fault) *Snapshot {
 		drop[f.Item][f.Index] = true
 	}
 	out := *s
-	out.Nodes = keep(s.Nodes, func(i int, _ *Node) bool { return !drop[ItemNode][i] })
+	if len(drop[ItemNode]) > 0 {
+		out.Nodes = keep(s.Nodes, func(i int, _ *Node) bool { return !drop[ItemNode][i] })
+	}
 	out.Allocations = keep(s.Allocations, func(i int, _ *Allocation) bool { return !drop[ItemAllocation][i] })
 	out.Pending = keep(s.Pending, func(_ int, p *Pending) bool { return !jobs[p.JobKey()] })
 	out.Reservations = keep(s.Reservations, func(i int, _ *Reservation) bool { return !drop[ItemReservation][i] })
@@ -193,10 +200,17 @@ func keep[T any](in []T, ok func(int, *T) bool) []T {
 // of those items, or the fatal fault (tree, settings, time) and nil. Items
 // are left out until the rest passes: leaving out a node also leaves out
 // its allocations. This is what the Nomad adapter plans (DESIGN L12).
-func (s *Snapshot) Usable() (*Snapshot, []*Fault, error) {
+func (s *Snapshot) Usable() (*Snapshot, []*Fault, error) { return s.UsableWith(nil) }
+
+// UsableWith is Usable with nodes keeping the check of the snapshot's
+// nodes from one call to the next (nil: each call checks them). Only the
+// first check, of s itself, uses it: the nodes a later call passes are
+// s's, not those left after a node was left out.
+func (s *Snapshot) UsableWith(nodes *NodeCheck) (*Snapshot, []*Fault, error) {
 	var all []*Fault
 	for {
-		fatal, items := s.Check()
+		fatal, items := s.check(nodes)
+		nodes = nil
 		if fatal != nil {
 			return nil, nil, fatal
 		}
@@ -286,6 +300,44 @@ func (c *checker) fatal() *Fault {
 
 // fail records a fault of an item.
 func (c *checker) fail(f *Fault) { c.faults = append(c.faults, f) }
+
+// NodeCheck keeps the check of a snapshot's nodes (the nodes' faults and
+// the index of their IDs and GPUs that the checks of allocations and holds
+// read) from one check to the next while the snapshot's Nodes are the same
+// slice: the same first element and length (a snapshot is read only, and
+// a builder that keeps its nodes from one snapshot to the next passes the
+// same slice; build.Memo does). It saves a check at 5,000 nodes indexing
+// 40,000 GPU IDs again (issue 18). The zero value is ready; it is not safe
+// for concurrent use.
+type NodeCheck struct {
+	first  *Node // &Nodes[0] of the nodes checked
+	n      int   // their number
+	nodeAt map[string]int
+	gpus   map[string]gpuRef
+	off    []int32
+	total  int // GPUs of the nodes
+	faults []*Fault
+}
+
+// use gives c the node index of c's snapshot: the one m kept when the
+// snapshot's nodes are the nodes m checked, else a new one (kept in m
+// when m is not nil).
+func (m *NodeCheck) use(c *checker) {
+	nodes := c.s.Nodes
+	if m != nil && len(nodes) > 0 && m.first == &nodes[0] && m.n == len(nodes) {
+		c.nodeAt, c.gpus, c.off = m.nodeAt, m.gpus, m.off
+		c.holder = make([]int32, m.total)
+		c.faults = append(c.faults, m.faults...)
+		return
+	}
+	before := len(c.faults)
+	c.nodes()
+	if m == nil || len(nodes) == 0 {
+		return
+	}
+	*m = NodeCheck{first: &nodes[0], n: len(nodes), nodeAt: c.nodeAt, gpus: c.gpus, off: c.off, total: len(c.holder),
+		faults: slices.Clone(c.faults[before:])}
+}
 
 func (c *checker) nodes() {
 	total := 0

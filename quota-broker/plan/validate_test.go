@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +247,47 @@ func TestValidateIsLinearInTheGPUsOfAnAllocation(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("Validate took %s", d)
+	}
+}
+
+// A NodeCheck gives UsableWith the answers of Usable: on the snapshot it
+// first checked, on a later snapshot that shares its nodes (other
+// allocations, the same node fault replayed), and on one with other nodes
+// (checked again, not read from the memo).
+func TestUsableWithANodeCheckAnswersAsUsable(t *testing.T) {
+	var memo NodeCheck
+	same := func(step string, s *Snapshot) {
+		t.Helper()
+		want, wantLeft, wantErr := s.Usable()
+		got, gotLeft, gotErr := s.UsableWith(&memo)
+		if wantErr != nil || gotErr != nil {
+			t.Fatalf("%s: errors %v and %v", step, wantErr, gotErr)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: snapshot (-Usable +UsableWith):\n%s", step, diff)
+		}
+		if diff := cmp.Diff(wantLeft, gotLeft); diff != "" {
+			t.Errorf("%s: faults (-Usable +UsableWith):\n%s", step, diff)
+		}
+	}
+	s := validSnap()
+	s.Nodes[1].GPUs[0].ID = "node-01-gpu0" // node-02 fails: a GPU of node-01
+	same("first", s)
+	if memo.first != &s.Nodes[0] || len(memo.faults) != 1 {
+		t.Fatalf("the memo holds nodes %p and %d faults, want %p and node-02's fault", memo.first, len(memo.faults), &s.Nodes[0])
+	}
+	// The same nodes, another allocation that books a GPU of node-01 twice.
+	next := *s
+	next.Allocations = append(slices.Clone(s.Allocations), Allocation{ID: "b3", Namespace: "workspace-b", Job: "other",
+		Group: "g", Type: JobBatch, Priority: 50, Node: "node-01", GPUIDs: []string{"node-01-gpu0"}, StartedAt: t0})
+	same("the same nodes", &next)
+	// Other nodes: node-02 fixed.
+	fixed := *s
+	fixed.Nodes = slices.Clone(s.Nodes)
+	fixed.Nodes[1].GPUs = slices.Clone(s.Nodes[1].GPUs)
+	fixed.Nodes[1].GPUs[0].ID = "node-02-gpu0"
+	same("other nodes", &fixed)
+	if memo.first != &fixed.Nodes[0] || len(memo.faults) != 0 {
+		t.Fatalf("the memo holds nodes %p and %d faults, want the fixed nodes %p and none", memo.first, len(memo.faults), &fixed.Nodes[0])
 	}
 }

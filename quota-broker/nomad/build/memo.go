@@ -32,7 +32,9 @@ import (
 //     are the same (watch.Generations.Allocs);
 //   - the job keys in order (step 3): while the jobs are the same, kept;
 //     when they changed, the jobs added are merged in and the jobs gone
-//     dropped, without sorting them all again.
+//     dropped, without sorting them all again;
+//   - the check of the nodes (step 8, plan.NodeCheck), while the nodes are
+//     the ones kept.
 //
 // What a build keeps from the memo it shares with the snapshot (a node's
 // GPUs, an allocation's GPU IDs): the snapshot is read only (the planning
@@ -50,6 +52,10 @@ type Memo struct {
 	nodes  nodesPart
 	allocs allocsPart
 	keys   keysPart
+	// check is the check of nodes.nodes; used by one build at a time
+	// (checkBusy), a build that finds it in use checks its nodes itself.
+	check     plan.NodeCheck
+	checkBusy bool
 }
 
 // specEntry is a kept spec read and the last build that saw it.
@@ -108,6 +114,26 @@ func (m *Memo) end() {
 		return
 	}
 	maps.DeleteFunc(m.specs, func(_ *api.Job, e *specEntry) bool { return e.seen != m.build })
+}
+
+// nodeCheck returns the node check the build under way may use, or nil
+// when m is nil or another build uses it (builds at once are rare: the
+// agent's cycles are one at a time); release gives it back.
+func (m *Memo) nodeCheck() (check *plan.NodeCheck, release func()) {
+	if m == nil {
+		return nil, func() {}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.checkBusy {
+		return nil, func() {}
+	}
+	m.checkBusy = true
+	return &m.check, func() {
+		m.mu.Lock()
+		m.checkBusy = false
+		m.mu.Unlock()
+	}
 }
 
 // nodesOf is step 1 with the ungoverned GPUs of the tree's flavors: kept

@@ -271,7 +271,9 @@ func build(s watch.View, in Input) *Build {
 		}
 	}
 	snap.Prewarm = prewarms(in.Policies, b.Jobs, in.Now, in.Settings)
-	b.Snapshot, b.Left, b.Invalid = usable(snap)
+	check, release := in.Memo.nodeCheck()
+	defer release()
+	b.Snapshot, b.Left, b.Invalid = usable(snap, check)
 	return b
 }
 
@@ -545,10 +547,11 @@ func snapshotAllocations(held []*watch.Alloc, jobs map[plan.JobKey]*JobView, sto
 	return out, unknown
 }
 
-// usable checks snap (plan.Snapshot.Usable): it returns snap without the
-// items that fail, their faults, or snap and the fatal fault.
-func usable(snap *plan.Snapshot) (*plan.Snapshot, []*plan.Fault, error) {
-	ok, left, err := snap.Usable()
+// usable checks snap (plan.Snapshot.UsableWith, with the node check a
+// Memo keeps, or nil): it returns snap without the items that fail, their
+// faults, or snap and the fatal fault.
+func usable(snap *plan.Snapshot, nodes *plan.NodeCheck) (*plan.Snapshot, []*plan.Fault, error) {
+	ok, left, err := snap.UsableWith(nodes)
 	if err != nil {
 		return snap, nil, err
 	}

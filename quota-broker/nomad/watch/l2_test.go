@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
@@ -71,6 +72,40 @@ func TestL2AnAllocationCountsFromPlacementUntilTerminal(t *testing.T) {
 		s.Apply(&ev, log)
 		if diff := cmp.Diff(st.want, s.GPUsByAlloc()); diff != "" {
 			t.Errorf("client %s, desired %s: ledger (-want +got):\n%s", st.client, st.desired, diff)
+		}
+	}
+}
+
+// LiveAllocs follows the allocation events (its count per job is made
+// once per generation of the allocations): a placement counts, a client's
+// terminal status does not, a stop asked (still holding its GPUs) does.
+func TestLiveAllocsFollowsEvents(t *testing.T) {
+	s := NewState()
+	key := plan.JobKey{Namespace: "workspace-b", Job: "train"}
+	alloc := func(id, client, desired string, index uint64) {
+		ev := allocEvent(&api.Allocation{ID: id, Namespace: key.Namespace, JobID: key.Job, TaskGroup: "worker", NodeID: "n1",
+			ClientStatus: client, DesiredStatus: desired}, index)
+		s.Apply(&ev, hclog.NewNullLogger())
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want int
+	}{
+		{"none", func() {}, 0},
+		{"a1 placed", func() { alloc("a1", api.AllocClientStatusPending, api.AllocDesiredStatusRun, 10) }, 1},
+		{"a2 running", func() { alloc("a2", api.AllocClientStatusRunning, api.AllocDesiredStatusRun, 11) }, 2},
+		{"a1 asked to stop", func() { alloc("a1", api.AllocClientStatusRunning, api.AllocDesiredStatusStop, 12) }, 2},
+		{"a1 complete", func() { alloc("a1", api.AllocClientStatusComplete, api.AllocDesiredStatusStop, 13) }, 1},
+		{"a2 failed", func() { alloc("a2", api.AllocClientStatusFailed, api.AllocDesiredStatusRun, 14) }, 0},
+	}
+	for _, st := range steps {
+		st.do()
+		if got := s.LiveAllocs(key); got != st.want {
+			t.Fatalf("%s: LiveAllocs = %d, want %d", st.name, got, st.want)
+		}
+		if got := s.LiveAllocs(plan.JobKey{Namespace: key.Namespace, Job: "other"}); got != 0 {
+			t.Fatalf("%s: LiveAllocs of another job = %d, want 0", st.name, got)
 		}
 	}
 }
