@@ -81,10 +81,12 @@ type allocsPart struct {
 	held []*watch.Alloc // live allocations that hold GPUs, by ID
 }
 
-// keysPart is the jobs' keys in order for one generation of the jobs.
+// keysPart is the jobs' keys in order for one generation of the jobs,
+// and the same keys as a set.
 type keysPart struct {
 	gen  uint64
 	keys []plan.JobKey
+	set  map[plan.JobKey]struct{}
 }
 
 // begin starts a build: the specs it sees are marked with the build's
@@ -202,41 +204,37 @@ func (m *Memo) jobKeysOf(s watch.View) []plan.JobKey {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := &m.keys
-	if p.keys != nil && p.gen == s.Gen.Jobs {
-		return p.keys
+	if p := &m.keys; p.keys == nil || p.gen != s.Gen.Jobs {
+		p.update(s.Jobs)
+		p.gen = s.Gen.Jobs
 	}
-	p.keys, p.gen = updatedKeys(p.keys, s.Jobs), s.Gen.Jobs
-	return p.keys
+	return m.keys.keys
 }
 
-// updatedKeys returns the keys of jobs in order, given kept, the keys of
-// an earlier generation in order (nil: none kept). kept is not changed.
-func updatedKeys(kept []plan.JobKey, jobs map[plan.JobKey]*api.Job) []plan.JobKey {
-	present := 0
-	for _, k := range kept {
-		if _, ok := jobs[k]; ok {
-			present++
-		}
+// update brings p's keys and set to the keys of jobs: the keys gone are
+// dropped, those added sorted and merged in. The slice p had is not
+// changed (a build may still read it).
+func (p *keysPart) update(jobs map[plan.JobKey]*api.Job) {
+	if p.set == nil {
+		p.set = make(map[plan.JobKey]struct{}, len(jobs))
 	}
 	var added []plan.JobKey
-	if present < len(jobs) { // some jobs are not among kept
-		had := make(map[plan.JobKey]struct{}, len(kept))
-		for _, k := range kept {
-			had[k] = struct{}{}
+	for k := range jobs {
+		if _, ok := p.set[k]; !ok {
+			added = append(added, k)
+			p.set[k] = struct{}{}
 		}
-		for k := range jobs {
-			if _, ok := had[k]; !ok {
-				added = append(added, k)
-			}
-		}
-		slices.SortFunc(added, plan.JobKey.Compare)
 	}
+	slices.SortFunc(added, plan.JobKey.Compare)
+	gone := len(p.keys)+len(added) > len(jobs) // else every kept key is still a job
 	out := make([]plan.JobKey, 0, len(jobs))
 	i := 0
-	for _, k := range kept {
-		if _, ok := jobs[k]; !ok {
-			continue
+	for _, k := range p.keys {
+		if gone {
+			if _, ok := jobs[k]; !ok {
+				delete(p.set, k)
+				continue
+			}
 		}
 		for i < len(added) && plan.JobKey.Compare(added[i], k) < 0 {
 			out = append(out, added[i])
@@ -244,5 +242,5 @@ func updatedKeys(kept []plan.JobKey, jobs map[plan.JobKey]*api.Job) []plan.JobKe
 		}
 		out = append(out, k)
 	}
-	return append(out, added[i:]...)
+	p.keys = append(out, added[i:]...)
 }
