@@ -75,6 +75,11 @@ type flavorIndex struct {
 	// order, and are found by the cursor lastNode instead.
 	nodeIdx map[string]int
 	nodes   []Node
+	// sorted says the nodes are listed in ID order, each once, as the
+	// planner needs them (planner.indexNodes sorts them otherwise): then
+	// so are every projection's, and newFlavorPlanners indexes them side
+	// by side.
+	sorted bool
 }
 
 // nodeOf returns the index in s.Nodes of node id.
@@ -99,11 +104,14 @@ func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
 	for i := range s.Nodes {
 		n += len(s.Nodes[i].GPUs)
 	}
-	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)), nodes: s.Nodes}
+	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)), nodes: s.Nodes, sorted: true}
 	all := make([]int8, n)
 	model, mig, fi := "", "", int8(-1)
 	for i := range s.Nodes {
 		gpus := s.Nodes[i].GPUs
+		if i > 0 && s.Nodes[i-1].ID >= s.Nodes[i].ID {
+			fx.sorted = false
+		}
 		fx.flavor[i], all = all[:len(gpus):len(gpus)], all[len(gpus):]
 		for k := range gpus {
 			g := &gpus[k]
@@ -233,11 +241,26 @@ type projection struct {
 	allocs []*Allocation
 }
 
+// layout is how projectAll laid the snapshot out over the projections,
+// for newFlavorPlanners: nodes and allocs give the flavor of each node
+// and allocation put in a projection, in the order put (the snapshot's:
+// each projection's lists are in that order too), gpus the GPUs of each
+// flavor's nodes, and freeing says that some allocation of the snapshot
+// is being stopped for someone (Allocation.StoppingFor,
+// StoppingForReservation), read on the way.
+type layout struct {
+	nodes, allocs []int8
+	gpus          []int
+	freeing       bool
+}
+
 // projectAll returns the snapshot's projection onto each flavor, backed
-// by the flavors' buffers.
-func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) []projection {
+// by the flavors' buffers, and their layout (its lists backed by the
+// first flavor's buffers).
+func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) ([]projection, layout) {
 	nf := len(fx.flavors)
 	out := make([]projection, nf)
+	lay := layout{nodes: bufs[0].layNodes[:0], allocs: bufs[0].layAllocs[:0], gpus: make([]int, nf)}
 	for fi := range out {
 		out[fi].snap = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings, Evictions: s.Evictions}
 		out[fi].nodes = bufs[fi].projNodes[:0]
@@ -275,20 +298,24 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	}
 	for i := range s.Allocations {
 		a := &s.Allocations[i]
+		lay.freeing = lay.freeing || !a.stoppingOwner().IsZero()
 		var one int
 		fs, one = fx.split(s, a.Node, a.GPUIDs, fs)
 		switch {
 		case len(a.GPUIDs) == 0:
 			out[0].allocs = append(out[0].allocs, a)
+			lay.allocs = append(lay.allocs, 0)
 			need(0, a.Node)
 		case one >= 0:
 			out[one].allocs = append(out[one].allocs, a)
+			lay.allocs = append(lay.allocs, int8(one))
 		case one == -2: // devices of several flavors: counted in each (L2)
 			for fi := range out {
 				if ids := keep(a.GPUIDs, fs, fi); len(ids) > 0 {
 					c := *a
 					c.GPUIDs = ids
 					out[fi].allocs = append(out[fi].allocs, &c)
+					lay.allocs = append(lay.allocs, int8(fi))
 					need(fi, a.Node)
 				}
 			}
@@ -316,11 +343,14 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 		n := &s.Nodes[ni]
 		if one := fx.one[ni]; one >= 0 {
 			out[one].nodes = append(out[one].nodes, n)
+			lay.nodes = append(lay.nodes, int8(one))
+			lay.gpus[one] += len(n.GPUs)
 			for fi := range out {
 				if fi != one && needed[fi] != nil && needed[fi][ni] {
 					c := *n
 					c.GPUs = nil
 					out[fi].nodes = append(out[fi].nodes, &c)
+					lay.nodes = append(lay.nodes, int8(fi))
 				}
 			}
 			continue
@@ -336,12 +366,15 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 				c := *n
 				c.GPUs = gpus
 				out[fi].nodes = append(out[fi].nodes, &c)
+				lay.nodes = append(lay.nodes, int8(fi))
+				lay.gpus[fi] += len(gpus)
 			}
 		}
 	}
 	for fi, b := range bufs {
 		b.projNodes, b.projAllocs = out[fi].nodes, out[fi].allocs
 	}
+	bufs[0].layNodes, bufs[0].layAllocs = lay.nodes, lay.allocs
 	perFlavor := make([]int, nf)
 	for x, j := range order {
 		for _, fi := range fis[x] {
@@ -365,7 +398,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 			}
 		}
 	}
-	return out
+	return out, lay
 }
 
 // flavorPlan is the planner of one flavor and how far the driver has
@@ -463,11 +496,9 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		bufs[fi] = bufferPool.Get().(*buffers)
 		defer bufferPool.Put(bufs[fi])
 	}
-	projected := projectAll(s, fx, order, fis, bufs)
+	projected, lay := projectAll(s, fx, order, fis, bufs)
 	fps := make([]*flavorPlan, len(flavors))
-	for fi := range flavors {
-		buf := bufs[fi]
-		p := newFlavorPlanner(projected[fi], buf, flavors[fi].Name, named)
+	for fi, p := range newFlavorPlanners(projected, lay, fx, bufs, named) {
 		p.idleOrder = idleOrder // rule L14.fair in each flavor (DESIGN L13 Choice)
 		defer p.vc.forget()
 		fps[fi] = &flavorPlan{p: p, cache: map[feasibilityKey][]int{}}
@@ -504,7 +535,7 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		fp.taken = len(fp.p.st.actions)
 	}
 	suspended := map[JobKey]bool{}
-	freeing := slices.ContainsFunc(s.Allocations, func(a Allocation) bool { return !a.stoppingOwner().IsZero() })
+	freeing := lay.freeing
 	for _, fp := range fps {
 		for k := range fp.p.timedStops() {
 			suspended[k] = true
@@ -612,11 +643,62 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 // says whether the tree declares flavors (actions and usage rows then
 // name it).
 func newFlavorPlanner(pr projection, buf *buffers, flavor string, named bool) *planner {
-	label := ""
+	return newPlannerLists(pr.snap, pr.nodes, pr.allocs, buf, flavor, flavorName(flavor, named))
+}
+
+// flavorName is the label of flavor's planner: flavor when the tree
+// declares flavors (named), else "".
+func flavorName(flavor string, named bool) string {
 	if named {
-		label = flavor
+		return flavor
 	}
-	return newPlannerLists(pr.snap, pr.nodes, pr.allocs, buf, flavor, label)
+	return ""
+}
+
+// newFlavorPlanners returns newFlavorPlanner of each flavor's projection
+// (projected, laid out as lay, on the flavors' buffers bufs), built side
+// by side when the snapshot's nodes are in ID order (fx.sorted): the
+// nodes of all the projections are indexed in one pass in the
+// snapshot's order, each by its flavor's planner, then the allocations
+// likewise, instead of one pass per flavor. Each planner takes the same
+// steps on the same lists as newFlavorPlanner's, so it comes out the
+// same; the passes read the snapshot's arrays in order, where a pass per
+// flavor strides through them when the flavors are interleaved node by
+// node (issue 17's benchmark, docs/benchmarks.md).
+func newFlavorPlanners(projected []projection, lay layout, fx *flavorIndex, bufs []*buffers, named bool) []*planner {
+	ps := make([]*planner, len(projected))
+	if !fx.sorted {
+		for fi, pr := range projected {
+			ps[fi] = newFlavorPlanner(pr, bufs[fi], fx.flavors[fi].Name, named)
+		}
+		return ps
+	}
+	nodes := make([]nodeIndexer, len(ps))
+	for fi, pr := range projected {
+		f := fx.flavors[fi].Name
+		ps[fi] = startPlanner(pr.snap, pr.nodes, pr.allocs, bufs[fi], f, flavorName(f, named))
+		nodes[fi] = ps[fi].startNodes(len(pr.nodes), lay.gpus[fi])
+	}
+	next := make([]int, len(ps))
+	for _, fi := range lay.nodes {
+		ps[fi].addNode(&nodes[fi], projected[fi].nodes[next[fi]])
+		next[fi]++
+	}
+	allocs := make([]allocIndexer, len(ps))
+	for fi, p := range ps {
+		p.startState()
+		allocs[fi] = p.startAllocations()
+	}
+	clear(next)
+	for _, fi := range lay.allocs {
+		ps[fi].addAllocation(&allocs[fi], projected[fi].allocs[next[fi]])
+		next[fi]++
+	}
+	for fi, p := range ps {
+		p.endAllocations(&allocs[fi])
+		p.finishPlanner()
+	}
+	return ps
 }
 
 // outcome is what deciding a job in one flavor did (DESIGN L13 Choice).
