@@ -381,13 +381,22 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 			perFlavor[fi] += len(j.groups)
 		}
 	}
+	// A flavor every pending job allows (the usual case) gets the
+	// snapshot's own list, in its order rather than L3's: a flavor's
+	// planner reads its pending groups only as a set (the flex window,
+	// indexReservations; timedStops' pending jobs), computeFlavors hands
+	// it its jobs in L3 order.
 	for fi := range out {
+		if perFlavor[fi] == len(s.Pending) {
+			out[fi].snap.Pending = s.Pending
+			continue
+		}
 		out[fi].snap.Pending = make([]Pending, 0, perFlavor[fi])
-	}
-	for x, j := range order {
-		for _, fi := range fis[x] {
-			for _, g := range j.groups {
-				out[fi].snap.Pending = append(out[fi].snap.Pending, *g)
+		for x, j := range order {
+			if slices.Contains(fis[x], fi) {
+				for _, g := range j.groups {
+					out[fi].snap.Pending = append(out[fi].snap.Pending, *g)
+				}
 			}
 		}
 	}
@@ -503,7 +512,13 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		defer p.vc.forget()
 		fps[fi] = &flavorPlan{p: p, cache: map[feasibilityKey][]int{}}
 	}
-	pl := &Plan{}
+	// Room for an action per pending group (an admission or a wait, the
+	// most of a plan's actions), so that take seldom grows pl.Actions.
+	groups := 0
+	for _, j := range order {
+		groups += len(j.groups)
+	}
+	pl := &Plan{Actions: make([]Action, 0, groups)}
 	// take moves the actions a flavor's planner made since the last call
 	// to the plan, naming the flavor; a stop of an allocation (or a job
 	// stop or suspend of a job) already in the plan is left out: a job
@@ -567,14 +582,25 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 			fp.noRoom = map[noRoomKey]int{}
 		}
 	}
-	for _, fp := range fps {
+	// Each flavor's copies of its jobs lie in one array (jobsOf), made
+	// to size: the jobs point into it.
+	jobsOf := make([][]job, len(fps))
+	count := make([]int, len(fps))
+	for x := range order {
+		for _, fi := range fis[x] {
+			count[fi]++
+		}
+	}
+	for fi, fp := range fps {
 		fp.jobs = make([]*job, len(order))
+		jobsOf[fi] = make([]job, 0, count[fi])
 	}
 	for x, o := range order {
 		for _, fi := range fis[x] {
-			j := *o
+			jobsOf[fi] = append(jobsOf[fi], *o)
+			j := &jobsOf[fi][len(jobsOf[fi])-1]
 			j.q = fps[fi].p.byNS[o.namespace]
-			fps[fi].jobs[x] = &j
+			fps[fi].jobs[x] = j
 		}
 	}
 	decideOne := func(x int) {
@@ -636,6 +662,9 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		}
 	}
 	pl.IdleFit = idleFitAcross(ps, s.IdleGroups, idleOrder)
+	if len(pl.Actions) == 0 {
+		pl.Actions = nil // as with no room made
+	}
 	return pl
 }
 
