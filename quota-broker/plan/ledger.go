@@ -36,9 +36,12 @@ type planner struct {
 	now       time.Time
 	settings  quota.Settings
 
-	quotas   []*qnode // pre-order
-	byNS     map[string]*qnode
-	nodes    []*cnode // sorted by ID
+	quotas []*qnode // pre-order
+	byNS   map[string]*qnode
+	nodes  []*cnode // sorted by ID, each once
+	// nodeByID maps a node ID to its index in nodes, built on first use
+	// (nodeOf): allocations usually come node by node, in ID order, and
+	// are found next to the last one's node instead.
 	nodeByID map[string]int
 	gpus     []gpuInfo
 	allocs   []alloc // by value: passes over all of them follow no pointer
@@ -151,7 +154,6 @@ func startPlanner(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buffers
 		now:       s.Time,
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
-		nodeByID:  buf.nodeIndex(max(len(s.Nodes), len(nodes))),
 		claimants: map[HoldOwner]int32{},
 		byName:    map[string]*qnode{},
 		vc:        &buf.victims,
@@ -307,6 +309,25 @@ func (p *planner) indexNodes() {
 	}
 }
 
+// nodeOf returns the index in p.nodes of node id: hint (a node index, or
+// -1) or the node after it when it is either, else from nodeByID, built
+// on first use.
+func (p *planner) nodeOf(id string, hint int) (int, bool) {
+	for ni := max(hint, 0); ni <= hint+1 && ni < len(p.nodes); ni++ {
+		if p.nodes[ni].n.ID == id {
+			return ni, true
+		}
+	}
+	if p.nodeByID == nil {
+		p.nodeByID = p.buf.nodeIndex(len(p.nodes))
+		for ni, c := range p.nodes {
+			p.nodeByID[c.n.ID] = ni
+		}
+	}
+	ni, ok := p.nodeByID[id]
+	return ni, ok
+}
+
 // nodeIndexer is what indexing the nodes one by one (addNode) carries
 // from node to node: the rest of the arrays startNodes sized.
 type nodeIndexer struct {
@@ -329,7 +350,6 @@ func (p *planner) startNodes(n, gpus int) nodeIndexer {
 func (p *planner) addNode(ix *nodeIndexer, n *Node) {
 	ix.store = append(ix.store, cnode{n: n, index: len(p.nodes), allHealthy: true})
 	c := &ix.store[len(ix.store)-1]
-	p.nodeByID[n.ID] = c.index
 	c.gpus, ix.gpuPool = ix.gpuPool[:0:len(n.GPUs)], ix.gpuPool[len(n.GPUs):]
 	for j := range n.GPUs {
 		g := &n.GPUs[j]
@@ -429,9 +449,11 @@ func (p *planner) startAllocations() allocIndexer {
 func (p *planner) addAllocation(ix *allocIndexer, a *Allocation) {
 	if a.Node != ix.lastID || ix.first {
 		ix.first = false
-		ix.lastID, ix.lastNode = a.Node, -1
-		if ni, ok := p.nodeByID[a.Node]; ok {
+		ix.lastID = a.Node
+		if ni, ok := p.nodeOf(a.Node, int(ix.lastNode)); ok {
 			ix.lastNode = int32(ni)
+		} else {
+			ix.lastNode = -1
 		}
 	}
 	node := ix.lastNode
