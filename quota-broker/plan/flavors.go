@@ -57,11 +57,14 @@ func flavorLabel(s *Snapshot) string {
 }
 
 // flavorIndex gives each GPU of the snapshot the index of its flavor in
-// flavors, or -1 for an ungoverned device (quota.FlavorOf): flavor[ni][k]
+// flavors, or -1 for an ungoverned device (quota.FlavorOf): gpuFlavors(ni)[k]
 // for GPU k of s.Nodes[ni].
 type flavorIndex struct {
 	flavors []quota.Flavor
-	flavor  [][]int8
+	// flavor holds the GPUs' flavors node by node, node ni's from
+	// start[ni] to start[ni+1] (gpuFlavors).
+	flavor []int8
+	start  []int32
 	// lastID and lastNode cache the last node found by split:
 	// allocations come node by node.
 	lastID   string
@@ -69,7 +72,7 @@ type flavorIndex struct {
 	lastOK   bool
 	// one is, per node, the flavor all its GPUs share (-1: all
 	// ungoverned), or -2 when they differ or it has none.
-	one []int
+	one []int8
 	// nodeIdx maps a node ID to its index in s.Nodes, built on first
 	// use (nodeOf): allocations usually come node by node, in the nodes'
 	// order, and are found by the cursor lastNode instead.
@@ -99,20 +102,23 @@ func (fx *flavorIndex) nodeOf(id string) (int, bool) {
 	return ni, ok
 }
 
+// gpuFlavors returns the flavors of the GPUs of s.Nodes[ni], in order.
+func (fx *flavorIndex) gpuFlavors(ni int) []int8 {
+	return fx.flavor[fx.start[ni]:fx.start[ni+1]]
+}
+
+// newFlavorIndex indexes the flavors of s's GPUs, in one pass over the
+// nodes.
 func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
-	n := 0
-	for i := range s.Nodes {
-		n += len(s.Nodes[i].GPUs)
-	}
-	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)), nodes: s.Nodes, sorted: true}
-	all := make([]int8, n)
+	fx := &flavorIndex{flavors: flavors, flavor: make([]int8, 0, 8*len(s.Nodes)), start: make([]int32, len(s.Nodes)+1),
+		one: make([]int8, len(s.Nodes)), nodes: s.Nodes, sorted: true}
 	model, mig, fi := "", "", int8(-1)
 	for i := range s.Nodes {
 		gpus := s.Nodes[i].GPUs
 		if i > 0 && s.Nodes[i-1].ID >= s.Nodes[i].ID {
 			fx.sorted = false
 		}
-		fx.flavor[i], all = all[:len(gpus):len(gpus)], all[len(gpus):]
+		one := int8(-2)
 		for k := range gpus {
 			g := &gpus[k]
 			if i == 0 && k == 0 || g.Model != model || g.MIGProfile != mig {
@@ -124,12 +130,16 @@ func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
 					}
 				}
 			}
-			fx.flavor[i][k] = fi
+			fx.flavor = append(fx.flavor, fi)
+			switch {
+			case k == 0:
+				one = fi
+			case one != fi:
+				one = -2
+			}
 		}
-		fx.one[i] = -2
-		if len(gpus) > 0 && !slices.ContainsFunc(fx.flavor[i], func(f int8) bool { return f != fx.flavor[i][0] }) {
-			fx.one[i] = int(fx.flavor[i][0])
-		}
+		fx.one[i] = one
+		fx.start[i+1] = int32(len(fx.flavor))
 	}
 	return fx
 }
@@ -152,7 +162,7 @@ func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) 
 	if ok && fx.one[ni] != -2 {
 		// Every GPU of the node is of one flavor (or none): so are the
 		// allocation's (an ID not on the node is Validate's to refuse).
-		return out, fx.one[ni]
+		return out, int(fx.one[ni])
 	}
 	one = -3
 	pos := 0
@@ -163,7 +173,7 @@ func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) 
 			for k := range gpus {
 				x := (pos + k) % len(gpus)
 				if gpus[x].ID == id {
-					fi, pos = fx.flavor[ni][x], x+1
+					fi, pos = fx.gpuFlavors(ni)[x], x+1
 					break
 				}
 			}
@@ -289,7 +299,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	// allocations and holds are on.
 	needed := make([][]bool, nf)
 	need := func(fi int, node string) {
-		if ni, ok := fx.nodeOf(node); ok && fx.one[ni] != fi {
+		if ni, ok := fx.nodeOf(node); ok && int(fx.one[ni]) != fi {
 			if needed[fi] == nil {
 				needed[fi] = make([]bool, len(s.Nodes))
 			}
@@ -341,7 +351,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	}
 	for ni := range s.Nodes {
 		n := &s.Nodes[ni]
-		if one := fx.one[ni]; one >= 0 {
+		if one := int(fx.one[ni]); one >= 0 {
 			out[one].nodes = append(out[one].nodes, n)
 			lay.nodes = append(lay.nodes, int8(one))
 			lay.gpus[one] += len(n.GPUs)
@@ -357,7 +367,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 		}
 		for fi := range out {
 			var gpus []GPU
-			for k, f := range fx.flavor[ni] {
+			for k, f := range fx.gpuFlavors(ni) {
 				if int(f) == fi {
 					gpus = append(gpus, n.GPUs[k])
 				}
