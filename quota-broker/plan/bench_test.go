@@ -167,13 +167,13 @@ var benchModels = []string{h100, "NVIDIA A100-SXM4-80GB", "NVIDIA L40S"}
 // threeFlavors turns s into a cluster of three flavors (DESIGN L13,
 // issue 17's benchmark): the first third of the nodes (in ID order) have
 // GPUs of model benchModels[0], flavor h100, the second a100, the last
-// l40s (racks of one model named in sequence; with the models
-// interleaved node by node, interleavedFlavors, the planners' walks
-// over nodes and allocations stride through memory and cost more on a
-// busy machine, docs/benchmarks.md), and each quota node's nominal is split
-// between the flavors in proportion to their GPUs (the tree's shares
-// kept, each flavor's children within its parent). Pending jobs allow
-// every flavor, in tree order.
+// l40s (racks of one model named in sequence; interleavedFlavors has
+// the models interleaved node by node, where a walk per flavor over the
+// nodes and allocations would stride through memory, docs/benchmarks.md),
+// and each quota node's nominal is split between the flavors in
+// proportion to their GPUs (the tree's shares kept, each flavor's
+// children within its parent). Pending jobs allow every flavor, in tree
+// order.
 func threeFlavors(s *Snapshot) *Snapshot {
 	return flavorsOf(s, func(i int) int { return i * 3 / len(s.Nodes) })
 }

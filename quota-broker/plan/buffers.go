@@ -41,6 +41,8 @@ type buffers struct {
 	// projectAll), reused across plans like the rest.
 	projNodes  []*Node
 	projAllocs []*Allocation
+	// layNodes and layAllocs back the projections' layout (projectAll).
+	layNodes, layAllocs []int8
 }
 
 // nodeIndex returns the empty map of node IDs for a plan of n nodes.

@@ -57,11 +57,14 @@ func flavorLabel(s *Snapshot) string {
 }
 
 // flavorIndex gives each GPU of the snapshot the index of its flavor in
-// flavors, or -1 for an ungoverned device (quota.FlavorOf): flavor[ni][k]
+// flavors, or -1 for an ungoverned device (quota.FlavorOf): gpuFlavors(ni)[k]
 // for GPU k of s.Nodes[ni].
 type flavorIndex struct {
 	flavors []quota.Flavor
-	flavor  [][]int8
+	// flavor holds the GPUs' flavors node by node, node ni's from
+	// start[ni] to start[ni+1] (gpuFlavors).
+	flavor []int8
+	start  []int32
 	// lastID and lastNode cache the last node found by split:
 	// allocations come node by node.
 	lastID   string
@@ -69,12 +72,17 @@ type flavorIndex struct {
 	lastOK   bool
 	// one is, per node, the flavor all its GPUs share (-1: all
 	// ungoverned), or -2 when they differ or it has none.
-	one []int
+	one []int8
 	// nodeIdx maps a node ID to its index in s.Nodes, built on first
 	// use (nodeOf): allocations usually come node by node, in the nodes'
 	// order, and are found by the cursor lastNode instead.
 	nodeIdx map[string]int
 	nodes   []Node
+	// sorted says the nodes are listed in ID order, each once, as the
+	// planner needs them (planner.indexNodes sorts them otherwise): then
+	// so are every projection's, and newFlavorPlanners indexes them side
+	// by side.
+	sorted bool
 }
 
 // nodeOf returns the index in s.Nodes of node id.
@@ -94,17 +102,23 @@ func (fx *flavorIndex) nodeOf(id string) (int, bool) {
 	return ni, ok
 }
 
+// gpuFlavors returns the flavors of the GPUs of s.Nodes[ni], in order.
+func (fx *flavorIndex) gpuFlavors(ni int) []int8 {
+	return fx.flavor[fx.start[ni]:fx.start[ni+1]]
+}
+
+// newFlavorIndex indexes the flavors of s's GPUs, in one pass over the
+// nodes.
 func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
-	n := 0
-	for i := range s.Nodes {
-		n += len(s.Nodes[i].GPUs)
-	}
-	fx := &flavorIndex{flavors: flavors, flavor: make([][]int8, len(s.Nodes)), one: make([]int, len(s.Nodes)), nodes: s.Nodes}
-	all := make([]int8, n)
+	fx := &flavorIndex{flavors: flavors, flavor: make([]int8, 0, 8*len(s.Nodes)), start: make([]int32, len(s.Nodes)+1),
+		one: make([]int8, len(s.Nodes)), nodes: s.Nodes, sorted: true}
 	model, mig, fi := "", "", int8(-1)
 	for i := range s.Nodes {
 		gpus := s.Nodes[i].GPUs
-		fx.flavor[i], all = all[:len(gpus):len(gpus)], all[len(gpus):]
+		if i > 0 && s.Nodes[i-1].ID >= s.Nodes[i].ID {
+			fx.sorted = false
+		}
+		one := int8(-2)
 		for k := range gpus {
 			g := &gpus[k]
 			if i == 0 && k == 0 || g.Model != model || g.MIGProfile != mig {
@@ -116,12 +130,16 @@ func newFlavorIndex(s *Snapshot, flavors []quota.Flavor) *flavorIndex {
 					}
 				}
 			}
-			fx.flavor[i][k] = fi
+			fx.flavor = append(fx.flavor, fi)
+			switch {
+			case k == 0:
+				one = fi
+			case one != fi:
+				one = -2
+			}
 		}
-		fx.one[i] = -2
-		if len(gpus) > 0 && !slices.ContainsFunc(fx.flavor[i], func(f int8) bool { return f != fx.flavor[i][0] }) {
-			fx.one[i] = int(fx.flavor[i][0])
-		}
+		fx.one[i] = one
+		fx.start[i+1] = int32(len(fx.flavor))
 	}
 	return fx
 }
@@ -144,7 +162,7 @@ func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) 
 	if ok && fx.one[ni] != -2 {
 		// Every GPU of the node is of one flavor (or none): so are the
 		// allocation's (an ID not on the node is Validate's to refuse).
-		return out, fx.one[ni]
+		return out, int(fx.one[ni])
 	}
 	one = -3
 	pos := 0
@@ -155,7 +173,7 @@ func (fx *flavorIndex) split(s *Snapshot, node string, ids []string, fs []int8) 
 			for k := range gpus {
 				x := (pos + k) % len(gpus)
 				if gpus[x].ID == id {
-					fi, pos = fx.flavor[ni][x], x+1
+					fi, pos = fx.gpuFlavors(ni)[x], x+1
 					break
 				}
 			}
@@ -233,11 +251,26 @@ type projection struct {
 	allocs []*Allocation
 }
 
+// layout is how projectAll laid the snapshot out over the projections,
+// for newFlavorPlanners: nodes and allocs give the flavor of each node
+// and allocation put in a projection, in the order put (the snapshot's:
+// each projection's lists are in that order too), gpus the GPUs of each
+// flavor's nodes, and freeing says that some allocation of the snapshot
+// is being stopped for someone (Allocation.StoppingFor,
+// StoppingForReservation), read on the way.
+type layout struct {
+	nodes, allocs []int8
+	gpus          []int
+	freeing       bool
+}
+
 // projectAll returns the snapshot's projection onto each flavor, backed
-// by the flavors' buffers.
-func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) []projection {
+// by the flavors' buffers, and their layout (its lists backed by the
+// first flavor's buffers).
+func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []*buffers) ([]projection, layout) {
 	nf := len(fx.flavors)
 	out := make([]projection, nf)
+	lay := layout{nodes: bufs[0].layNodes[:0], allocs: bufs[0].layAllocs[:0], gpus: make([]int, nf)}
 	for fi := range out {
 		out[fi].snap = &Snapshot{Time: s.Time, Quota: s.Quota, Settings: s.Settings, Evictions: s.Evictions}
 		out[fi].nodes = bufs[fi].projNodes[:0]
@@ -266,7 +299,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	// allocations and holds are on.
 	needed := make([][]bool, nf)
 	need := func(fi int, node string) {
-		if ni, ok := fx.nodeOf(node); ok && fx.one[ni] != fi {
+		if ni, ok := fx.nodeOf(node); ok && int(fx.one[ni]) != fi {
 			if needed[fi] == nil {
 				needed[fi] = make([]bool, len(s.Nodes))
 			}
@@ -275,20 +308,24 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	}
 	for i := range s.Allocations {
 		a := &s.Allocations[i]
+		lay.freeing = lay.freeing || !a.stoppingOwner().IsZero()
 		var one int
 		fs, one = fx.split(s, a.Node, a.GPUIDs, fs)
 		switch {
 		case len(a.GPUIDs) == 0:
 			out[0].allocs = append(out[0].allocs, a)
+			lay.allocs = append(lay.allocs, 0)
 			need(0, a.Node)
 		case one >= 0:
 			out[one].allocs = append(out[one].allocs, a)
+			lay.allocs = append(lay.allocs, int8(one))
 		case one == -2: // devices of several flavors: counted in each (L2)
 			for fi := range out {
 				if ids := keep(a.GPUIDs, fs, fi); len(ids) > 0 {
 					c := *a
 					c.GPUIDs = ids
 					out[fi].allocs = append(out[fi].allocs, &c)
+					lay.allocs = append(lay.allocs, int8(fi))
 					need(fi, a.Node)
 				}
 			}
@@ -314,20 +351,23 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 	}
 	for ni := range s.Nodes {
 		n := &s.Nodes[ni]
-		if one := fx.one[ni]; one >= 0 {
+		if one := int(fx.one[ni]); one >= 0 {
 			out[one].nodes = append(out[one].nodes, n)
+			lay.nodes = append(lay.nodes, int8(one))
+			lay.gpus[one] += len(n.GPUs)
 			for fi := range out {
 				if fi != one && needed[fi] != nil && needed[fi][ni] {
 					c := *n
 					c.GPUs = nil
 					out[fi].nodes = append(out[fi].nodes, &c)
+					lay.nodes = append(lay.nodes, int8(fi))
 				}
 			}
 			continue
 		}
 		for fi := range out {
 			var gpus []GPU
-			for k, f := range fx.flavor[ni] {
+			for k, f := range fx.gpuFlavors(ni) {
 				if int(f) == fi {
 					gpus = append(gpus, n.GPUs[k])
 				}
@@ -336,25 +376,37 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 				c := *n
 				c.GPUs = gpus
 				out[fi].nodes = append(out[fi].nodes, &c)
+				lay.nodes = append(lay.nodes, int8(fi))
+				lay.gpus[fi] += len(gpus)
 			}
 		}
 	}
 	for fi, b := range bufs {
 		b.projNodes, b.projAllocs = out[fi].nodes, out[fi].allocs
 	}
+	bufs[0].layNodes, bufs[0].layAllocs = lay.nodes, lay.allocs
 	perFlavor := make([]int, nf)
 	for x, j := range order {
 		for _, fi := range fis[x] {
 			perFlavor[fi] += len(j.groups)
 		}
 	}
+	// A flavor every pending job allows (the usual case) gets the
+	// snapshot's own list, in its order rather than L3's: a flavor's
+	// planner reads its pending groups only as a set (the flex window,
+	// indexReservations; timedStops' pending jobs), computeFlavors hands
+	// it its jobs in L3 order.
 	for fi := range out {
+		if perFlavor[fi] == len(s.Pending) {
+			out[fi].snap.Pending = s.Pending
+			continue
+		}
 		out[fi].snap.Pending = make([]Pending, 0, perFlavor[fi])
-	}
-	for x, j := range order {
-		for _, fi := range fis[x] {
-			for _, g := range j.groups {
-				out[fi].snap.Pending = append(out[fi].snap.Pending, *g)
+		for x, j := range order {
+			if slices.Contains(fis[x], fi) {
+				for _, g := range j.groups {
+					out[fi].snap.Pending = append(out[fi].snap.Pending, *g)
+				}
 			}
 		}
 	}
@@ -365,7 +417,7 @@ func projectAll(s *Snapshot, fx *flavorIndex, order []*job, fis [][]int, bufs []
 			}
 		}
 	}
-	return out
+	return out, lay
 }
 
 // flavorPlan is the planner of one flavor and how far the driver has
@@ -463,16 +515,20 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		bufs[fi] = bufferPool.Get().(*buffers)
 		defer bufferPool.Put(bufs[fi])
 	}
-	projected := projectAll(s, fx, order, fis, bufs)
+	projected, lay := projectAll(s, fx, order, fis, bufs)
 	fps := make([]*flavorPlan, len(flavors))
-	for fi := range flavors {
-		buf := bufs[fi]
-		p := newFlavorPlanner(projected[fi], buf, flavors[fi].Name, named)
+	for fi, p := range newFlavorPlanners(projected, lay, fx, bufs, named) {
 		p.idleOrder = idleOrder // rule L14.fair in each flavor (DESIGN L13 Choice)
 		defer p.vc.forget()
 		fps[fi] = &flavorPlan{p: p, cache: map[feasibilityKey][]int{}}
 	}
-	pl := &Plan{}
+	// Room for an action per pending group (an admission or a wait, the
+	// most of a plan's actions), so that take seldom grows pl.Actions.
+	groups := 0
+	for _, j := range order {
+		groups += len(j.groups)
+	}
+	pl := &Plan{Actions: make([]Action, 0, groups)}
 	// take moves the actions a flavor's planner made since the last call
 	// to the plan, naming the flavor; a stop of an allocation (or a job
 	// stop or suspend of a job) already in the plan is left out: a job
@@ -504,7 +560,7 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		fp.taken = len(fp.p.st.actions)
 	}
 	suspended := map[JobKey]bool{}
-	freeing := slices.ContainsFunc(s.Allocations, func(a Allocation) bool { return !a.stoppingOwner().IsZero() })
+	freeing := lay.freeing
 	for _, fp := range fps {
 		for k := range fp.p.timedStops() {
 			suspended[k] = true
@@ -536,14 +592,25 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 			fp.noRoom = map[noRoomKey]int{}
 		}
 	}
-	for _, fp := range fps {
+	// Each flavor's copies of its jobs lie in one array (jobsOf), made
+	// to size: the jobs point into it.
+	jobsOf := make([][]job, len(fps))
+	count := make([]int, len(fps))
+	for x := range order {
+		for _, fi := range fis[x] {
+			count[fi]++
+		}
+	}
+	for fi, fp := range fps {
 		fp.jobs = make([]*job, len(order))
+		jobsOf[fi] = make([]job, 0, count[fi])
 	}
 	for x, o := range order {
 		for _, fi := range fis[x] {
-			j := *o
+			jobsOf[fi] = append(jobsOf[fi], *o)
+			j := &jobsOf[fi][len(jobsOf[fi])-1]
 			j.q = fps[fi].p.byNS[o.namespace]
-			fps[fi].jobs[x] = &j
+			fps[fi].jobs[x] = j
 		}
 	}
 	decideOne := func(x int) {
@@ -605,6 +672,9 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 		}
 	}
 	pl.IdleFit = idleFitAcross(ps, s.IdleGroups, idleOrder)
+	if len(pl.Actions) == 0 {
+		pl.Actions = nil // as with no room made
+	}
 	return pl
 }
 
@@ -612,11 +682,62 @@ func computeFlavors(s *Snapshot, flavors []quota.Flavor, fx *flavorIndex, idleOr
 // says whether the tree declares flavors (actions and usage rows then
 // name it).
 func newFlavorPlanner(pr projection, buf *buffers, flavor string, named bool) *planner {
-	label := ""
+	return newPlannerLists(pr.snap, pr.nodes, pr.allocs, buf, flavor, flavorName(flavor, named))
+}
+
+// flavorName is the label of flavor's planner: flavor when the tree
+// declares flavors (named), else "".
+func flavorName(flavor string, named bool) string {
 	if named {
-		label = flavor
+		return flavor
 	}
-	return newPlannerLists(pr.snap, pr.nodes, pr.allocs, buf, flavor, label)
+	return ""
+}
+
+// newFlavorPlanners returns newFlavorPlanner of each flavor's projection
+// (projected, laid out as lay, on the flavors' buffers bufs), built side
+// by side when the snapshot's nodes are in ID order (fx.sorted): the
+// nodes of all the projections are indexed in one pass in the
+// snapshot's order, each by its flavor's planner, then the allocations
+// likewise, instead of one pass per flavor. Each planner takes the same
+// steps on the same lists as newFlavorPlanner's, so it comes out the
+// same; the passes read the snapshot's arrays in order, where a pass per
+// flavor strides through them when the flavors are interleaved node by
+// node (issue 17's benchmark, docs/benchmarks.md).
+func newFlavorPlanners(projected []projection, lay layout, fx *flavorIndex, bufs []*buffers, named bool) []*planner {
+	ps := make([]*planner, len(projected))
+	if !fx.sorted {
+		for fi, pr := range projected {
+			ps[fi] = newFlavorPlanner(pr, bufs[fi], fx.flavors[fi].Name, named)
+		}
+		return ps
+	}
+	nodes := make([]nodeIndexer, len(ps))
+	for fi, pr := range projected {
+		f := fx.flavors[fi].Name
+		ps[fi] = startPlanner(pr.snap, pr.nodes, pr.allocs, bufs[fi], f, flavorName(f, named))
+		nodes[fi] = ps[fi].startNodes(len(pr.nodes), lay.gpus[fi])
+	}
+	next := make([]int, len(ps))
+	for _, fi := range lay.nodes {
+		ps[fi].addNode(&nodes[fi], projected[fi].nodes[next[fi]])
+		next[fi]++
+	}
+	allocs := make([]allocIndexer, len(ps))
+	for fi, p := range ps {
+		p.startState()
+		allocs[fi] = p.startAllocations()
+	}
+	clear(next)
+	for _, fi := range lay.allocs {
+		ps[fi].addAllocation(&allocs[fi], projected[fi].allocs[next[fi]])
+		next[fi]++
+	}
+	for fi, p := range ps {
+		p.endAllocations(&allocs[fi])
+		p.finishPlanner()
+	}
+	return ps
 }
 
 // outcome is what deciding a job in one flavor did (DESIGN L13 Choice).

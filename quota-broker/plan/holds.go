@@ -33,11 +33,13 @@ func (p *planner) holdGPU(g, owner int32) {
 // allocations it has not placed need; other holds are over. GPUs that are
 // not on the hold's node are ignored (Validate refuses them).
 func (p *planner) indexHolds() {
+	last := -1
 	for _, h := range KeptHolds(p.snap) {
-		ni, ok := p.nodeByID[h.Node]
+		ni, ok := p.nodeOf(h.Node, last)
 		if !ok {
 			continue
 		}
+		last = ni
 		lend := !p.now.Before(h.Until)
 		if !lend {
 			p.wake(h.Until)

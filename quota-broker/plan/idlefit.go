@@ -92,11 +92,10 @@ func IdleFit(s *Snapshot) ([]GroupFit, error) {
 			bufs[fi] = bufferPool.Get().(*buffers)
 			defer bufferPool.Put(bufs[fi])
 		}
-		projected := projectAll(s, fx, nil, nil, bufs)
-		ps := make([]*planner, len(flavors))
-		for fi := range flavors {
-			ps[fi] = newFlavorPlanner(projected[fi], bufs[fi], flavors[fi].Name, len(s.Quota.Flavors) > 0)
-			defer ps[fi].vc.forget()
+		projected, lay := projectAll(s, fx, nil, nil, bufs)
+		ps := newFlavorPlanners(projected, lay, fx, bufs, len(s.Quota.Flavors) > 0)
+		for _, p := range ps {
+			defer p.vc.forget()
 		}
 		return idleFitAcross(ps, s.IdleGroups, IdleOrderL3), nil
 	}

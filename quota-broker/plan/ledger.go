@@ -36,9 +36,12 @@ type planner struct {
 	now       time.Time
 	settings  quota.Settings
 
-	quotas   []*qnode // pre-order
-	byNS     map[string]*qnode
-	nodes    []*cnode // sorted by ID
+	quotas []*qnode // pre-order
+	byNS   map[string]*qnode
+	nodes  []*cnode // sorted by ID, each once
+	// nodeByID maps a node ID to its index in nodes, built on first use
+	// (nodeOf): allocations usually come node by node, in ID order, and
+	// are found next to the last one's node instead.
 	nodeByID map[string]int
 	gpus     []gpuInfo
 	allocs   []alloc // by value: passes over all of them follow no pointer
@@ -128,6 +131,19 @@ func newPlannerOf(s *Snapshot, buf *buffers, flavor, label string) *planner {
 // newPlannerLists is newPlannerOf on the nodes and allocations given
 // (planner.nodeList, allocList) instead of s's.
 func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buffers, flavor, label string) *planner {
+	p := startPlanner(s, nodes, allocs, buf, flavor, label)
+	p.indexNodes()
+	p.startState()
+	p.indexAllocations()
+	p.finishPlanner()
+	return p
+}
+
+// startPlanner is newPlannerLists up to the quota tree: the nodes,
+// state and allocations are indexed next (indexNodes, startState,
+// indexAllocations), then finishPlanner. newFlavorPlanners takes the
+// steps for the planners of several flavors side by side.
+func startPlanner(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buffers, flavor, label string) *planner {
 	p := &planner{
 		nodeList:  nodes,
 		allocList: allocs,
@@ -138,7 +154,6 @@ func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buff
 		now:       s.Time,
 		settings:  s.Settings,
 		byNS:      map[string]*qnode{},
-		nodeByID:  buf.nodeIndex(max(len(s.Nodes), len(nodes))),
 		claimants: map[HoldOwner]int32{},
 		byName:    map[string]*qnode{},
 		vc:        &buf.victims,
@@ -146,7 +161,13 @@ func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buff
 	p.vc.forget()
 	buf.feasible = buf.feasible[:0]
 	p.indexTree(s.Quota, nil)
-	p.indexNodes()
+	return p
+}
+
+// startState makes the plan's state for the indexed nodes, every GPU
+// free.
+func (p *planner) startState() {
+	buf := p.buf
 	p.st = &state{
 		holder:      grown(buf.holder, len(p.gpus)),
 		freeFor:     grown(buf.freeFor, len(p.gpus)),
@@ -158,7 +179,12 @@ func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buff
 		p.st.holder[i] = holderFree
 		p.st.freeFor[i] = noClaimant
 	}
-	p.indexAllocations()
+}
+
+// finishPlanner is newPlannerLists after the allocations are indexed:
+// the units, ledger, debt (L9), bookings, holds and budgets.
+func (p *planner) finishPlanner() {
+	buf, s := p.buf, p.snap
 	buf.holder, buf.freeFor, buf.nodeFree, buf.nodeFreeing = p.st.holder, p.st.freeFor, p.st.nodeFree, p.st.nodeFreeing
 	p.st.stopped = sized(buf.stopped, len(p.allocs))
 	buf.stopped = p.st.stopped
@@ -197,7 +223,6 @@ func newPlannerLists(s *Snapshot, nodes []*Node, allocs []*Allocation, buf *buff
 	if w := quota.FlavorCapacityWarning(s.Quota, p.flavor, p.healthyGPUs()); w != "" {
 		p.warnings = append(p.warnings, "L1: "+w)
 	}
-	return p
 }
 
 func (p *planner) indexTree(n *quota.Node, parent *qnode) {
@@ -273,42 +298,79 @@ func (p *planner) indexNodes() {
 	for i := 0; i < p.nodeCount(); i++ {
 		total += len(p.nodeAt(i).GPUs)
 	}
-	p.gpus = grown(p.buf.gpus, total)[:0]
-	gpuPool := grown(p.buf.nodeGPUs, total)
-	nodeStore := grown(p.buf.nodeStore, len(order))[:0]
-	p.nodes = grown(p.buf.nodes, len(order))[:0]
-	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
+	ix := p.startNodes(len(order), total)
 	for k, i := range order {
 		n := p.nodeAt(i)
 		if dups && k > 0 && n.ID == p.nodeAt(order[k-1]).ID { // sorted: a node listed twice is next to the first
 			p.warnings = append(p.warnings, fmt.Sprintf("node %q is listed twice; the second is ignored", n.ID))
 			continue
 		}
-		nodeStore = append(nodeStore, cnode{n: n, index: len(p.nodes), allHealthy: true})
-		c := &nodeStore[len(nodeStore)-1]
-		p.nodeByID[n.ID] = c.index
-		c.gpus, gpuPool = gpuPool[:0:len(n.GPUs)], gpuPool[len(n.GPUs):]
-		for j := range n.GPUs {
-			g := &n.GPUs[j]
-			id := int32(len(p.gpus))
-			p.gpus = append(p.gpus, gpuInfo{node: int32(c.index), pos: int32(j), healthy: g.Healthy})
-			c.gpus = append(c.gpus, id)
-			c.allHealthy = c.allHealthy && g.Healthy
-			if g.Healthy {
-				c.healthy++
-			}
-			switch {
-			case j == 0:
-				c.model = g.Model
-			case c.model != g.Model:
-				c.model = ""
-			}
+		p.addNode(&ix, n)
+	}
+}
+
+// nodeOf returns the index in p.nodes of node id: hint (a node index, or
+// -1) or the node after it when it is either, else from nodeByID, built
+// on first use.
+func (p *planner) nodeOf(id string, hint int) (int, bool) {
+	for ni := max(hint, 0); ni <= hint+1 && ni < len(p.nodes); ni++ {
+		if p.nodes[ni].n.ID == id {
+			return ni, true
 		}
-		if len(n.GPUs) == 0 {
+	}
+	if p.nodeByID == nil {
+		p.nodeByID = p.buf.nodeIndex(len(p.nodes))
+		for ni, c := range p.nodes {
+			p.nodeByID[c.n.ID] = ni
+		}
+	}
+	ni, ok := p.nodeByID[id]
+	return ni, ok
+}
+
+// nodeIndexer is what indexing the nodes one by one (addNode) carries
+// from node to node: the rest of the arrays startNodes sized.
+type nodeIndexer struct {
+	store   []cnode // p.nodes point into it: never grown past its capacity
+	gpuPool []int32 // the nodes' GPU lists
+}
+
+// startNodes sizes the planner's node and GPU arrays for n nodes of
+// gpus GPUs in all, listed next in ID order, each once (addNode).
+func (p *planner) startNodes(n, gpus int) nodeIndexer {
+	p.gpus = grown(p.buf.gpus, gpus)[:0]
+	gpuPool := grown(p.buf.nodeGPUs, gpus)
+	nodeStore := grown(p.buf.nodeStore, n)[:0]
+	p.nodes = grown(p.buf.nodes, n)[:0]
+	p.buf.gpus, p.buf.nodeGPUs, p.buf.nodeStore, p.buf.nodes = p.gpus, gpuPool, nodeStore, p.nodes
+	return nodeIndexer{store: nodeStore, gpuPool: gpuPool}
+}
+
+// addNode indexes node n, the next in ID order, and its GPUs.
+func (p *planner) addNode(ix *nodeIndexer, n *Node) {
+	ix.store = append(ix.store, cnode{n: n, index: len(p.nodes), allHealthy: true})
+	c := &ix.store[len(ix.store)-1]
+	c.gpus, ix.gpuPool = ix.gpuPool[:0:len(n.GPUs)], ix.gpuPool[len(n.GPUs):]
+	for j := range n.GPUs {
+		g := &n.GPUs[j]
+		id := int32(len(p.gpus))
+		p.gpus = append(p.gpus, gpuInfo{node: int32(c.index), pos: int32(j), healthy: g.Healthy})
+		c.gpus = append(c.gpus, id)
+		c.allHealthy = c.allHealthy && g.Healthy
+		if g.Healthy {
+			c.healthy++
+		}
+		switch {
+		case j == 0:
+			c.model = g.Model
+		case c.model != g.Model:
 			c.model = ""
 		}
-		p.nodes = append(p.nodes, c)
 	}
+	if len(n.GPUs) == 0 {
+		c.model = ""
+	}
+	p.nodes = append(p.nodes, c)
 }
 
 func (p *planner) claimantID(key GroupKey) int32 { return p.ownerID(HoldOwner{Group: key}) }
@@ -336,79 +398,115 @@ func (p *planner) gpu(g int32) *GPU {
 // allocations once, copying into each alloc what the later passes over all
 // allocations need, so that they read only the planner's smaller array.
 func (p *planner) indexAllocations() {
+	ix := p.startAllocations()
+	for i, n := 0, p.allocCount(); i < n; i++ {
+		p.addAllocation(&ix, p.allocAt(i))
+	}
+	p.endAllocations(&ix)
+}
+
+// allocIndexer is what indexing the allocations one by one
+// (addAllocation) carries from one to the next.
+type allocIndexer struct {
+	store                []alloc
+	perNode, held, sizes []int
+	nodeOf               []int32
+	eager                []bool
+	jobs                 map[JobKey]int
+	total                int
+	first                bool
+	lastID, lastNS       string
+	lastNode             int32
+	lastQ                *qnode
+}
+
+// startAllocations indexes the reservations and sizes the planner's
+// allocation arrays for the allocations listed next (addAllocation).
+func (p *planner) startAllocations() allocIndexer {
 	p.indexReservations()
 	n := p.allocCount()
-	store := grown(p.buf.allocStore, n)
-	p.allocs = store[:0]
-	perNode := sized(p.buf.perNode, len(p.nodes))
-	held := sized(p.buf.nodeHeldGPUs, len(p.nodes))
-	nodeOf := grown(p.buf.nodeOf, n)
-	eager := sized(p.buf.eager, len(p.nodes))
-	p.buf.allocStore, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = store, perNode, held, nodeOf, eager
-	sizes := grown(p.buf.sizes, n)[:0] // per unit, its allocations (buildUnits)
-	var jobs map[JobKey]int
+	ix := allocIndexer{
+		store:    grown(p.buf.allocStore, n),
+		perNode:  sized(p.buf.perNode, len(p.nodes)),
+		held:     sized(p.buf.nodeHeldGPUs, len(p.nodes)),
+		nodeOf:   grown(p.buf.nodeOf, n),
+		eager:    sized(p.buf.eager, len(p.nodes)),
+		sizes:    grown(p.buf.sizes, n)[:0], // per unit, its allocations (buildUnits)
+		first:    true,
+		lastNode: -1,
+	}
+	p.allocs = ix.store[:0]
+	p.buf.allocStore, p.buf.perNode, p.buf.nodeHeldGPUs, p.buf.nodeOf, p.buf.eager = ix.store, ix.perNode, ix.held, ix.nodeOf, ix.eager
 	p.reservedAllocs = p.buf.reservedAllocs[:0]
 	p.timedAllocs = p.buf.timedAllocs[:0]
-	defer func() { p.buf.reservedAllocs, p.buf.timedAllocs = p.reservedAllocs, p.timedAllocs }()
-	total := 0
-	lastID, lastNode := "", int32(-1)
-	lastNS, lastQ := "", (*qnode)(nil)
 	if q, ok := p.byNS[""]; ok {
-		lastQ = q // so that the cache is right from the first allocation
+		ix.lastQ = q // so that the cache is right from the first allocation
 	}
-	for i := 0; i < n; i++ {
-		a := p.allocAt(i)
-		if a.Node != lastID || i == 0 {
-			lastID, lastNode = a.Node, -1
-			if ni, ok := p.nodeByID[a.Node]; ok {
-				lastNode = int32(ni)
-			}
+	return ix
+}
+
+// addAllocation indexes allocation a, the next of the planner's.
+func (p *planner) addAllocation(ix *allocIndexer, a *Allocation) {
+	if a.Node != ix.lastID || ix.first {
+		ix.first = false
+		ix.lastID = a.Node
+		if ni, ok := p.nodeOf(a.Node, int(ix.lastNode)); ok {
+			ix.lastNode = int32(ni)
+		} else {
+			ix.lastNode = -1
 		}
-		node := lastNode
-		if node < 0 {
-			p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
-			continue
-		}
-		if a.Namespace != lastNS {
-			lastNS, lastQ = a.Namespace, p.byNS[a.Namespace]
-		}
-		var res *Reservation
-		ri := -1
-		if a.Reservation != "" {
-			if i, ok := p.cal.started[a.Reservation]; ok {
-				res, ri = p.cal.res[i].r, i
-			}
-		}
-		stopping := a.StoppingForReservation != "" || !a.StoppingFor.IsZero()
-		k := len(p.allocs)
-		x := &store[k]
-		*x = alloc{a: a, index: k, q: lastQ, node: int(node), started: a.StartedAt.UnixNano(),
-			count: len(a.GPUIDs), healthy: int32(len(a.GPUIDs)), priority: int32(a.Priority), killTimeout: a.KillTimeout,
-			reserved: res != nil && p.now.Before(res.End), idle: a.Idle,
-			wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex()} // L5: flex requests stop whole
-		x.victimable = x.q != nil && !x.reserved && !stopping && (a.Type == JobService || a.Type == JobBatch)
-		x.unit, sizes = numberUnit(x.wholeJob, a, &jobs, sizes)
-		if stopping {
-			eager[node] = true
-		}
-		if x.reserved {
-			p.reservedAllocs = append(p.reservedAllocs, reservedAlloc{alloc: k, res: ri})
-		}
-		if lastQ != nil && (a.MaxRun > 0 || res != nil) {
-			// A flex request's, or naming a reservation that has started:
-			// a timed rule may act on its job (liveJobs).
-			p.timedAllocs = append(p.timedAllocs, k)
-		}
-		p.maxKill = max(p.maxKill, a.KillTimeout)
-		nodeOf[k] = node
-		perNode[node]++
-		held[node] += x.count
-		total += x.count
-		p.allocs = store[:k+1]
 	}
-	p.gpuPool = grown(p.buf.gpuPool, total)
+	node := ix.lastNode
+	if node < 0 {
+		p.warnings = append(p.warnings, fmt.Sprintf("allocation %q is on unknown node %q; ignored", a.ID, a.Node))
+		return
+	}
+	if a.Namespace != ix.lastNS {
+		ix.lastNS, ix.lastQ = a.Namespace, p.byNS[a.Namespace]
+	}
+	var res *Reservation
+	ri := -1
+	if a.Reservation != "" {
+		if i, ok := p.cal.started[a.Reservation]; ok {
+			res, ri = p.cal.res[i].r, i
+		}
+	}
+	stopping := a.StoppingForReservation != "" || !a.StoppingFor.IsZero()
+	k := len(p.allocs)
+	x := &ix.store[k]
+	*x = alloc{a: a, index: k, q: ix.lastQ, node: int(node), started: a.StartedAt.UnixNano(),
+		count: len(a.GPUIDs), healthy: int32(len(a.GPUIDs)), priority: int32(a.Priority), killTimeout: a.KillTimeout,
+		reserved: res != nil && p.now.Before(res.End), idle: a.Idle,
+		wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex()} // L5: flex requests stop whole
+	x.victimable = x.q != nil && !x.reserved && !stopping && (a.Type == JobService || a.Type == JobBatch)
+	x.unit, ix.sizes = numberUnit(x.wholeJob, a, &ix.jobs, ix.sizes)
+	if stopping {
+		ix.eager[node] = true
+	}
+	if x.reserved {
+		p.reservedAllocs = append(p.reservedAllocs, reservedAlloc{alloc: k, res: ri})
+	}
+	if ix.lastQ != nil && (a.MaxRun > 0 || res != nil) {
+		// A flex request's, or naming a reservation that has started:
+		// a timed rule may act on its job (liveJobs).
+		p.timedAllocs = append(p.timedAllocs, k)
+	}
+	p.maxKill = max(p.maxKill, a.KillTimeout)
+	ix.nodeOf[k] = node
+	ix.perNode[node]++
+	ix.held[node] += x.count
+	ix.total += x.count
+	p.allocs = ix.store[:k+1]
+}
+
+// endAllocations lays out the indexed allocations node by node and
+// books now the nodes that cannot wait (see below).
+func (p *planner) endAllocations(ix *allocIndexer) {
+	p.buf.reservedAllocs, p.buf.timedAllocs = p.reservedAllocs, p.timedAllocs
+	perNode, nodeOf, eager := ix.perNode, ix.nodeOf, ix.eager
+	p.gpuPool = grown(p.buf.gpuPool, ix.total)
 	allocPool := grown(p.buf.allocPool, len(p.allocs))
-	p.buf.gpuPool, p.buf.allocPool, p.buf.sizes = p.gpuPool, allocPool, sizes
+	p.buf.gpuPool, p.buf.allocPool, p.buf.sizes = p.gpuPool, allocPool, ix.sizes
 	for ni, c := range p.nodes {
 		c.allocs, allocPool = allocPool[:0:perNode[ni]], allocPool[perNode[ni]:]
 	}
