@@ -337,14 +337,7 @@ func (s *Scenario) openb(w *Workload, o *Openb, end time.Time) error {
 		ns[m.VC] = m.Namespace
 	}
 	c := OpenbCounts{Name: o.Name, File: name, Rows: pods.Rows, NeverRan: pods.NeverRan, NoGPU: pods.NoGPU}
-	// d / time_scale, saturated: the trace's 100 years over time_scale
-	// 0.001 overflow a Duration (292 years), which wrapped negative.
-	scale := func(d time.Duration) time.Duration {
-		if f := math.Round(float64(d) / o.TimeScale); f < math.MaxInt64 {
-			return time.Duration(f)
-		}
-		return math.MaxInt64
-	}
+	scale := func(d time.Duration) time.Duration { return scaleDuration(d, o.TimeScale) }
 	for i := range pods.Pods {
 		p := &pods.Pods[i]
 		if p.Spec != "" {

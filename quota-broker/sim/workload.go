@@ -138,7 +138,7 @@ func (s *Scenario) training(w *Workload, t *Training, end time.Time) error {
 	for _, m := range t.VCs {
 		vcs[m.VC] = m.Namespace
 	}
-	scale := func(d time.Duration) time.Duration { return time.Duration(math.Round(float64(d) / t.TimeScale)) }
+	scale := func(d time.Duration) time.Duration { return scaleDuration(d, t.TimeScale) }
 	var (
 		kept, unmapped, short, big, sampled, outside, inflight int
 		last                                                   time.Time
@@ -261,4 +261,19 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// scaleDuration is a trace's duration d over time_scale (trace seconds
+// per simulated second, at least 0.001), rounded to the nanosecond and
+// saturated at the largest Duration (about 292 years): a trace's 100
+// years over 0.001 overflow it, which wrapped negative.
+func scaleDuration(d time.Duration, timeScale float64) time.Duration {
+	f := math.Round(float64(d) / timeScale)
+	switch {
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return time.Duration(f)
 }
