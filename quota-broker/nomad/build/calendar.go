@@ -25,52 +25,6 @@ func markReservationStops(allocs []plan.Allocation, unknown []string, stopping m
 	return slices.DeleteFunc(unknown, func(id string) bool { _, ok := stopping[id]; return ok })
 }
 
-// timedAllocations is step 5a of Build: each allocation gets what the
-// core's timed rules need (DESIGN L10.end, L11.max_run, L11.settle):
-// KillTimeout, the largest kill_timeout of its group's tasks (default
-// plan.DefaultKillTimeout); MaxRun, its job's flex max_run; AdmittedAt,
-// when the broker admitted its job (admitted), or, for a flex request the
-// broker did not admit in this process, the earliest start of its job's
-// allocations here.
-func timedAllocations(allocs []plan.Allocation, jobs map[plan.JobKey]*JobView, admitted func(plan.JobKey) time.Time) {
-	var first map[plan.JobKey]time.Time // the earliest start of each job's allocations, made when first needed
-	for i := range allocs {
-		al := &allocs[i]
-		v := jobs[al.JobKey()]
-		if v == nil {
-			continue
-		}
-		if g, ok := v.spec.group(al.Group); ok {
-			al.KillTimeout = g.killTimeout
-		} else {
-			al.KillTimeout = groupKillTimeout(v.Job, al.Group)
-		}
-		if v.Options.Flex != nil {
-			al.MaxRun = v.Options.Flex.MaxRun
-		}
-		if admitted != nil {
-			al.AdmittedAt = admitted(al.JobKey())
-		}
-		if al.AdmittedAt.IsZero() && al.MaxRun > 0 {
-			if first == nil {
-				first = firstStarts(allocs)
-			}
-			al.AdmittedAt = first[al.JobKey()]
-		}
-	}
-}
-
-// firstStarts is the earliest start of each job's allocations.
-func firstStarts(allocs []plan.Allocation) map[plan.JobKey]time.Time {
-	first := map[plan.JobKey]time.Time{}
-	for _, al := range allocs {
-		if t, ok := first[al.JobKey()]; !ok || al.StartedAt.Before(t) {
-			first[al.JobKey()] = al.StartedAt
-		}
-	}
-	return first
-}
-
 // groupKillTimeout is the largest kill_timeout of the tasks of group in j,
 // or plan.DefaultKillTimeout when none sets one.
 func groupKillTimeout(j *api.Job, group string) time.Duration {

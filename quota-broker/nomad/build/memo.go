@@ -3,7 +3,6 @@ package build
 import (
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
@@ -78,7 +77,7 @@ type nodesPart struct {
 type allocsPart struct {
 	gen  uint64
 	live liveCounts
-	held []*watch.Alloc // live allocations that hold GPUs, by ID
+	held *held
 }
 
 // keysPart is the jobs' keys in order for one generation of the jobs,
@@ -168,30 +167,18 @@ func (m *Memo) nodesOf(s watch.View, tree *quota.Node) ([]plan.Node, []Ungoverne
 }
 
 // allocsOf is step 2 and the first half of step 5: the live allocations
-// per job and group, and the allocations that hold GPUs by ID; kept while
-// the allocations' generation is the one m last saw.
-func (m *Memo) allocsOf(s watch.View) (liveCounts, []*watch.Alloc) {
+// per job and group, and the allocations that hold GPUs (heldOf); kept
+// while the allocations' generation is the one m last saw.
+func (m *Memo) allocsOf(s watch.View) (liveCounts, *held) {
 	if m == nil {
-		return liveByGroup(s.Allocs), heldAllocs(s.Allocs)
+		return liveByGroup(s.Allocs), heldOf(s.Allocs)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p := m.allocs; p.live.jobs == nil || p.gen != s.Gen.Allocs {
-		m.allocs = allocsPart{gen: s.Gen.Allocs, live: liveByGroup(s.Allocs), held: heldAllocs(s.Allocs)}
+		m.allocs = allocsPart{gen: s.Gen.Allocs, live: liveByGroup(s.Allocs), held: heldOf(s.Allocs)}
 	}
 	return m.allocs.live, m.allocs.held
-}
-
-// heldAllocs are the live allocations that hold GPUs, by ID.
-func heldAllocs(allocs map[string]*watch.Alloc) []*watch.Alloc {
-	held := make([]*watch.Alloc, 0, len(allocs))
-	for _, a := range allocs {
-		if a.Live() && len(a.GPUIDs) > 0 {
-			held = append(held, a)
-		}
-	}
-	slices.SortFunc(held, func(p, q *watch.Alloc) int { return strings.Compare(p.ID, q.ID) })
-	return held
 }
 
 // jobKeysOf is the jobs' keys in order (plan.JobKey.Compare). When the

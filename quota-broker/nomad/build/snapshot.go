@@ -190,11 +190,12 @@ type Build struct {
 //     Ungoverned with a warning; GPUs of no flavor are listed in
 //     UngovernedGPUs;
 //  5. snapshotAllocations: live allocations that hold GPUs, with the job's
-//     priority and gputide meta; stopping ones carry their claimant
-//     (StoppingFor), or UnknownClaimant. The live allocations of a job
-//     registered straight into a pool are left out (L3 decides on it as
-//     pending); 5a timedAllocations: kill_timeout, max_run and admitted_at
-//     (AdmittedAt); 5c firstSeenPending and 5d requeuedPending: a pending
+//     priority and gputide meta, read once per job (allocations.go);
+//     stopping ones carry their claimant (StoppingFor), or
+//     UnknownClaimant. The live allocations of a job registered straight
+//     into a pool are left out (L3 decides on it as pending); 5a, in the
+//     same pass: kill_timeout, max_run and admitted_at (AdmittedAt);
+//     5c firstSeenPending and 5d requeuedPending: a pending
 //     group's place in the order (FirstSeen) and queue time (Requeued);
 //  6. idleGroups: groups with a gputide-idle scaling policy become the
 //     snapshot's idle groups (issue 11 item 4);
@@ -258,8 +259,7 @@ func build(s watch.View, in Input) *Build {
 		}
 		snap.Pending = append(snap.Pending, pending...)
 	}
-	snap.Allocations, b.UnknownStopping = snapshotAllocations(held, b.Jobs, in.Stopping, governed)
-	timedAllocations(snap.Allocations, b.Jobs, in.AdmittedAt)
+	snap.Allocations, b.UnknownStopping = snapshotAllocations(held, b.Jobs, in.Stopping, governed, in.AdmittedAt)
 	firstSeenPending(snap.Pending, in.FirstSeen)
 	requeuedPending(snap.Pending, in.Requeued)
 	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
@@ -503,48 +503,6 @@ func pendingCount(place jobPlace, want, live, queued int, hasSummary bool) int {
 	default:
 		return min(queued, want-live)
 	}
-}
-
-// snapshotAllocations is step 5: the live allocations that hold GPUs
-// (held: heldAllocs), by ID, and the governed ones stopping for a
-// claimant the broker cannot name. An allocation's GPU IDs are the
-// state's own slice (never changed in place: read only, as the snapshot).
-func snapshotAllocations(held []*watch.Alloc, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
-	governed func(string) bool) (out []plan.Allocation, unknown []string) {
-	out = make([]plan.Allocation, 0, len(held))
-	for _, a := range held {
-		v := jobs[a.JobKey()]
-		if v != nil && v.Direct && !a.Stopping() {
-			continue // decided as pending in step 4
-		}
-		pa := plan.Allocation{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Group: a.Group,
-			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: slices.Clip(a.GPUIDs),
-			StartedAt: a.StartedAt}
-		if v != nil {
-			if v.spec != nil {
-				pa.Type, pa.Priority = v.spec.typ, v.spec.priority
-			} else { // a view not made by a build
-				pa.Type, pa.Priority = plan.JobType(str(v.Job.Type)), prio(v.Job)
-			}
-			pa.Idle, pa.Elastic, pa.Reservation = v.Options.Idle, v.Options.Elastic, v.Options.Reservation
-		}
-		if !pa.Type.Valid() {
-			pa.Type = plan.JobService
-		}
-		if c, ok := stopping[a.ID]; ok {
-			pa.StoppingFor = c
-		} else if a.Stopping() {
-			pa.StoppingFor = UnknownClaimant
-			if governed(a.Namespace) {
-				unknown = append(unknown, a.ID)
-			}
-		}
-		out = append(out, pa)
-	}
-	if len(out) == 0 {
-		out = nil // as before the capacity was reserved: a snapshot without allocations has none
-	}
-	return out, unknown
 }
 
 // usable checks snap (plan.Snapshot.UsableWith, with the node check a
