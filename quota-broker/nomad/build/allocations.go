@@ -158,9 +158,12 @@ func jobAllocations(out []plan.Allocation, idx []int32, allocs []*watch.Alloc, v
 // typeAndPriority is the job's type (service when not valid) and
 // priority.
 func (v *JobView) typeAndPriority() (plan.JobType, int) {
-	typ, priority := plan.JobType(str(v.Job.Type)), prio(v.Job) // a view not made by a build
+	var typ plan.JobType
+	var priority int
 	if v.spec != nil {
 		typ, priority = v.spec.typ, v.spec.priority
+	} else { // a view not made by a build
+		typ, priority = plan.JobType(str(v.Job.Type)), prio(v.Job)
 	}
 	if !typ.Valid() {
 		typ = plan.JobService
