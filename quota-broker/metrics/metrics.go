@@ -4,6 +4,8 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -37,6 +39,12 @@ type Metrics struct {
 	// EvictedGPUs counts the GPUs of the victim stops a budget counts
 	// (plan.EvictionRule), by the victim's quota node and rule.
 	EvictedGPUs *prometheus.CounterVec
+
+	mu sync.Mutex
+	// quotaSeries are the {quota, flavor} label pairs the last
+	// ObservePlan set, so that the next drops those its plan no longer has
+	// (a quota node removed from the tree, a flavor dropped).
+	quotaSeries map[[2]string]bool
 }
 
 // New creates the metrics and registers them with reg (when not nil).
@@ -94,11 +102,15 @@ func New(reg prometheus.Registerer) *Metrics {
 // per quota node and flavor, {quota="Q",flavor="F"}, in GPUs, and each
 // node's borrowed share (DESIGN L14: the row's borrowed GPUs over the
 // node's weight in tree, plan.Weight; a row of a node not in tree, or a
-// nil tree, sets none).
+// nil tree, sets none). The series of a quota node and flavor the plan
+// no longer has (a node removed from the tree, a flavor dropped) are
+// deleted, not left at their last value.
 func (m *Metrics) ObservePlan(p *plan.Plan, tree *quota.Node) {
 	if m == nil || p == nil {
 		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	nodes := map[string]*quota.Node{}
 	tree.Walk(func(n *quota.Node) { nodes[n.Name] = n })
 	waiting := 0
@@ -111,11 +123,13 @@ func (m *Metrics) ObservePlan(p *plan.Plan, tree *quota.Node) {
 	// One row per quota node and flavor (DESIGN L13), each its own series
 	// labelled flavor; a tree without flavor blocks has rows of flavor "",
 	// labelled "gpu" (the implicit flavor) as the snapshot writes them.
+	series := make(map[[2]string]bool, len(p.Usage))
 	for _, u := range p.Usage {
 		fl := u.Flavor
 		if fl == "" {
 			fl = quota.ImplicitFlavor
 		}
+		series[[2]string{u.Quota, fl}] = true
 		m.QuotaNominal.WithLabelValues(u.Quota, fl).Set(float64(u.Nominal))
 		m.QuotaUsed.WithLabelValues(u.Quota, fl).Set(float64(u.Used))
 		m.QuotaNonIdle.WithLabelValues(u.Quota, fl).Set(float64(u.NonIdle))
@@ -125,7 +139,24 @@ func (m *Metrics) ObservePlan(p *plan.Plan, tree *quota.Node) {
 		if n := nodes[u.Quota]; n != nil {
 			w, _ := plan.Weight(n, fl)
 			m.BorrowedShare.WithLabelValues(u.Quota, fl).Set(plan.BorrowedShare(u.Borrowed, w))
+		} else {
+			m.BorrowedShare.DeleteLabelValues(u.Quota, fl)
 		}
+	}
+	for k := range m.quotaSeries {
+		if !series[k] {
+			m.deleteQuotaSeries(k[0], k[1])
+		}
+	}
+	m.quotaSeries = series
+}
+
+// deleteQuotaSeries deletes the per-quota series of quota node q and
+// flavor fl.
+func (m *Metrics) deleteQuotaSeries(q, fl string) {
+	for _, g := range []*prometheus.GaugeVec{m.QuotaNominal, m.QuotaUsed, m.QuotaNonIdle, m.QuotaBorrowed, m.QuotaDebt,
+		m.QuotaLendable, m.BorrowedShare} {
+		g.DeleteLabelValues(q, fl)
 	}
 }
 

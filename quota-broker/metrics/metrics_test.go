@@ -193,3 +193,46 @@ gputide_evicted_gpus_total{quota="Quota1.2",rule="L5.2"} 1
 		t.Fatal(err)
 	}
 }
+
+// A quota node removed from the tree, or a flavor dropped, loses its
+// series at the next plan instead of keeping its last value; the others
+// keep theirs.
+func TestObservePlanDropsTheSeriesOfNodesGone(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	tree, _, err := quota.Parse([]byte(`quota "Quota1" {
+  gpus = 16
+  quota "Quota1.1" {
+    gpus = 8
+    namespaces = ["a"]
+  }
+  quota "Quota1.2" {
+    gpus = 8
+    namespaces = ["b"]
+  }
+}`), "quota.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObservePlan(&plan.Plan{Usage: []plan.Usage{
+		{Quota: "Quota1", Nominal: 16, Used: 10}, {Quota: "Quota1.1", Nominal: 8, Used: 6, Borrowed: 1},
+		{Quota: "Quota1.2", Nominal: 8, Used: 4}}}, tree)
+	m.ObservePlan(&plan.Plan{Usage: []plan.Usage{
+		{Quota: "Quota1", Nominal: 16, Used: 7}, {Quota: "Quota1.1", Nominal: 8, Used: 7, Borrowed: 1}}}, tree)
+	want := `
+# HELP gputide_quota_used_gpus GPUs in use in the quota node's subtree.
+# TYPE gputide_quota_used_gpus gauge
+gputide_quota_used_gpus{flavor="gpu",quota="Quota1"} 7
+gputide_quota_used_gpus{flavor="gpu",quota="Quota1.1"} 7
+# HELP gputide_borrowed_share Borrowed GPUs of the quota node's subtree divided by its weight (L14); +Inf for a weight-0 node that borrows.
+# TYPE gputide_borrowed_share gauge
+gputide_borrowed_share{flavor="gpu",quota="Quota1"} 0
+gputide_borrowed_share{flavor="gpu",quota="Quota1.1"} 0.125
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gputide_quota_used_gpus", "gputide_borrowed_share"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.QuotaNominal); n != 2 {
+		t.Fatalf("%d nominal series after Quota1.2 is gone, want 2", n)
+	}
+}
