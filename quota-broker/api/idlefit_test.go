@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,37 @@ func TestIdleFitEndpoint(t *testing.T) {
 				t.Errorf("%s: field %q, want %q", tc.name, e.Field, tc.field)
 			}
 		}
+	}
+}
+
+// GET /v1/idle-fit names the flavor the fit lies in when the plan names
+// one (a tree with flavor blocks, DESIGN L13), and omits it otherwise.
+func TestIdleFitEndpointNamesTheFlavor(t *testing.T) {
+	h := newHarness(t, options{})
+	st := h.backend.State()
+	snap := *st.Snapshot
+	k := plan.GroupKey{Namespace: "workspace-b", Job: "sweep", Group: "worker"}
+	p := &plan.Plan{IdleFit: []plan.GroupFit{{Namespace: k.Namespace, Job: k.Job, Group: k.Group, Fit: 3, Flavor: "h100"}}}
+	h.backend.mu.Lock()
+	h.backend.st = BrokerState{Snapshot: &snap, Plan: p, SyncedAt: st.SyncedAt}
+	h.backend.mu.Unlock()
+	c, err := NewClient(h.url, tokTeamB, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.IdleFit(context.Background(), k.Namespace, k.Job, k.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.IdleFit != 3 || got.Flavor != "h100" {
+		t.Errorf("idle fit %d in flavor %q, want 3 in h100", got.IdleFit, got.Flavor)
+	}
+	_, body := h.do(t, "GET", "/v1/idle-fit?namespace=workspace-b&job=sweep&group=worker", tokTeamB, "")
+	if !strings.Contains(string(body), `"flavor": "h100"`) {
+		t.Errorf("body %s does not name the flavor", body)
+	}
+	p.IdleFit[0].Flavor = ""
+	if _, body := h.do(t, "GET", "/v1/idle-fit?namespace=workspace-b&job=sweep&group=worker", tokTeamB, ""); strings.Contains(string(body), "flavor") {
+		t.Errorf("body %s names a flavor, want none without one", body)
 	}
 }

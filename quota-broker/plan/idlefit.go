@@ -58,16 +58,24 @@ type GroupFit struct {
 func (f GroupFit) Key() GroupKey { return GroupKey{Namespace: f.Namespace, Job: f.Job, Group: f.Group} }
 
 // IdleFitOf returns the idle fit of group k in the plan, and false when k
-// is not an idle group of the snapshot the plan was made from.
+// is not an idle group of its snapshot (or p is nil).
 func (p *Plan) IdleFitOf(k GroupKey) (int, bool) {
+	f, ok := p.GroupFitOf(k)
+	return f.Fit, ok
+}
+
+// GroupFitOf returns the idle fit of group k in the plan with the flavor
+// it lies in (GroupFit), and false when k is not an idle group of its
+// snapshot (or p is nil).
+func (p *Plan) GroupFitOf(k GroupKey) (GroupFit, bool) {
 	if p == nil {
-		return 0, false
+		return GroupFit{}, false
 	}
 	i, ok := slices.BinarySearchFunc(p.IdleFit, k, func(f GroupFit, k GroupKey) int { return f.Key().Compare(k) })
 	if !ok {
-		return 0, false
+		return GroupFit{}, false
 	}
-	return p.IdleFit[i].Fit, true
+	return p.IdleFit[i], true
 }
 
 // IdleFit returns the idle fit of every idle group of s on the snapshot as

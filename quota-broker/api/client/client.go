@@ -212,6 +212,9 @@ type IdleFitResponse struct {
 	Job       string `json:"job"`
 	Group     string `json:"group"`
 	IdleFit   int    `json:"idle_fit"`
+	// Flavor is the flavor the fit lies in (plan.GroupFit.Flavor): named
+	// when IdleFit > 0 in a tree that declares flavors, else omitted.
+	Flavor string `json:"flavor,omitempty"`
 }
 
 // Client calls one broker. Build it with New or NewConfig; safe for concurrent use.
