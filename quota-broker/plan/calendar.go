@@ -37,6 +37,10 @@ type startedRes struct {
 	// used is, while it is active, the GPUs its live allocations and the
 	// allocations admitted for it in this plan hold.
 	used int
+	// ending says that this plan stops its jobs (rule L10.end: the plan
+	// is at or past end - kill_timeout of one of them): its Cover holds
+	// nothing more (DESIGN L10 *End*: its GPUs are to be free at the end).
+	ending bool
 }
 
 // reservedAlloc is an allocation of an active reservation: alloc is its

@@ -26,14 +26,17 @@ const (
 // other holds); the idle allocations so placed on are not stopped but
 // claimed for it (state.claimedBy): victims only of the reservation's own
 // jobs (L5 step 1). So no other job takes GPUs that the booking would then
-// lack. Reservations go in ID order.
+// lack. Reservations go in ID order. A reservation whose jobs this plan
+// stops at end - kill_timeout (rule L10.end, startedRes.ending) is not
+// covered: its GPUs are to be free at its end (DESIGN L10 *End*), and a
+// hold for it would only keep them from the other bookings.
 func (p *planner) cover(cache map[feasibilityKey][]int) {
 	if !p.cal.anyActive {
 		return
 	}
 	var active []*startedRes
 	for i := range p.cal.res {
-		if sr := &p.cal.res[i]; sr.q != nil && sr.r.Active(p.now) && sr.used < sr.r.GPUs {
+		if sr := &p.cal.res[i]; sr.q != nil && sr.r.Active(p.now) && !sr.ending && sr.used < sr.r.GPUs {
 			active = append(active, sr)
 		}
 	}
@@ -174,12 +177,12 @@ func (p *planner) coverTier(gi int32, c *claim, used map[int32]bool) int {
 
 // coverTake places one allocation of size GPUs of cover claim c on node n:
 // on its held GPUs first, then free ones, which it holds for the
-// reservation, then GPUs of idle allocations, which it claims for it. It
-// returns the GPUs it newly held.
+// reservation, then GPUs of idle allocations, which it claims for it
+// (coverIdle). It returns the GPUs it newly held.
 func (p *planner) coverTake(n *cnode, c *claim, size int, used map[int32]bool) []int32 {
 	p.resolve(n.index)
 	var newly []int32
-	for t := tierHeld; t < tiers && size > 0; t++ {
+	for t := tierHeld; t < tierIdle && size > 0; t++ {
 		for _, gi := range n.gpus {
 			if size == 0 {
 				break
@@ -189,17 +192,86 @@ func (p *planner) coverTake(n *cnode, c *claim, size int, used map[int32]bool) [
 			}
 			used[gi] = true
 			size--
-			switch t {
-			case tierFree:
+			if t == tierFree {
 				p.holdGPU(gi, c.cid)
 				newly = append(newly, gi)
-			case tierIdle:
-				p.claimAlloc(int(p.st.holder[gi]), c.cid)
 			}
 		}
+	}
+	if size > 0 {
+		p.coverIdle(n, c, size, used)
 	}
 	if len(newly) > 0 {
 		p.vc.touch(n.index)
 	}
 	return newly
+}
+
+// coverIdle places the last size GPUs of a cover allocation of claim c on
+// GPUs of idle allocations of node n (tier idle), claiming each allocation
+// it uses for c, so that a booking claims as few idle GPUs as it can and
+// leaves the rest to the next booking (bin-packing, as the node choice):
+// the allocations in this order, each taken whole or for what is left:
+//
+//  1. an allocation c already claims (its other GPUs cost nothing more);
+//  2. the smallest allocation that covers what is left alone;
+//  3. else the largest (the fewest allocations);
+//  4. then the node's order of their first GPU (as the other tiers go;
+//     not the allocations' order, which the snapshot's order of its
+//     allocations would decide).
+//
+// Within an allocation its GPUs go in the node's order.
+func (p *planner) coverIdle(n *cnode, c *claim, size int, used map[int32]bool) {
+	type idleAlloc struct {
+		ai    int32
+		first int     // the node's position of its first GPU
+		gpus  []int32 // its GPUs of tier idle, in the node's order
+	}
+	var cands []idleAlloc
+	for pos, gi := range n.gpus {
+		if p.coverTier(gi, c, used) != tierIdle {
+			continue
+		}
+		ai := p.st.holder[gi]
+		if i := slices.IndexFunc(cands, func(x idleAlloc) bool { return x.ai == ai }); i >= 0 {
+			cands[i].gpus = append(cands[i].gpus, gi)
+		} else {
+			cands = append(cands, idleAlloc{ai: ai, first: pos, gpus: []int32{gi}})
+		}
+	}
+	own := func(x idleAlloc) bool { return p.st.claimedBy != nil && p.st.claimedBy[x.ai] == c.cid }
+	for size > 0 && len(cands) > 0 {
+		best := 0
+		for i := 1; i < len(cands); i++ {
+			if coverIdleBefore(cands[i].first, cands[best].first, own(cands[i]), own(cands[best]), len(cands[i].gpus), len(cands[best].gpus), size) {
+				best = i
+			}
+		}
+		x := cands[best]
+		cands = slices.Delete(cands, best, best+1)
+		for _, gi := range x.gpus[:min(size, len(x.gpus))] {
+			used[gi] = true
+			size--
+		}
+		p.claimAlloc(int(x.ai), c.cid)
+	}
+}
+
+// coverIdleBefore reports whether idle allocation a (its first GPU at
+// the node's position af, own: already claimed by the cover's owner, n
+// GPUs usable) goes before b for a need of size GPUs (coverIdle's order).
+func coverIdleBefore(af, bf int, aOwn, bOwn bool, an, bn, size int) bool {
+	if aOwn != bOwn {
+		return aOwn
+	}
+	aFits, bFits := an >= size, bn >= size
+	switch {
+	case aFits != bFits:
+		return aFits
+	case aFits && an != bn:
+		return an < bn
+	case !aFits && an != bn:
+		return an > bn
+	}
+	return af < bf
 }

@@ -124,6 +124,7 @@ func (p *planner) timedStops() map[JobKey]bool {
 			at := r.End.Add(-j.killTimeout)
 			if !p.now.Before(at) {
 				acts = append(acts, timedStop{j, ActionStopJob, RuleEnd, r})
+				p.cal.res[p.cal.started[r.ID]].ending = true
 				continue
 			}
 			p.wake(at)
