@@ -26,14 +26,7 @@ func TestIdleFitEndpoint(t *testing.T) {
 	if !ok {
 		t.Fatal("the plan has no idle fit for the group")
 	}
-	h.backend.mu.Lock()
-	h.backend.st = BrokerState{Snapshot: &snap, Plan: p, SyncedAt: st.SyncedAt}
-	h.backend.mu.Unlock()
-
-	c, err := NewClient(h.url, tokTeamB, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := servePlan(t, h, &snap, p, st.SyncedAt)
 	got, err := c.IdleFit(context.Background(), "workspace-b", "sweep", "worker")
 	if err != nil {
 		t.Fatal(err)
@@ -72,13 +65,7 @@ func TestIdleFitEndpointNamesTheFlavor(t *testing.T) {
 	snap := *st.Snapshot
 	k := plan.GroupKey{Namespace: "workspace-b", Job: "sweep", Group: "worker"}
 	p := &plan.Plan{IdleFit: []plan.GroupFit{{Namespace: k.Namespace, Job: k.Job, Group: k.Group, Fit: 3, Flavor: "h100"}}}
-	h.backend.mu.Lock()
-	h.backend.st = BrokerState{Snapshot: &snap, Plan: p, SyncedAt: st.SyncedAt}
-	h.backend.mu.Unlock()
-	c, err := NewClient(h.url, tokTeamB, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := servePlan(t, h, &snap, p, st.SyncedAt)
 	got, err := c.IdleFit(context.Background(), k.Namespace, k.Job, k.Group)
 	if err != nil {
 		t.Fatal(err)
@@ -94,4 +81,18 @@ func TestIdleFitEndpointNamesTheFlavor(t *testing.T) {
 	if _, body := h.do(t, "GET", "/v1/idle-fit?namespace=workspace-b&job=sweep&group=worker", tokTeamB, ""); strings.Contains(string(body), "flavor") {
 		t.Errorf("body %s names a flavor, want none without one", body)
 	}
+}
+
+// servePlan makes the harness's broker serve snap and p, synced at
+// synced, and returns a client of workspace-b's token.
+func servePlan(t *testing.T, h *harness, snap *plan.Snapshot, p *plan.Plan, synced time.Time) *Client {
+	t.Helper()
+	h.backend.mu.Lock()
+	h.backend.st = BrokerState{Snapshot: snap, Plan: p, SyncedAt: synced}
+	h.backend.mu.Unlock()
+	c, err := NewClient(h.url, tokTeamB, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
