@@ -238,3 +238,63 @@ func TestMemoFollowsEvents(t *testing.T) {
 		t.Fatalf("a node drained: the nodes were kept, want them derived again")
 	}
 }
+
+// A tree write (a live move, a flavor declared) meets the Memo: what the
+// Memo keeps by the tree (each spec's flavors, the nodes' ungoverned
+// GPUs) is read again under the new tree, and the snapshot equals a build
+// without a Memo at each step: the scale tree, the same tree with one
+// flavor of the cluster's model, then one whose flavor names no model of
+// the cluster (every GPU ungoverned), then the first again.
+func TestMemoFollowsTreeWrites(t *testing.T) {
+	s, in := scaleState(t, 50)
+	first := From(s, in)
+	model := first.Snapshot.Nodes[0].GPUs[0].Model
+	plain := scalegen.QuotaHCL(scalegen.Size{Nodes: 50})
+	tree := func(flavorModel string) *quota.Node {
+		t.Helper()
+		src := fmt.Sprintf("flavor \"f\" {\n  models = [%q]\n}\n", flavorModel) + plain
+		q, _, err := quota.Parse([]byte(src), "quota.hcl")
+		if err != nil {
+			t.Fatalf("tree with flavor model %q: %v", flavorModel, err)
+		}
+		return q
+	}
+	// One new pending job, so that the pending groups carry flavors.
+	s.Edit(func(v watch.View) {
+		c := *v.Jobs[plan.JobKey{Namespace: scalegen.Team(0), Job: "train-00000"}]
+		c.ID, c.Name, c.NodePool = ptr("aaa-new"), ptr("aaa-new"), ptr(DefaultHoldingPool)
+		v.Jobs[plan.JobKey{Namespace: *c.Namespace, Job: "aaa-new"}] = &c
+	})
+	kept := in
+	kept.Memo = &Memo{}
+	for _, step := range []struct {
+		name       string
+		tree       *quota.Node
+		ungoverned int
+		flavors    []string
+	}{
+		{"the scale tree", in.Quota, 0, []string{quota.ImplicitFlavor}},
+		{"a flavor of the cluster's model", tree(model), 0, []string{"f"}},
+		{"a flavor of no model here", tree("NVIDIA B200"), 400, []string{"f"}},
+		{"the scale tree again", in.Quota, 0, []string{quota.ImplicitFlavor}},
+	} {
+		in.Quota, kept.Quota = step.tree, step.tree
+		want, got := From(s, in), From(s, kept)
+		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+			t.Fatalf("%s: snapshot with a Memo (-without +with):\n%s", step.name, diff)
+		}
+		if diff := cmp.Diff(want.UngovernedGPUs, got.UngovernedGPUs); diff != "" {
+			t.Fatalf("%s: ungoverned GPUs with a Memo (-without +with):\n%s", step.name, diff)
+		}
+		if len(got.UngovernedGPUs) != step.ungoverned {
+			t.Fatalf("%s: %d ungoverned GPUs, want %d", step.name, len(got.UngovernedGPUs), step.ungoverned)
+		}
+		v := got.Jobs[plan.JobKey{Namespace: scalegen.Team(0), Job: "aaa-new"}]
+		if v == nil {
+			t.Fatalf("%s: no view of the new job", step.name)
+		}
+		if diff := cmp.Diff(step.flavors, v.Flavors); diff != "" {
+			t.Fatalf("%s: the new job's flavors (-want +got):\n%s", step.name, diff)
+		}
+	}
+}
