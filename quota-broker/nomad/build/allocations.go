@@ -9,11 +9,11 @@ import (
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 
-// held is what step 5 makes of the live allocations that hold GPUs before
+// heldAllocs is what step 5 makes of the live allocations that hold GPUs before
 // it reads their jobs: it depends on the allocations alone, so a Memo
 // keeps it while they do not change (issue 18: a build then reads each
 // job once for its allocations, not each allocation's job).
-type held struct {
+type heldAllocs struct {
 	allocs []*watch.Alloc          // by ID
 	base   []plan.Allocation       // allocs[i] as an allocation of no known job: its own type (service when not valid), priority 50
 	byJob  map[plan.JobKey][]int32 // the indices of each job's allocations, in order
@@ -23,8 +23,8 @@ type held struct {
 }
 
 // heldOf makes the held part of the allocations.
-func heldOf(allocs map[string]*watch.Alloc) *held {
-	h := &held{allocs: make([]*watch.Alloc, 0, len(allocs)), byJob: map[plan.JobKey][]int32{}}
+func heldOf(allocs map[string]*watch.Alloc) *heldAllocs {
+	h := &heldAllocs{allocs: make([]*watch.Alloc, 0, len(allocs)), byJob: map[plan.JobKey][]int32{}}
 	for _, a := range allocs {
 		if a.Live() && len(a.GPUIDs) > 0 {
 			h.allocs = append(h.allocs, a)
@@ -50,7 +50,7 @@ func heldOf(allocs map[string]*watch.Alloc) *held {
 }
 
 // index returns the index of the allocation with the ID, or false.
-func (h *held) index(id string) (int, bool) {
+func (h *heldAllocs) index(id string) (int, bool) {
 	return slices.BinarySearchFunc(h.allocs, id, func(a *watch.Alloc, id string) int { return strings.Compare(a.ID, id) })
 }
 
@@ -69,7 +69,7 @@ func (h *held) index(id string) (int, bool) {
 // UnknownClaimant; unknown lists the governed ones of those, by ID. An
 // allocation's GPU IDs are the state's own slice (never changed in place:
 // read only, as the snapshot).
-func snapshotAllocations(h *held, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
+func snapshotAllocations(h *heldAllocs, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
 	governed func(string) bool, admitted func(plan.JobKey) time.Time) (out []plan.Allocation, unknown []string) {
 	out = slices.Clone(h.base)
 	var left []bool // by index: left out (a direct registration's)

@@ -77,7 +77,7 @@ type nodesPart struct {
 type allocsPart struct {
 	gen  uint64
 	live liveCounts
-	held *held
+	held *heldAllocs
 }
 
 // keysPart is the jobs' keys in order for one generation of the jobs,
@@ -169,7 +169,7 @@ func (m *Memo) nodesOf(s watch.View, tree *quota.Node) ([]plan.Node, []Ungoverne
 // allocsOf is step 2 and the first half of step 5: the live allocations
 // per job and group, and the allocations that hold GPUs (heldOf); kept
 // while the allocations' generation is the one m last saw.
-func (m *Memo) allocsOf(s watch.View) (liveCounts, *held) {
+func (m *Memo) allocsOf(s watch.View) (liveCounts, *heldAllocs) {
 	if m == nil {
 		return liveByGroup(s.Allocs), heldOf(s.Allocs)
 	}
