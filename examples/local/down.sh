@@ -21,6 +21,11 @@ if [[ ! -d "$state" ]]; then
 	exit 0
 fi
 
+# mounts_under prints the mounts under the state folder, deepest first.
+mounts_under() {
+	awk -v d="$state/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r
+}
+
 pid_of() { [[ -f "$state/pids/$1.pid" ]] && cat "$state/pids/$1.pid"; }
 alive() {
 	local pid
@@ -74,9 +79,12 @@ if alive nomad; then
 		while read -r ns id; do
 			api DELETE "/v1/job/$id?namespace=$ns&purge=true" >/dev/null || true
 		done <<<"$jobs"
-		# Let the client clean up the purged allocations (logmon, mounts).
-		for ((i = 0; i < 40; i++)); do
-			[[ "$(api GET '/v1/allocations?namespace=*' | jq length)" == 0 ]] && break
+		# Let the client clean up the purged allocations: the server forgets
+		# them first, then the client destroys each one's directory (its
+		# logmon, its secrets and private mounts) on its own time, which on
+		# a busy machine comes seconds later.
+		for ((i = 0; i < 120; i++)); do
+			[[ "$(api GET '/v1/allocations?namespace=*' | jq length)" == 0 && -z "$(mounts_under)" ]] && break
 			sleep 0.5
 		done
 	fi
@@ -102,7 +110,7 @@ if ((${#left[@]})); then
 	kill -KILL "${left[@]}" 2>/dev/null || true
 	sleep 0.5
 fi
-mounts="$(awk -v d="$state/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r)"
+mounts="$(mounts_under)"
 if [[ -n "$mounts" ]]; then
 	while read -r m; do
 		echo "down.sh: unmounting $m" >&2
