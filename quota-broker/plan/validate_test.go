@@ -281,6 +281,27 @@ func TestUsableWithANodeCheckAnswersAsUsable(t *testing.T) {
 	next.Allocations = append(slices.Clone(s.Allocations), Allocation{ID: "b3", Namespace: "workspace-b", Job: "other",
 		Group: "g", Type: JobBatch, Priority: 50, Node: "node-01", GPUIDs: []string{"node-01-gpu0"}, StartedAt: t0})
 	same("the same nodes", &next)
+	// b2 is on node-02, left out; b3 books node-01-gpu0 twice.
+	if memo.allocs.first != &next.Allocations[0] || len(memo.allocs.faults) != 2 || memo.allocs.faults[1].ID != "b3" {
+		t.Fatalf("the memo holds allocations %p and faults %v, want %p and the faults of b2 and b3", memo.allocs.first, memo.allocs.faults, &next.Allocations[0])
+	}
+	// The same nodes and the same allocations: the allocations' faults are
+	// the ones kept (poisoned here, to see that they are read).
+	same("the same allocations", &next)
+	kept := memo.allocs.faults
+	memo.allocs.faults = nil
+	if _, items := next.check(&memo); len(items) != 1 || items[0].Item != ItemNode {
+		t.Fatalf("with the kept allocation faults emptied, the check found %v, want node-02's fault alone", items)
+	}
+	memo.allocs.faults = kept
+	// The same nodes, the allocations copied (another slice): checked again.
+	again := next
+	again.Allocations = slices.Clone(next.Allocations)
+	again.Allocations[len(again.Allocations)-1].GPUIDs = []string{"node-01-gpu7"}
+	same("the allocations copied and fixed", &again)
+	if memo.allocs.first != &again.Allocations[0] || len(memo.allocs.faults) != 1 || memo.allocs.faults[0].ID != "b2" {
+		t.Fatalf("the memo holds allocations %p and faults %v, want %p and b2's alone", memo.allocs.first, memo.allocs.faults, &again.Allocations[0])
+	}
 	// Other nodes: node-02 fixed.
 	fixed := *s
 	fixed.Nodes = slices.Clone(s.Nodes)
@@ -289,5 +310,8 @@ func TestUsableWithANodeCheckAnswersAsUsable(t *testing.T) {
 	same("other nodes", &fixed)
 	if memo.first != &fixed.Nodes[0] || len(memo.faults) != 0 {
 		t.Fatalf("the memo holds nodes %p and %d faults, want the fixed nodes %p and none", memo.first, len(memo.faults), &fixed.Nodes[0])
+	}
+	if memo.allocs.first != &fixed.Allocations[0] {
+		t.Fatalf("the memo holds allocations %p, want those checked against the new nodes %p", memo.allocs.first, &fixed.Allocations[0])
 	}
 }

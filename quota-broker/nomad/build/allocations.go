@@ -7,6 +7,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/hashicorp/nomad/api"
 )
 
 // heldAllocs is what step 5 makes of the live allocations that hold GPUs before
@@ -14,9 +15,13 @@ import (
 // keeps it while they do not change (issue 18: a build then reads each
 // job once for its allocations, not each allocation's job).
 type heldAllocs struct {
-	allocs []*watch.Alloc          // by ID
-	base   []plan.Allocation       // allocs[i] as an allocation of no known job: its own type (service when not valid), priority 50
-	byJob  map[plan.JobKey][]int32 // the indices of each job's allocations, in order
+	allocs []*watch.Alloc    // by ID
+	base   []plan.Allocation // allocs[i] as an allocation of no known job: its own type (service when not valid), priority 50
+	// jobs are the jobs of the allocations, in the order of their first
+	// allocation, and idx[j] the indices of the allocations of jobs[j],
+	// in order.
+	jobs []plan.JobKey
+	idx  [][]int32
 	// stopping are the indices of the allocations Nomad was asked to stop
 	// (watch.Alloc.Stopping), in order.
 	stopping []int32
@@ -24,7 +29,7 @@ type heldAllocs struct {
 
 // heldOf makes the held part of the allocations.
 func heldOf(allocs map[string]*watch.Alloc) *heldAllocs {
-	h := &heldAllocs{allocs: make([]*watch.Alloc, 0, len(allocs)), byJob: map[plan.JobKey][]int32{}}
+	h := &heldAllocs{allocs: make([]*watch.Alloc, 0, len(allocs))}
 	for _, a := range allocs {
 		if a.Live() && len(a.GPUIDs) > 0 {
 			h.allocs = append(h.allocs, a)
@@ -32,6 +37,7 @@ func heldOf(allocs map[string]*watch.Alloc) *heldAllocs {
 	}
 	slices.SortFunc(h.allocs, func(p, q *watch.Alloc) int { return strings.Compare(p.ID, q.ID) })
 	h.base = make([]plan.Allocation, len(h.allocs))
+	job := map[plan.JobKey]int{}
 	for i, a := range h.allocs {
 		pa := plan.Allocation{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Group: a.Group,
 			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: slices.Clip(a.GPUIDs),
@@ -41,7 +47,14 @@ func heldOf(allocs map[string]*watch.Alloc) *heldAllocs {
 		}
 		h.base[i] = pa
 		k := a.JobKey()
-		h.byJob[k] = append(h.byJob[k], int32(i))
+		j, ok := job[k]
+		if !ok {
+			j = len(h.jobs)
+			job[k] = j
+			h.jobs = append(h.jobs, k)
+			h.idx = append(h.idx, nil)
+		}
+		h.idx[j] = append(h.idx[j], int32(i))
 		if a.Stopping() {
 			h.stopping = append(h.stopping, int32(i))
 		}
@@ -54,43 +67,89 @@ func (h *heldAllocs) index(id string) (int, bool) {
 	return slices.BinarySearchFunc(h.allocs, id, func(a *watch.Alloc, id string) int { return strings.Compare(a.ID, id) })
 }
 
-// snapshotAllocations is steps 5 and 5a: the live allocations that hold
-// GPUs (h), by ID, each with its job's type, priority and gputide options
-// and what the core's timed rules need (DESIGN L10.end, L11.max_run,
-// L11.settle): KillTimeout, the largest kill_timeout of its group's tasks
-// (default plan.DefaultKillTimeout); MaxRun, its job's flex max_run;
-// AdmittedAt, when the broker admitted its job (admitted), or, for a flex
+// allocInputs is what steps 5-5b read besides the held allocations and
+// the job views: the claimants of the allocations the broker stops
+// (Input.Stopping), the bookings of those it stops for a reservation
+// (Input.StoppingForReservation) and when the broker admitted a job
+// (Input.AdmittedAt, nil: never).
+type allocInputs struct {
+	stopping map[string]plan.GroupKey
+	forRes   map[string]string
+	admitted func(plan.JobKey) time.Time
+}
+
+// jobAllocKey is all that the allocations of one job take from it in
+// steps 5 and 5a: two builds that see the same held allocations, the
+// same keys and the same stops make the same allocations (Memo keeps
+// them). The spec read gives the job's type, priority, options and
+// kill_timeouts.
+type jobAllocKey struct {
+	view       bool // the job has a view
+	job        *api.Job
+	spec       *specRead
+	direct     bool
+	admittedAt time.Time
+}
+
+// jobAllocKeys is the key of each job of h (h.jobs' order).
+func jobAllocKeys(h *heldAllocs, jobs map[plan.JobKey]*JobView, admitted func(plan.JobKey) time.Time) []jobAllocKey {
+	keys := make([]jobAllocKey, len(h.jobs))
+	for j, k := range h.jobs {
+		v := jobs[k]
+		if v == nil {
+			continue
+		}
+		keys[j] = jobAllocKey{view: true, job: v.Job, spec: v.spec, direct: v.Direct}
+		if admitted != nil {
+			keys[j].admittedAt = admitted(k)
+		}
+	}
+	return keys
+}
+
+// snapshotAllocations is steps 5, 5a and 5b: the live allocations that
+// hold GPUs (h), by ID, each with its job's type, priority and gputide
+// options and what the core's timed rules need (DESIGN L10.end,
+// L11.max_run, L11.settle): KillTimeout, the largest kill_timeout of its
+// group's tasks (default plan.DefaultKillTimeout); MaxRun, its job's flex
+// max_run; AdmittedAt, when the broker admitted its job, or, for a flex
 // request the broker did not admit in this process, the earliest start of
 // its job's allocations here. An allocation of a job no view has keeps
 // its own type (service when not valid), priority 50 and no time. The
 // live allocations of a job registered straight into a pool are left out
 // unless Nomad was asked to stop them (L3 decides on it as pending, step
-// 4). Stopping ones carry their claimant (stopping: StoppingFor), or
-// UnknownClaimant; unknown lists the governed ones of those, by ID. An
-// allocation's GPU IDs are the state's own slice (never changed in place:
-// read only, as the snapshot).
-func snapshotAllocations(h *heldAllocs, jobs map[plan.JobKey]*JobView, stopping map[string]plan.GroupKey,
-	governed func(string) bool, admitted func(plan.JobKey) time.Time) (out []plan.Allocation, unknown []string) {
+// 4). Stopping ones carry their claimant (in.stopping: StoppingFor) or
+// their booking (in.forRes: StoppingForReservation, step 5b), else
+// UnknownClaimant; unclaimed lists those, by ID. keys are
+// jobAllocKeys(h, jobs, in.admitted). An allocation's GPU IDs are the
+// state's own slice (never changed in place: read only, as the snapshot).
+func snapshotAllocations(h *heldAllocs, jobs map[plan.JobKey]*JobView, keys []jobAllocKey, in allocInputs) (out []plan.Allocation, unclaimed []string) {
 	out = slices.Clone(h.base)
 	var left []bool // by index: left out (a direct registration's)
-	for k, idx := range h.byJob {
-		if v := jobs[k]; v != nil {
-			left = jobAllocations(out, idx, h.allocs, v, admitted, left)
+	for j, k := range h.jobs {
+		if keys[j].view {
+			left = jobAllocations(out, h.idx[j], h.allocs, jobs[k], keys[j].admittedAt, left)
 		}
 	}
-	for id, c := range stopping {
+	for id, c := range in.stopping {
 		if i, ok := h.index(id); ok {
 			out[i].StoppingFor = c
 		}
 	}
+	for id, r := range in.forRes {
+		if i, ok := h.index(id); ok {
+			out[i].StoppingFor, out[i].StoppingForReservation = plan.GroupKey{}, r
+		}
+	}
 	for _, i := range h.stopping {
-		if _, ok := stopping[out[i].ID]; ok || left != nil && left[i] {
+		id := out[i].ID
+		_, claimed := in.stopping[id]
+		_, booked := in.forRes[id]
+		if claimed || booked || left != nil && left[i] {
 			continue
 		}
 		out[i].StoppingFor = UnknownClaimant
-		if governed(out[i].Namespace) {
-			unknown = append(unknown, out[i].ID)
-		}
+		unclaimed = append(unclaimed, id)
 	}
 	if left != nil {
 		n := 0
@@ -105,7 +164,7 @@ func snapshotAllocations(h *heldAllocs, jobs map[plan.JobKey]*JobView, stopping 
 	if len(out) == 0 {
 		out = nil // a snapshot without allocations has none
 	}
-	return out, unknown
+	return out, unclaimed
 }
 
 // jobAllocations fills in, for the allocations of job view v (their
@@ -114,12 +173,8 @@ func snapshotAllocations(h *heldAllocs, jobs map[plan.JobKey]*JobView, stopping 
 // that Nomad was not asked to stop; it returns left, made when first
 // needed.
 func jobAllocations(out []plan.Allocation, idx []int32, allocs []*watch.Alloc, v *JobView,
-	admitted func(plan.JobKey) time.Time, left []bool) []bool {
+	admittedAt time.Time, left []bool) []bool {
 	typ, priority := v.typeAndPriority()
-	var admittedAt time.Time
-	if admitted != nil {
-		admittedAt = admitted(v.Key)
-	}
 	var maxRun time.Duration
 	if v.Options.Flex != nil {
 		maxRun = v.Options.Flex.MaxRun

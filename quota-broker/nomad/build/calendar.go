@@ -1,29 +1,11 @@
 package build
 
 import (
-	"slices"
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
-
-// markReservationStops is step 5b of Build: the allocations stopped for a
-// reservation (stopping: alloc ID -> reservation ID) carry it in
-// StoppingForReservation instead of a claimant, and are not stopping for
-// an unknown claimant.
-func markReservationStops(allocs []plan.Allocation, unknown []string, stopping map[string]string) []string {
-	if len(stopping) == 0 {
-		return unknown
-	}
-	for i := range allocs {
-		if id, ok := stopping[allocs[i].ID]; ok {
-			allocs[i].StoppingFor = plan.GroupKey{}
-			allocs[i].StoppingForReservation = id
-		}
-	}
-	return slices.DeleteFunc(unknown, func(id string) bool { _, ok := stopping[id]; return ok })
-}
 
 // groupKillTimeout is the largest kill_timeout of the tasks of group in j,
 // or plan.DefaultKillTimeout when none sets one.

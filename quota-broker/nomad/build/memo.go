@@ -29,11 +29,13 @@ import (
 //   - the live allocations per job and group (step 2) and the allocations
 //     that hold GPUs sorted by ID (step 5), while the State's allocations
 //     are the same (watch.Generations.Allocs);
-//   - the job keys in order (step 3): while the jobs are the same, kept;
-//     when they changed, the jobs added are merged in and the jobs gone
-//     dropped, without sorting them all again;
+//   - the snapshot's allocations (steps 5-5b), while the allocations that
+//     hold GPUs, what each of their jobs gives them (jobAllocKey) and the
+//     stops are the same: the snapshot then has the very slice the last
+//     build made;
 //   - the check of the nodes (step 8, plan.NodeCheck), while the nodes are
-//     the ones kept.
+//     the ones kept, and with it the check of the allocations while they
+//     are the slice kept.
 //
 // What a build keeps from the memo it shares with the snapshot (a node's
 // GPUs, an allocation's GPU IDs): the snapshot is read only (the planning
@@ -48,9 +50,9 @@ type Memo struct {
 	depth int    // builds under way
 	specs map[*api.Job]*specEntry
 
-	nodes  nodesPart
-	allocs allocsPart
-	keys   keysPart
+	nodes       nodesPart
+	allocs      allocsPart
+	allocations allocationsPart
 	// check is the check of nodes.nodes; used by one build at a time
 	// (checkBusy), a build that finds it in use checks its nodes itself.
 	check     plan.NodeCheck
@@ -80,12 +82,16 @@ type allocsPart struct {
 	held *heldAllocs
 }
 
-// keysPart is the jobs' keys in order for one generation of the jobs,
-// and the same keys as a set.
-type keysPart struct {
-	gen  uint64
-	keys []plan.JobKey
-	set  map[plan.JobKey]struct{}
+// allocationsPart is what steps 5-5b made of one heldAllocs, the keys of
+// its jobs and the stops (snapshotAllocations' inputs; the maps are
+// copies).
+type allocationsPart struct {
+	held      *heldAllocs
+	keys      []jobAllocKey
+	stopping  map[string]plan.GroupKey
+	forRes    map[string]string
+	out       []plan.Allocation
+	unclaimed []string
 }
 
 // begin starts a build: the specs it sees are marked with the build's
@@ -181,53 +187,25 @@ func (m *Memo) allocsOf(s watch.View) (liveCounts, *heldAllocs) {
 	return m.allocs.live, m.allocs.held
 }
 
-// jobKeysOf is the jobs' keys in order (plan.JobKey.Compare). When the
-// jobs changed since m last saw them, the keys m kept are brought up to
-// date: the jobs gone are dropped and the jobs added (few, in a cycle)
-// sorted and merged in, instead of sorting every key again.
-func (m *Memo) jobKeysOf(s watch.View) []plan.JobKey {
+// allocationsOf is steps 5-5b (snapshotAllocations): the allocations m
+// kept when the held allocations, the keys of their jobs and the stops are
+// the ones it made them of, else made and kept. The slice returned may be
+// the one a build before returned: read only.
+func (m *Memo) allocationsOf(h *heldAllocs, jobs map[plan.JobKey]*JobView, in allocInputs) ([]plan.Allocation, []string) {
+	keys := jobAllocKeys(h, jobs, in.admitted)
 	if m == nil {
-		return slices.SortedFunc(maps.Keys(s.Jobs), plan.JobKey.Compare)
+		return snapshotAllocations(h, jobs, keys, in)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p := &m.keys; p.keys == nil || p.gen != s.Gen.Jobs {
-		p.update(s.Jobs)
-		p.gen = s.Gen.Jobs
+	p := m.allocations
+	m.mu.Unlock()
+	if p.held == h && slices.Equal(p.keys, keys) && maps.Equal(p.stopping, in.stopping) && maps.Equal(p.forRes, in.forRes) {
+		return p.out, p.unclaimed
 	}
-	return m.keys.keys
-}
-
-// update brings p's keys and set to the keys of jobs: the keys gone are
-// dropped, those added sorted and merged in. The slice p had is not
-// changed (a build may still read it).
-func (p *keysPart) update(jobs map[plan.JobKey]*api.Job) {
-	if p.set == nil {
-		p.set = make(map[plan.JobKey]struct{}, len(jobs))
-	}
-	var added []plan.JobKey
-	for k := range jobs {
-		if _, ok := p.set[k]; !ok {
-			added = append(added, k)
-			p.set[k] = struct{}{}
-		}
-	}
-	slices.SortFunc(added, plan.JobKey.Compare)
-	gone := len(p.keys)+len(added) > len(jobs) // else every kept key is still a job
-	out := make([]plan.JobKey, 0, len(jobs))
-	i := 0
-	for _, k := range p.keys {
-		if gone {
-			if _, ok := jobs[k]; !ok {
-				delete(p.set, k)
-				continue
-			}
-		}
-		for i < len(added) && plan.JobKey.Compare(added[i], k) < 0 {
-			out = append(out, added[i])
-			i++
-		}
-		out = append(out, k)
-	}
-	p.keys = append(out, added[i:]...)
+	out, unclaimed := snapshotAllocations(h, jobs, keys, in)
+	m.mu.Lock()
+	m.allocations = allocationsPart{held: h, keys: keys, stopping: maps.Clone(in.stopping), forRes: maps.Clone(in.forRes),
+		out: out, unclaimed: unclaimed}
+	m.mu.Unlock()
+	return out, unclaimed
 }

@@ -298,3 +298,115 @@ func TestMemoFollowsTreeWrites(t *testing.T) {
 		}
 	}
 }
+
+// The allocations a Memo keeps (steps 5-5b) follow what the broker gives
+// the build besides Nomad's state: with the same state, a claimant, a
+// booking stop, an admission time and a direct registration each change
+// the snapshot exactly as a build without a Memo does; with nothing
+// changed the snapshot has the very slice the build before made (and its
+// check is the one kept).
+func TestMemoFollowsTheStops(t *testing.T) {
+	s, in := scaleState(t, 50)
+	var ids []string // the first two allocations, by ID
+	var job plan.JobKey
+	s.Read(func(v watch.View) {
+		for _, a := range v.Allocs {
+			ids = append(ids, a.ID)
+		}
+		slices.Sort(ids)
+		a := v.Allocs[ids[0]]
+		job = a.JobKey()
+	})
+	ids = ids[:2]
+	kept := in
+	kept.Memo = &Memo{}
+	var last *Build
+	step := func(name string, edit func(in *Input)) *Build {
+		t.Helper()
+		edit(&in)
+		edit(&kept)
+		want, got := From(s, in), From(s, kept)
+		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+			t.Fatalf("%s: snapshot with a Memo (-without +with):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(want.UnknownStopping, got.UnknownStopping); diff != "" {
+			t.Fatalf("%s: unknown stops with a Memo (-without +with):\n%s", name, diff)
+		}
+		last = got
+		return got
+	}
+	first := step("first build", func(*Input) {})
+	if again := step("nothing changed", func(*Input) {}); &again.Snapshot.Allocations[0] != &first.Snapshot.Allocations[0] {
+		t.Fatalf("nothing changed: the allocations were made again, want the slice kept")
+	}
+	claimant := plan.GroupKey{Namespace: scalegen.Team(1), Job: "infer", Group: "main"}
+	step("a claimant", func(in *Input) { in.Stopping = map[string]plan.GroupKey{ids[0]: claimant} })
+	if a := last.Snapshot.Allocations[0]; a.ID != ids[0] || a.StoppingFor != claimant {
+		t.Fatalf("a claimant: %s stops for %v, want %v", a.ID, a.StoppingFor, claimant)
+	}
+	step("a booking stop", func(in *Input) { in.StoppingForReservation = map[string]string{ids[1]: "r-1"} })
+	if a := last.Snapshot.Allocations[1]; a.ID != ids[1] || a.StoppingForReservation != "r-1" {
+		t.Fatalf("a booking stop: %s stops for booking %q, want r-1", a.ID, a.StoppingForReservation)
+	}
+	at := in.Now.Add(-time.Hour)
+	step("an admission time", func(in *Input) {
+		in.AdmittedAt = func(k plan.JobKey) time.Time {
+			if k == job {
+				return at
+			}
+			return time.Time{}
+		}
+	})
+	if a := last.Snapshot.Allocations[0]; !a.AdmittedAt.Equal(at) {
+		t.Fatalf("an admission time: %s admitted at %v, want %v", a.ID, a.AdmittedAt, at)
+	}
+	n := len(last.Snapshot.Allocations)
+	step("a direct registration", func(in *Input) { in.Accepted = func(k plan.JobKey) bool { return k != job } })
+	if len(last.Snapshot.Allocations) >= n {
+		t.Fatalf("a direct registration: %d allocations, want fewer than %d (its allocations left out)", len(last.Snapshot.Allocations), n)
+	}
+	step("no stop, all accepted", func(in *Input) {
+		in.Stopping, in.StoppingForReservation = nil, nil
+		in.Accepted = func(plan.JobKey) bool { return true }
+	})
+}
+
+// The jobs are read in no order; the lists made of them are in the order
+// of their jobs, a job's groups in its own order, and every build gives
+// the same lists.
+func TestFromListsInJobOrder(t *testing.T) {
+	s, in := scaleState(t, 50)
+	s.Edit(func(v watch.View) {
+		base := *v.Jobs[plan.JobKey{Namespace: scalegen.Team(0), Job: "train-00000"}]
+		for _, ns := range []string{scalegen.Team(3), scalegen.Team(0), scalegen.Team(2), scalegen.Team(1)} {
+			for _, id := range []string{"zz-new", "aa-new", "mm-new"} {
+				c := base
+				c.ID, c.Name, c.Namespace, c.NodePool = ptr(id), ptr(id), ptr(ns), ptr(DefaultHoldingPool)
+				tg := *base.TaskGroups[0]
+				tg2 := tg
+				tg.Name, tg2.Name = ptr("b-second"), ptr("a-first") // groups kept in the job's order, not sorted
+				c.TaskGroups = []*api.TaskGroup{&tg, &tg2}
+				v.Jobs[plan.JobKey{Namespace: ns, Job: id}] = &c
+			}
+		}
+	})
+	first := From(s, in)
+	var got []string
+	for _, p := range first.Snapshot.Pending {
+		got = append(got, p.Namespace+"/"+p.Job+"/"+p.Group)
+	}
+	var want []string
+	for _, ns := range []string{scalegen.Team(0), scalegen.Team(1), scalegen.Team(2), scalegen.Team(3)} {
+		for _, id := range []string{"aa-new", "mm-new", "zz-new"} {
+			want = append(want, ns+"/"+id+"/b-second", ns+"/"+id+"/a-first")
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("pending groups (-want +got):\n%s", diff)
+	}
+	for i := 0; i < 5; i++ {
+		if diff := cmp.Diff(first.Snapshot, From(s, in).Snapshot); diff != "" {
+			t.Fatalf("build %d differs from the first (-first +now):\n%s", i+2, diff)
+		}
+	}
+}

@@ -191,10 +191,12 @@ type Build struct {
 //     UngovernedGPUs;
 //  5. snapshotAllocations: live allocations that hold GPUs, with the job's
 //     priority and gputide meta, read once per job (allocations.go);
-//     stopping ones carry their claimant (StoppingFor), or
+//     stopping ones carry their claimant (StoppingFor), or, 5b, the
+//     booking they stop for (StoppingForReservation), else
 //     UnknownClaimant. The live allocations of a job registered straight
 //     into a pool are left out (L3 decides on it as pending); 5a, in the
-//     same pass: kill_timeout, max_run and admitted_at (AdmittedAt);
+//     same pass: kill_timeout, max_run and admitted_at (AdmittedAt). A
+//     Memo keeps the result while its inputs are the same;
 //     5c firstSeenPending and 5d requeuedPending: a pending
 //     group's place in the order (FirstSeen) and queue time (Requeued);
 //  6. idleGroups: groups with a gputide-idle scaling policy become the
@@ -225,8 +227,7 @@ func build(s watch.View, in Input) *Build {
 	snap.Nodes, b.UngovernedGPUs = in.Memo.nodesOf(s, in.Quota)
 	live, held := in.Memo.allocsOf(s)
 	bookings := IndexBookings(in.Reservations)
-	for _, k := range in.Memo.jobKeysOf(s) {
-		j := s.Jobs[k]
+	for k, j := range s.Jobs { // in no order: the lists made here are sorted below
 		spec := in.Memo.of(j, holding, in.Quota)
 		if !governed(spec.namespace) {
 			continue
@@ -259,10 +260,17 @@ func build(s watch.View, in Input) *Build {
 		}
 		snap.Pending = append(snap.Pending, pending...)
 	}
-	snap.Allocations, b.UnknownStopping = snapshotAllocations(held, b.Jobs, in.Stopping, governed, in.AdmittedAt)
+	sortByJob(b, snap)
+	var unclaimed []string
+	snap.Allocations, unclaimed = in.Memo.allocationsOf(held, b.Jobs,
+		allocInputs{stopping: in.Stopping, forRes: in.StoppingForReservation, admitted: in.AdmittedAt})
+	for _, id := range unclaimed {
+		if i, ok := held.index(id); ok && governed(held.allocs[i].Namespace) {
+			b.UnknownStopping = append(b.UnknownStopping, id)
+		}
+	}
 	firstSeenPending(snap.Pending, in.FirstSeen)
 	requeuedPending(snap.Pending, in.Requeued)
-	b.UnknownStopping = markReservationStops(snap.Allocations, b.UnknownStopping, in.StoppingForReservation)
 	snap.Reservations, snap.Holds, snap.Evictions = in.Reservations, in.Holds, in.Evictions
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.Allocs)
 	if in.UnplacedSince != nil {
@@ -275,6 +283,23 @@ func build(s watch.View, in Input) *Build {
 	defer release()
 	b.Snapshot, b.Left, b.Invalid = usable(snap, check)
 	return b
+}
+
+// sortByJob puts the lists of step 4, made in no order, in the order of
+// their jobs (plan.JobKey.Compare): the pending groups (a job's own in its
+// task groups' order), NoGPU, and Ungoverned with its warnings. Reading
+// the jobs in order instead would cost a build a lookup and a sorted list
+// of 10,000 keys for the few jobs these lists hold.
+func sortByJob(b *Build, snap *plan.Snapshot) {
+	slices.SortStableFunc(snap.Pending, func(p, q plan.Pending) int { return p.JobKey().Compare(q.JobKey()) })
+	slices.SortFunc(b.NoGPU, plan.JobKey.Compare)
+	if len(b.Ungoverned) > 1 {
+		slices.SortFunc(b.Ungoverned, plan.JobKey.Compare)
+		b.Warnings = b.Warnings[:0]
+		for _, k := range b.Ungoverned {
+			b.Warnings = append(b.Warnings, ungovernedWarning(b.Jobs[k]))
+		}
+	}
 }
 
 // governedOnce says whether a namespace is governed: bound in the tree
