@@ -250,7 +250,7 @@ func build(s watch.View, in Input) *Build {
 			v.Stopped = in.Stopped(k)
 		}
 		b.Jobs[k] = v
-		pending, noGPU := pendingGroups(v, live, s.Summaries[k])
+		pending, noGPU := pendingGroups(v, live, s)
 		if noGPU {
 			b.NoGPU = append(b.NoGPU, k)
 		}
@@ -390,9 +390,11 @@ func (v *JobView) stopped() bool {
 }
 
 // pendingGroups is step 4: the pending groups of job view v (its live
-// allocations per group, its summary), adding their count to v.Pending.
-// noGPU reports a job that waits in the holding pool and asks for no GPU.
-func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []plan.Pending, noGPU bool) {
+// allocations per group, its summary in s), adding their count to
+// v.Pending. noGPU reports a job that waits in the holding pool and asks
+// for no GPU. The summary of a job placed in its pool is read only when
+// s.Queued lists it: its pending allocations are its queued ones.
+func pendingGroups(v *JobView, live liveCounts, s watch.View) (pending []plan.Pending, noGPU bool) {
 	j := v.Job
 	if v.MetaErr != nil || v.stopped() {
 		return nil, false
@@ -417,6 +419,10 @@ func pendingGroups(v *JobView, live liveCounts, sum *api.JobSummary) (pending []
 	case v.Holding:
 		place = placeHolding
 	}
+	if _, queued := s.Queued[v.Key]; place == placeAdmitted && !queued {
+		return nil, false
+	}
+	sum := s.Summaries[v.Key]
 	ns := v.spec.namespace
 	for _, g := range v.spec.groups {
 		gpus, model, group, want := g.gpus, g.model, g.name, g.count

@@ -41,7 +41,7 @@ func (s *State) applyOne(e *api.Event) error {
 		k := jobKey(j)
 		if deleted {
 			delete(s.jobs, k)
-			delete(s.summaries, k)
+			s.setSummary(k, nil)
 			s.touchJobs()
 			return nil
 		}
@@ -187,9 +187,9 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 				missing := s.jobs[k] == nil && (s.governed == nil || s.governed(ns))
 				switch {
 				case err == nil:
-					s.summaries[k] = sum
+					s.setSummary(k, sum)
 				case isNotFound(err):
-					delete(s.summaries, k)
+					s.setSummary(k, nil)
 					missing = false
 					// Drop the job only if no event replaced it meanwhile: a
 					// 404 racing a new registration must not lose the new job.

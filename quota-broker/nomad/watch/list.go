@@ -70,7 +70,7 @@ func ListAll(ctx context.Context, c *api.Client, governed func(namespace string)
 	for _, j := range jobs {
 		ns := nsOrDefault(j.Namespace)
 		if j.JobSummary != nil {
-			s.summaries[plan.JobKey{Namespace: ns, Job: j.ID}] = j.JobSummary
+			s.setSummary(plan.JobKey{Namespace: ns, Job: j.ID}, j.JobSummary)
 		}
 		if governed(ns) {
 			want = append(want, j)

@@ -69,6 +69,9 @@ type State struct {
 	allocs     map[string]*Alloc
 	jobs       map[plan.JobKey]*api.Job        // full jobs (governed namespaces only)
 	summaries  map[plan.JobKey]*api.JobSummary // job summaries
+	// queued are the jobs whose summary has queued allocations (setSummary
+	// keeps it with summaries).
+	queued  map[plan.JobKey]struct{}
 	blocked    map[string]*api.Evaluation      // eval ID -> blocked evaluation
 	namespaces map[string]bool
 	// nsWatch says how namespace changes reach the state (set by the
@@ -120,6 +123,35 @@ func (s *State) touchNodes()  { s.gen.Nodes = nextGen() }
 func (s *State) touchAllocs() { s.gen.Allocs = nextGen() }
 func (s *State) touchJobs()   { s.gen.Jobs = nextGen() }
 
+// setSummary stores job k's summary (nil: drops it) and keeps s.queued
+// with it (callers hold s.mu for writing).
+func (s *State) setSummary(k plan.JobKey, sum *api.JobSummary) {
+	if sum == nil {
+		delete(s.summaries, k)
+	} else {
+		s.summaries[k] = sum
+	}
+	if hasQueued(sum) {
+		s.queued[k] = struct{}{}
+	} else {
+		delete(s.queued, k)
+	}
+}
+
+// hasQueued reports whether a task group of sum has queued allocations
+// (Nomad's placements that found no room).
+func hasQueued(sum *api.JobSummary) bool {
+	if sum == nil {
+		return false
+	}
+	for _, g := range sum.Summary {
+		if g.Queued > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // NewState returns an empty state.
 func NewState() *State {
 	return &State{
@@ -127,6 +159,7 @@ func NewState() *State {
 		allocs:     map[string]*Alloc{},
 		jobs:       map[plan.JobKey]*api.Job{},
 		summaries:  map[plan.JobKey]*api.JobSummary{},
+		queued:     map[plan.JobKey]struct{}{},
 		blocked:    map[string]*api.Evaluation{},
 		namespaces: map[string]bool{},
 		dirty:      map[plan.JobKey]bool{},
@@ -418,6 +451,10 @@ type View struct {
 	Allocs    map[string]*Alloc
 	Jobs      map[plan.JobKey]*api.Job        // full jobs (governed namespaces only)
 	Summaries map[plan.JobKey]*api.JobSummary // job summaries
+	// Queued are the jobs of Summaries with queued allocations in a task
+	// group: a build reads the summary of a job placed in its pool only
+	// when it is here (10,000 jobs, a handful queued: issue 18).
+	Queued map[plan.JobKey]struct{}
 	// Pools are the node pool names Nomad listed; nil in a state built
 	// from events alone, where the pool check is skipped.
 	Pools map[string]bool
@@ -433,7 +470,7 @@ type View struct {
 func (s *State) Read(fn func(View)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty, Gen: s.gen})
+	fn(s.view())
 }
 
 // Edit calls fn with a view of the state under its write lock, for tests
@@ -446,5 +483,18 @@ func (s *State) Edit(fn func(View)) {
 	s.touchNodes()
 	s.touchAllocs()
 	s.touchJobs()
-	fn(View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Pools: s.pools, Dirty: s.dirty, Gen: s.gen})
+	fn(s.view())
+	// fn may have changed the summaries: index the queued jobs again.
+	clear(s.queued)
+	for k, sum := range s.summaries {
+		if hasQueued(sum) {
+			s.queued[k] = struct{}{}
+		}
+	}
+}
+
+// view is the view of s (callers hold s.mu).
+func (s *State) view() View {
+	return View{Nodes: s.nodes, Allocs: s.allocs, Jobs: s.jobs, Summaries: s.summaries, Queued: s.queued,
+		Pools: s.pools, Dirty: s.dirty, Gen: s.gen}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
@@ -58,6 +60,9 @@ func TestListAllReadsNodesAllocationsJobsAndSummaries(t *testing.T) {
 	}
 	if len(s.blocked) != 3 {
 		t.Fatalf("blocked evaluations = %d, want 3 (training, bad-idle, bad-maxrun)", len(s.blocked))
+	}
+	if diff := cmp.Diff(queuedJobs(s), []string{"workspace-b/training", "workspace-c/bad-idle", "workspace-c/bad-maxrun"}); diff != "" {
+		t.Fatalf("queued jobs (-got +want):\n%s", diff)
 	}
 	if s.Index() == 0 {
 		t.Fatal("index not tracked")
@@ -314,4 +319,52 @@ func TestWatcherListsAtOnceWhenTouchedDuringBackoff(t *testing.T) {
 	f.Down = false
 	f.Mu.Unlock()
 	waitUntil("a list after Touch", func() bool { return w.Status().Relists == 1 && w.Status().Connected })
+}
+
+// queuedJobs is the State's index of the jobs with queued allocations,
+// sorted, checked against the summaries it indexes.
+func queuedJobs(s *State) []string {
+	var out []string
+	s.Read(func(v View) {
+		for k := range v.Queued {
+			out = append(out, k.String())
+		}
+		for k, sum := range v.Summaries {
+			if _, ok := v.Queued[k]; ok != hasQueued(sum) {
+				out = append(out, "MISMATCH "+k.String())
+			}
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
+// The index of queued jobs follows the summaries: a refreshed summary
+// with nothing queued leaves it, a deleted job leaves it, and Edit
+// indexes the summaries it was given again.
+func TestQueuedJobsFollowTheSummaries(t *testing.T) {
+	f, s := listRecorded(t)
+	training := plan.JobKey{Namespace: "workspace-b", Job: "training"}
+	s.Refresh(context.Background(), f.Client()) //nolint:errcheck // nothing dirty: no read
+	log, _ := testLogger(t)
+	s.Apply(&api.Events{Index: s.Index() + 1, Events: []api.Event{{Topic: api.TopicJob, Type: "JobDeregistered",
+		Payload: map[string]any{"Job": s.Job("workspace-c", "bad-idle"), "Deleted": true}}}}, log)
+	if diff := cmp.Diff(queuedJobs(s), []string{"workspace-b/training", "workspace-c/bad-maxrun"}); diff != "" {
+		t.Fatalf("after a job deleted: queued jobs (-got +want):\n%s", diff)
+	}
+	s.Edit(func(v View) {
+		sum := *v.Summaries[training]
+		sum.Summary = map[string]api.TaskGroupSummary{"worker": {Running: 1}}
+		v.Summaries[training] = &sum
+	})
+	if diff := cmp.Diff(queuedJobs(s), []string{"workspace-c/bad-maxrun"}); diff != "" {
+		t.Fatalf("after an Edit: queued jobs (-got +want):\n%s", diff)
+	}
+	s.dirty[training] = true
+	if err := s.Refresh(context.Background(), f.Client()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(queuedJobs(s), []string{"workspace-b/training", "workspace-c/bad-maxrun"}); diff != "" {
+		t.Fatalf("after a refresh: queued jobs (-got +want):\n%s", diff)
+	}
 }
