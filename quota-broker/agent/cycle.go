@@ -189,7 +189,7 @@ func (a *Agent) firstStart(c *cycleState) bool {
 // build is step 2.
 func (a *Agent) build(_ context.Context, c *cycleState) error {
 	c.stops = c.view.stopping(c.state, a.cfg.HoldingPool, c.start, a.cfg.Staleness)
-	accepted := c.view.admitted
+	var accepted func(plan.JobKey) bool // the records' admitted_at
 	if a.firstStart(c) {
 		accepted = func(plan.JobKey) bool { return true }
 	}
@@ -197,8 +197,7 @@ func (a *Agent) build(_ context.Context, c *cycleState) error {
 		Governed: a.governed, AdmitPools: a.cfg.AdmitPools, Policies: a.policies, Accepted: accepted,
 		Stopping: c.stops.forGroup, StoppingForReservation: c.stops.forRes,
 		Reservations: forFlavors(c.view.res, c.tree), Holds: c.view.planHolds(c.start),
-		FirstSeen: c.view.firstSeen, AdmittedAt: c.view.admittedAt, Requeued: c.view.queuedAt,
-		Stopped: c.view.stopped, UnplacedSince: c.view.unplacedSince, Memo: &a.memo, Evictions: c.evictions}
+		Record: c.view.record, UnplacedSince: c.view.unplacedSince, Memo: &a.memo, Evictions: c.evictions}
 	c.b = build.From(c.state, in)
 	c.run.snap = c.b.Snapshot
 	a.logLeft(c.b.Left)
@@ -283,7 +282,7 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 func (a *Agent) recordJobs(b *batch, c *cycleState) {
 	now := c.start
 	var started map[plan.JobKey]time.Time
-	for _, k := range unrecordedJobs(c) {
+	for _, k := range c.b.Unrecorded {
 		jv := c.b.Jobs[k]
 		seen := now
 		if t := build.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
@@ -309,24 +308,16 @@ func (a *Agent) recordJobs(b *batch, c *cycleState) {
 	}
 }
 
-// unrecordedJobs are the governed jobs of the build without a record, in
-// order (a cycle finds a few among thousands: only those are sorted).
-func unrecordedJobs(c *cycleState) []plan.JobKey {
-	var out []plan.JobKey
-	for k := range c.b.Jobs {
-		if _, ok := c.view.jobs[jobID(k)]; !ok {
-			out = append(out, k)
-		}
-	}
-	slices.SortFunc(out, plan.JobKey.Compare)
-	return out
-}
-
 // vanishedJobs are the records of governed jobs Nomad no longer has, in
 // order: those whose job the build lacks, each confirmed against the
 // state as it is now (a job the events brought back since the build
-// keeps its record).
+// keeps its record). When the records are exactly as many as the build's
+// jobs that have one (build.Build.Unrecorded), each is a job's of the
+// build and none is read (10,000 records a cycle, issue 18).
 func (a *Agent) vanishedJobs(c *cycleState) []store.JobID {
+	if len(c.view.jobs) == len(c.b.Jobs)-len(c.b.Unrecorded) {
+		return nil
+	}
 	var out []store.JobID
 	governed := map[string]bool{} // by namespace: governed reads the tree each call
 	for id := range c.view.jobs {

@@ -281,29 +281,18 @@ func jobID(k plan.JobKey) store.JobID {
 	return store.JobID{Namespace: k.Namespace, Job: k.Job}
 }
 
-// firstSeen is the job's first_seen (its place in the order of L3, DESIGN
-// L11), zero without a record.
-func (v *view) firstSeen(k plan.JobKey) time.Time { return v.jobs[jobID(k)].FirstSeen }
-
-// queuedAt is the job's queued_at (first_seen, or the broker's last move
-// of it back to the holding pool; max_wait counts from it, L11.expire),
-// zero without a record.
-func (v *view) queuedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].QueuedAt }
-
-// admittedAt is the job's admitted_at (max_run and settle count from it,
-// L11.max_run, L11.settle), zero when it has none.
-func (v *view) admittedAt(k plan.JobKey) time.Time { return v.jobs[jobID(k)].AdmittedAt }
-
-// admitted reports whether the job is recorded as admitted (L12: a
-// successor does not take the jobs its predecessor admitted for direct
-// registrations).
-func (v *view) admitted(k plan.JobKey) bool { return !v.jobs[jobID(k)].AdmittedAt.IsZero() }
-
-// stopped is the status still to write on a job the broker stopped whole
-// (jobs/<ns>/<job>.stopped; rules L10.end, L11.max_run), zero when none.
-func (v *view) stopped(k plan.JobKey) build.StopStatus {
-	st := v.jobs[jobID(k)].Stopped
-	return build.StopStatus{Reason: st.Reason, JobModifyIndex: st.JobModifyIndex}
+// record is what the build reads of the job's record (build.JobRecord):
+// first_seen (L11: the order of L3), queued_at (the broker's last move of
+// it back to the holding pool; max_wait counts from it, L11.expire),
+// admitted_at (max_run and settle count from it, L11.max_run, L11.settle;
+// L12: a successor does not take the jobs its predecessor admitted for
+// direct registrations) and the status still to write on a job the
+// broker stopped whole (jobs/<ns>/<job>.stopped; rules L10.end,
+// L11.max_run). One lookup per job and cycle: 10,000 jobs read once.
+func (v *view) record(k plan.JobKey) build.JobRecord {
+	r, ok := v.jobs[jobID(k)]
+	return build.JobRecord{Recorded: ok, FirstSeen: r.FirstSeen, QueuedAt: r.QueuedAt, AdmittedAt: r.AdmittedAt,
+		Stopped: build.StopStatus{Reason: r.Stopped.Reason, JobModifyIndex: r.Stopped.JobModifyIndex}}
 }
 
 // unplacedSince is since when an idle group has had allocations unplaced

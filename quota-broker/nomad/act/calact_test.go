@@ -81,10 +81,10 @@ func (m *memFence) BeforeScale(ctx context.Context, group plan.GroupKey) error {
 
 // input gives the kept facts to a build.
 func (m *memFence) input(in *build.Input) {
-	in.Stopped = func(k plan.JobKey) build.StopStatus {
+	in.Record = func(k plan.JobKey) build.JobRecord {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.stopped[k]
+		return build.JobRecord{Recorded: true, Stopped: m.stopped[k]}
 	}
 	in.UnplacedSince = func(g plan.GroupKey) time.Time {
 		m.mu.Lock()
@@ -225,11 +225,11 @@ func TestExecuteSuspendsAFlexJobWhole(t *testing.T) {
 	delete(raw(s).Summaries, jobC) // not evaluated yet: every allocation is pending
 	later := at(t).Add(time.Minute)
 	b = build.From(s, build.Input{Now: later, Quota: claimTree(), Settings: quota.DefaultSettings(),
-		Requeued: func(k plan.JobKey) time.Time {
+		Record: func(k plan.JobKey) build.JobRecord {
 			if k == jobC {
-				return at(t)
+				return build.JobRecord{Recorded: true, QueuedAt: at(t)}
 			}
-			return time.Time{}
+			return build.JobRecord{}
 		}, Accepted: func(plan.JobKey) bool { return true }})
 	var queued []time.Time
 	for _, pg := range b.Snapshot.Pending {
@@ -305,15 +305,15 @@ func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
 	j.Meta = map[string]string{build.MetaPool: "default", build.MetaFlexMaxRun: "1h"}
 	raw(s).Jobs[jobC] = &j
 	admitted := at(t).Add(-time.Hour)
-	admittedAt := func(k plan.JobKey) time.Time { // the broker's record
+	record := func(k plan.JobKey) build.JobRecord { // the broker's record
 		if k == jobC {
-			return admitted
+			return build.JobRecord{Recorded: true, AdmittedAt: admitted}
 		}
-		return time.Time{}
+		return build.JobRecord{}
 	}
 	build := func(now time.Time) *build.Build {
 		b := build.From(s, build.Input{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(),
-			AdmittedAt: admittedAt, Accepted: func(plan.JobKey) bool { return true }})
+			Record: record, Accepted: func(plan.JobKey) bool { return true }})
 		if b.Invalid != nil || len(b.Left) != 0 {
 			t.Fatalf("build: %v, left %v", b.Invalid, b.Left)
 		}

@@ -70,12 +70,10 @@ func (h *heldAllocs) index(id string) (int, bool) {
 // allocInputs is what steps 5-5b read besides the held allocations and
 // the job views: the claimants of the allocations the broker stops
 // (Input.Stopping), the bookings of those it stops for a reservation
-// (Input.StoppingForReservation) and when the broker admitted a job
-// (Input.AdmittedAt, nil: never).
+// (Input.StoppingForReservation).
 type allocInputs struct {
 	stopping map[string]plan.GroupKey
 	forRes   map[string]string
-	admitted func(plan.JobKey) time.Time
 }
 
 // jobAllocKey is all that the allocations of one job take from it in
@@ -92,16 +90,11 @@ type jobAllocKey struct {
 }
 
 // jobAllocKeys is the key of each job of h (h.jobs' order).
-func jobAllocKeys(h *heldAllocs, jobs map[plan.JobKey]*JobView, admitted func(plan.JobKey) time.Time) []jobAllocKey {
+func jobAllocKeys(h *heldAllocs, jobs map[plan.JobKey]*JobView) []jobAllocKey {
 	keys := make([]jobAllocKey, len(h.jobs))
 	for j, k := range h.jobs {
-		v := jobs[k]
-		if v == nil {
-			continue
-		}
-		keys[j] = jobAllocKey{view: true, job: v.Job, spec: v.spec, direct: v.Direct}
-		if admitted != nil {
-			keys[j].admittedAt = admitted(k)
+		if v := jobs[k]; v != nil {
+			keys[j] = jobAllocKey{view: true, job: v.Job, spec: v.spec, direct: v.Direct, admittedAt: v.rec.AdmittedAt}
 		}
 	}
 	return keys
@@ -121,7 +114,7 @@ func jobAllocKeys(h *heldAllocs, jobs map[plan.JobKey]*JobView, admitted func(pl
 // 4). Stopping ones carry their claimant (in.stopping: StoppingFor) or
 // their booking (in.forRes: StoppingForReservation, step 5b), else
 // UnknownClaimant; unclaimed lists those, by ID. keys are
-// jobAllocKeys(h, jobs, in.admitted). An allocation's GPU IDs are the
+// jobAllocKeys(h, jobs). An allocation's GPU IDs are the
 // state's own slice (never changed in place: read only, as the snapshot).
 func snapshotAllocations(h *heldAllocs, jobs map[plan.JobKey]*JobView, keys []jobAllocKey, in allocInputs) (out []plan.Allocation, unclaimed []string) {
 	out = slices.Clone(h.base)

@@ -27,31 +27,21 @@ func groupKillTimeout(j *api.Job, group string) time.Duration {
 	return most
 }
 
-// firstSeenPending is step 5c of Build: a pending group of a job the
-// broker has a first_seen for (the store's jobs/ record, DESIGN L11) has
-// its place in the order of L3 from it (SubmittedAt), not from Nomad's
-// SubmitTime, which every registration (the broker's own moves between
-// pools, a user's update) resets.
-func firstSeenPending(pending []plan.Pending, firstSeen func(plan.JobKey) time.Time) {
-	if firstSeen == nil {
-		return
-	}
+// recordedPending is steps 5c and 5d of Build: a pending group of a job
+// the broker recorded takes its place in the order from the record's
+// first_seen (SubmittedAt, DESIGN L11: the order of L3), and a job the
+// broker queued again (rule L11.settle) is queued since its queued_at
+// (QueuedAt; max_wait counts from it) when that is after its submission.
+func recordedPending(pending []plan.Pending, jobs map[plan.JobKey]*JobView) {
 	for i := range pending {
-		if t := firstSeen(pending[i].JobKey()); !t.IsZero() {
+		v := jobs[pending[i].JobKey()]
+		if v == nil {
+			continue
+		}
+		if t := v.rec.FirstSeen; !t.IsZero() {
 			pending[i].SubmittedAt = t
 		}
-	}
-}
-
-// requeuedPending is step 5d of Build: a pending group of a job the broker
-// queued again (rule L11.settle) is queued since then (QueuedAt; max_wait
-// counts from it, DESIGN L11), when that is after its submission.
-func requeuedPending(pending []plan.Pending, requeued func(plan.JobKey) time.Time) {
-	if requeued == nil {
-		return
-	}
-	for i := range pending {
-		if t := requeued(pending[i].JobKey()); t.After(pending[i].SubmittedAt) {
+		if t := v.rec.QueuedAt; t.After(pending[i].SubmittedAt) {
 			pending[i].QueuedAt = t
 		}
 	}

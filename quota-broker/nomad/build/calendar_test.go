@@ -44,9 +44,13 @@ func TestBuildOrdersPendingByFirstSeenAndQueuesFromQueuedAt(t *testing.T) {
 	seen, queued := at(t).Add(-3*time.Hour), at(t).Add(-time.Hour)
 	build := func(first, requeued time.Time) plan.Pending {
 		b := From(s, Input{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(),
-			Accepted:  func(plan.JobKey) bool { return true },
-			FirstSeen: func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: first}[k] },
-			Requeued:  func(k plan.JobKey) time.Time { return map[plan.JobKey]time.Time{jobB: requeued}[k] }})
+			Accepted: func(plan.JobKey) bool { return true },
+			Record: func(k plan.JobKey) JobRecord {
+				if k != jobB {
+					return JobRecord{}
+				}
+				return JobRecord{Recorded: true, FirstSeen: first, QueuedAt: requeued}
+			}})
 		for _, pg := range b.Snapshot.Pending {
 			if pg.JobKey() == jobB {
 				return plan.Pending{SubmittedAt: pg.SubmittedAt, QueuedAt: pg.QueuedAt}

@@ -192,7 +192,7 @@ func (m *Memo) allocsOf(s watch.View) (liveCounts, *heldAllocs) {
 // the ones it made them of, else made and kept. The slice returned may be
 // the one a build before returned: read only.
 func (m *Memo) allocationsOf(h *heldAllocs, jobs map[plan.JobKey]*JobView, in allocInputs) ([]plan.Allocation, []string) {
-	keys := jobAllocKeys(h, jobs, in.admitted)
+	keys := jobAllocKeys(h, jobs)
 	if m == nil {
 		return snapshotAllocations(h, jobs, keys, in)
 	}

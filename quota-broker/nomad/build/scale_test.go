@@ -350,11 +350,11 @@ func TestMemoFollowsTheStops(t *testing.T) {
 	}
 	at := in.Now.Add(-time.Hour)
 	step("an admission time", func(in *Input) {
-		in.AdmittedAt = func(k plan.JobKey) time.Time {
+		in.Record = func(k plan.JobKey) JobRecord {
 			if k == job {
-				return at
+				return JobRecord{Recorded: true, AdmittedAt: at}
 			}
-			return time.Time{}
+			return JobRecord{Recorded: true}
 		}
 	})
 	if a := last.Snapshot.Allocations[0]; !a.AdmittedAt.Equal(at) {
@@ -407,6 +407,55 @@ func TestFromListsInJobOrder(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		if diff := cmp.Diff(first.Snapshot, From(s, in).Snapshot); diff != "" {
 			t.Fatalf("build %d differs from the first (-first +now):\n%s", i+2, diff)
+		}
+	}
+}
+
+// Input.Record is the broker's record of each job: the jobs without one
+// are listed in Unrecorded, in order; without Accepted, a job in its pool
+// whose record has no admission time was registered straight into it
+// (Direct), and a record's stop status is the view's.
+func TestFromReadsEachJobsRecord(t *testing.T) {
+	s, in := scaleState(t, 50)
+	in.Accepted = nil
+	var keys []plan.JobKey
+	s.Read(func(v watch.View) {
+		for k := range v.Jobs {
+			keys = append(keys, k)
+		}
+	})
+	slices.SortFunc(keys, plan.JobKey.Compare)
+	unrecorded := []plan.JobKey{keys[7], keys[3]} // no record
+	direct := keys[5]                            // a record without admitted_at
+	stopped := StopStatus{Reason: "max_run", JobModifyIndex: 9}
+	in.Record = func(k plan.JobKey) JobRecord {
+		switch k {
+		case unrecorded[0], unrecorded[1]:
+			return JobRecord{}
+		case direct:
+			return JobRecord{Recorded: true, FirstSeen: in.Now}
+		case keys[1]:
+			return JobRecord{Recorded: true, AdmittedAt: in.Now, Stopped: stopped}
+		}
+		return JobRecord{Recorded: true, AdmittedAt: in.Now}
+	}
+	b := From(s, in)
+	slices.SortFunc(unrecorded, plan.JobKey.Compare)
+	if diff := cmp.Diff(unrecorded, b.Unrecorded); diff != "" {
+		t.Fatalf("unrecorded jobs (-want +got):\n%s", diff)
+	}
+	for _, k := range keys {
+		v := b.Jobs[k]
+		if v == nil {
+			t.Fatalf("no view of %s", k)
+		}
+		// A job without a record has no admission time either.
+		wantDirect := k == direct || k == unrecorded[0] || k == unrecorded[1]
+		if v.Direct != wantDirect {
+			t.Errorf("%s: Direct = %v, want %v", k, v.Direct, wantDirect)
+		}
+		if want := map[bool]StopStatus{true: stopped}[k == keys[1]]; v.Stopped != want {
+			t.Errorf("%s: Stopped = %+v, want %+v", k, v.Stopped, want)
 		}
 	}
 }

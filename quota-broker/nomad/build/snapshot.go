@@ -36,9 +36,16 @@ type Input struct {
 	// Stopping maps allocations the broker stopped to their claimant (the
 	// agent: its store's intents).
 	Stopping map[string]plan.GroupKey
-	// Accepted says whether a job in a real pool was admitted by the broker
-	// (or was there when it started). A job in a real pool that is not
-	// accepted was registered straight into it and is checked as pending.
+	// Record is what the broker recorded of a job (the agent: its store's
+	// jobs/<ns>/<job>), read once per governed job and build; nil: no job
+	// has a record.
+	Record func(job plan.JobKey) JobRecord
+	// Accepted, when set, says whether a job in a real pool was admitted
+	// by the broker (or was there when it started), in place of its
+	// record: a job in a real pool that is not accepted was registered
+	// straight into it and is checked as pending. nil: with Record, the
+	// jobs whose record has an admission time are accepted; without,
+	// every job is.
 	Accepted func(job plan.JobKey) bool
 	// AdmitPools are the node pools a job may name in gputide_pool (the
 	// agent's admit_pools); nil means ["default"]. A job naming another
@@ -48,18 +55,6 @@ type Input struct {
 	// reservation to its ID (the agent: its store's intents of rules
 	// L10.drain and L10.start).
 	StoppingForReservation map[string]string
-	// AdmittedAt says when the broker admitted a job: the store's
-	// admitted_at (jobs/<ns>/<job>) in the agent; nil or zero: unknown
-	// (see timedAllocations).
-	AdmittedAt func(job plan.JobKey) time.Time
-	// FirstSeen says when the broker first saw a job: the store's
-	// first_seen in the agent (DESIGN L11: the order of L3); nil or zero:
-	// the job's gputide_submitted meta, else its SubmitTime (Submitted).
-	FirstSeen func(job plan.JobKey) time.Time
-	// Requeued says when the broker last queued a job: the store's
-	// queued_at in the agent (rule L11.settle); nil, zero or not after the
-	// job's first sight: never requeued.
-	Requeued func(job plan.JobKey) time.Time
 	// Reservations are the store's bookings not yet moved to history
 	// (ended ones included: the core's L10.end still stops their jobs),
 	// passed on as plan.Snapshot.Reservations. A job that is not stopped
@@ -76,10 +71,6 @@ type Input struct {
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
 	Policies *Policies
-	// Stopped says what status is still to write on a job the broker
-	// stopped whole (the agent: its store's jobs/<ns>/<job>.stopped);
-	// nil or zero: none. Passed on as JobView.Stopped, for the Actor.
-	Stopped func(job plan.JobKey) StopStatus
 	// UnplacedSince says since when an idle group has had allocations
 	// unplaced (the agent: its store's jobs/<ns>/<job>.unplaced_since);
 	// nil or zero: not known to be. Passed on as IdleView.UnplacedSince,
@@ -89,6 +80,29 @@ type Input struct {
 	// state that did not change from one build to the next (the agent's,
 	// across cycles); nil: every build derives everything.
 	Memo *Memo
+}
+
+// JobRecord is what a build reads of the broker's record of a job (the
+// agent's store: jobs/<ns>/<job>, store.JobRecord).
+type JobRecord struct {
+	// Recorded says that the broker has a record of the job; a job
+	// without is listed in Build.Unrecorded.
+	Recorded bool
+	// FirstSeen is when the broker first saw the job (first_seen, DESIGN
+	// L11: the order of L3); zero: the job's gputide_submitted meta, else
+	// its SubmitTime (Submitted).
+	FirstSeen time.Time
+	// QueuedAt is when the broker last queued the job (queued_at, rule
+	// L11.settle); zero or not after its first sight: never requeued.
+	QueuedAt time.Time
+	// AdmittedAt is when the broker admitted the job (admitted_at); zero:
+	// unknown (see snapshotAllocations), and, unless Input.Accepted says
+	// otherwise, a job in a real pool was registered straight into it.
+	AdmittedAt time.Time
+	// Stopped is the status still to write on a job the broker stopped
+	// whole (stopped); zero: none. Passed on as JobView.Stopped, for the
+	// Actor.
+	Stopped StopStatus
 }
 
 // StopStatus is the status meta still to write on a job the broker
@@ -128,6 +142,7 @@ type JobView struct {
 	Stopped StopStatus
 
 	spec *specRead // what the build read of Job
+	rec  JobRecord // the broker's record of the job (Input.Record)
 }
 
 // Build is a snapshot together with the job views it was made from.
@@ -137,6 +152,9 @@ type Build struct {
 	// UnknownStopping lists live allocations in governed namespaces that
 	// are being stopped for a claimant the broker cannot name.
 	UnknownStopping []string
+	// Unrecorded lists the governed jobs of which Input.Record gives no
+	// record, in order (the agent records them); nil without Input.Record.
+	Unrecorded []plan.JobKey
 	// NoGPU lists jobs waiting in the holding pool that ask for no GPU at
 	// all: the quota does not concern them, so they are admitted at once.
 	NoGPU []plan.JobKey
@@ -197,8 +215,8 @@ type Build struct {
 //     into a pool are left out (L3 decides on it as pending); 5a, in the
 //     same pass: kill_timeout, max_run and admitted_at (AdmittedAt). A
 //     Memo keeps the result while its inputs are the same;
-//     5c firstSeenPending and 5d requeuedPending: a pending
-//     group's place in the order (FirstSeen) and queue time (Requeued);
+//     5c and 5d recordedPending: a pending group's place in the order
+//     (the record's FirstSeen) and queue time (QueuedAt);
 //  6. idleGroups: groups with a gputide-idle scaling policy become the
 //     snapshot's idle groups (issue 11 item 4);
 //  7. prewarms: groups with a gputide-schedule scaling policy whose next
@@ -232,7 +250,14 @@ func build(s watch.View, in Input) *Build {
 		if !governed(spec.namespace) {
 			continue
 		}
-		v := jobView(k, j, spec, live.jobs[k], holding, in.Accepted)
+		var rec JobRecord
+		if in.Record != nil {
+			if rec = in.Record(k); !rec.Recorded {
+				b.Unrecorded = append(b.Unrecorded, k)
+			}
+		}
+		v := jobView(k, j, spec, live.jobs[k], holding, accepted(in, k, rec))
+		v.rec, v.Stopped = rec, rec.Stopped
 		if v.MetaErr == nil {
 			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
 		}
@@ -245,9 +270,6 @@ func build(s watch.View, in Input) *Build {
 			if v.Flavors = spec.flavors; !v.stopped() {
 				v.MetaErr = spec.flavorsErr
 			}
-		}
-		if in.Stopped != nil {
-			v.Stopped = in.Stopped(k)
 		}
 		b.Jobs[k] = v
 		pending, noGPU := pendingGroups(v, live, s)
@@ -263,14 +285,13 @@ func build(s watch.View, in Input) *Build {
 	sortByJob(b, snap)
 	var unclaimed []string
 	snap.Allocations, unclaimed = in.Memo.allocationsOf(held, b.Jobs,
-		allocInputs{stopping: in.Stopping, forRes: in.StoppingForReservation, admitted: in.AdmittedAt})
+		allocInputs{stopping: in.Stopping, forRes: in.StoppingForReservation})
 	for _, id := range unclaimed {
 		if i, ok := held.index(id); ok && governed(held.allocs[i].Namespace) {
 			b.UnknownStopping = append(b.UnknownStopping, id)
 		}
 	}
-	firstSeenPending(snap.Pending, in.FirstSeen)
-	requeuedPending(snap.Pending, in.Requeued)
+	recordedPending(snap.Pending, b.Jobs)
 	snap.Reservations, snap.Holds, snap.Evictions = in.Reservations, in.Holds, in.Evictions
 	snap.IdleGroups, b.Idle = idleGroups(in.Policies, b.Jobs, s.Allocs)
 	if in.UnplacedSince != nil {
@@ -287,12 +308,14 @@ func build(s watch.View, in Input) *Build {
 
 // sortByJob puts the lists of step 4, made in no order, in the order of
 // their jobs (plan.JobKey.Compare): the pending groups (a job's own in its
-// task groups' order), NoGPU, and Ungoverned with its warnings. Reading
+// task groups' order), Unrecorded, NoGPU, and Ungoverned with its
+// warnings. Reading
 // the jobs in order instead would cost a build a lookup and a sorted list
 // of 10,000 keys for the few jobs these lists hold.
 func sortByJob(b *Build, snap *plan.Snapshot) {
 	slices.SortStableFunc(snap.Pending, func(p, q plan.Pending) int { return p.JobKey().Compare(q.JobKey()) })
 	slices.SortFunc(b.NoGPU, plan.JobKey.Compare)
+	slices.SortFunc(b.Unrecorded, plan.JobKey.Compare)
 	if len(b.Ungoverned) > 1 {
 		slices.SortFunc(b.Ungoverned, plan.JobKey.Compare)
 		b.Warnings = b.Warnings[:0]
@@ -363,17 +386,29 @@ func liveByGroup(allocs map[string]*watch.Alloc) liveCounts {
 	return live
 }
 
+// accepted says whether job k, with record rec, was admitted by the
+// broker (Input.Accepted).
+func accepted(in Input, k plan.JobKey, rec JobRecord) bool {
+	switch {
+	case in.Accepted != nil:
+		return in.Accepted(k)
+	case in.Record != nil:
+		return !rec.AdmittedAt.IsZero()
+	}
+	return true
+}
+
 // jobView is step 3: the broker's view of governed job j (key k) with its
 // live allocations (live). A job outside the holding pool that accepted
 // does not know is Direct (registered straight into its pool).
-func jobView(k plan.JobKey, j *api.Job, spec *specRead, live int, holding string, accepted func(plan.JobKey) bool) *JobView {
+func jobView(k plan.JobKey, j *api.Job, spec *specRead, live int, holding string, accepted bool) *JobView {
 	v := &JobView{Key: k, Job: j, Pool: spec.pool, Live: live, spec: spec}
 	if v.Pool == "" {
 		v.Pool = "default"
 	}
 	v.Holding = v.Pool == holding
 	v.Options, v.MetaErr, v.GPUGroups = spec.options, spec.metaErr, spec.gpuGroups
-	v.Direct = !v.Holding && accepted != nil && !accepted(k)
+	v.Direct = !v.Holding && !accepted
 	return v
 }
 
