@@ -37,6 +37,11 @@ type buffers struct {
 	// how many nodes it indexed last.
 	nodeByID    map[string]int
 	nodeByIDLen int
+	// unitOf is allocIndexer.jobs (numberUnit), emptied for each plan and
+	// sized for its allocations: 20,000 allocations of 10,000 jobs no
+	// longer grow a map from empty each plan (issue 18).
+	unitOf    map[JobKey]int
+	unitOfLen int
 	// proj* back the snapshot's projection onto a flavor (DESIGN L13,
 	// projectAll), reused across plans like the rest.
 	projNodes  []*Node

@@ -432,6 +432,7 @@ func (p *planner) startAllocations() allocIndexer {
 		nodeOf:   grown(p.buf.nodeOf, n),
 		eager:    sized(p.buf.eager, len(p.nodes)),
 		sizes:    grown(p.buf.sizes, n)[:0], // per unit, its allocations (buildUnits)
+		jobs:     emptied(&p.buf.unitOf, &p.buf.unitOfLen, n),
 		first:    true,
 		lastNode: -1,
 	}
