@@ -107,6 +107,9 @@ type cycleState struct {
 	lock     *store.Lock // the leader lock; nil on a standby and in a dry run
 	newTerm  bool        // the first cycle since the lock was taken
 	stops    stops
+	// recordedAt is when the record step wrote its batch: the admitted_at
+	// it gave the jobs the plan admits (recordAdmissions).
+	recordedAt time.Time
 	// evictions are the recent victim stops budgets count (DESIGN L14),
 	// the snapshot's.
 	evictions []plan.Eviction
@@ -253,9 +256,11 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 	b := &batch{}
 	a.recordJobs(b, c)
 	if c.lock != nil {
+		c.recordedAt = a.now().UTC()
 		recordUnplaced(b, c)
 		recordHolds(b, c)
-		recordStops(b, c, a.now().UTC())
+		recordStops(b, c, c.recordedAt)
+		recordAdmissions(b, c, c.recordedAt)
 	}
 	if err := a.mem.commit(ctx, c.lock, b); err != nil {
 		return fmt.Errorf("failed to record the jobs, holds and intents in the store: %w", err)
@@ -454,6 +459,32 @@ func recordStops(b *batch, c *cycleState, at time.Time) {
 	}
 }
 
+// recordAdmissions adds to b the admission of each job the plan admits:
+// its record with admitted_at = at, the intent of the register (L12:
+// written before the Nomad call; the Fence finds it and writes nothing
+// more, fence.BeforeJob). A record written earlier in b is the one
+// updated.
+func recordAdmissions(b *batch, c *cycleState, at time.Time) {
+	for _, act := range c.p.Actions {
+		if act.Action != plan.ActionAdmit {
+			continue
+		}
+		id := store.JobID{Namespace: act.Namespace, Job: act.Job}
+		rec, ok := b.jobs[id]
+		if !ok {
+			rec, ok = c.view.jobs[id]
+		}
+		if !ok {
+			rec = store.JobRecord{FirstSeen: at, QueuedAt: at}
+		}
+		if rec.AdmittedAt.Equal(at) {
+			continue // another group of the job
+		}
+		rec.AdmittedAt = at
+		b.putJob(id, rec)
+	}
+}
+
 // intentOf is the intent of a stop action, announced at at.
 func intentOf(act plan.Action, at time.Time) store.Intent {
 	return store.Intent{Alloc: act.Alloc, Action: "stop", Namespace: act.Namespace, Job: act.Job, For: act.For,
@@ -473,7 +504,7 @@ func (a *Agent) act(ctx context.Context, c *cycleState) error {
 		p = &resumed
 	}
 	a.actor.State = c.state
-	a.actor.Fence = &fence{a: a, lock: c.lock, now: a.now}
+	a.actor.Fence = &fence{a: a, lock: c.lock, now: a.now, admittedAt: c.recordedAt}
 	actx, cancel := context.WithTimeout(ctx, actTimeout)
 	defer cancel()
 	c.out = a.actor.Execute(actx, p, c.b) // flex max_run: the core's L11.max_run stop_job

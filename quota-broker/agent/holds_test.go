@@ -15,15 +15,21 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// countingStore counts the hold writes that reach the store.
+// countingStore counts the writes that reach the store under prefix
+// (empty: "holds/").
 type countingStore struct {
 	store.Store
+	prefix        string
 	puts, deletes []store.Key
 }
 
 func (c *countingStore) WriteRecords(ctx context.Context, lock *store.Lock, writes []store.RecordWrite) error {
+	prefix := c.prefix
+	if prefix == "" {
+		prefix = "holds/"
+	}
 	for _, w := range writes {
-		if !strings.HasPrefix(string(w.Key()), "holds/") {
+		if !strings.HasPrefix(string(w.Key()), prefix) {
 			continue
 		}
 		if w.IsDelete() {

@@ -166,6 +166,9 @@ type fence struct {
 	a    *Agent
 	lock *store.Lock
 	now  func() time.Time
+	// admittedAt is the admitted_at the cycle's record step gave the
+	// jobs its plan admits (recordAdmissions); zero: none.
+	admittedAt time.Time
 }
 
 var _ nomadact.Fence = (*fence)(nil)
@@ -200,7 +203,8 @@ func (f *fence) Withdraw(ctx context.Context, alloc string) {
 }
 
 // BeforeJob writes jobs/<ns>/<job> with the times the write changes:
-// admitted_at for an admission, queued_at (and no admitted_at) for a move to
+// admitted_at for an admission (unless the record step wrote it this
+// cycle, recordAdmissions), queued_at (and no admitted_at) for a move to
 // the holding pool; a status write only makes sure the record exists.
 func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomadact.JobWrite) error {
 	id := jobID(key)
@@ -211,6 +215,9 @@ func (f *fence) BeforeJob(ctx context.Context, key plan.JobKey, w nomadact.JobWr
 	}
 	switch w {
 	case nomadact.WriteAdmit:
+		if ok && !f.admittedAt.IsZero() && rec.AdmittedAt.Equal(f.admittedAt) {
+			return nil // recorded by the record step
+		}
 		rec.AdmittedAt = now
 	case nomadact.WriteRequeue:
 		rec.QueuedAt, rec.AdmittedAt = now, time.Time{}

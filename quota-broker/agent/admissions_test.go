@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
+	"github.com/gputide/gputide/quota-broker/plan"
+	"github.com/gputide/gputide/quota-broker/store"
+)
+
+// The record step writes the admission of each job its plan admits
+// (admitted_at, issue 18 item 2: job times in the one fenced batch), once
+// per job however many of its groups are admitted, keeping what the
+// record had; the Fence then writes nothing more before the register,
+// while an admission the record step did not write (another cycle's, or
+// one outside the plan) is still written before its register.
+func TestRecordStepWritesTheAdmissionsTheFenceFinds(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	lock, err := st.Lock(ctx, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := time.Date(2026, 12, 7, 7, 0, 0, 0, time.UTC)
+	at := seen.Add(time.Hour)
+	known := store.JobID{Namespace: "workspace-a", Job: "train"}
+	known2 := store.JobID{Namespace: "workspace-a", Job: "eval"}
+	fresh := store.JobID{Namespace: "workspace-b", Job: "serve"}
+	for _, id := range []store.JobID{known, known2} {
+		if err := st.WriteRecords(ctx, lock, []store.RecordWrite{store.PutJobRecord(id, store.JobRecord{FirstSeen: seen, QueuedAt: seen})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := &countingStore{Store: st, prefix: "jobs/"}
+	mem := newMemory(cs, true)
+	mem.lead()
+	mem.guarded(&store.Guarded{}, nil)
+	v, err := mem.view(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plan.Plan{Actions: []plan.Action{
+		{Action: plan.ActionAdmit, Namespace: known.Namespace, Job: known.Job, Group: "a"},
+		{Action: plan.ActionAdmit, Namespace: known.Namespace, Job: known.Job, Group: "b"},
+		{Action: plan.ActionAdmit, Namespace: fresh.Namespace, Job: fresh.Job, Group: "web"},
+	}}
+	b := &batch{}
+	recordAdmissions(b, &cycleState{view: v, p: p}, at)
+	if err := mem.commit(ctx, lock, b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]store.Key{store.JobKey(known), store.JobKey(fresh)}, cs.puts); diff != "" {
+		t.Fatalf("job records written by the record step (-want +got):\n%s", diff)
+	}
+	for id, want := range map[store.JobID]store.JobRecord{
+		known: {FirstSeen: seen, QueuedAt: seen, AdmittedAt: at},
+		fresh: {FirstSeen: at, QueuedAt: at, AdmittedAt: at},
+	} {
+		if got, _ := mem.job(id); !cmp.Equal(want, got) {
+			t.Errorf("%s: record %+v, want %+v", id, got, want)
+		}
+	}
+	cs.puts = nil
+	f := &fence{a: &Agent{mem: mem}, lock: lock, now: func() time.Time { return at.Add(time.Second) }, admittedAt: at}
+	for _, id := range []store.JobID{known, fresh} {
+		if err := f.BeforeJob(ctx, plan.JobKey{Namespace: id.Namespace, Job: id.Job}, nomadact.WriteAdmit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(cs.puts) != 0 {
+		t.Fatalf("the Fence wrote %v before registers the record step had recorded, want nothing", cs.puts)
+	}
+	// An admission the record step did not write: written now.
+	if err := f.BeforeJob(ctx, plan.JobKey{Namespace: known2.Namespace, Job: known2.Job}, nomadact.WriteAdmit); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]store.Key{store.JobKey(known2)}, cs.puts); diff != "" {
+		t.Fatalf("job records written by the Fence (-want +got):\n%s", diff)
+	}
+	if got, _ := mem.job(known2); !got.AdmittedAt.Equal(at.Add(time.Second)) {
+		t.Fatalf("%s admitted at %v, want the Fence's now %v", known2, got.AdmittedAt, at.Add(time.Second))
+	}
+}
