@@ -18,10 +18,11 @@ type heldAllocs struct {
 	allocs []*watch.Alloc    // by ID
 	base   []plan.Allocation // allocs[i] as an allocation of no known job: its own type (service when not valid), priority 50
 	// jobs are the jobs of the allocations, in the order of their first
-	// allocation, and idx[j] the indices of the allocations of jobs[j],
-	// in order.
-	jobs []plan.JobKey
-	idx  [][]int32
+	// allocation, idx[j] the indices of the allocations of jobs[j], in
+	// order, and jobIndex the index of each job in jobs.
+	jobs     []plan.JobKey
+	idx      [][]int32
+	jobIndex map[plan.JobKey]int32
 	// stopping are the indices of the allocations Nomad was asked to stop
 	// (watch.Alloc.Stopping), in order.
 	stopping []int32
@@ -37,7 +38,7 @@ func heldOf(allocs map[string]*watch.Alloc) *heldAllocs {
 	}
 	slices.SortFunc(h.allocs, func(p, q *watch.Alloc) int { return strings.Compare(p.ID, q.ID) })
 	h.base = make([]plan.Allocation, len(h.allocs))
-	job := map[plan.JobKey]int{}
+	h.jobIndex = map[plan.JobKey]int32{}
 	for i, a := range h.allocs {
 		pa := plan.Allocation{ID: a.ID, Namespace: a.Namespace, Job: a.JobID, Group: a.Group,
 			Type: plan.JobType(a.JobType), Priority: 50, Node: a.NodeID, GPUIDs: slices.Clip(a.GPUIDs),
@@ -47,10 +48,10 @@ func heldOf(allocs map[string]*watch.Alloc) *heldAllocs {
 		}
 		h.base[i] = pa
 		k := a.JobKey()
-		j, ok := job[k]
+		j, ok := h.jobIndex[k]
 		if !ok {
-			j = len(h.jobs)
-			job[k] = j
+			j = int32(len(h.jobs))
+			h.jobIndex[k] = j
 			h.jobs = append(h.jobs, k)
 			h.idx = append(h.idx, nil)
 		}
@@ -89,15 +90,9 @@ type jobAllocKey struct {
 	admittedAt time.Time
 }
 
-// jobAllocKeys is the key of each job of h (h.jobs' order).
-func jobAllocKeys(h *heldAllocs, jobs map[plan.JobKey]*JobView) []jobAllocKey {
-	keys := make([]jobAllocKey, len(h.jobs))
-	for j, k := range h.jobs {
-		if v := jobs[k]; v != nil {
-			keys[j] = jobAllocKey{view: true, job: v.Job, spec: v.spec, direct: v.Direct, admittedAt: v.rec.AdmittedAt}
-		}
-	}
-	return keys
+// allocKeyOf is the key of the allocations of the job of view v.
+func allocKeyOf(v *JobView) jobAllocKey {
+	return jobAllocKey{view: true, job: v.Job, spec: v.spec, direct: v.Direct, admittedAt: v.rec.AdmittedAt}
 }
 
 // snapshotAllocations is steps 5, 5a and 5b: the live allocations that
@@ -113,8 +108,8 @@ func jobAllocKeys(h *heldAllocs, jobs map[plan.JobKey]*JobView) []jobAllocKey {
 // unless Nomad was asked to stop them (L3 decides on it as pending, step
 // 4). Stopping ones carry their claimant (in.stopping: StoppingFor) or
 // their booking (in.forRes: StoppingForReservation, step 5b), else
-// UnknownClaimant; unclaimed lists those, by ID. keys are
-// jobAllocKeys(h, jobs). An allocation's GPU IDs are the
+// UnknownClaimant; unclaimed lists those, by ID. keys[j] is the key of
+// h.jobs[j] (allocKeyOf its view; zero: the job has none). An allocation's GPU IDs are the
 // state's own slice (never changed in place: read only, as the snapshot).
 func snapshotAllocations(h *heldAllocs, jobs map[plan.JobKey]*JobView, keys []jobAllocKey, in allocInputs) (out []plan.Allocation, unclaimed []string) {
 	out = slices.Clone(h.base)

@@ -49,6 +49,12 @@ type Memo struct {
 	build uint64 // builds begun: the mark of the specs the build under way saw
 	depth int    // builds under way
 	specs map[*api.Job]*specEntry
+	// views is what every kept view depends on besides its own key
+	// (viewContext), and the epoch the views made under it carry.
+	views struct {
+		ctx   viewContext
+		epoch uint64
+	}
 
 	nodes       nodesPart
 	allocs      allocsPart
@@ -59,10 +65,20 @@ type Memo struct {
 	checkBusy bool
 }
 
-// specEntry is a kept spec read and the last build that saw it.
+// specEntry is a kept spec read, the last build that saw it, and what
+// the builds that own the memo (Memo.begin) made of the job.
 type specEntry struct {
 	read *specRead
 	seen uint64
+	// view is the view the last owning build made of the job, with what
+	// it was made of (made): a build that makes the same key reuses it
+	// (views.go). nil: none kept.
+	view *JobView
+	made viewKey
+	// held is the job's index in heldOf.jobs, -1 when no allocation of
+	// the job holds GPUs; heldOf nil: not looked up yet.
+	heldOf *heldAllocs
+	held   int32
 }
 
 // nodesPart is step 1's result for one generation of the nodes and one
@@ -95,17 +111,25 @@ type allocationsPart struct {
 }
 
 // begin starts a build: the specs it sees are marked with the build's
-// number (builds under way at once share one).
-func (m *Memo) begin() {
+// number (builds under way at once share one). The build begun while none
+// is under way owns the kept views (owner); it passes the context its
+// views depend on, and gets the epoch of the views it may reuse.
+func (m *Memo) begin(ctx viewContext) (owner bool, epoch uint64) {
 	if m == nil {
-		return
+		return false, 0
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.depth == 0 {
 		m.build++
+		if m.views.ctx != ctx || m.views.epoch == 0 {
+			m.views.ctx = ctx
+			m.views.epoch++
+		}
+		owner, epoch = true, m.views.epoch
 	}
 	m.depth++
+	return owner, epoch
 }
 
 // end ends a build: once no build is under way, the specs none saw are
@@ -188,11 +212,11 @@ func (m *Memo) allocsOf(s watch.View) (liveCounts, *heldAllocs) {
 }
 
 // allocationsOf is steps 5-5b (snapshotAllocations): the allocations m
-// kept when the held allocations, the keys of their jobs and the stops are
+// kept when the held allocations, the keys of their jobs (keys, in
+// h.jobs' order) and the stops are
 // the ones it made them of, else made and kept. The slice returned may be
 // the one a build before returned: read only.
-func (m *Memo) allocationsOf(h *heldAllocs, jobs map[plan.JobKey]*JobView, in allocInputs) ([]plan.Allocation, []string) {
-	keys := jobAllocKeys(h, jobs)
+func (m *Memo) allocationsOf(h *heldAllocs, jobs map[plan.JobKey]*JobView, keys []jobAllocKey, in allocInputs) ([]plan.Allocation, []string) {
 	if m == nil {
 		return snapshotAllocations(h, jobs, keys, in)
 	}

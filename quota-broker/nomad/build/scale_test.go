@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -426,7 +427,7 @@ func TestFromReadsEachJobsRecord(t *testing.T) {
 	})
 	slices.SortFunc(keys, plan.JobKey.Compare)
 	unrecorded := []plan.JobKey{keys[7], keys[3]} // no record
-	direct := keys[5]                            // a record without admitted_at
+	direct := keys[5]                             // a record without admitted_at
 	stopped := StopStatus{Reason: "max_run", JobModifyIndex: 9}
 	in.Record = func(k plan.JobKey) JobRecord {
 		switch k {
@@ -458,4 +459,128 @@ func TestFromReadsEachJobsRecord(t *testing.T) {
 			t.Errorf("%s: Stopped = %+v, want %+v", k, v.Stopped, want)
 		}
 	}
+}
+
+// viewOf is what a test compares of a job view.
+type viewOf struct {
+	Pool                     string
+	Holding, Direct          bool
+	Live, GPUGroups, Pending int
+	MetaErr                  string
+	Flavors                  []string
+	Stopped                  StopStatus
+}
+
+func viewsOf(b *Build) map[plan.JobKey]viewOf {
+	out := make(map[plan.JobKey]viewOf, len(b.Jobs))
+	for k, v := range b.Jobs {
+		o := viewOf{Pool: v.Pool, Holding: v.Holding, Direct: v.Direct, Live: v.Live, GPUGroups: v.GPUGroups,
+			Pending: v.Pending, Flavors: v.Flavors, Stopped: v.Stopped}
+		if v.MetaErr != nil {
+			o.MetaErr = v.MetaErr.Error()
+		}
+		out[k] = o
+	}
+	return out
+}
+
+// A Memo's build reuses the view of each job whose view it would make
+// the same (its spec, live count, record and acceptance, the admit pools
+// and Nomad's pools), and makes again those that change: every build
+// equals one without a Memo, and the views reused are the very views of
+// the build before.
+func TestMemoReusesTheViewsThatDidNotChange(t *testing.T) {
+	s, in := scaleState(t, 50)
+	in.Accepted = nil
+	recs := map[plan.JobKey]JobRecord{}
+	in.Record = func(k plan.JobKey) JobRecord {
+		if r, ok := recs[k]; ok {
+			return r
+		}
+		return JobRecord{Recorded: true, AdmittedAt: in.Now}
+	}
+	var keys []plan.JobKey
+	s.Read(func(v watch.View) {
+		for k := range v.Jobs {
+			keys = append(keys, k)
+		}
+	})
+	slices.SortFunc(keys, plan.JobKey.Compare)
+	kept := in
+	kept.Memo = &Memo{}
+	var last *Build
+	step := func(name string, edit func(in *Input), remade ...plan.JobKey) {
+		t.Helper()
+		edit(&in)
+		edit(&kept)
+		want, got := From(s, in), From(s, kept)
+		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+			t.Fatalf("%s: snapshot with a Memo (-without +with):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(viewsOf(want), viewsOf(got)); diff != "" {
+			t.Fatalf("%s: views with a Memo (-without +with):\n%s", name, diff)
+		}
+		if last != nil {
+			var again []plan.JobKey
+			for k, v := range got.Jobs {
+				if last.Jobs[k] != v {
+					again = append(again, k)
+				}
+			}
+			slices.SortFunc(again, plan.JobKey.Compare)
+			switch {
+			case len(remade) == 1 && remade[0] == (plan.JobKey{}): // every view
+				remade = keys
+			case remade == nil:
+				remade = []plan.JobKey{}
+			}
+			if again == nil {
+				again = []plan.JobKey{}
+			}
+			if diff := cmp.Diff(remade, again); diff != "" {
+				t.Fatalf("%s: views made again (-want +got):\n%s", name, diff)
+			}
+		}
+		last = got
+	}
+	step("first build", func(*Input) {})
+	step("nothing changed", func(*Input) {})
+	stop := StopStatus{Reason: "max_run", JobModifyIndex: 7}
+	step("a record changed", func(*Input) { recs[keys[4]] = JobRecord{Recorded: true, AdmittedAt: in.Now, Stopped: stop} }, keys[4])
+	step("an admission unrecorded", func(*Input) { recs[keys[9]] = JobRecord{Recorded: true} }, keys[9])
+	if !last.Jobs[keys[9]].Direct {
+		t.Fatalf("%s: a job in its pool without admitted_at is not a direct registration", keys[9])
+	}
+	step("the admit pools changed", func(in *Input) { in.AdmitPools = []string{"default", "other"} }, plan.JobKey{})
+	step("the admit pools changed again", func(in *Input) { in.AdmitPools = []string{"other"} }, plan.JobKey{})
+	if last.Jobs[keys[0]].MetaErr == nil {
+		t.Fatalf("%s: no meta error for a pool not among the admit pools", keys[0])
+	}
+	step("the admit pools as before", func(in *Input) { in.AdmitPools = nil }, plan.JobKey{})
+	s.Edit(func(v watch.View) {
+		sum := *v.Summaries[keys[2]]
+		sum.Summary = maps.Clone(sum.Summary)
+		for g, tg := range sum.Summary {
+			tg.Queued = 2
+			sum.Summary[g] = tg
+		}
+		v.Summaries[keys[2]] = &sum
+		j := *v.Jobs[keys[2]] // two more allocations wanted: the queued ones
+		j.TaskGroups = slices.Clone(j.TaskGroups)
+		for i, tg := range j.TaskGroups {
+			c := *tg
+			n := *c.Count + 2
+			c.Count = &n
+			j.TaskGroups[i] = &c
+		}
+		v.Jobs[keys[2]] = &j
+	})
+	// Edit counts every part as changed: the nodes and pools too.
+	step("a job queued", func(*Input) {}, plan.JobKey{})
+	if v := last.Jobs[keys[2]]; v.Pending == 0 {
+		t.Fatalf("%s: queued, but no allocation pending", keys[2])
+	}
+	// A job with allocations pending, and a direct registration, are made
+	// again each build.
+	step("nothing changed since", func(*Input) {}, keys[2], keys[9])
 }

@@ -237,7 +237,7 @@ func build(s watch.View, in Input) *Build {
 		holding = DefaultHoldingPool
 	}
 	governed := governedOnce(quota.Namespaces(in.Quota), in.Governed)
-	in.Memo.begin()
+	owner, epoch := in.Memo.begin(contextOf(s, in))
 	defer in.Memo.end()
 	snap := &plan.Snapshot{Time: in.Now, Quota: in.Quota, Settings: in.Settings}
 	b := &Build{Snapshot: snap, Jobs: make(map[plan.JobKey]*JobView, len(s.Jobs))}
@@ -245,9 +245,10 @@ func build(s watch.View, in Input) *Build {
 	snap.Nodes, b.UngovernedGPUs = in.Memo.nodesOf(s, in.Quota)
 	live, held := in.Memo.allocsOf(s)
 	bookings := IndexBookings(in.Reservations)
-	for k, j := range s.Jobs { // in no order: the lists made here are sorted below
-		spec := in.Memo.of(j, holding, in.Quota)
-		if !governed(spec.namespace) {
+	keys := make([]jobAllocKey, len(held.jobs)) // step 5's, by job of held
+	for k, j := range s.Jobs {                 // in no order: the lists made here are sorted below
+		e := in.Memo.of(j, holding, in.Quota)
+		if !governed(e.read.namespace) {
 			continue
 		}
 		var rec JobRecord
@@ -256,35 +257,30 @@ func build(s watch.View, in Input) *Build {
 				b.Unrecorded = append(b.Unrecorded, k)
 			}
 		}
-		v := jobView(k, j, spec, live.jobs[k], holding, accepted(in, k, rec))
-		v.rec, v.Stopped = rec, rec.Stopped
-		if v.MetaErr == nil {
-			v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
-		}
-		if v.MetaErr == nil && !v.stopped() {
-			v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
-		}
-		if v.MetaErr == nil {
-			// A stopped job's gputide_flavors is not checked (as its
-			// reservation is not): its status is the stop's.
-			if v.Flavors = spec.flavors; !v.stopped() {
-				v.MetaErr = spec.flavorsErr
+		key := viewKey{epoch: epoch, live: live.jobs[k], rec: rec, accepted: accepted(in, k, rec)}
+		_, queued := s.Queued[k]
+		v := keptView(e, key, owner, queued)
+		if v == nil {
+			v = makeView(k, j, e.read, key, holding, in, s, bookings)
+			pending, noGPU := pendingGroups(v, live, s)
+			if noGPU {
+				b.NoGPU = append(b.NoGPU, k)
 			}
+			if v.ungovernedOnly() && v.Holding && v.MetaErr == nil && !v.stopped() {
+				b.Ungoverned = append(b.Ungoverned, k)
+				b.Warnings = append(b.Warnings, ungovernedWarning(v))
+			}
+			snap.Pending = append(snap.Pending, pending...)
+			keepView(e, v, key, owner)
 		}
 		b.Jobs[k] = v
-		pending, noGPU := pendingGroups(v, live, s)
-		if noGPU {
-			b.NoGPU = append(b.NoGPU, k)
+		if hj := heldIndex(e, held, k, owner); hj >= 0 {
+			keys[hj] = allocKeyOf(v)
 		}
-		if v.ungovernedOnly() && v.Holding && v.MetaErr == nil && !v.stopped() {
-			b.Ungoverned = append(b.Ungoverned, k)
-			b.Warnings = append(b.Warnings, ungovernedWarning(v))
-		}
-		snap.Pending = append(snap.Pending, pending...)
 	}
 	sortByJob(b, snap)
 	var unclaimed []string
-	snap.Allocations, unclaimed = in.Memo.allocationsOf(held, b.Jobs,
+	snap.Allocations, unclaimed = in.Memo.allocationsOf(held, b.Jobs, keys,
 		allocInputs{stopping: in.Stopping, forRes: in.StoppingForReservation})
 	for _, id := range unclaimed {
 		if i, ok := held.index(id); ok && governed(held.allocs[i].Namespace) {
@@ -304,6 +300,31 @@ func build(s watch.View, in Input) *Build {
 	defer release()
 	b.Snapshot, b.Left, b.Invalid = usable(snap, check)
 	return b
+}
+
+// makeView is step 3 for governed job j (key k, spec read spec, made of
+// key): its view with its meta error, if any (its meta, its
+// gputide_pool against the admit pools and Nomad's, its
+// gputide_reservation against the bookings, its gputide_flavors), its
+// record and stop status.
+func makeView(k plan.JobKey, j *api.Job, spec *specRead, key viewKey, holding string, in Input, s watch.View,
+	bookings Bookings) *JobView {
+	v := jobView(k, j, spec, key.live, holding, key.accepted)
+	v.rec, v.Stopped = key.rec, key.rec.Stopped
+	if v.MetaErr == nil {
+		v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
+	}
+	if v.MetaErr == nil && !v.stopped() {
+		v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
+	}
+	if v.MetaErr == nil {
+		// A stopped job's gputide_flavors is not checked (as its
+		// reservation is not): its status is the stop's.
+		if v.Flavors = spec.flavors; !v.stopped() {
+			v.MetaErr = spec.flavorsErr
+		}
+	}
+	return v
 }
 
 // sortByJob puts the lists of step 4, made in no order, in the order of

@@ -103,13 +103,13 @@ func (r *specRead) group(name string) (groupRead, bool) {
 	return groupRead{}, false
 }
 
-// of returns what is read of j's spec with holding as the holding pool
-// and tree as the quota tree: the kept read when m has one made with
-// both, else a new read (kept when m is not nil), marked as seen by the
-// build under way.
-func (m *Memo) of(j *api.Job, holding string, tree *quota.Node) *specRead {
+// of returns the entry of j's spec with holding as the holding pool and
+// tree as the quota tree: the kept one when m has one made with both,
+// else a new one (kept when m is not nil), marked as seen by the build
+// under way.
+func (m *Memo) of(j *api.Job, holding string, tree *quota.Node) *specEntry {
 	if m == nil {
-		return readSpec(j, holding, tree)
+		return &specEntry{read: readSpec(j, holding, tree), held: -1}
 	}
 	m.mu.Lock()
 	e := m.specs[j]
@@ -118,16 +118,16 @@ func (m *Memo) of(j *api.Job, holding string, tree *quota.Node) *specRead {
 	}
 	m.mu.Unlock()
 	if e != nil && e.read.holding == holding && e.read.tree == tree {
-		return e.read
+		return e
 	}
-	r := readSpec(j, holding, tree)
+	e = &specEntry{read: readSpec(j, holding, tree), seen: m.build, held: -1}
 	m.mu.Lock()
 	if m.specs == nil {
 		m.specs = map[*api.Job]*specEntry{}
 	}
-	m.specs[j] = &specEntry{read: r, seen: m.build}
+	m.specs[j] = e
 	m.mu.Unlock()
-	return r
+	return e
 }
 
 // Len is the number of specs kept.

@@ -259,6 +259,7 @@ func (s *State) refreshPools(ctx context.Context, c *api.Client, keys []plan.Job
 	s.mu.Lock()
 	s.pools = pools
 	s.touchJobs()
+	s.touchPools()
 	s.mu.Unlock()
 	return nil
 }

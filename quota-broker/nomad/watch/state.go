@@ -109,6 +109,8 @@ type Generations struct {
 	Allocs uint64 // the allocations
 	// Jobs covers the jobs, their summaries and the node pool names.
 	Jobs uint64
+	// Pools covers the node pool names alone.
+	Pools uint64
 }
 
 // generation is the process-wide counter Generations take their values
@@ -122,6 +124,7 @@ func nextGen() uint64 { return generation.Add(1) }
 func (s *State) touchNodes()  { s.gen.Nodes = nextGen() }
 func (s *State) touchAllocs() { s.gen.Allocs = nextGen() }
 func (s *State) touchJobs()   { s.gen.Jobs = nextGen() }
+func (s *State) touchPools()  { s.gen.Pools = nextGen() }
 
 // setSummary stores job k's summary (nil: drops it) and keeps s.queued
 // with it (callers hold s.mu for writing).
@@ -163,7 +166,7 @@ func NewState() *State {
 		blocked:    map[string]*api.Evaluation{},
 		namespaces: map[string]bool{},
 		dirty:      map[plan.JobKey]bool{},
-		gen:        Generations{Nodes: nextGen(), Allocs: nextGen(), Jobs: nextGen()},
+		gen:        Generations{Nodes: nextGen(), Allocs: nextGen(), Jobs: nextGen(), Pools: nextGen()},
 	}
 }
 
@@ -483,6 +486,7 @@ func (s *State) Edit(fn func(View)) {
 	s.touchNodes()
 	s.touchAllocs()
 	s.touchJobs()
+	s.touchPools()
 	fn(s.view())
 	// fn may have changed the summaries: index the queued jobs again.
 	clear(s.queued)
