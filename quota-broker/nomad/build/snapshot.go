@@ -246,7 +246,7 @@ func build(s watch.View, in Input) *Build {
 	live, held := in.Memo.allocsOf(s)
 	bookings := IndexBookings(in.Reservations)
 	keys := make([]jobAllocKey, len(held.jobs)) // step 5's, by job of held
-	for k, j := range s.Jobs {                 // in no order: the lists made here are sorted below
+	for k, j := range s.Jobs {                  // in no order: the lists made here are sorted below
 		e := in.Memo.of(j, holding, in.Quota)
 		if !governed(e.read.namespace) {
 			continue

@@ -63,16 +63,16 @@ func (a *Alloc) JobKey() plan.JobKey { return plan.JobKey{Namespace: a.Namespace
 // State is the broker's copy of the Nomad state it plans on. Its methods
 // are safe for concurrent use; the maps are only read and written under mu.
 type State struct {
-	mu         sync.RWMutex
-	index      uint64
-	nodes      map[string]*Node
-	allocs     map[string]*Alloc
-	jobs       map[plan.JobKey]*api.Job        // full jobs (governed namespaces only)
-	summaries  map[plan.JobKey]*api.JobSummary // job summaries
+	mu        sync.RWMutex
+	index     uint64
+	nodes     map[string]*Node
+	allocs    map[string]*Alloc
+	jobs      map[plan.JobKey]*api.Job        // full jobs (governed namespaces only)
+	summaries map[plan.JobKey]*api.JobSummary // job summaries
 	// queued are the jobs whose summary has queued allocations (setSummary
 	// keeps it with summaries).
-	queued  map[plan.JobKey]struct{}
-	blocked    map[string]*api.Evaluation      // eval ID -> blocked evaluation
+	queued     map[plan.JobKey]struct{}
+	blocked    map[string]*api.Evaluation // eval ID -> blocked evaluation
 	namespaces map[string]bool
 	// nsWatch says how namespace changes reach the state (set by the
 	// watcher before the state is installed; zero in a state built
