@@ -66,7 +66,7 @@ type Fence interface {
 	Registered(ctx context.Context, key plan.JobKey, jobModifyIndex uint64)
 	// BeforeStopJob records the status to write on a job about to be
 	// stopped whole (stop_job), for this broker's next plans and its
-	// successor's (build.Input.Stopped).
+	// successor's (build.JobRecord.Stopped).
 	BeforeStopJob(ctx context.Context, key plan.JobKey, st build.StopStatus) error
 	// ForgetStop drops the status recorded by BeforeStopJob: it is
 	// written, or the job runs again.

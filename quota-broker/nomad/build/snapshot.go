@@ -138,7 +138,7 @@ type JobView struct {
 	// Build.Ungoverned).
 	Flavors []string
 	// Stopped is the status still to write once the job, stopped whole by
-	// the broker, has no live allocation (Input.Stopped); zero: none.
+	// the broker, has no live allocation (JobRecord.Stopped); zero: none.
 	Stopped StopStatus
 
 	spec *specRead // what the build read of Job
