@@ -7,16 +7,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
+	"github.com/gputide/gputide/quota-broker/nomad/build"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/store"
 )
 
-// The record step writes the admission of each job its plan admits
-// (admitted_at, issue 18 item 2: job times in the one fenced batch), once
-// per job however many of its groups are admitted, keeping what the
-// record had; the Fence then writes nothing more before the register,
-// while an admission the record step did not write (another cycle's, or
-// one outside the plan) is still written before its register.
+// The record step writes the admission of each job its plan admits from
+// the holding pool (admitted_at, issue 18 item 2: job times in the one
+// fenced batch), once per job however many of its groups are admitted,
+// keeping what the record had, and leaves a direct registration's
+// acceptance to the Fence; the Fence then writes nothing more before the
+// register, while an admission the record step did not write (another
+// cycle's, a direct registration's) is still written before its call.
 func TestRecordStepWritesTheAdmissionsTheFenceFinds(t *testing.T) {
 	ctx := context.Background()
 	st := store.NewMemory()
@@ -42,13 +44,20 @@ func TestRecordStepWritesTheAdmissionsTheFenceFinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	direct := store.JobID{Namespace: "workspace-b", Job: "direct"}
 	p := &plan.Plan{Actions: []plan.Action{
 		{Action: plan.ActionAdmit, Namespace: known.Namespace, Job: known.Job, Group: "a"},
 		{Action: plan.ActionAdmit, Namespace: known.Namespace, Job: known.Job, Group: "b"},
 		{Action: plan.ActionAdmit, Namespace: fresh.Namespace, Job: fresh.Job, Group: "web"},
+		{Action: plan.ActionAdmit, Namespace: direct.Namespace, Job: direct.Job, Group: "web"},
 	}}
+	views := map[plan.JobKey]*build.JobView{}
+	for _, id := range []store.JobID{known, fresh, direct} {
+		k := plan.JobKey{Namespace: id.Namespace, Job: id.Job}
+		views[k] = &build.JobView{Key: k, Holding: id != direct, Direct: id == direct}
+	}
 	b := &batch{}
-	recordAdmissions(b, &cycleState{view: v, p: p}, at)
+	recordAdmissions(b, &cycleState{view: v, p: p, b: &build.Build{Jobs: views}}, at)
 	if err := mem.commit(ctx, lock, b); err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +82,13 @@ func TestRecordStepWritesTheAdmissionsTheFenceFinds(t *testing.T) {
 	if len(cs.puts) != 0 {
 		t.Fatalf("the Fence wrote %v before registers the record step had recorded, want nothing", cs.puts)
 	}
-	// An admission the record step did not write: written now.
-	if err := f.BeforeJob(ctx, plan.JobKey{Namespace: known2.Namespace, Job: known2.Job}, nomadact.WriteAdmit); err != nil {
-		t.Fatal(err)
+	// Admissions the record step did not write: written now.
+	for _, id := range []store.JobID{known2, direct} {
+		if err := f.BeforeJob(ctx, plan.JobKey{Namespace: id.Namespace, Job: id.Job}, nomadact.WriteAdmit); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if diff := cmp.Diff([]store.Key{store.JobKey(known2)}, cs.puts); diff != "" {
+	if diff := cmp.Diff([]store.Key{store.JobKey(known2), store.JobKey(direct)}, cs.puts); diff != "" {
 		t.Fatalf("job records written by the Fence (-want +got):\n%s", diff)
 	}
 	if got, _ := mem.job(known2); !got.AdmittedAt.Equal(at.Add(time.Second)) {

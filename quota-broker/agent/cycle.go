@@ -459,14 +459,21 @@ func recordStops(b *batch, c *cycleState, at time.Time) {
 	}
 }
 
-// recordAdmissions adds to b the admission of each job the plan admits:
-// its record with admitted_at = at, the intent of the register (L12:
-// written before the Nomad call; the Fence finds it and writes nothing
-// more, fence.BeforeJob). A record written earlier in b is the one
-// updated.
+// recordAdmissions adds to b the admission of each job the plan admits
+// from the holding pool: its record with admitted_at = at, the intent of
+// the register (L12: written before the Nomad call; the Fence finds it
+// and writes nothing more, fence.BeforeJob). A record written earlier in
+// b is the one updated. The acceptance of a direct registration is left
+// to the Fence: admitted_at makes a job in its pool accepted, so it is
+// written only once the Actor accepts it (an admission it then skips,
+// its victims not stopped, leaves a job in the holding pool, where
+// admitted_at decides nothing until its next admission writes it again).
 func recordAdmissions(b *batch, c *cycleState, at time.Time) {
 	for _, act := range c.p.Actions {
 		if act.Action != plan.ActionAdmit {
+			continue
+		}
+		if v := c.b.Jobs[plan.JobKey{Namespace: act.Namespace, Job: act.Job}]; v == nil || !v.Holding {
 			continue
 		}
 		id := store.JobID{Namespace: act.Namespace, Job: act.Job}
