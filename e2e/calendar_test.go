@@ -21,7 +21,7 @@ import (
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
 	"github.com/gputide/gputide/quota-broker/nomad/act"
-	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -66,11 +66,11 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 		KillTimeout: calendarKill, Meta: map[string]string{"gputide_reservation": "r-nope"}})
 	err = waitFor(10*time.Second, 200*time.Millisecond, func() error {
 		j := jobInfo(t, a.Client, ns, "unbooked")
-		if j.Meta[build.MetaStatus] != act.StatusError {
-			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[build.MetaStatus], j.Meta[build.MetaReason])
+		if j.Meta[jobmeta.MetaStatus] != act.StatusError {
+			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[jobmeta.MetaStatus], j.Meta[jobmeta.MetaReason])
 		}
-		if want := `job meta gputide_reservation = "r-nope": no unended booking of namespace "workspace-b" has this ID`; j.Meta[build.MetaReason] != want {
-			return fmt.Errorf("gputide_reason = %q, want %q", j.Meta[build.MetaReason], want)
+		if want := `job meta gputide_reservation = "r-nope": no unended booking of namespace "workspace-b" has this ID`; j.Meta[jobmeta.MetaReason] != want {
+			return fmt.Errorf("gputide_reason = %q, want %q", j.Meta[jobmeta.MetaReason], want)
 		}
 		return nil
 	})
@@ -156,8 +156,8 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 	var j *api.Job
 	err = waitFor(15*time.Second, 200*time.Millisecond, func() error {
 		j = jobInfo(t, a.Client, ns, id)
-		if j.Meta[build.MetaStatus] != act.StatusStopped {
-			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[build.MetaStatus], j.Meta[build.MetaReason])
+		if j.Meta[jobmeta.MetaStatus] != act.StatusStopped {
+			return fmt.Errorf("gputide_status = %q, gputide_reason = %q", j.Meta[jobmeta.MetaStatus], j.Meta[jobmeta.MetaReason])
 		}
 		return nil
 	})
@@ -167,7 +167,7 @@ func TestCalendarBookingRunsAtStartAndStopsByEnd(t *testing.T) {
 	if j.Stop == nil || !*j.Stop {
 		t.Errorf("job %s/%s not stopped (Stop = %v)", ns, id, j.Stop)
 	}
-	if got := j.Meta[build.MetaReason]; !strings.Contains(got, "reservation e2e-cal ends at") {
+	if got := j.Meta[jobmeta.MetaReason]; !strings.Contains(got, "reservation e2e-cal ends at") {
 		t.Errorf("gputide_reason = %q, want the booking's end named", got)
 	}
 	if got := j.Meta["gputide_reservation"]; got != "e2e-cal" {

@@ -29,7 +29,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 )
 
@@ -63,7 +63,7 @@ quota "Quota1" {
 `
 
 // idleMeta marks a job idle and elastic (DESIGN L4, L5).
-var idleMeta = map[string]string{build.MetaIdle: "true", build.MetaElastic: "true"}
+var idleMeta = map[string]string{jobmeta.MetaIdle: "true", jobmeta.MetaElastic: "true"}
 
 // startFairBroker starts a broker on a with the fair-lending tree, Quota1.1
 // with the budget line maxEvict ("" for none).
@@ -164,8 +164,8 @@ func waitReason(t *testing.T, c *api.Client, b *broker) string {
 			}
 		}
 	}
-	if j := jobInfo(t, c, "workspace-c", "idle"); j.Meta[build.MetaStatus] == "waiting" {
-		reasons = append(reasons, j.Meta[build.MetaReason])
+	if j := jobInfo(t, c, "workspace-c", "idle"); j.Meta[jobmeta.MetaStatus] == "waiting" {
+		reasons = append(reasons, j.Meta[jobmeta.MetaReason])
 	}
 	return strings.Join(reasons, " | ")
 }

@@ -8,13 +8,12 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
+	"github.com/hashicorp/nomad/api"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gputide/gputide/quota-broker/nomad/build"
-	"github.com/hashicorp/nomad/api"
 )
 
 // flavorQuota is the tree of the flavor e2e: per flavor, the children's
@@ -194,9 +193,9 @@ func TestBrokerOnFlavors(t *testing.T) {
 	var reason string
 	err := waitFor(20*time.Second, 250*time.Millisecond, func() error {
 		j := jobInfo(t, c, "workspace-c", "notebook-8")
-		reason = j.Meta[build.MetaReason]
-		if j.Meta[build.MetaStatus] != "waiting" || !strings.Contains(reason, "a100-1g") || !strings.Contains(reason, "7 of 7") {
-			return fmt.Errorf("status %q, reason %q", j.Meta[build.MetaStatus], reason)
+		reason = j.Meta[jobmeta.MetaReason]
+		if j.Meta[jobmeta.MetaStatus] != "waiting" || !strings.Contains(reason, "a100-1g") || !strings.Contains(reason, "7 of 7") {
+			return fmt.Errorf("status %q, reason %q", j.Meta[jobmeta.MetaStatus], reason)
 		}
 		return nil
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -55,8 +56,8 @@ func TestPolicyWatcherReadsPoliciesFromNomad(t *testing.T) {
 	if _, _, err := c.Jobs().Register(job(4), nil); err != nil {
 		t.Fatal(err)
 	}
-	pols := build.NewPolicies()
-	w := &build.PolicyWatcher{Client: c, Policies: pols, Logger: hclog.New(&hclog.LoggerOptions{Output: io.Discard}), Wait: 20 * time.Second}
+	pols := policies.NewPolicies()
+	w := &policies.PolicyWatcher{Client: c, Policies: pols, Logger: hclog.New(&hclog.LoggerOptions{Output: io.Discard}), Wait: 20 * time.Second}
 	ctx := context.Background()
 	index, err := w.Sync(ctx, 0)
 	if err != nil {
@@ -133,8 +134,8 @@ func TestActorScalesAnUnplacedIdleGroupDown(t *testing.T) {
 	}
 	ctx := context.Background()
 	log := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-	pols := build.NewPolicies()
-	if _, err := (&build.PolicyWatcher{Client: c, Policies: pols, Logger: log}).Sync(ctx, 0); err != nil {
+	pols := policies.NewPolicies()
+	if _, err := (&policies.PolicyWatcher{Client: c, Policies: pols, Logger: log}).Sync(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	tree := &quota.Node{Name: "Root", GPUs: quota.Plain(8), Namespaces: []string{"default"}}

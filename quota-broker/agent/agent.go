@@ -17,6 +17,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/metrics"
 	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -89,8 +90,8 @@ type Agent struct {
 
 	// policies are the scaling policies of governed namespaces, kept by
 	// policyWatcher (idle groups, issue 11).
-	policies      *build.Policies
-	policyWatcher *build.PolicyWatcher
+	policies      *policies.Policies
+	policyWatcher *policies.PolicyWatcher
 	// specs keeps what the cycles' builds read of each job's spec, from
 	// one cycle to the next (build.Memo).
 	memo build.Memo
@@ -169,8 +170,8 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	a.watcher = &watch.Watcher{Client: client, Governed: a.governed, Logger: log.Named("watch"), OnChange: a.poke, Now: now}
 	a.actor = &nomadact.Actor{Client: client, HoldingPool: cfg.HoldingPool, Logger: log.Named("act"), DryRun: opt.DryRun,
 		Now: now}
-	a.policies = build.NewPolicies()
-	a.policyWatcher = &build.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,
+	a.policies = policies.NewPolicies()
+	a.policyWatcher = &policies.PolicyWatcher{Client: client, Governed: a.governed, Policies: a.policies,
 		Logger: log.Named("policies"), OnChange: a.poke}
 	if a.api, err = a.newAPI(); err != nil {
 		return nil, fmt.Errorf("failed to create the HTTP API: %w", err)

@@ -22,7 +22,7 @@ import (
 // (endBookings): the core's rule L10.end stops the jobs of a started
 // booking whose end - kill_timeout has passed, also when the leader was
 // away at that instant, and the Nomad adapter tells a job naming an ended
-// booking so (build.CheckReservation).
+// booking so (jobmeta.CheckReservation).
 func planReservations(bs []reservation.Booking) []plan.Reservation {
 	var out []plan.Reservation
 	for _, b := range bs {

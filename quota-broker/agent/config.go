@@ -20,7 +20,7 @@ import (
 
 	"github.com/gputide/gputide/internal/redact"
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -443,7 +443,7 @@ func (c *Config) applyDefaults(filename string) error {
 // nothing.
 func (c *Config) checkAdmitPools(filename string) error {
 	if c.AdmitPools == nil {
-		c.AdmitPools = []string{build.DefaultAdmitPool}
+		c.AdmitPools = []string{jobmeta.DefaultAdmitPool}
 		return nil
 	}
 	bad := func(v, why string) error {

@@ -10,6 +10,7 @@ import (
 
 	nomadact "github.com/gputide/gputide/quota-broker/nomad/act"
 	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -278,7 +279,7 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 
 // recordJobs adds to b a record for each governed job of the build
 // without one (first_seen = queued_at = when it was first submitted as far
-// as Nomad tells, build.Submitted, never later than now, so the order of
+// as Nomad tells, jobmeta.Submitted, never later than now, so the order of
 // L3 does not change once it is recorded; admitted_at, for a job running
 // in its pool that is not a direct registration, = the earliest start of
 // its live allocations, else now: a flex request's max_run counts from
@@ -290,7 +291,7 @@ func (a *Agent) recordJobs(b *batch, c *cycleState) {
 	for _, k := range c.b.Unrecorded {
 		jv := c.b.Jobs[k]
 		seen := now
-		if t := build.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
+		if t := jobmeta.Submitted(jv.Job); !t.IsZero() && t.Before(now) {
 			seen = t
 		}
 		rec := store.JobRecord{FirstSeen: seen, QueuedAt: seen}

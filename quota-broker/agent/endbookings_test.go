@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/reservation"
 	"github.com/gputide/gputide/quota-broker/store"
@@ -77,9 +78,9 @@ func TestEndBookingsMovesEndedBookingsToHistory(t *testing.T) {
 	putBookings(t, kv, bk("r-active", now.Add(time.Second)), bk("r-busy", now.Add(-time.Minute)),
 		bk("r-ended", now), bk("r-stopped", now.Add(-time.Hour)), forced)
 	b := &build.Build{Jobs: map[plan.JobKey]*build.JobView{
-		{Namespace: "workspace-b", Job: "busy"}:    {Options: build.JobOptions{Reservation: "r-busy"}, Live: 1},
-		{Namespace: "workspace-b", Job: "stopped"}: {Options: build.JobOptions{Reservation: "r-stopped"}, Live: 0},
-		{Namespace: "workspace-b", Job: "active"}:  {Options: build.JobOptions{Reservation: "r-active"}, Live: 2},
+		{Namespace: "workspace-b", Job: "busy"}:    {Options: jobmeta.JobOptions{Reservation: "r-busy"}, Live: 1},
+		{Namespace: "workspace-b", Job: "stopped"}: {Options: jobmeta.JobOptions{Reservation: "r-stopped"}, Live: 0},
+		{Namespace: "workspace-b", Job: "active"}:  {Options: jobmeta.JobOptions{Reservation: "r-active"}, Live: 2},
 	}}
 	if _, err := a.endBookings(ctx, nil, resOf(t, kv), b, now); !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("without the lock: %v, want ErrNotLeader", err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/acl"
 	brokerapi "github.com/gputide/gputide/quota-broker/api"
-	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/reservation"
@@ -87,7 +87,7 @@ func (b agentBackend) Health() any { return b.a.Health() }
 // PendingOf reads a job for a plan preview as the Nomad adapter reads it
 // when it is submitted: brokerapi.PendingOfJob gives the GPU groups, then
 // the job's gputide meta is read by the adapter's rules (build.
-// ParseJobOptions, and build.CheckReservation against the bookings of the
+// ParseJobOptions, and jobmeta.CheckReservation against the bookings of the
 // last snapshot), so that a job the broker would leave unadmitted with a
 // meta error is refused here with the same words (HTTP 400, the field
 // Job.Meta.<key>), and the groups carry the adapter's idle, elastic,
@@ -111,7 +111,7 @@ func (b agentBackend) PendingOf(job *nomadapi.Job, now time.Time) ([]plan.Pendin
 }
 
 // previewPools are the pools a preview checks a job's gputide_pool
-// against, as the snapshot build does (build.CheckAdmitPool): the holding
+// against, as the snapshot build does (jobmeta.CheckAdmitPool): the holding
 // pool (never nameable), the broker's admit_pools and Nomad's pools (nil:
 // not listed, not checked).
 type previewPools struct {
@@ -131,16 +131,16 @@ func previewOptions(job *nomadapi.Job, groups []plan.Pending, pools previewPools
 	}
 	// The snapshot build's order (watch.State.Build): the meta, the admit
 	// pool, the booking; the first error is the job's meta error.
-	opts, err := build.ParseJobOptions(job.Meta, pools.holding)
+	opts, err := jobmeta.ParseJobOptions(job.Meta, pools.holding)
 	if err == nil {
-		err = build.CheckAdmitPool(opts.Pool, pools.admit, pools.nomad)
+		err = jobmeta.CheckAdmitPool(opts.Pool, pools.admit, pools.nomad)
 	}
 	if err == nil {
-		err = build.CheckReservation(opts.Reservation, ns, build.IndexBookings(res), now)
+		err = jobmeta.CheckReservation(opts.Reservation, ns, jobmeta.IndexBookings(res), now)
 	}
 	if err != nil {
 		field := "Job.Meta"
-		var me *build.MetaError
+		var me *jobmeta.MetaError
 		if errors.As(err, &me) {
 			field += "." + me.Key
 		}

@@ -235,8 +235,8 @@ func previewOf(p *plan.Plan, snap *plan.Snapshot, key plan.JobKey, c *caller, fr
 // of its tasks; meta gputide_idle / gputide_elastic = "true",
 // gputide_reservation; groups without GPUs are left out. It does not read
 // flex meta nor check the booking: the agent's Backend.PendingOf then
-// applies the Nomad adapter's reading of the meta (build.ParseJobOptions,
-// build.CheckReservation in quota-broker/nomad/build), which is authoritative, and refuses a meta
+// applies the Nomad adapter's reading of the meta (jobmeta.ParseJobOptions,
+// jobmeta.CheckReservation in quota-broker/nomad/build), which is authoritative, and refuses a meta
 // error with a 400 naming the key.
 func PendingOfJob(job *nomadapi.Job, now time.Time) ([]plan.Pending, error) {
 	str := func(p *string) string {

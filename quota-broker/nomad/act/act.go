@@ -15,6 +15,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/go-hclog"
@@ -574,7 +575,7 @@ func (a *Actor) admit(ctx context.Context, v *build.JobView, pin *quota.Flavor) 
 	}
 	var meta map[string]*string
 	if v.Live == 0 {
-		meta = map[string]*string{build.MetaStatus: nil, build.MetaReason: nil}
+		meta = map[string]*string{jobmeta.MetaStatus: nil, jobmeta.MetaReason: nil}
 	}
 	if pin != nil && (v.Live > 0 || a.liveAllocs(v.Key) > 0) {
 		a.Logger.Warn("admitting a job with live allocations without pinning its flavor (a destructive update)",
@@ -643,7 +644,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *build.JobView, status, reaso
 	if v.Live > 0 {
 		return false, nil
 	}
-	if !stop && v.Job.Meta[build.MetaStatus] == status && v.Job.Meta[build.MetaReason] == reason {
+	if !stop && v.Job.Meta[jobmeta.MetaStatus] == status && v.Job.Meta[jobmeta.MetaReason] == reason {
 		return false, nil
 	}
 	if a.DryRun {
@@ -653,7 +654,7 @@ func (a *Actor) writeStatus(ctx context.Context, v *build.JobView, status, reaso
 	if err := a.beforeJob(ctx, v.Key, WriteStatus); err != nil {
 		return false, fmt.Errorf("not writing the status of job %s: %w", v.Key, err)
 	}
-	meta := map[string]*string{build.MetaStatus: &status, build.MetaReason: &reason}
+	meta := map[string]*string{jobmeta.MetaStatus: &status, jobmeta.MetaReason: &reason}
 	if _, err := a.register(ctx, v, "", meta, stop); err != nil {
 		return false, fmt.Errorf("failed to write the status of job %s: %w", v.Key, err)
 	}
@@ -757,8 +758,8 @@ func changed(spec *api.Job, pool string, meta map[string]*string, stop bool, pin
 	if len(meta) > 0 {
 		m := make(map[string]string, len(spec.Meta)+len(meta))
 		maps.Copy(m, spec.Meta)
-		if _, ok := m[build.MetaSubmitted]; !ok {
-			m[build.MetaSubmitted] = build.Submitted(spec).Format(time.RFC3339Nano)
+		if _, ok := m[jobmeta.MetaSubmitted]; !ok {
+			m[jobmeta.MetaSubmitted] = jobmeta.Submitted(spec).Format(time.RFC3339Nano)
 		}
 		for k, val := range meta {
 			if val == nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
@@ -71,7 +72,7 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 		str(j.NodePool) != build.DefaultHoldingPool || !enforce || idx != *j.JobModifyIndex {
 		t.Fatalf("first write = %s job %s/%s pool %s enforce %v", w[0], str(j.Namespace), str(j.ID), str(j.NodePool), enforce)
 	}
-	if _, changed := j.Meta[build.MetaStatus]; changed {
+	if _, changed := j.Meta[jobmeta.MetaStatus]; changed {
 		t.Fatal("the victim's meta was changed while it has running allocations")
 	}
 	// 2, 3. then its allocations are stopped.
@@ -80,17 +81,17 @@ func TestExecuteMovesTheVictimToTheHoldingPoolBeforeStoppingIt(t *testing.T) {
 	}
 	// 4. the claimant moves to its pool, its wait reason cleared.
 	j, _, _ = registered(t, w[3])
-	if str(j.Namespace) != "workspace-b" || str(j.NodePool) != "default" || j.Meta[build.MetaStatus] != "" || j.Meta[build.MetaPool] != "default" {
+	if str(j.Namespace) != "workspace-b" || str(j.NodePool) != "default" || j.Meta[jobmeta.MetaStatus] != "" || j.Meta[jobmeta.MetaPool] != "default" {
 		t.Fatalf("admission = %s/%s pool %s meta %v", str(j.Namespace), str(j.ID), str(j.NodePool), j.Meta)
 	}
 	// 5, 6. the jobs with bad meta get the error in their meta, in the holding pool.
 	var errs []string
 	for _, r := range w[4:] {
 		j, _, _ := registered(t, r)
-		if str(j.NodePool) != build.DefaultHoldingPool || j.Meta[build.MetaStatus] != StatusError {
+		if str(j.NodePool) != build.DefaultHoldingPool || j.Meta[jobmeta.MetaStatus] != StatusError {
 			t.Fatalf("meta write = %s pool %s meta %v", str(j.ID), str(j.NodePool), j.Meta)
 		}
-		errs = append(errs, str(j.ID)+": "+j.Meta[build.MetaReason])
+		errs = append(errs, str(j.ID)+": "+j.Meta[jobmeta.MetaReason])
 	}
 	sort.Strings(errs)
 	want := []string{`bad-idle: job meta gputide_idle = "maybe": want "true" or "false"`,
@@ -218,7 +219,7 @@ func TestRegisterRefusesMetaOnAJobWithLiveAllocations(t *testing.T) {
 	a, _ := newActor(f, s)
 	v := &build.JobView{Key: plan.JobKey{Namespace: "workspace-a", Job: "inference"}}
 	status := "x"
-	_, err := a.register(context.Background(), v, "", map[string]*string{build.MetaStatus: &status}, false)
+	_, err := a.register(context.Background(), v, "", map[string]*string{jobmeta.MetaStatus: &status}, false)
 	if err == nil || !strings.Contains(err.Error(), "1 live allocations") {
 		t.Fatalf("err = %v", err)
 	}
@@ -239,7 +240,7 @@ func TestExecuteAdmitsAJobThatAsksForNoGPUAtOnce(t *testing.T) {
 	}
 	id := "web"
 	j.ID, j.Name = &id, &id
-	j.Meta = map[string]string{build.MetaPool: "default"}
+	j.Meta = map[string]string{jobmeta.MetaPool: "default"}
 	j.TaskGroups[0].Tasks[0].Resources.Devices = nil
 	raw(s).Jobs[plan.JobKey{Namespace: "workspace-b", Job: "web"}] = &j
 	a, _ := newActor(f, s)

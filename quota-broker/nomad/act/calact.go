@@ -7,6 +7,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
 
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
 )
@@ -96,7 +97,7 @@ func (x *execution) queueStoppedStatus(ctx context.Context) {
 			continue
 		case v.Live > 0:
 			continue
-		case v.Job.Meta[build.MetaStatus] == StatusStopped && v.Job.Meta[build.MetaReason] == st.Reason:
+		case v.Job.Meta[jobmeta.MetaStatus] == StatusStopped && v.Job.Meta[jobmeta.MetaReason] == st.Reason:
 			x.a.forgetStop(ctx, k) // written
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
@@ -159,7 +160,7 @@ func TestExecuteStopsAJobWholeThenWritesItsStatus(t *testing.T) {
 		t.Fatalf("outcome = %+v, writes %v", out, w)
 	}
 	j, enforce, _ := registered(t, w[1])
-	got := map[string]string{"status": j.Meta[build.MetaStatus], "reason": j.Meta[build.MetaReason]}
+	got := map[string]string{"status": j.Meta[jobmeta.MetaStatus], "reason": j.Meta[jobmeta.MetaReason]}
 	want := map[string]string{"status": StatusStopped, "reason": reason}
 	if diff := cmp.Diff(want, got); diff != "" || !enforce || str(j.ID) != "training" || j.Stop == nil || !*j.Stop {
 		t.Fatalf("status write (-want +got):\n%s", diff)
@@ -302,7 +303,7 @@ func TestCoreStopsAFlexRequestAtItsMaxRun(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
 	j := *raw(s).Jobs[jobC]
-	j.Meta = map[string]string{build.MetaPool: "default", build.MetaFlexMaxRun: "1h"}
+	j.Meta = map[string]string{jobmeta.MetaPool: "default", jobmeta.MetaFlexMaxRun: "1h"}
 	raw(s).Jobs[jobC] = &j
 	admitted := at(t).Add(-time.Hour)
 	record := func(k plan.JobKey) build.JobRecord { // the broker's record

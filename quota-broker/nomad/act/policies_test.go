@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -133,12 +134,12 @@ func TestScaleDownNeverGoesBelowOne(t *testing.T) {
 
 // idleState is the recording with workspace-c/training marked idle and
 // elastic, its count set, and its idle policy read.
-func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *build.Policies) {
+func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *policies.Policies) {
 	f, s := listRecorded(t)
 	servePolicies(f, 20)
 	log, _ := testLogger(t)
-	pols := build.NewPolicies()
-	if _, err := (&build.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+	pols := policies.NewPolicies()
+	if _, err := (&policies.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	k := trainingC.JobKey()
@@ -152,7 +153,7 @@ func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *build.Polici
 }
 
 // idleBuild builds s with pols (and, with mf, the facts it keeps).
-func idleBuild(t *testing.T, s *watch.State, pols *build.Policies, tree *quota.Node, now time.Time, mf *memFence) *build.Build {
+func idleBuild(t *testing.T, s *watch.State, pols *policies.Policies, tree *quota.Node, now time.Time, mf *memFence) *build.Build {
 	t.Helper()
 	in := build.Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(),
 		Accepted: func(plan.JobKey) bool { return true }, Policies: pols}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gputide/gputide/quota-broker/nomad/build"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
@@ -188,7 +189,7 @@ func TestRegisterReadsAMissingSpecOnceAndKeepsIt(t *testing.T) {
 	f, s := listRecorded(t)
 	a, _ := newActor(f, s)
 	delete(raw(s).Jobs, jobB)
-	v := &build.JobView{Key: jobB, Options: build.JobOptions{Pool: "default"}}
+	v := &build.JobView{Key: jobB, Options: jobmeta.JobOptions{Pool: "default"}}
 	forgetRequests(f)
 	if _, err := a.register(context.Background(), v, build.DefaultHoldingPool, nil, false); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
@@ -206,7 +207,7 @@ func (v *JobView) typeAndPriority() (plan.JobType, int) {
 	if v.spec != nil {
 		typ, priority = v.spec.typ, v.spec.priority
 	} else { // a view not made by a build
-		typ, priority = plan.JobType(str(v.Job.Type)), prio(v.Job)
+		typ, priority = plan.JobType(str(v.Job.Type)), jobmeta.Priority(v.Job)
 	}
 	if !typ.Valid() {
 		typ = plan.JobService
@@ -220,5 +221,5 @@ func (v *JobView) killTimeout(group string) time.Duration {
 	if g, ok := v.spec.group(group); ok {
 		return g.killTimeout
 	}
-	return groupKillTimeout(v.Job, group)
+	return jobmeta.GroupKillTimeout(v.Job, group)
 }

@@ -1,31 +1,8 @@
 package build
 
 import (
-	"time"
-
 	"github.com/gputide/gputide/quota-broker/plan"
-	"github.com/hashicorp/nomad/api"
 )
-
-// groupKillTimeout is the largest kill_timeout of the tasks of group in j,
-// or plan.DefaultKillTimeout when none sets one.
-func groupKillTimeout(j *api.Job, group string) time.Duration {
-	var most time.Duration
-	for _, tg := range j.TaskGroups {
-		if tg == nil || tg.Name == nil || *tg.Name != group {
-			continue
-		}
-		for _, t := range tg.Tasks {
-			if t != nil && t.KillTimeout != nil && *t.KillTimeout > most {
-				most = *t.KillTimeout
-			}
-		}
-	}
-	if most <= 0 {
-		return plan.DefaultKillTimeout
-	}
-	return most
-}
 
 // recordedPending is steps 5c and 5d of Build: a pending group of a job
 // the broker recorded takes its place in the order from the record's

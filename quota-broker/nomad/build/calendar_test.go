@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
@@ -15,7 +16,7 @@ import (
 func TestTimedAllocationsFallBackToTheFirstStartForFlex(t *testing.T) {
 	_, s := listRecorded(t)
 	j := *raw(s).Jobs[jobC]
-	j.Meta = map[string]string{MetaPool: "default", MetaFlexMaxRun: "1h"}
+	j.Meta = map[string]string{jobmeta.MetaPool: "default", jobmeta.MetaFlexMaxRun: "1h"}
 	raw(s).Jobs[jobC] = &j
 	b := From(s, Input{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings(), Accepted: func(plan.JobKey) bool { return true }})
 	first := time.Time{}
@@ -59,7 +60,7 @@ func TestBuildOrdersPendingByFirstSeenAndQueuesFromQueuedAt(t *testing.T) {
 		t.Fatalf("workspace-b/training is not pending: %+v", b.Snapshot.Pending)
 		return plan.Pending{}
 	}
-	submittedB := Submitted(s.Job("workspace-b", "training"))
+	submittedB := jobmeta.Submitted(s.Job("workspace-b", "training"))
 	if submittedB.IsZero() || submittedB.Equal(seen) {
 		t.Fatalf("recorded submission %v", submittedB)
 	}

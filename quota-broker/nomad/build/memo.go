@@ -1,6 +1,7 @@
 package build
 
 import (
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"maps"
 	"slices"
 	"sync"
@@ -87,7 +88,7 @@ type nodesPart struct {
 	gen        uint64
 	tree       *quota.Node
 	nodes      []plan.Node
-	ungoverned []UngovernedGPU
+	ungoverned []device.UngovernedGPU
 }
 
 // allocsPart is what steps 2 and 5 derive from one generation of the
@@ -169,14 +170,14 @@ func (m *Memo) nodeCheck() (check *plan.NodeCheck, release func()) {
 
 // nodesOf is step 1 with the ungoverned GPUs of the tree's flavors: kept
 // while the nodes' generation and the tree are the ones m last saw.
-func (m *Memo) nodesOf(s watch.View, tree *quota.Node) ([]plan.Node, []UngovernedGPU) {
-	derive := func() ([]plan.Node, []UngovernedGPU) {
+func (m *Memo) nodesOf(s watch.View, tree *quota.Node) ([]plan.Node, []device.UngovernedGPU) {
+	derive := func() ([]plan.Node, []device.UngovernedGPU) {
 		var flavors []quota.Flavor
 		if tree != nil {
 			flavors = tree.Flavors
 		}
 		nodes := snapshotNodes(s.Nodes)
-		return nodes, ungovernedGPUs(nodes, flavors)
+		return nodes, device.Ungoverned(nodes, flavors)
 	}
 	if m == nil {
 		return derive()

@@ -10,6 +10,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
@@ -25,9 +26,9 @@ func TestPolicyWatcherReadsGovernedPoliciesAndOnlyChangedOnes(t *testing.T) {
 	f := newFakeNomad(t)
 	servePolicies(f, 20)
 	log, _ := testLogger(t)
-	pols := NewPolicies()
+	pols := policies.NewPolicies()
 	changes := 0
-	w := &PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log, OnChange: func() { changes++ }}
+	w := &policies.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log, OnChange: func() { changes++ }}
 	idx, err := w.Sync(context.Background(), 0)
 	if err != nil || idx != 100 || !pols.Synced() {
 		t.Fatalf("Sync = %d, %v (synced %v); want 100, nil, synced", idx, err, pols.Synced())
@@ -82,12 +83,12 @@ func TestPolicyWatcherReadsGovernedPoliciesAndOnlyChangedOnes(t *testing.T) {
 
 // idleState is the recording with workspace-c/training marked idle and
 // elastic, its count set, and its idle policy read.
-func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *Policies) {
+func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *policies.Policies) {
 	f, s := listRecorded(t)
 	servePolicies(f, 20)
 	log, _ := testLogger(t)
-	pols := NewPolicies()
-	if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+	pols := policies.NewPolicies()
+	if _, err := (&policies.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	k := trainingC.JobKey()
@@ -102,7 +103,7 @@ func idleState(t *testing.T, count int) (*fakeNomad, *watch.State, *Policies) {
 
 // idleBuild builds s with pols as a fresh Actor would have it build (it
 // stops nothing yet).
-func idleBuild(t *testing.T, s *watch.State, pols *Policies, tree *quota.Node, now time.Time) *Build {
+func idleBuild(t *testing.T, s *watch.State, pols *policies.Policies, tree *quota.Node, now time.Time) *Build {
 	t.Helper()
 	b := From(s, Input{Now: now, Quota: tree, Settings: quota.DefaultSettings(),
 		Accepted: func(plan.JobKey) bool { return true }, Policies: pols})
@@ -133,7 +134,7 @@ func TestBuildMakesIdleGroupsFromIdlePolicies(t *testing.T) {
 		t.Fatalf("IdleFitOf = %d, %v after %d actions; want 0, true after 2 stops and an admit", n, ok, len(p.Actions))
 	}
 	// Without a synced policy set there are no idle groups.
-	b = From(s, Input{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(), Policies: NewPolicies()})
+	b = From(s, Input{Now: at(t), Quota: claimTree(), Settings: quota.DefaultSettings(), Policies: policies.NewPolicies()})
 	if len(b.Snapshot.IdleGroups) != 0 {
 		t.Fatalf("idle groups without policies: %+v", b.Snapshot.IdleGroups)
 	}
@@ -148,8 +149,8 @@ func TestPolicyWatcherRunRecoversAfterAFailure(t *testing.T) {
 	f.Down = true
 	f.Mu.Unlock()
 	log, buf := testLogger(t)
-	pols := NewPolicies()
-	w := &PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log,
+	pols := policies.NewPolicies()
+	w := &policies.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log,
 		Backoff: 10 * time.Millisecond, Wait: 50 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -177,14 +178,14 @@ func TestPolicyWatcherRunRecoversAfterAFailure(t *testing.T) {
 	if n := strings.Count(buf.String(), "cannot read the scaling policies"); n != 1 {
 		t.Fatalf("%d warnings for one failure in a row; want 1:\n%s", n, buf.String())
 	}
-	if err := (&PolicyWatcher{}).Run(context.Background()); err == nil {
+	if err := (&policies.PolicyWatcher{}).Run(context.Background()); err == nil {
 		t.Fatal("Run without Policies: no error")
 	}
 }
 
 // TestBuildIdleGroupCarriesItsJobsFlavors (DESIGN L13): in a tree of
 // flavors h100 and a100, an idle group allows the flavors its job does
-// (JobFlavors: its device requests, in the order of gputide_flavors), as
+// (jobmeta.JobFlavors: its device requests, in the order of gputide_flavors), as
 // its pending groups would, so that the core looks for its fit there.
 func TestBuildIdleGroupCarriesItsJobsFlavors(t *testing.T) {
 	_, s, pols := idleState(t, 2)
@@ -192,7 +193,10 @@ func TestBuildIdleGroupCarriesItsJobsFlavors(t *testing.T) {
 	j := raw(s).Jobs[k]
 	j.Meta["gputide_flavors"] = "a100,h100"
 	tree := claimTree()
-	tree.Flavors = []quota.Flavor{h100, a100}
+	tree.Flavors = []quota.Flavor{
+		{Name: "h100", Models: []string{"NVIDIA H100 80GB HBM3"}},
+		{Name: "a100", Models: []string{"NVIDIA A100-SXM4-40GB"}},
+	}
 	tree.Walk(func(n *quota.Node) { n.GPUs = quota.Nominal{"h100": n.GPUs.Total()} })
 	b := idleBuild(t, s, pols, tree, at(t))
 	if len(b.Snapshot.IdleGroups) != 1 {

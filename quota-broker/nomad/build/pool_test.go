@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
-// CheckAdmitPool (issue 10 item 4): the pool must be listed in admit_pools
+// jobmeta.CheckAdmitPool (issue 10 item 4): the pool must be listed in admit_pools
 // (nil: ["default"]) and, when Nomad's pools are known, exist there.
 func TestCheckAdmitPool(t *testing.T) {
 	nomadPools := map[string]bool{"all": true, "default": true, "gpu-a100": true}
@@ -30,14 +31,14 @@ func TestCheckAdmitPool(t *testing.T) {
 		{"default", []string{"gpu-a100"}, nomadPools, `job meta gputide_pool = "default": not one of the broker's admit_pools ["gpu-a100"]`},
 	} {
 		got := ""
-		if err := CheckAdmitPool(tc.pool, tc.admit, tc.pools); err != nil {
+		if err := jobmeta.CheckAdmitPool(tc.pool, tc.admit, tc.pools); err != nil {
 			got = err.Error()
-			if _, ok := err.(*MetaError); !ok {
-				t.Errorf("%s %v: error %T, want *MetaError", tc.pool, tc.admit, err)
+			if _, ok := err.(*jobmeta.MetaError); !ok {
+				t.Errorf("%s %v: error %T, want *jobmeta.MetaError", tc.pool, tc.admit, err)
 			}
 		}
 		if got != tc.want {
-			t.Errorf("CheckAdmitPool(%q, %v) = %q, want %q", tc.pool, tc.admit, got, tc.want)
+			t.Errorf("jobmeta.CheckAdmitPool(%q, %v) = %q, want %q", tc.pool, tc.admit, got, tc.want)
 		}
 	}
 }
@@ -74,7 +75,7 @@ func TestBuildChecksTheAdmitPool(t *testing.T) {
 
 	// The job now names gpu-a100, which Nomad lacks: a meta error.
 	j := *raw(s).Jobs[k]
-	j.Meta = map[string]string{MetaPool: "gpu-a100"}
+	j.Meta = map[string]string{jobmeta.MetaPool: "gpu-a100"}
 	raw(s).Jobs[k] = &j
 	b = build([]string{"default", "gpu-a100"})
 	if got, want := metaErr(b), `job meta gputide_pool = "gpu-a100": no such node pool in Nomad`; got != want {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
@@ -21,8 +22,8 @@ func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
 	f, s := listRecorded(t)
 	servePolicies(f, 20)
 	log, _ := testLogger(t)
-	pols := NewPolicies()
-	if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+	pols := policies.NewPolicies()
+	if _, err := (&policies.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	boundary := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) // a Monday
@@ -39,7 +40,7 @@ func TestBuildMakesPrewarmFromSchedulePolicies(t *testing.T) {
 	if b := idleBuild(t, s, pols, claimTree(), boundary); len(b.Snapshot.Prewarm) != 0 {
 		t.Fatalf("at the boundary: prewarm %+v, want none (the next one, 22:00, lowers the count)", b.Snapshot.Prewarm)
 	}
-	pols.unsynced()
+	pols.Unsynced()
 	if b := idleBuild(t, s, pols, claimTree(), boundary.Add(-30*time.Minute)); len(b.Snapshot.Prewarm) != 0 {
 		t.Fatalf("policies not synced: prewarm %+v, want none", b.Snapshot.Prewarm)
 	}
@@ -71,8 +72,8 @@ func TestPrewarmCountIsCappedAtThePolicyMax(t *testing.T) {
 		f.Bodies[path] = body
 		f.Mu.Unlock()
 		log, _ := testLogger(t)
-		pols := NewPolicies()
-		if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+		pols := policies.NewPolicies()
+		if _, err := (&policies.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
 		b := idleBuild(t, s, pols, claimTree(), boundary.Add(-30*time.Minute))
@@ -107,8 +108,8 @@ func TestPrewarmHoldWithoutIntervalLastsTheAgentsDefault(t *testing.T) {
 		f.Bodies[path] = body
 		f.Mu.Unlock()
 		log, _ := testLogger(t)
-		pols := NewPolicies()
-		if _, err := (&PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
+		pols := policies.NewPolicies()
+		if _, err := (&policies.PolicyWatcher{Client: f.Client(), Governed: governedABC, Policies: pols, Logger: log}).Sync(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
 		set := quota.DefaultSettings()

@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ func TestPolicyWatcherRelistReadsThePoliciesOfNamespacesGovernedSince(t *testing
 	servePolicies(f, 20)
 	log, _ := testLogger(t)
 	g := &governedLater{}
-	pols := NewPolicies()
-	w := &PolicyWatcher{Client: f.Client(), Governed: g.governed, Policies: pols, Logger: log, Backoff: time.Hour}
+	pols := policies.NewPolicies()
+	w := &policies.PolicyWatcher{Client: f.Client(), Governed: g.governed, Policies: pols, Logger: log, Backoff: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()

@@ -2,11 +2,14 @@ package build
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
@@ -40,21 +43,21 @@ func TestCheckReservation(t *testing.T) {
 		{"ended", "r-3", "workspace-b",
 			`job meta gputide_reservation = "r-3": the booking of namespace "workspace-b" ended at 2026-12-07T07:59:00Z; name an unended booking`},
 	} {
-		err := CheckReservation(tt.id, tt.ns, IndexBookings(res), now)
+		err := jobmeta.CheckReservation(tt.id, tt.ns, jobmeta.IndexBookings(res), now)
 		got := ""
 		if err != nil {
 			got = err.Error()
-			var me *MetaError
-			if !errors.As(err, &me) || me.Key != MetaReservation || me.Value != tt.id {
-				t.Errorf("%s: error %#v, want a *MetaError on %s = %q", tt.name, err, MetaReservation, tt.id)
+			var me *jobmeta.MetaError
+			if !errors.As(err, &me) || me.Key != jobmeta.MetaReservation || me.Value != tt.id {
+				t.Errorf("%s: error %#v, want a *jobmeta.MetaError on %s = %q", tt.name, err, jobmeta.MetaReservation, tt.id)
 			}
 		}
 		if got != tt.want {
-			t.Errorf("%s: CheckReservation(%q, %q) = %q, want %q", tt.name, tt.id, tt.ns, got, tt.want)
+			t.Errorf("%s: jobmeta.CheckReservation(%q, %q) = %q, want %q", tt.name, tt.id, tt.ns, got, tt.want)
 		}
 	}
 	// End is exclusive: at the end instant the booking has ended.
-	if err := CheckReservation("r-1", "workspace-b", IndexBookings(res), res[0].End); err == nil {
+	if err := jobmeta.CheckReservation("r-1", "workspace-b", jobmeta.IndexBookings(res), res[0].End); err == nil {
 		t.Error("a booking is unended at its end instant; want the ended error")
 	}
 }
@@ -72,7 +75,7 @@ func TestBuildChecksTheJobsReservation(t *testing.T) {
 	}
 	build := func(id string, stop bool) *Build {
 		j := *orig
-		j.Meta = map[string]string{MetaReservation: id}
+		j.Meta = map[string]string{jobmeta.MetaReservation: id}
 		j.Stop = &stop
 		raw(s).Jobs[k] = &j
 		return From(s, Input{Now: now, Quota: e2eTree(), Settings: quota.DefaultSettings(),
@@ -128,32 +131,32 @@ func TestParseJobOptionsFlexValues(t *testing.T) {
 		meta map[string]string
 		want res
 	}{
-		{map[string]string{MetaFlexMaxWait: "24h", MetaFlexMaxRun: "4h"}, res{Flex: &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}}},
-		{map[string]string{MetaFlexMaxWait: "168h", MetaFlexMaxRun: "168h"}, res{Flex: &plan.Flex{MaxWait: 168 * time.Hour, MaxRun: 168 * time.Hour}}},
-		{map[string]string{MetaFlexMaxRun: "-5m"}, res{Err: `job meta gputide_flex_max_run = "-5m": must be more than 0`}},
-		{map[string]string{MetaFlexMaxWait: "0s", MetaFlexMaxRun: "1h"},
+		{map[string]string{jobmeta.MetaFlexMaxWait: "24h", jobmeta.MetaFlexMaxRun: "4h"}, res{Flex: &plan.Flex{MaxWait: 24 * time.Hour, MaxRun: 4 * time.Hour}}},
+		{map[string]string{jobmeta.MetaFlexMaxWait: "168h", jobmeta.MetaFlexMaxRun: "168h"}, res{Flex: &plan.Flex{MaxWait: 168 * time.Hour, MaxRun: 168 * time.Hour}}},
+		{map[string]string{jobmeta.MetaFlexMaxRun: "-5m"}, res{Err: `job meta gputide_flex_max_run = "-5m": must be more than 0`}},
+		{map[string]string{jobmeta.MetaFlexMaxWait: "0s", jobmeta.MetaFlexMaxRun: "1h"},
 			res{Err: `job meta gputide_flex_max_wait = "0s": must be more than 0 (leave max_wait out for the default 168h)`}},
-		{map[string]string{MetaFlexMaxRun: "72 hours"}, res{Err: `job meta gputide_flex_max_run = "72 hours": want a duration such as "72h"`}},
-		{map[string]string{MetaFlexMaxWait: "24h", MetaReservation: "r-1"},
+		{map[string]string{jobmeta.MetaFlexMaxRun: "72 hours"}, res{Err: `job meta gputide_flex_max_run = "72 hours": want a duration such as "72h"`}},
+		{map[string]string{jobmeta.MetaFlexMaxWait: "24h", jobmeta.MetaReservation: "r-1"},
 			res{Err: `job meta gputide_reservation = "r-1": cannot be combined with gputide_flex_max_wait = "24h": a flex request cannot name a reservation (L11)`}},
-		{map[string]string{MetaFlexMaxWait: "24h", MetaFlexMaxRun: "4h", MetaReservation: "r-1"},
+		{map[string]string{jobmeta.MetaFlexMaxWait: "24h", jobmeta.MetaFlexMaxRun: "4h", jobmeta.MetaReservation: "r-1"},
 			res{Err: `job meta gputide_reservation = "r-1": cannot be combined with gputide_flex_max_run = "4h" and gputide_flex_max_wait = "24h": a flex request cannot name a reservation (L11)`}},
-		{map[string]string{MetaReservation: "r-1"}, res{}},
+		{map[string]string{jobmeta.MetaReservation: "r-1"}, res{}},
 		// A flex request is a non-idle job (L11), as the simulator's
 		// scenario says too: gputide_idle = "true" with a flex key names both.
-		{map[string]string{MetaIdle: "true", MetaFlexMaxRun: "1h"},
+		{map[string]string{jobmeta.MetaIdle: "true", jobmeta.MetaFlexMaxRun: "1h"},
 			res{Err: `job meta gputide_idle = "true": cannot be combined with gputide_flex_max_run = "1h": a flex request is a non-idle job (L11)`}},
-		{map[string]string{MetaIdle: "1", MetaFlexMaxWait: "2h", MetaFlexMaxRun: "1h"},
+		{map[string]string{jobmeta.MetaIdle: "1", jobmeta.MetaFlexMaxWait: "2h", jobmeta.MetaFlexMaxRun: "1h"},
 			res{Err: `job meta gputide_idle = "1": cannot be combined with gputide_flex_max_run = "1h" and gputide_flex_max_wait = "2h": a flex request is a non-idle job (L11)`}},
-		{map[string]string{MetaIdle: "false", MetaFlexMaxRun: "1h"}, res{Flex: &plan.Flex{MaxWait: plan.DefaultFlexWait, MaxRun: time.Hour}}},
+		{map[string]string{jobmeta.MetaIdle: "false", jobmeta.MetaFlexMaxRun: "1h"}, res{Flex: &plan.Flex{MaxWait: plan.DefaultFlexWait, MaxRun: time.Hour}}},
 	} {
-		o, err := ParseJobOptions(tt.meta, DefaultHoldingPool)
+		o, err := jobmeta.ParseJobOptions(tt.meta, DefaultHoldingPool)
 		got := res{Flex: o.Flex}
 		if err != nil {
 			got.Err = err.Error()
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("ParseJobOptions(%v) (-want +got):\n%s", tt.meta, diff)
+			t.Errorf("jobmeta.ParseJobOptions(%v) (-want +got):\n%s", tt.meta, diff)
 		}
 	}
 }
@@ -174,13 +177,47 @@ func TestParseJobOptionsMisspeltKeys(t *testing.T) {
 		"team_gputide_idle":    "",
 		"owner":                "",
 	} {
-		_, err := ParseJobOptions(map[string]string{key: "v"}, DefaultHoldingPool)
+		_, err := jobmeta.ParseJobOptions(map[string]string{key: "v"}, DefaultHoldingPool)
 		got := ""
 		if err != nil {
 			got = err.Error()
 		}
 		if got != want {
-			t.Errorf("ParseJobOptions(%s = v): %q, want %q", key, got, want)
+			t.Errorf("jobmeta.ParseJobOptions(%s = v): %q, want %q", key, got, want)
 		}
 	}
+}
+
+// FuzzCheckReservation: the booking check never panics; it passes exactly
+// an ID of an unended booking of the job's namespace (or no ID), and its
+// error is a *jobmeta.MetaError naming gputide_reservation and the ID.
+func FuzzCheckReservation(f *testing.F) {
+	f.Add("r-1", "workspace-b", int64(0))
+	f.Add("r-2", "workspace-b", int64(3600))
+	f.Add("r-3", "workspace-b", int64(-60))
+	f.Add("", "default", int64(1))
+	f.Add("r-1234abcd", "workspace-c", int64(7200))
+	f.Fuzz(func(t *testing.T, id, ns string, offset int64) {
+		base := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+		res := bookingsAt(base)
+		now := base.Add(time.Duration(offset%(1<<40)) * time.Second)
+		err := jobmeta.CheckReservation(id, ns, jobmeta.IndexBookings(res), now)
+		ok := id == ""
+		for _, r := range res {
+			if r.ID == id && r.Namespace == ns && now.Before(r.End) {
+				ok = true
+			}
+		}
+		if ok != (err == nil) {
+			t.Fatalf("jobmeta.CheckReservation(%q, %q, at %s) = %v; want ok %v", id, ns, now, err, ok)
+		}
+		if err == nil {
+			return
+		}
+		var me *jobmeta.MetaError
+		if !errors.As(err, &me) || me.Key != jobmeta.MetaReservation || me.Value != id ||
+			!strings.HasPrefix(err.Error(), "job meta gputide_reservation = "+strconv.Quote(id)+": ") {
+			t.Fatalf("jobmeta.CheckReservation(%q, %q) = %v, want a *jobmeta.MetaError naming %s and the ID", id, ns, err, jobmeta.MetaReservation)
+		}
+	})
 }

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
+	"github.com/gputide/gputide/quota-broker/nomad/device"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
@@ -49,7 +51,7 @@ type Input struct {
 	Accepted func(job plan.JobKey) bool
 	// AdmitPools are the node pools a job may name in gputide_pool (the
 	// agent's admit_pools); nil means ["default"]. A job naming another
-	// pool, or one Nomad does not have, has a meta error (CheckAdmitPool).
+	// pool, or one Nomad does not have, has a meta error (jobmeta.CheckAdmitPool).
 	AdmitPools []string
 	// StoppingForReservation maps allocations the broker stopped for a
 	// reservation to its ID (the agent: its store's intents of rules
@@ -59,7 +61,7 @@ type Input struct {
 	// (ended ones included: the core's L10.end still stops their jobs),
 	// passed on as plan.Snapshot.Reservations. A job that is not stopped
 	// and names none of them, one of another namespace, or an ended one
-	// has a meta error (CheckReservation).
+	// has a meta error (jobmeta.CheckReservation).
 	Reservations []plan.Reservation
 	// Holds are the holds the broker keeps (the agent: its store's holds/),
 	// passed on as plan.Snapshot.Holds.
@@ -70,7 +72,7 @@ type Input struct {
 	Evictions []plan.Eviction
 	// Policies are the scaling policies of governed namespaces (nil:
 	// none); groups with a gputide-idle policy become idle groups.
-	Policies *Policies
+	Policies *policies.Policies
 	// UnplacedSince says since when an idle group has had allocations
 	// unplaced (the agent: its store's jobs/<ns>/<job>.unplaced_since);
 	// nil or zero: not known to be. Passed on as IdleView.UnplacedSince,
@@ -123,7 +125,7 @@ func (s StopStatus) IsZero() bool { return s == StopStatus{} }
 type JobView struct {
 	Key       plan.JobKey
 	Job       *api.Job
-	Options   JobOptions
+	Options   jobmeta.JobOptions
 	MetaErr   error // a bad gputide meta value; the job is left unadmitted
 	Pool      string
 	Holding   bool // in the holding pool
@@ -132,7 +134,7 @@ type JobView struct {
 	GPUGroups int  // task groups that ask for nvidia/gpu devices
 	Pending   int  // allocations passed to the core as pending
 	// Flavors are the flavors the job's GPU requests allow, in the order
-	// it tries them (JobFlavors, DESIGN L13), written on each of its
+	// it tries them (jobmeta.JobFlavors, DESIGN L13), written on each of its
 	// pending groups; nil for a job without GPU requests or with a meta
 	// error, empty when its GPUs can only be ungoverned devices (see
 	// Build.Ungoverned).
@@ -168,7 +170,7 @@ type Build struct {
 	// flavor names), by node ID then Nomad's order, each with the reason:
 	// the broker leaves them to Nomad (never counted, free, admitted
 	// through or stopped). The API and quota status show them.
-	UngovernedGPUs []UngovernedGPU
+	UngovernedGPUs []device.UngovernedGPU
 	// Warnings are the build's warnings for the plan's (one per job of
 	// Ungoverned); the agent adds them to the plan's Warnings.
 	Warnings []plan.Warning
@@ -202,7 +204,7 @@ type Build struct {
 //     many allocations). Jobs with a bad meta value, stopped jobs, system
 //     jobs, periodic and parameterized parents are not pending; jobs that
 //     ask for no GPU and wait in the holding pool are listed in NoGPU. Each
-//     pending group carries its job's Flavors (JobFlavors: a bad
+//     pending group carries its job's Flavors (jobmeta.JobFlavors: a bad
 //     gputide_flavors is a meta error); a job whose GPUs can only be
 //     ungoverned devices is not pending and, in the holding pool, listed in
 //     Ungoverned with a warning; GPUs of no flavor are listed in
@@ -244,7 +246,7 @@ func build(s watch.View, in Input) *Build {
 
 	snap.Nodes, b.UngovernedGPUs = in.Memo.nodesOf(s, in.Quota)
 	live, held := in.Memo.allocsOf(s)
-	bookings := IndexBookings(in.Reservations)
+	bookings := jobmeta.IndexBookings(in.Reservations)
 	keys := make([]jobAllocKey, len(held.jobs)) // step 5's, by job of held
 	for k, j := range s.Jobs {                  // in no order: the lists made here are sorted below
 		e := in.Memo.of(j, holding, in.Quota)
@@ -308,14 +310,14 @@ func build(s watch.View, in Input) *Build {
 // gputide_reservation against the bookings, its gputide_flavors), its
 // record and stop status.
 func makeView(k plan.JobKey, j *api.Job, spec *specRead, key viewKey, holding string, in Input, s watch.View,
-	bookings Bookings) *JobView {
+	bookings jobmeta.Bookings) *JobView {
 	v := jobView(k, j, spec, key.live, holding, key.accepted)
 	v.rec, v.Stopped = key.rec, key.rec.Stopped
 	if v.MetaErr == nil {
-		v.MetaErr = CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
+		v.MetaErr = jobmeta.CheckAdmitPool(v.Options.Pool, in.AdmitPools, s.Pools)
 	}
 	if v.MetaErr == nil && !v.stopped() {
-		v.MetaErr = CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
+		v.MetaErr = jobmeta.CheckReservation(v.Options.Reservation, k.Namespace, bookings, in.Now)
 	}
 	if v.MetaErr == nil {
 		// A stopped job's gputide_flavors is not checked (as its
@@ -495,15 +497,15 @@ func pendingGroups(v *JobView, live liveCounts, s watch.View) (pending []plan.Pe
 		}
 		v.Pending += count
 		pending = append(pending, plan.Pending{Namespace: ns, Job: v.spec.id, Group: group, Type: typ, Priority: v.spec.priority,
-			Count: count, GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
+			Count: count, GPUs: gpus, Model: model, Datacenters: jobmeta.Datacenters(j.Datacenters), NodePool: v.Options.Pool,
 			Idle: v.Options.Idle, Elastic: v.Options.Elastic, Reservation: v.Options.Reservation,
-			SubmittedAt: submitted(j), Flex: v.Options.Flex, Flavors: slices.Clone(v.Flavors)})
+			SubmittedAt: jobmeta.Submitted(j), Flex: v.Options.Flex, Flavors: slices.Clone(v.Flavors)})
 	}
 	return pending, false
 }
 
 // ungovernedOnly reports whether the job asks for GPUs that can only be
-// ungoverned devices (JobFlavors gave an empty, non-nil list).
+// ungoverned devices (jobmeta.JobFlavors gave an empty, non-nil list).
 func (v *JobView) ungovernedOnly() bool { return v.Flavors != nil && len(v.Flavors) == 0 }
 
 // ungovernedWarning is the warning of a job that moves to its pool
@@ -512,45 +514,6 @@ func ungovernedWarning(v *JobView) plan.Warning {
 	return plan.Warning{Kind: plan.WarnGeneral, Namespace: v.Key.Namespace, Job: v.Key.Job,
 		Message: fmt.Sprintf("job %s asks only for GPUs of no flavor (ungoverned devices, DESIGN L13): "+
 			"it is admitted to node pool %q uncounted by the quota", v.Key, v.Options.Pool)}
-}
-
-// UngovernedGPU is a GPU of no flavor of the tree (DESIGN L13), left to
-// Nomad: never counted, free, admitted through or stopped by the broker.
-type UngovernedGPU struct {
-	Node       string `json:"node"`
-	ID         string `json:"id"`
-	Model      string `json:"model"`
-	MIGProfile string `json:"mig_profile,omitempty"`
-	Reason     string `json:"reason"`
-}
-
-// ungovernedGPUs lists the GPUs of nodes that are of no flavor of
-// flavors (the tree's; empty: the implicit flavor), in node order, with
-// the reason each is ungoverned.
-func ungovernedGPUs(nodes []plan.Node, flavors []quota.Flavor) []UngovernedGPU {
-	var out []UngovernedGPU
-	for _, n := range nodes {
-		for _, g := range n.GPUs {
-			if _, ok := quota.FlavorOf(flavors, g.Model, g.MIGProfile); ok {
-				continue
-			}
-			out = append(out, UngovernedGPU{Node: n.ID, ID: g.ID, Model: g.Model, MIGProfile: g.MIGProfile,
-				Reason: ungovernedReason(flavors, g)})
-		}
-	}
-	return out
-}
-
-func ungovernedReason(flavors []quota.Flavor, g plan.GPU) string {
-	switch {
-	case len(flavors) == 0:
-		return fmt.Sprintf("a MIG instance (profile %s): the tree declares no flavor, and the implicit flavor %q counts whole GPUs only",
-			g.MIGProfile, quota.ImplicitFlavor)
-	case g.MIGProfile != "":
-		return fmt.Sprintf("no flavor of the tree (%s) has model %q with mig_profile %q", flavorNames(flavors), g.Model, g.MIGProfile)
-	default:
-		return fmt.Sprintf("no flavor of the tree (%s) has model %q as whole GPUs", flavorNames(flavors), g.Model)
-	}
 }
 
 // jobPlace is where a governed job is, for pendingCount.
@@ -603,36 +566,6 @@ func usable(snap *plan.Snapshot, nodes *plan.NodeCheck) (*plan.Snapshot, []*plan
 	return ok, left, nil
 }
 
-// groupGPUs returns the nvidia/gpu devices one allocation of tg asks for,
-// over its tasks, and the model when a device names one ("nvidia/gpu/<model>";
-// for a MIG group's name, its GPU's model, the profile being the flavor's,
-// DESIGN L13). Requests named "gpu" and "nvidia/gpu" count; other vendors
-// do not (device.GPURequest). The sum stops at quota.MaxGPUs+1.
-func groupGPUs(tg *api.TaskGroup) (int, string) {
-	n, model := 0, ""
-	for _, d := range device.Requests(tg) {
-		if d == nil {
-			continue
-		}
-		m, ok := device.GPURequest(d.Name)
-		if !ok {
-			continue
-		}
-		if m != "" {
-			model, _ = quota.SplitMIGName(m)
-		}
-		c := 1
-		if d.Count != nil {
-			// A uint64 past quota.MaxGPUs is kept just past it, not wrapped
-			// into a negative int: too many for any plan (Usable refuses
-			// it), never read as no GPU.
-			c = int(min(*d.Count, uint64(quota.MaxGPUs)+1))
-		}
-		n = min(n+c, quota.MaxGPUs+1)
-	}
-	return n, model
-}
-
 func queuedOf(sum *api.JobSummary, group string) (int, bool) {
 	if sum == nil || sum.Summary == nil {
 		return 0, false
@@ -642,44 +575,6 @@ func queuedOf(sum *api.JobSummary, group string) (int, bool) {
 		return 0, false
 	}
 	return tg.Queued, true
-}
-
-func prio(j *api.Job) int {
-	if j.Priority == nil || *j.Priority < 1 {
-		return 50
-	}
-	return *j.Priority
-}
-
-func datacenters(dcs []string) []string {
-	var out []string
-	for _, d := range dcs {
-		if d == "*" {
-			return nil
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-// submitted is when the job was first submitted as far as Nomad remembers:
-// the broker's own meta writes keep it in gputide_submitted.
-// Submitted is when job j was first submitted, as far as Nomad tells: its
-// gputide_submitted meta (written by the broker at its first move), else
-// its SubmitTime; zero when neither is known. The agent records it as the
-// job's first_seen when it first sees the job (never later than then).
-func Submitted(j *api.Job) time.Time { return submitted(j) }
-
-func submitted(j *api.Job) time.Time {
-	if v, ok := j.Meta[MetaSubmitted]; ok {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			return t
-		}
-	}
-	if j.SubmitTime != nil {
-		return time.Unix(0, *j.SubmitTime).UTC()
-	}
-	return time.Time{}
 }
 
 func nsOrDefault(ns string) string {

@@ -3,6 +3,7 @@ package build
 import (
 	"time"
 
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/hashicorp/nomad/api"
@@ -21,7 +22,7 @@ type specRead struct {
 	stop      bool // the job is stopped (job stop)
 	status    string
 	parent    bool // a periodic or parameterized parent
-	options   JobOptions
+	options   jobmeta.JobOptions
 	metaErr   error
 	groups    []groupRead // the spec's task groups that have a name, in order
 	gpuGroups int         // task groups that ask for nvidia/gpu devices
@@ -46,14 +47,14 @@ type groupRead struct {
 // as the quota tree.
 func readSpec(j *api.Job, holding string, tree *quota.Node) *specRead {
 	r := &specRead{holding: holding, tree: tree, namespace: nsOrDefault(str(j.Namespace)), id: str(j.ID), pool: str(j.NodePool),
-		typ: plan.JobType(str(j.Type)), priority: prio(j), stop: j.Stop != nil && *j.Stop, status: str(j.Status),
+		typ: plan.JobType(str(j.Type)), priority: jobmeta.Priority(j), stop: j.Stop != nil && *j.Stop, status: str(j.Status),
 		parent: j.IsPeriodic() || j.IsParameterized()}
-	r.options, r.metaErr = ParseJobOptions(j.Meta, holding)
+	r.options, r.metaErr = jobmeta.ParseJobOptions(j.Meta, holding)
 	for _, tg := range j.TaskGroups {
 		if tg == nil {
 			continue
 		}
-		gpus, model := groupGPUs(tg)
+		gpus, model := jobmeta.GroupGPUs(tg)
 		if gpus > 0 {
 			r.gpuGroups++
 		}
@@ -63,7 +64,7 @@ func readSpec(j *api.Job, holding string, tree *quota.Node) *specRead {
 				count = *tg.Count
 			}
 			r.groups = append(r.groups, groupRead{name: *tg.Name, count: count, gpus: gpus, model: model,
-				killTimeout: groupKillTimeout(j, *tg.Name)})
+				killTimeout: jobmeta.GroupKillTimeout(j, *tg.Name)})
 		}
 	}
 	var flavors []quota.Flavor
@@ -75,15 +76,15 @@ func readSpec(j *api.Job, holding string, tree *quota.Node) *specRead {
 }
 
 // jobFlavors is what build step 3 reads of job j's flavors with the
-// tree's flavors: JobFlavors, except that a job admission pinned to f
-// (PinnedFlavor), one of the flavors its gputide_flavors lists, gets f
+// tree's flavors: jobmeta.JobFlavors, except that a job admission pinned to f
+// (jobmeta.PinnedFlavor), one of the flavors its gputide_flavors lists, gets f
 // alone, the others the pin excludes being no meta error.
 func jobFlavors(flavors []quota.Flavor, j *api.Job) ([]string, error) {
-	fl, err := JobFlavors(flavors, j)
+	fl, err := jobmeta.JobFlavors(flavors, j)
 	if err == nil {
 		return fl, nil
 	}
-	if f, ok := PinnedFlavor(flavors, j); ok && listsFlavor(j.Meta, f) {
+	if f, ok := jobmeta.PinnedFlavor(flavors, j); ok && jobmeta.ListsFlavor(j.Meta, f) {
 		return []string{f}, nil
 	}
 	return fl, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
@@ -85,26 +86,26 @@ func TestParseJobOptionsAppliesTheCoresFlexRule(t *testing.T) {
 		meta map[string]string
 		want string
 	}{
-		{map[string]string{MetaFlexMaxRun: "4h"}, ""},
-		{map[string]string{MetaFlexMaxWait: "24h"},
+		{map[string]string{jobmeta.MetaFlexMaxRun: "4h"}, ""},
+		{map[string]string{jobmeta.MetaFlexMaxWait: "24h"},
 			`job meta gputide_flex_max_run = "": missing or 0: a flex request needs max_run, more than 0 and at most 168h`},
-		{map[string]string{MetaFlexMaxWait: "169h", MetaFlexMaxRun: "1h"},
+		{map[string]string{jobmeta.MetaFlexMaxWait: "169h", jobmeta.MetaFlexMaxRun: "1h"},
 			`job meta gputide_flex_max_wait = "169h": is above the maximum of 168h`},
-		{map[string]string{MetaFlexMaxRun: "200h"}, `job meta gputide_flex_max_run = "200h": is above the maximum of 168h`},
-		{map[string]string{MetaFlexMaxRun: "0s"}, `job meta gputide_flex_max_run = "0s": missing or 0: a flex request needs max_run, more than 0 and at most 168h`},
-		{map[string]string{MetaFlexMaxRun: "1h", MetaReservation: "r-1"},
+		{map[string]string{jobmeta.MetaFlexMaxRun: "200h"}, `job meta gputide_flex_max_run = "200h": is above the maximum of 168h`},
+		{map[string]string{jobmeta.MetaFlexMaxRun: "0s"}, `job meta gputide_flex_max_run = "0s": missing or 0: a flex request needs max_run, more than 0 and at most 168h`},
+		{map[string]string{jobmeta.MetaFlexMaxRun: "1h", jobmeta.MetaReservation: "r-1"},
 			`job meta gputide_reservation = "r-1": cannot be combined with gputide_flex_max_run = "1h": a flex request cannot name a reservation (L11)`},
 	} {
-		o, err := ParseJobOptions(tt.meta, DefaultHoldingPool)
+		o, err := jobmeta.ParseJobOptions(tt.meta, DefaultHoldingPool)
 		got := ""
 		if err != nil {
 			got = err.Error()
 		}
 		if got != tt.want {
-			t.Errorf("ParseJobOptions(%v) error = %q, want %q", tt.meta, got, tt.want)
+			t.Errorf("jobmeta.ParseJobOptions(%v) error = %q, want %q", tt.meta, got, tt.want)
 		}
 		if err == nil && (o.Flex == nil || o.Flex.MaxWait != plan.DefaultFlexWait || o.Flex.MaxRun != 4*time.Hour) {
-			t.Errorf("ParseJobOptions(%v) flex = %v, want max_wait 168h (the default), max_run 4h", tt.meta, o.Flex)
+			t.Errorf("jobmeta.ParseJobOptions(%v) flex = %v, want max_wait 168h (the default), max_run 4h", tt.meta, o.Flex)
 		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 // once built: a view reused is the very view a build before returned.
 
 // viewContext is what every kept view depends on besides its own key: the
-// admit pools and Nomad's node pools (CheckAdmitPool).
+// admit pools and Nomad's node pools (jobmeta.CheckAdmitPool).
 type viewContext struct {
 	admitPools string // Input.AdmitPools, joined
 	pools      uint64 // watch.Generations.Pools

@@ -2,11 +2,13 @@ package build
 
 import (
 	"errors"
+	"github.com/gputide/gputide/quota-broker/nomad/device"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
@@ -42,9 +44,9 @@ func setJobB(t *testing.T, s *watch.State, flavors, device string) {
 	t.Helper()
 	old := raw(s).Jobs[jobB]
 	j := *old
-	j.Meta = map[string]string{MetaPool: "default"}
+	j.Meta = map[string]string{jobmeta.MetaPool: "default"}
 	if flavors != "" {
-		j.Meta[MetaFlavors] = flavors
+		j.Meta[jobmeta.MetaFlavors] = flavors
 	}
 	tg := *old.TaskGroups[0]
 	task := *tg.Tasks[0]
@@ -78,7 +80,7 @@ func pendingFlavors(b *Build, k plan.JobKey) map[string][]string {
 }
 
 // DESIGN L13, issue 17 item 3: each pending group carries the flavors its
-// job's device requests allow (JobFlavors), in gputide_flavors order when
+// job's device requests allow (jobmeta.JobFlavors), in gputide_flavors order when
 // the meta sets it, else tree order; the implicit flavor's name in a tree
 // without flavor blocks.
 func TestBuildWritesEachPendingGroupsFlavors(t *testing.T) {
@@ -110,7 +112,7 @@ func TestBuildWritesEachPendingGroupsFlavors(t *testing.T) {
 }
 
 // A bad gputide_flavors is a meta error like the others: the job is not
-// pending, and its *MetaError names the meta, its value and the lists.
+// pending, and its *jobmeta.MetaError names the meta, its value and the lists.
 func TestBuildGivesABadGputideFlavorsAMetaError(t *testing.T) {
 	for _, tc := range []struct{ meta, want string }{
 		{"a100,t4", `job meta gputide_flavors = "a100,t4": unknown flavor "t4" (the tree's flavors: h100, a100)`},
@@ -120,9 +122,9 @@ func TestBuildGivesABadGputideFlavorsAMetaError(t *testing.T) {
 		setJobB(t, s, tc.meta, "nvidia/gpu")
 		b := buildTree(t, s, flavoredE2ETree())
 		err := b.Jobs[jobB].MetaErr
-		var me *MetaError
+		var me *jobmeta.MetaError
 		if !errors.As(err, &me) {
-			t.Fatalf("%s: meta error %v (%T), want a *MetaError", tc.meta, err, err)
+			t.Fatalf("%s: meta error %v (%T), want a *jobmeta.MetaError", tc.meta, err, err)
 		}
 		if err.Error() != tc.want {
 			t.Errorf("%s: meta error %q, want %q", tc.meta, err, tc.want)
@@ -185,16 +187,16 @@ func TestBuildListsUngovernedGPUsPerNode(t *testing.T) {
 		plan.GPU{ID: "T4-1", Model: "Tesla T4", Healthy: true})
 	raw(s).Nodes[recordedNode] = &nn
 
-	mig := UngovernedGPU{Node: recordedNode, ID: "MIG-1", Model: recordedModel, MIGProfile: "1g.5gb"}
-	t4 := UngovernedGPU{Node: recordedNode, ID: "T4-1", Model: "Tesla T4"}
-	flavored := []UngovernedGPU{mig, t4}
+	mig := device.UngovernedGPU{Node: recordedNode, ID: "MIG-1", Model: recordedModel, MIGProfile: "1g.5gb"}
+	t4 := device.UngovernedGPU{Node: recordedNode, ID: "T4-1", Model: "Tesla T4"}
+	flavored := []device.UngovernedGPU{mig, t4}
 	flavored[0].Reason = `no flavor of the tree (h100, a100) has model "Mock NVIDIA A100-SXM4-40GB" with mig_profile "1g.5gb"`
 	flavored[1].Reason = `no flavor of the tree (h100, a100) has model "Tesla T4" as whole GPUs`
 	b := From(s, Input{Now: at(t), Quota: flavoredE2ETree(), Settings: quota.DefaultSettings()})
 	if diff := cmp.Diff(flavored, b.UngovernedGPUs); diff != "" {
 		t.Errorf("flavored tree (-want +got):\n%s", diff)
 	}
-	implicit := []UngovernedGPU{mig}
+	implicit := []device.UngovernedGPU{mig}
 	implicit[0].Reason = `a MIG instance (profile 1g.5gb): the tree declares no flavor, and the implicit flavor "gpu" counts whole GPUs only`
 	b = From(s, Input{Now: at(t), Quota: e2eTree(), Settings: quota.DefaultSettings()})
 	if diff := cmp.Diff(implicit, b.UngovernedGPUs); diff != "" {

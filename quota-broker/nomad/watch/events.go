@@ -228,7 +228,7 @@ func (s *State) Refresh(ctx context.Context, c *api.Client) error {
 }
 
 // metaPool is the job meta key naming the pool a job is admitted to
-// (build.MetaPool).
+// (jobmeta.MetaPool).
 const metaPool = "gputide_pool"
 
 // refreshPools lists the node pools again when one of the jobs refreshed

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/internal/relist"
 	"sort"
 	"sync"
 	"time"
@@ -49,9 +50,9 @@ type Watcher struct {
 	syncedAt  time.Time // last moment the state was known to match Nomad
 	relists   int
 	lastErr   error
-	retry     chan struct{}  // see Touch
-	nsWatch   NamespaceWatch // 0 until resolved; then fixed
-	relist    Relister       // see Relist
+	retry     chan struct{}   // see Touch
+	nsWatch   NamespaceWatch  // 0 until resolved; then fixed
+	relist    relist.Relister // see Relist
 }
 
 // Status is the watcher's view of its connection to Nomad.

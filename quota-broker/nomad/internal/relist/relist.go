@@ -1,4 +1,6 @@
-package watch
+// Package relist lets a watch loop (the Nomad watcher, the scaling policy
+// watcher) end the request it is running and start over when asked.
+package relist
 
 import (
 	"context"

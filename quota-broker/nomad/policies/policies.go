@@ -1,8 +1,16 @@
-package build
+// Package policies keeps the broker's copy of the horizontal scaling
+// policies of governed namespaces (Policies), read and followed from Nomad
+// by a PolicyWatcher (GET /v1/scaling/policies, each policy's
+// /v1/scaling/policy/<id>, parsed as the Autoscaler v0.5.0 reads it), and
+// says when a gputide-schedule check next raises a group's count
+// (RaisingBoundary): the input of the build's idle groups and pre-warm
+// entries (issue 11 items 4-5).
+package policies
 
 import (
 	"context"
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/internal/relist"
 	"maps"
 	"slices"
 	"sync"
@@ -13,6 +21,7 @@ import (
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 	"github.com/gputide/gputide/quota-broker/scalingpolicy"
+	"github.com/gputide/gputide/quota-broker/schedule"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
@@ -122,7 +131,10 @@ func (p *Policies) replace(byID map[string]*ScalingPolicy, index uint64) {
 	p.byID, p.index, p.synced = byID, index, true
 }
 
-func (p *Policies) unsynced() {
+// Unsynced marks the policies as not synced: a list failed (the
+// PolicyWatcher), and until the next one succeeds no idle group is planned
+// and no pre-warm made.
+func (p *Policies) Unsynced() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.synced = false
@@ -188,7 +200,7 @@ type PolicyWatcher struct {
 	// Backoff the first wait after a failure (default 1 s).
 	Wait, Backoff time.Duration
 
-	relist watch.Relister // see Relist
+	relist relist.Relister // see Relist
 }
 
 // Relist makes Run end its blocking query and read every policy again at
@@ -234,7 +246,7 @@ func (w *PolicyWatcher) Run(ctx context.Context) error {
 			index, wait, failed = next, backoff, false
 			continue
 		}
-		w.Policies.unsynced()
+		w.Policies.Unsynced()
 		if !failed {
 			w.Logger.Warn("cannot read the scaling policies; idle groups are not planned until they are read", "error", err, "retry_in", wait)
 		}
@@ -311,118 +323,52 @@ func (w *PolicyWatcher) Sync(ctx context.Context, index uint64) (uint64, error) 
 	return meta.LastIndex, nil
 }
 
-// IdleView is an idle group as the Actor needs it for scale-down (issue 11
-// item 4): its count in the job, its live allocations that are not being
-// stopped, the job's modify index the Scale call enforces, and since when
-// it has had allocations unplaced (Input.UnplacedSince).
-type IdleView struct {
-	Group          plan.GroupKey
-	Count          int
-	Live           int
-	JobModifyIndex uint64
-	// UnplacedSince: since when the group has had allocations unplaced,
-	// as the broker recorded it; zero: not recorded (yet).
-	UnplacedSince time.Time
+// nsOrDefault is Nomad's name of an empty namespace.
+func nsOrDefault(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
 }
 
-// Unplaced reports whether the group has allocations unplaced that a
-// scale-down would remove: a count above its live allocations, and above
-// 1 (a batch job at count 0 is dead).
-func (v *IdleView) Unplaced() bool { return v.Count > max(v.Live, 1) }
+// DefaultEvaluationInterval is the Nomad Autoscaler's evaluation_interval
+// when a policy sets none and the tree's settings do not say the agent's
+// (autoscaler_evaluation_interval): the Autoscaler v0.5.0 agent's own
+// default_evaluation_interval. The pre-warm hold lasts at + this + settle
+// then.
+const DefaultEvaluationInterval = quota.DefaultAutoscalerEvaluationInterval
 
-// idleGroups is the Build step that turns idle policies into the
-// snapshot's idle groups (issue 11 item 4): each enabled policy with a
-// gputide-idle check whose target is a governed batch job marked idle and
-// elastic (meta gputide_idle, gputide_elastic), running (not stopped) and
-// with a task group of that name that asks for GPUs. Shape, priority,
-// datacenters, pool and allowed flavors (the job's, JobFlavors, DESIGN
-// L13) come from the job; max from the policy; count is the group's
-// count. It also returns the groups' IdleViews, by key.
-// The views are nil while the policies are not synced (the idle groups
-// are not known then), else a map, empty when there are none. Policies of
-// other groups are ignored: the gputide-idle strategy of such a
-// group reads a fit of 0 (GET /v1/idle-fit answers 404 for it).
-func idleGroups(pols *Policies, jobs map[plan.JobKey]*JobView, allocs map[string]*watch.Alloc) ([]plan.IdleGroup, map[plan.GroupKey]*IdleView) {
-	if !pols.Synced() {
-		return nil, nil
-	}
-	idle := pols.IdlePolicies()
-	views := map[plan.GroupKey]*IdleView{} // not nil: the idle groups are known
-	if len(idle) == 0 {
-		return nil, views
-	}
-	var out []plan.IdleGroup
-	for _, sp := range idle {
-		t, ok := scaledGroupOf(jobs, sp.Group)
-		if !ok || !t.view.Options.Idle || !t.view.Options.Elastic || t.typ != plan.JobBatch {
+// RaisingBoundary returns the first boundary of the policy's first
+// gputide-schedule check in (now, now + horizon] whose count after its
+// ramp (the count at the boundary + ramp, or at the boundary without one),
+// capped at the policy's max (the Autoscaler v0.5.0 clamps a strategy's
+// count to the policy's [min, max] before it scales), is above current,
+// with that count. ok is false when there is none, or the check's config
+// does not parse.
+func RaisingBoundary(checks []scalingpolicy.Check, now time.Time, horizon time.Duration, current int, maxCount int64) (time.Time, int, bool) {
+	for _, c := range checks {
+		if c.Strategy != scalingpolicy.ScheduleStrategy {
 			continue
 		}
-		v, j, gpus, model, count := t.view, t.view.Job, t.gpus, t.model, t.count
-		out = append(out, plan.IdleGroup{Namespace: sp.Group.Namespace, Job: sp.Group.Job, Group: sp.Group.Group,
-			Priority: prio(j), GPUs: gpus, Model: model, Datacenters: datacenters(j.Datacenters), NodePool: v.Options.Pool,
-			Max: int(min(sp.Max, quota.MaxGPUs)), Count: count, Flavors: v.Flavors})
-		iv := &IdleView{Group: sp.Group, Count: count}
-		if j.JobModifyIndex != nil {
-			iv.JobModifyIndex = *j.JobModifyIndex
+		s, err := schedule.Parse(c.Config)
+		if err != nil {
+			return time.Time{}, 0, false
 		}
-		views[sp.Group] = iv
-	}
-	for _, a := range allocs {
-		k := plan.GroupKey{Namespace: a.Namespace, Job: a.JobID, Group: a.Group}
-		if iv := views[k]; iv != nil && a.Live() && !a.Stopping() {
-			iv.Live++
-		}
-	}
-	return out, views
-}
-
-// scaledGroup is the target of a scaling policy, resolved: the governed
-// job's view, its type, and the task group's GPUs per allocation, model
-// and count now.
-type scaledGroup struct {
-	view  *JobView
-	typ   plan.JobType
-	gpus  int
-	model string
-	count int
-}
-
-// scaledGroupOf resolves a scaling policy's target group g (the step that
-// idleGroups and prewarms share): the job is governed (in jobs), its meta
-// parses, it is not stopped, periodic or parameterized, it has a task
-// group named g.Group, and that group asks for GPUs; the count is the
-// group's (1 when unset). ok is false otherwise; each caller checks the
-// job type and meta it needs.
-func scaledGroupOf(jobs map[plan.JobKey]*JobView, g plan.GroupKey) (scaledGroup, bool) {
-	v := jobs[g.JobKey()]
-	if v == nil || v.MetaErr != nil {
-		return scaledGroup{}, false
-	}
-	j := v.Job
-	if (j.Stop != nil && *j.Stop) || j.IsPeriodic() || j.IsParameterized() {
-		return scaledGroup{}, false
-	}
-	tg := taskGroup(j, g.Group)
-	if tg == nil {
-		return scaledGroup{}, false
-	}
-	gpus, model := groupGPUs(tg)
-	if gpus == 0 {
-		return scaledGroup{}, false
-	}
-	count := 1
-	if tg.Count != nil {
-		count = *tg.Count
-	}
-	return scaledGroup{view: v, typ: plan.JobType(str(j.Type)), gpus: gpus, model: model, count: count}, true
-}
-
-// taskGroup returns j's task group called name, or nil.
-func taskGroup(j *api.Job, name string) *api.TaskGroup {
-	for _, tg := range j.TaskGroups {
-		if tg != nil && tg.Name != nil && *tg.Name == name {
-			return tg
+		end := now.Add(horizon)
+		for t := now; ; {
+			at, n, ok := s.NextBoundary(t)
+			if !ok || at.After(end) {
+				return time.Time{}, 0, false
+			}
+			if s.Ramp() > 0 {
+				n = max(n, s.CountAt(at.Add(s.Ramp())))
+			}
+			n = int(min(int64(n), maxCount))
+			if n > current {
+				return at.UTC(), n, true
+			}
+			t = at
 		}
 	}
-	return nil
+	return time.Time{}, 0, false
 }

@@ -1,4 +1,4 @@
-package build
+package jobmeta
 
 import (
 	"fmt"
@@ -86,9 +86,9 @@ func PinnedFlavor(flavors []quota.Flavor, j *api.Job) (string, bool) {
 	return "", false
 }
 
-// listsFlavor reports whether meta's gputide_flavors is a good list that
+// ListsFlavor reports whether meta's gputide_flavors is a good list that
 // names flavor f.
-func listsFlavor(meta map[string]string, f string) bool {
+func ListsFlavor(meta map[string]string, f string) bool {
 	raw, set := meta[MetaFlavors]
 	if !set {
 		return false
@@ -115,7 +115,7 @@ func orderFlavors(flavors []quota.Flavor, meta map[string]string, allowed []stri
 			known = known || all[i].Name == n
 		}
 		if !known {
-			return nil, &MetaError{MetaFlavors, raw, fmt.Sprintf("unknown flavor %q (the tree's flavors: %s)", n, flavorNames(all))}
+			return nil, &MetaError{MetaFlavors, raw, fmt.Sprintf("unknown flavor %q (the tree's flavors: %s)", n, device.FlavorNames(all))}
 		}
 		ok := false
 		for _, a := range allowed {
@@ -148,14 +148,6 @@ func parseFlavorList(v string) ([]string, string) {
 		out = append(out, n)
 	}
 	return out, ""
-}
-
-func flavorNames(fs []quota.Flavor) string {
-	names := make([]string, len(fs))
-	for i := range fs {
-		names[i] = fs[i].Name
-	}
-	return strings.Join(names, ", ")
 }
 
 func orNone(names []string) string {

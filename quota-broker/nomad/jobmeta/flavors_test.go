@@ -1,4 +1,4 @@
-package build
+package jobmeta
 
 import (
 	"encoding/json"
@@ -11,8 +11,6 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/gputide/gputide/quota-broker/nomad/device"
-	"github.com/gputide/gputide/quota-broker/nomad/watch"
-	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
 
@@ -168,14 +166,14 @@ func TestGputideFlavorsErrorsNameBothLists(t *testing.T) {
 // ParseJobOptions takes gputide_flavors as a known key and checks its
 // form; GroupFlavors checks it against the tree and the requests.
 func TestParseJobOptionsReadsGputideFlavors(t *testing.T) {
-	o, err := ParseJobOptions(map[string]string{MetaFlavors: " a100 ,h100"}, DefaultHoldingPool)
+	o, err := ParseJobOptions(map[string]string{MetaFlavors: " a100 ,h100"}, testHoldingPool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"a100", "h100"}, o.Flavors); diff != "" {
 		t.Errorf("Flavors (-want +got):\n%s", diff)
 	}
-	_, err = ParseJobOptions(map[string]string{MetaFlavors: "a100,"}, DefaultHoldingPool)
+	_, err = ParseJobOptions(map[string]string{MetaFlavors: "a100,"}, testHoldingPool)
 	if err == nil || err.Error() != `job meta gputide_flavors = "a100,": want flavor names separated by commas, e.g. "h100,a100", with none empty` {
 		t.Errorf("bad gputide_flavors: %v", err)
 	}
@@ -198,7 +196,7 @@ func TestGroupGPUsGivesTheGPUModelOfAMIGName(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if n, model := groupGPUs(tg); n != w.n || model != w.model {
+		if n, model := GroupGPUs(tg); n != w.n || model != w.model {
 			t.Errorf("group %s: groupGPUs = %d, %q; want %d, %q", *tg.Name, n, model, w.n, w.model)
 		}
 	}
@@ -246,33 +244,6 @@ func TestPinConstraintsOfEachFlavor(t *testing.T) {
 	want := []*api.Constraint{{LTarget: "${device.model}", Operand: "regexp", RTarget: `^(?:NVIDIA A100-SXM4-40GB) MIG 1g\.5gb$`}}
 	if diff := cmp.Diff(want, device.Pin(a100mig, partial)); diff != "" {
 		t.Errorf("partial pin (-want +got):\n%s", diff)
-	}
-}
-
-// The snapshot's GPUs keep the model and MIG profile the watcher read
-// (DESIGN L13: a GPU's mig_profile); a node that is not schedulable still
-// gives unhealthy GPUs.
-func TestSnapshotNodesKeepEachGPUsMIGProfile(t *testing.T) {
-	nodes := map[string]*watch.Node{
-		"n1": {ID: "n1", Datacenter: "dc1", NodePool: "default", Schedulable: true, GPUs: []plan.GPU{
-			{ID: "GPU-1", Model: "NVIDIA A100-SXM4-40GB", Healthy: true},
-			{ID: "MIG-1", Model: "NVIDIA A100-SXM4-40GB", Healthy: true, MIGProfile: "1g.5gb"},
-		}},
-		"n2": {ID: "n2", Datacenter: "dc1", NodePool: "default", GPUs: []plan.GPU{
-			{ID: "MIG-2", Model: "NVIDIA A100-SXM4-40GB", Healthy: true, MIGProfile: "1g.5gb"},
-		}},
-	}
-	want := []plan.Node{
-		{ID: "n1", Datacenter: "dc1", NodePool: "default", GPUs: []plan.GPU{
-			{ID: "GPU-1", Model: "NVIDIA A100-SXM4-40GB", Healthy: true},
-			{ID: "MIG-1", Model: "NVIDIA A100-SXM4-40GB", Healthy: true, MIGProfile: "1g.5gb"},
-		}},
-		{ID: "n2", Datacenter: "dc1", NodePool: "default", GPUs: []plan.GPU{
-			{ID: "MIG-2", Model: "NVIDIA A100-SXM4-40GB", Healthy: false, MIGProfile: "1g.5gb"},
-		}},
-	}
-	if diff := cmp.Diff(want, snapshotNodes(nodes)); diff != "" {
-		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 }
 

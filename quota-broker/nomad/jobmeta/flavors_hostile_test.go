@@ -1,4 +1,4 @@
-package build
+package jobmeta
 
 import (
 	"errors"
@@ -55,8 +55,8 @@ func TestGPURequestReadsNamesAsNomadMatchesThem(t *testing.T) {
 	// Such a group asks for GPUs: it has flavors and is pinned.
 	tg := &api.TaskGroup{Name: ptr("g"), Tasks: []*api.Task{{Resources: &api.Resources{Devices: []*api.RequestedDevice{
 		{Name: "/gpu", Count: ptr[uint64](8)}}}}}}
-	if n, _ := groupGPUs(tg); n != 8 {
-		t.Errorf("groupGPUs of a /gpu request of 8 = %d", n)
+	if n, _ := GroupGPUs(tg); n != 8 {
+		t.Errorf("GroupGPUs of a /gpu request of 8 = %d", n)
 	}
 	if diff := cmp.Diff([]string{"h100", "a100", "a100-1g"}, device.AllowedFlavors(tree, device.Requests(tg))); diff != "" {
 		t.Errorf("flavors of /gpu (-want +got):\n%s", diff)
@@ -83,7 +83,7 @@ func TestGroupGPUsOfAHugeDeviceCount(t *testing.T) {
 			devs = append(devs, &api.RequestedDevice{Name: "nvidia/gpu", Count: ptr(c)})
 		}
 		tg := &api.TaskGroup{Name: ptr("g"), Tasks: []*api.Task{{Resources: &api.Resources{Devices: devs}}}}
-		if n, _ := groupGPUs(tg); n < 1<<20 {
+		if n, _ := GroupGPUs(tg); n < 1<<20 {
 			t.Errorf("counts %v: groupGPUs = %d, want at least %d", counts, n, 1<<20)
 		}
 	}

@@ -1,4 +1,4 @@
-package build
+package jobmeta
 
 import (
 	"errors"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/gputide/gputide/quota-broker/plan"
 )
+
+// testHoldingPool is the broker's default holding pool (build.DefaultHoldingPool).
+const testHoldingPool = "gputide-queue"
 
 // FuzzParseJobOptions: the gputide meta reader never panics; every error
 // is a *MetaError whose key is a gputide key of the meta (or max_run when
@@ -47,7 +50,7 @@ func FuzzParseJobOptions(f *testing.F) {
 		if set&16 != 0 {
 			meta[extraKey] = extraVal
 		}
-		o, err := ParseJobOptions(meta, DefaultHoldingPool)
+		o, err := ParseJobOptions(meta, testHoldingPool)
 		_, hasWait := meta[MetaFlexMaxWait]
 		_, hasRun := meta[MetaFlexMaxRun]
 		if err != nil {
@@ -93,40 +96,6 @@ func FuzzParseJobOptions(f *testing.F) {
 		}
 		if o.Reservation != meta[MetaReservation] {
 			t.Fatalf("ParseJobOptions(%q): reservation %q", meta, o.Reservation)
-		}
-	})
-}
-
-// FuzzCheckReservation: the booking check never panics; it passes exactly
-// an ID of an unended booking of the job's namespace (or no ID), and its
-// error is a *MetaError naming gputide_reservation and the ID.
-func FuzzCheckReservation(f *testing.F) {
-	f.Add("r-1", "workspace-b", int64(0))
-	f.Add("r-2", "workspace-b", int64(3600))
-	f.Add("r-3", "workspace-b", int64(-60))
-	f.Add("", "default", int64(1))
-	f.Add("r-1234abcd", "workspace-c", int64(7200))
-	f.Fuzz(func(t *testing.T, id, ns string, offset int64) {
-		base := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
-		res := bookingsAt(base)
-		now := base.Add(time.Duration(offset%(1<<40)) * time.Second)
-		err := CheckReservation(id, ns, IndexBookings(res), now)
-		ok := id == ""
-		for _, r := range res {
-			if r.ID == id && r.Namespace == ns && now.Before(r.End) {
-				ok = true
-			}
-		}
-		if ok != (err == nil) {
-			t.Fatalf("CheckReservation(%q, %q, at %s) = %v; want ok %v", id, ns, now, err, ok)
-		}
-		if err == nil {
-			return
-		}
-		var me *MetaError
-		if !errors.As(err, &me) || me.Key != MetaReservation || me.Value != id ||
-			!strings.HasPrefix(err.Error(), "job meta gputide_reservation = "+strconv.Quote(id)+": ") {
-			t.Fatalf("CheckReservation(%q, %q) = %v, want a *MetaError naming %s and the ID", id, ns, err, MetaReservation)
 		}
 	})
 }

@@ -1,4 +1,11 @@
-package build
+// Package jobmeta reads what a Nomad job spec says to gputide: its
+// gputide_* meta (JobOptions, DESIGN §5), checked against the admit pools
+// and the bookings, the flavors its GPU requests allow in the order its
+// meta gives (DESIGN L13), and the few spec fields the broker reads
+// besides (a group's GPU ask and kill_timeout, the job's priority,
+// datacenters and submission time). The build, the Actor and the API read
+// a job through it, so that each rule of the meta is written once.
+package jobmeta
 
 import (
 	"errors"
