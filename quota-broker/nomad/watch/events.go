@@ -75,6 +75,7 @@ func (s *State) applyOne(e *api.Event) error {
 		if !al.Live() {
 			delete(s.allocs, al.ID)
 		} else {
+			s.share(al)
 			s.allocs[al.ID] = al
 		}
 		s.touchAllocs()

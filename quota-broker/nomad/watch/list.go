@@ -83,6 +83,9 @@ func ListAll(ctx context.Context, c *api.Client, governed func(namespace string)
 	for _, j := range full {
 		s.jobs[jobKey(j)] = j
 	}
+	for _, al := range s.allocs {
+		s.share(al)
+	}
 	evals, m, err := c.Evaluations().List((&api.QueryOptions{Namespace: "*", Filter: `Status == "blocked"`}).WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("failed to list blocked evaluations: %w", err)

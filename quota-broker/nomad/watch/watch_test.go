@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gputide/gputide/quota-broker/plan"
@@ -366,5 +367,49 @@ func TestQueuedJobsFollowTheSummaries(t *testing.T) {
 	}
 	if diff := cmp.Diff(queuedJobs(s), []string{"workspace-b/training", "workspace-c/bad-maxrun"}); diff != "" {
 		t.Fatalf("after a refresh: queued jobs (-got +want):\n%s", diff)
+	}
+}
+
+// An allocation's node ID and job ID are the very strings of its node and
+// job in the State (the same bytes: a lookup compares them without reading
+// them), after a list and after an allocation event; a string of a node
+// or job the State lacks is kept.
+func TestAllocationsShareTheirNodeAndJobIDs(t *testing.T) {
+	_, s := listRecorded(t)
+	shared := func(step, id string) {
+		t.Helper()
+		s.Read(func(v View) {
+			a := v.Allocs[id]
+			if a == nil {
+				t.Fatalf("%s: no allocation %s", step, id)
+			}
+			n, j := v.Nodes[a.NodeID], v.Jobs[a.JobKey()]
+			if n == nil || j == nil {
+				t.Fatalf("%s: allocation %s has no node or job in the state", step, id)
+			}
+			if unsafe.StringData(a.NodeID) != unsafe.StringData(n.ID) {
+				t.Errorf("%s: allocation %s's node ID is a copy of its node's", step, id)
+			}
+			if unsafe.StringData(a.JobID) != unsafe.StringData(*j.ID) {
+				t.Errorf("%s: allocation %s's job ID is a copy of its job's", step, id)
+			}
+		})
+	}
+	shared("listed", allocC1)
+	var a Alloc
+	s.Read(func(v View) { a = *v.Allocs[allocC1] })
+	log, _ := testLogger(t)
+	copyOf := func(v string) string { return string([]byte(v)) }
+	s.Apply(&api.Events{Index: s.Index() + 1, Events: []api.Event{{Topic: api.TopicAllocation, Type: "AllocationUpdated",
+		Payload: map[string]any{"Allocation": &api.Allocation{ID: a.ID, Namespace: a.Namespace, JobID: copyOf(a.JobID),
+			TaskGroup: a.Group, NodeID: copyOf(a.NodeID), ClientStatus: api.AllocClientStatusRunning,
+			DesiredStatus: api.AllocDesiredStatusRun, ModifyIndex: a.ModifyIndex + 1}}}}}, log)
+	shared("after an event", allocC1)
+	other := &Alloc{ID: "x", Namespace: "nowhere", JobID: "nothing", NodeID: "no-node"}
+	s.mu.Lock()
+	s.share(other)
+	s.mu.Unlock()
+	if other.NodeID != "no-node" || other.JobID != "nothing" {
+		t.Fatalf("an allocation of no known node or job became %+v", other)
 	}
 }
