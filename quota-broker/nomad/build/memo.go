@@ -48,6 +48,7 @@ import (
 type Memo struct {
 	mu    sync.Mutex
 	build uint64 // builds begun: the mark of the specs the build under way saw
+	seen  int    // specs marked with it
 	depth int    // builds under way
 	specs map[*api.Job]*specEntry
 	// views is what every kept view depends on besides its own key
@@ -123,6 +124,7 @@ func (m *Memo) begin(ctx viewContext) (owner bool, epoch uint64) {
 	defer m.mu.Unlock()
 	if m.depth == 0 {
 		m.build++
+		m.seen = 0
 		if m.views.ctx != ctx || m.views.epoch == 0 {
 			m.views.ctx = ctx
 			m.views.epoch++
@@ -144,6 +146,9 @@ func (m *Memo) end() {
 	m.depth--
 	if m.depth > 0 {
 		return
+	}
+	if m.seen == len(m.specs) {
+		return // every spec kept was seen: none to forget (most builds)
 	}
 	maps.DeleteFunc(m.specs, func(_ *api.Job, e *specEntry) bool { return e.seen != m.build })
 }

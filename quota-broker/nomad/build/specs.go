@@ -114,8 +114,9 @@ func (m *Memo) of(j *api.Job, holding string, tree *quota.Node) *specEntry {
 	}
 	m.mu.Lock()
 	e := m.specs[j]
-	if e != nil {
+	if e != nil && e.seen != m.build {
 		e.seen = m.build
+		m.seen++
 	}
 	m.mu.Unlock()
 	if e != nil && e.read.holding == holding && e.read.tree == tree {
@@ -125,6 +126,9 @@ func (m *Memo) of(j *api.Job, holding string, tree *quota.Node) *specEntry {
 	m.mu.Lock()
 	if m.specs == nil {
 		m.specs = map[*api.Job]*specEntry{}
+	}
+	if old := m.specs[j]; old == nil || old.seen != m.build {
+		m.seen++
 	}
 	m.specs[j] = e
 	m.mu.Unlock()
