@@ -81,6 +81,10 @@ type specEntry struct {
 	// the job holds GPUs; heldOf nil: not looked up yet.
 	heldOf *heldAllocs
 	held   int32
+	// live is the job's live allocations in liveOf (liveCounts.jobs);
+	// liveOf zero: not looked up yet.
+	liveOf uint64
+	live   int
 }
 
 // nodesPart is step 1's result for one generation of the nodes and one

@@ -259,7 +259,7 @@ func build(s watch.View, in Input) *Build {
 				b.Unrecorded = append(b.Unrecorded, k)
 			}
 		}
-		key := viewKey{epoch: epoch, live: live.jobs[k], rec: rec, accepted: accepted(in, k, rec)}
+		key := viewKey{epoch: epoch, live: liveCount(e, live, s.Gen.Allocs, k, owner), rec: rec, accepted: accepted(in, k, rec)}
 		_, queued := s.Queued[k]
 		v := keptView(e, key, owner, queued)
 		if v == nil {

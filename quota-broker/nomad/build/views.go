@@ -79,3 +79,16 @@ func heldIndex(e *specEntry, h *heldAllocs, k plan.JobKey, owner bool) int32 {
 	}
 	return held
 }
+
+// liveCount is job k's live allocations (live.jobs), kept on e by the
+// owning build while the allocations' generation (gen) is the same.
+func liveCount(e *specEntry, live liveCounts, gen uint64, k plan.JobKey, owner bool) int {
+	if owner && e.liveOf == gen {
+		return e.live
+	}
+	n := live.jobs[k]
+	if owner {
+		e.liveOf, e.live = gen, n
+	}
+	return n
+}
