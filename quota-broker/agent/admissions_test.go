@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -93,5 +94,46 @@ func TestRecordStepWritesTheAdmissionsTheFenceFinds(t *testing.T) {
 	}
 	if got, _ := mem.job(known2); !got.AdmittedAt.Equal(at.Add(time.Second)) {
 		t.Fatalf("%s admitted at %v, want the Fence's now %v", known2, got.AdmittedAt, at.Add(time.Second))
+	}
+}
+
+// Before the acts the record step makes sure the lock is held (L12): a
+// batch that goes to the store is its own proof (the fenced transaction
+// fails for a deposed leader), an empty batch is checked by a consistent
+// read of the lock. Either way a broker that lost the lock neither
+// records nor acts.
+func TestRecordStepVerifiesTheLockOnceEitherWay(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	lock, err := st.Lock(ctx, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{mem: newMemory(st, true)}
+	a.mem.lead()
+	write := &batch{}
+	write.putJob(store.JobID{Namespace: "workspace-a", Job: "train"}, store.JobRecord{})
+	for name, b := range map[string]*batch{"empty": {}, "a write": write} {
+		if err := a.verifyLock(ctx, lock, b); err != nil {
+			t.Fatalf("%s batch, lock held: %v", name, err)
+		}
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.verifyLock(ctx, lock, &batch{}); !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("empty batch, lock released: %v, want ErrNotLeader", err)
+	}
+	// A batch to write leaves the proof to its fenced transaction.
+	if err := a.verifyLock(ctx, lock, write); err != nil {
+		t.Fatalf("a write, lock released: verifyLock %v, want nil (the write is fenced)", err)
+	}
+	if err := a.mem.commit(ctx, lock, write); !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("a write, lock released: commit %v, want ErrNotLeader", err)
+	}
+	// A memory that does not persist is no proof: the lock is read.
+	a.mem.persist = false
+	if err := a.verifyLock(ctx, lock, write); !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("a write not persisted, lock released: %v, want ErrNotLeader", err)
 	}
 }

@@ -245,14 +245,6 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 		if ok, why := a.fresh(); !ok {
 			return errors.New(why)
 		}
-		// A consistent read of the lock before the writes and the acts
-		// (each act then checks the lock again; every write is fenced).
-		vctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		err := c.lock.Verify(vctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("the leader lock could not be verified: %w", err)
-		}
 	}
 	b := &batch{}
 	a.recordJobs(b, c)
@@ -262,8 +254,14 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 		recordHolds(b, c)
 		recordStops(b, c, c.recordedAt)
 		recordAdmissions(b, c, c.recordedAt)
+		if err := a.verifyLock(ctx, c.lock, b); err != nil {
+			return err
+		}
 	}
 	if err := a.mem.commit(ctx, c.lock, b); err != nil {
+		if errors.Is(err, store.ErrNotLeader) {
+			_ = c.lock.Verify(ctx) // the lock is lost: marked so at once
+		}
 		return fmt.Errorf("failed to record the jobs, holds and intents in the store: %w", err)
 	}
 	a.mu.Lock()
@@ -273,6 +271,25 @@ func (a *Agent) record(ctx context.Context, c *cycleState) error {
 		a.seeded = true
 		a.setActing(true, "", "record")
 		return errCycleDone
+	}
+	return nil
+}
+
+// verifyLock makes sure, before the acts, that this broker still holds
+// the leader lock (L12; each act then checks the lock again, and every
+// write is fenced). A batch written to the store proves it: the store's
+// transaction checks the lock's session (store.KV.fenced) as a
+// consistent read of the lock would, and fails without it. An empty
+// batch, or one the memory does not persist, is no proof: the lock is
+// read consistently (Lock.Verify).
+func (a *Agent) verifyLock(ctx context.Context, lock *store.Lock, b *batch) error {
+	if len(b.writes) > 0 && a.mem.persist {
+		return nil
+	}
+	vctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if err := lock.Verify(vctx); err != nil {
+		return fmt.Errorf("the leader lock could not be verified: %w", err)
 	}
 	return nil
 }
