@@ -326,10 +326,7 @@ func TestMemoFollowsTheStops(t *testing.T) {
 		t.Helper()
 		edit(&in)
 		edit(&kept)
-		want, got := From(s, in), From(s, kept)
-		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
-			t.Fatalf("%s: snapshot with a Memo (-without +with):\n%s", name, diff)
-		}
+		want, got := bothBuilds(t, name, s, in, kept)
 		if diff := cmp.Diff(want.UnknownStopping, got.UnknownStopping); diff != "" {
 			t.Fatalf("%s: unknown stops with a Memo (-without +with):\n%s", name, diff)
 		}
@@ -513,13 +510,7 @@ func TestMemoReusesTheViewsThatDidNotChange(t *testing.T) {
 		t.Helper()
 		edit(&in)
 		edit(&kept)
-		want, got := From(s, in), From(s, kept)
-		if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
-			t.Fatalf("%s: snapshot with a Memo (-without +with):\n%s", name, diff)
-		}
-		if diff := cmp.Diff(viewsOf(want), viewsOf(got)); diff != "" {
-			t.Fatalf("%s: views with a Memo (-without +with):\n%s", name, diff)
-		}
+		_, got := bothBuilds(t, name, s, in, kept)
 		if last != nil {
 			var again []plan.JobKey
 			for k, v := range got.Jobs {
@@ -583,4 +574,18 @@ func TestMemoReusesTheViewsThatDidNotChange(t *testing.T) {
 	// A job with allocations pending, and a direct registration, are made
 	// again each build.
 	step("nothing changed since", func(*Input) {}, keys[2], keys[9])
+}
+
+// bothBuilds builds s with in and with kept (in with a Memo) and fails
+// when their snapshots or job views differ; it returns both builds.
+func bothBuilds(t *testing.T, name string, s *watch.State, in, kept Input) (want, got *Build) {
+	t.Helper()
+	want, got = From(s, in), From(s, kept)
+	if diff := cmp.Diff(want.Snapshot, got.Snapshot); diff != "" {
+		t.Fatalf("%s: snapshot with a Memo (-without +with):\n%s", name, diff)
+	}
+	if diff := cmp.Diff(viewsOf(want), viewsOf(got)); diff != "" {
+		t.Fatalf("%s: views with a Memo (-without +with):\n%s", name, diff)
+	}
+	return want, got
 }
