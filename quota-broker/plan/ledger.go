@@ -432,7 +432,6 @@ func (p *planner) startAllocations() allocIndexer {
 		nodeOf:   grown(p.buf.nodeOf, n),
 		eager:    sized(p.buf.eager, len(p.nodes)),
 		sizes:    grown(p.buf.sizes, n)[:0], // per unit, its allocations (buildUnits)
-		jobs:     emptied(&p.buf.unitOf, &p.buf.unitOfLen, n),
 		first:    true,
 		lastNode: -1,
 	}
@@ -480,6 +479,9 @@ func (p *planner) addAllocation(ix *allocIndexer, a *Allocation) {
 		reserved: res != nil && p.now.Before(res.End), idle: a.Idle,
 		wholeJob: (a.Type == JobBatch && !a.Elastic) || a.Flex()} // L5: flex requests stop whole
 	x.victimable = x.q != nil && !x.reserved && !stopping && (a.Type == JobService || a.Type == JobBatch)
+	if x.wholeJob && ix.jobs == nil {
+		ix.jobs = emptied(&p.buf.unitOf, &p.buf.unitOfLen, len(ix.store))
+	}
 	x.unit, ix.sizes = numberUnit(x.wholeJob, a, &ix.jobs, ix.sizes)
 	if stopping {
 		ix.eager[node] = true
