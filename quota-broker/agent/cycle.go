@@ -363,7 +363,7 @@ func (a *Agent) vanishedJobs(c *cycleState) []store.JobID {
 // recordUnplaced adds to b the job records whose unplaced_since changes
 // (issue 11 item 4; issue 18: a successor scales an idle group down settle
 // after its predecessor first saw it unplaced, not after its own start):
-// an idle group with allocations unplaced (build.IdleView.Unplaced) keeps
+// an idle group with allocations unplaced (policies.IdleView.Unplaced) keeps
 // its recorded instant, or gets the cycle's time; a group placed, or no
 // longer idle, is dropped. Nothing changes while the idle groups are
 // unknown (the scaling policies not synced). A job's record written

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"strings"
 	"sync"
 	"testing"
@@ -309,7 +310,7 @@ func TestRecordUnplaced(t *testing.T) {
 		jobC:  {FirstSeen: t0, QueuedAt: t0, Unplaced: map[string]time.Time{"worker": t0}},
 		other: {FirstSeen: t0, QueuedAt: t0, Unplaced: map[string]time.Time{"gone": t0}},
 	}
-	run := func(idle map[plan.GroupKey]*build.IdleView) map[store.JobID]store.JobRecord {
+	run := func(idle map[plan.GroupKey]*policies.IdleView) map[store.JobID]store.JobRecord {
 		c := &cycleState{start: now, view: &view{jobs: recorded}, b: &build.Build{Idle: idle}}
 		b := &batch{}
 		recordUnplaced(b, c)
@@ -318,7 +319,7 @@ func TestRecordUnplaced(t *testing.T) {
 	if got := run(nil); len(got) != 0 {
 		t.Fatalf("with the idle groups unknown: wrote %v", got)
 	}
-	got := run(map[plan.GroupKey]*build.IdleView{
+	got := run(map[plan.GroupKey]*policies.IdleView{
 		worker: {Group: worker, Count: 5, Live: 2, UnplacedSince: t0},
 		eval:   {Group: eval, Count: 3, Live: 1},
 	})
@@ -333,7 +334,7 @@ func TestRecordUnplaced(t *testing.T) {
 		t.Fatalf("the view's record changed in place: %+v", recorded[jobC])
 	}
 	// Placed: dropped; unchanged records are not written.
-	got = run(map[plan.GroupKey]*build.IdleView{worker: {Group: worker, Count: 2, Live: 2, UnplacedSince: t0}})
+	got = run(map[plan.GroupKey]*policies.IdleView{worker: {Group: worker, Count: 2, Live: 2, UnplacedSince: t0}})
 	want = map[store.JobID]store.JobRecord{jobC: {FirstSeen: t0, QueuedAt: t0}, other: {FirstSeen: t0, QueuedAt: t0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("writes (-want +got):\n%s", diff)

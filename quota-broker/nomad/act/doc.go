@@ -27,9 +27,9 @@
 //     running at its next 1 s batch, whatever the broker does.
 //
 // Idle groups (scaledown.go, issue 11): Actor.Execute lowers the count of
-// a group with a gputide-idle policy (build.IdleView) to its live
+// a group with a gputide-idle policy (policies.IdleView) to its live
 // allocations (never below 1) after stopping one of them or when some stay
-// unplaced for Settle (since build.IdleView.UnplacedSince, the broker's
+// unplaced for Settle (since policies.IdleView.UnplacedSince, the broker's
 // record).
 //
 // Calendar actions (calact.go): stop_job records the status to write

@@ -3,11 +3,10 @@ package act
 import (
 	"context"
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"maps"
 	"slices"
 	"time"
-
-	"github.com/gputide/gputide/quota-broker/nomad/build"
 
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/hashicorp/nomad/api"
@@ -88,7 +87,7 @@ func (x *execution) stoppedByGroup() map[plan.GroupKey]int {
 // (PUT /v1/job/<id>/scale), enforcing the job's modify index. The broker
 // overrides no Sentinel policy (PolicyOverride false), as its registers
 // do not.
-func (a *Actor) scale(ctx context.Context, v *build.IdleView, count int, reason string) error {
+func (a *Actor) scale(ctx context.Context, v *policies.IdleView, count int, reason string) error {
 	k := v.Group
 	if a.DryRun {
 		a.Logger.Info("dry run: would scale down an idle group", "group", k.String(), "from", v.Count, "to", count, "reason", reason)

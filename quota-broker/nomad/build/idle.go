@@ -1,33 +1,12 @@
 package build
 
 import (
-	"time"
-
 	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"github.com/gputide/gputide/quota-broker/nomad/policies"
 	"github.com/gputide/gputide/quota-broker/nomad/watch"
 	"github.com/gputide/gputide/quota-broker/plan"
 	"github.com/gputide/gputide/quota-broker/quota"
 )
-
-// IdleView is an idle group as the Actor needs it for scale-down (issue 11
-// item 4): its count in the job, its live allocations that are not being
-// stopped, the job's modify index the Scale call enforces, and since when
-// it has had allocations unplaced (Input.UnplacedSince).
-type IdleView struct {
-	Group          plan.GroupKey
-	Count          int
-	Live           int
-	JobModifyIndex uint64
-	// UnplacedSince: since when the group has had allocations unplaced,
-	// as the broker recorded it; zero: not recorded (yet).
-	UnplacedSince time.Time
-}
-
-// Unplaced reports whether the group has allocations unplaced that a
-// scale-down would remove: a count above its live allocations, and above
-// 1 (a batch job at count 0 is dead).
-func (v *IdleView) Unplaced() bool { return v.Count > max(v.Live, 1) }
 
 // idleGroups is the Build step that turns idle policies into the
 // snapshot's idle groups (issue 11 item 4): each enabled policy with a
@@ -41,12 +20,12 @@ func (v *IdleView) Unplaced() bool { return v.Count > max(v.Live, 1) }
 // are not known then), else a map, empty when there are none. Policies of
 // other groups are ignored: the gputide-idle strategy of such a
 // group reads a fit of 0 (GET /v1/idle-fit answers 404 for it).
-func idleGroups(pols *policies.Policies, jobs map[plan.JobKey]*JobView, allocs map[string]*watch.Alloc) ([]plan.IdleGroup, map[plan.GroupKey]*IdleView) {
+func idleGroups(pols *policies.Policies, jobs map[plan.JobKey]*JobView, allocs map[string]*watch.Alloc) ([]plan.IdleGroup, map[plan.GroupKey]*policies.IdleView) {
 	if !pols.Synced() {
 		return nil, nil
 	}
 	idle := pols.IdlePolicies()
-	views := map[plan.GroupKey]*IdleView{} // not nil: the idle groups are known
+	views := map[plan.GroupKey]*policies.IdleView{} // not nil: the idle groups are known
 	if len(idle) == 0 {
 		return nil, views
 	}
@@ -60,7 +39,7 @@ func idleGroups(pols *policies.Policies, jobs map[plan.JobKey]*JobView, allocs m
 		out = append(out, plan.IdleGroup{Namespace: sp.Group.Namespace, Job: sp.Group.Job, Group: sp.Group.Group,
 			Priority: jobmeta.Priority(j), GPUs: gpus, Model: model, Datacenters: jobmeta.Datacenters(j.Datacenters), NodePool: v.Options.Pool,
 			Max: int(min(sp.Max, quota.MaxGPUs)), Count: count, Flavors: v.Flavors})
-		iv := &IdleView{Group: sp.Group, Count: count}
+		iv := &policies.IdleView{Group: sp.Group, Count: count}
 		if j.JobModifyIndex != nil {
 			iv.JobModifyIndex = *j.JobModifyIndex
 		}

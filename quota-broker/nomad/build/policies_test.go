@@ -121,7 +121,7 @@ func TestBuildMakesIdleGroupsFromIdlePolicies(t *testing.T) {
 	if diff := cmp.Diff(want, b.Snapshot.IdleGroups); diff != "" {
 		t.Fatalf("idle groups (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[plan.GroupKey]*IdleView{trainingC: {Group: trainingC, Count: 2, Live: 2, JobModifyIndex: 22}}, b.Idle); diff != "" {
+	if diff := cmp.Diff(map[plan.GroupKey]*policies.IdleView{trainingC: {Group: trainingC, Count: 2, Live: 2, JobModifyIndex: 22}}, b.Idle); diff != "" {
 		t.Fatalf("idle views (-want +got):\n%s", diff)
 	}
 	p, err := plan.Compute(b.Snapshot)

@@ -75,7 +75,7 @@ type Input struct {
 	Policies *policies.Policies
 	// UnplacedSince says since when an idle group has had allocations
 	// unplaced (the agent: its store's jobs/<ns>/<job>.unplaced_since);
-	// nil or zero: not known to be. Passed on as IdleView.UnplacedSince,
+	// nil or zero: not known to be. Passed on as policies.IdleView.UnplacedSince,
 	// for the Actor's scale-down.
 	UnplacedSince func(group plan.GroupKey) time.Time
 	// Memo, when set, keeps what builds derive from the parts of the
@@ -185,7 +185,7 @@ type Build struct {
 	// Idle are the idle groups of the snapshot (before Validate) with what
 	// the Actor's scale-down needs, by group; nil while the scaling
 	// policies are not synced (the idle groups are unknown), else a map.
-	Idle map[plan.GroupKey]*IdleView
+	Idle map[plan.GroupKey]*policies.IdleView
 }
 
 // From turns the state s into a snapshot for the planning core, in these

@@ -372,3 +372,22 @@ func RaisingBoundary(checks []scalingpolicy.Check, now time.Time, horizon time.D
 	}
 	return time.Time{}, 0, false
 }
+
+// IdleView is an idle group as the Actor needs it for scale-down (issue 11
+// item 4): its count in the job, its live allocations that are not being
+// stopped, the job's modify index the Scale call enforces, and since when
+// it has had allocations unplaced (build.Input.UnplacedSince).
+type IdleView struct {
+	Group          plan.GroupKey
+	Count          int
+	Live           int
+	JobModifyIndex uint64
+	// UnplacedSince: since when the group has had allocations unplaced,
+	// as the broker recorded it; zero: not recorded (yet).
+	UnplacedSince time.Time
+}
+
+// Unplaced reports whether the group has allocations unplaced that a
+// scale-down would remove: a count above its live allocations, and above
+// 1 (a batch job at count 0 is dead).
+func (v *IdleView) Unplaced() bool { return v.Count > max(v.Live, 1) }
