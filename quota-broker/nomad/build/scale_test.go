@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"fmt"
+	"github.com/gputide/gputide/quota-broker/nomad/jobmeta"
 	"maps"
 	"net/http/httptest"
 	"os"
@@ -588,4 +589,41 @@ func bothBuilds(t *testing.T, name string, s *watch.State, in, kept Input) (want
 		t.Fatalf("%s: views with a Memo (-without +with):\n%s", name, diff)
 	}
 	return want, got
+}
+
+// A job naming a booking meets the Memo (bookings x kept views): its view
+// is made again each build, so the booking's end, reached by the clock
+// alone, gives it its meta error with a Memo as without one.
+func TestMemoRemakesTheViewOfABookingsJob(t *testing.T) {
+	s, in := scaleState(t, 50)
+	var k plan.JobKey
+	s.Read(func(v watch.View) {
+		for key := range v.Jobs {
+			if key.Namespace == scalegen.Team(1) && (k.Job == "" || key.Job < k.Job) {
+				k = key
+			}
+		}
+	})
+	s.Edit(func(v watch.View) {
+		j := *v.Jobs[k]
+		j.Meta = maps.Clone(j.Meta)
+		if j.Meta == nil {
+			j.Meta = map[string]string{}
+		}
+		j.Meta[jobmeta.MetaReservation] = "r-1"
+		v.Jobs[k] = &j
+	})
+	in.Reservations = []plan.Reservation{{ID: "r-1", Namespace: k.Namespace, Quota: "team-01", GPUs: 2,
+		Start: in.Now.Add(-time.Hour), End: in.Now.Add(time.Hour)}}
+	kept := in
+	kept.Memo = &Memo{}
+	_, first := bothBuilds(t, "booking under way", s, in, kept)
+	if v := first.Jobs[k]; v == nil || v.MetaErr != nil {
+		t.Fatalf("booking under way: view %+v, want one without a meta error", v)
+	}
+	in.Now, kept.Now = in.Now.Add(2*time.Hour), in.Now.Add(2*time.Hour)
+	_, ended := bothBuilds(t, "booking ended", s, in, kept)
+	if v := ended.Jobs[k]; v == nil || v.MetaErr == nil || v == first.Jobs[k] {
+		t.Fatalf("booking ended: view %+v, want a new view with the booking's meta error", v)
+	}
 }
